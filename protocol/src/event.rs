@@ -1,0 +1,72 @@
+//! Event names and their payloads.
+//!
+//! Events are one-way notices (`event` frames) with a per-sender sequence number. The
+//! names form a closed enum; an unknown name from a newer peer decodes as `Unknown` and
+//! is dropped, never dispatched by string.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Every event name this build knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventName {
+    /// Server → client, first frame of every connection.
+    #[serde(rename = "challenge")]
+    Challenge,
+    /// Gateway → agents: the set of callable tools changed.
+    #[serde(rename = "tools.changed")]
+    ToolsChanged,
+    /// Node → gateway → agents: a background process session ended.
+    #[serde(rename = "process.exited")]
+    ProcessExited,
+    /// Node → gateway: progress of a running call (relayed to its caller).
+    #[serde(rename = "call.progress")]
+    CallProgress,
+    /// Gateway → all: the gateway is shutting down.
+    #[serde(rename = "shutdown")]
+    Shutdown,
+    #[serde(other)]
+    Unknown,
+}
+
+impl EventName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventName::Challenge => "challenge",
+            EventName::ToolsChanged => "tools.changed",
+            EventName::ProcessExited => "process.exited",
+            EventName::CallProgress => "call.progress",
+            EventName::Shutdown => "shutdown",
+            EventName::Unknown => "unknown",
+        }
+    }
+}
+
+/// Payload of `tools.changed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsChanged {
+    pub node: String,
+    /// `connected`, `disconnected` or `replaced`.
+    pub change: String,
+}
+
+/// Payload of `call.progress` as the node sends it (the call id is the gateway's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallProgress {
+    pub call_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+}
+
+/// Payload of a node event relayed to agents: the node's payload plus its id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub node: String,
+    pub data: Value,
+}

@@ -1,0 +1,138 @@
+//! The handshake: `challenge` → `connect` → `hello-ok`.
+//!
+//! Nothing else is accepted on a connection until it completes, so everything a peer
+//! must prove or declare (protocol range, role, credential, and for nodes their tools and
+//! runtime) travels in the one `connect` request.
+
+use crate::limits::Limits;
+use crate::tool::ToolDef;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which side of the gateway a peer is on. Must match the endpoint it dialled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Node,
+    Agent,
+}
+
+/// How a node wants to be used (from the reference's host roles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostRole {
+    /// A general-purpose host offering the standard tool set.
+    #[default]
+    Execution,
+    /// A host kept for specific tools; never the primary execution host.
+    Specialized,
+}
+
+/// Payload of the server's first frame, the `challenge` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    pub nonce: String,
+}
+
+/// The credential in `connect`. `nonce` echoes the challenge, binding the connect to
+/// this connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    pub token: String,
+    pub nonce: String,
+}
+
+/// Facts about the node's host. Environment variables are reported by name only.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Runtime {
+    /// `linux`, `macos` or `windows`.
+    pub host_os: String,
+    pub host_arch: String,
+    #[serde(default)]
+    pub host_env: Vec<String>,
+    #[serde(default)]
+    pub host_bin_status: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub host_bin_status_updated_at: u64,
+}
+
+/// What a node declares about itself in `connect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    /// Validated by the gateway (see `NodeId`), so the error can name the problem.
+    pub id: String,
+    pub tools: Vec<ToolDef>,
+    /// Every capability id the node's tools declare.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub host_role: HostRole,
+    pub runtime: Runtime,
+}
+
+/// Who the client is, for logs and `gsv nodes`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// Params of the `connect` request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectParams {
+    pub min_protocol: u32,
+    pub max_protocol: u32,
+    pub role: Role,
+    pub auth: Auth,
+    #[serde(default)]
+    pub client: ClientInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeInfo>,
+}
+
+/// Result of a successful `connect`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloOk {
+    /// Always `"hello-ok"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub protocol: u32,
+    pub conn_id: String,
+    pub limits: Limits,
+}
+
+impl HelloOk {
+    pub fn new(protocol: u32, conn_id: String, limits: Limits) -> Self {
+        HelloOk {
+            kind: "hello-ok".to_owned(),
+            protocol,
+            conn_id,
+            limits,
+        }
+    }
+}
+
+/// Picks the highest version in both `[min, max]` and the range this build supports.
+pub fn negotiate(min: u32, max: u32) -> Option<u32> {
+    let hi = max.min(crate::PROTOCOL_VERSION);
+    let lo = min.max(crate::MIN_PROTOCOL_VERSION);
+    (lo <= hi).then_some(hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(negotiate(1, 1), Some(1));
+        assert_eq!(negotiate(1, 9), Some(crate::PROTOCOL_VERSION));
+        assert_eq!(negotiate(2, 9), None);
+        assert_eq!(negotiate(0, 0), None);
+        assert_eq!(negotiate(3, 1), None);
+    }
+}

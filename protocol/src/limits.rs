@@ -1,0 +1,60 @@
+//! Limits: the fixed ones of the handshake and the ones negotiated in `hello-ok`.
+//!
+//! Every queue and every frame on the path is bounded; these numbers are the bounds.
+//! The gateway announces its limits in `hello-ok` and enforces them; a client must not
+//! exceed them.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest frame accepted before `hello-ok` (the unauthenticated phase).
+pub const PRE_AUTH_MAX_FRAME_BYTES: usize = 64 * 1024;
+/// The whole handshake must finish within this many milliseconds.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Largest frame after `hello-ok`: room for a 10 MB image as base64 plus framing.
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// Largest tool result a node may return (the `result` of a `res`).
+pub const MAX_RESULT_BYTES: usize = MAX_FRAME_BYTES - 64 * 1024;
+/// Default WebSocket ping interval; a peer silent for two intervals is dead.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 15_000;
+/// Deadline of a call whose caller and tool give none.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 300_000;
+/// Longest deadline a caller may ask for (24 h).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+/// Calls one agent connection may have in flight at once.
+pub const MAX_IN_FLIGHT_PER_AGENT: usize = 1024;
+/// Calls one node connection may have pending at once.
+pub const MAX_PENDING_PER_NODE: usize = 4096;
+/// Frames queued for sending to one peer before it counts as a slow consumer.
+pub const SEND_QUEUE_FRAMES: usize = 256;
+/// Longest request id.
+pub const MAX_ID_LEN: usize = 128;
+/// Most tools one node may register.
+pub const MAX_TOOLS_PER_NODE: usize = 256;
+
+/// Limits announced in `hello-ok`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    pub max_frame_bytes: usize,
+    pub max_result_bytes: usize,
+    pub max_in_flight: usize,
+    pub send_queue_frames: usize,
+    pub heartbeat_ms: u64,
+    pub default_call_timeout_ms: u64,
+    pub max_call_timeout_ms: u64,
+}
+
+impl Limits {
+    /// The limits for a connection of the given role with the given heartbeat.
+    pub fn standard(max_in_flight: usize, heartbeat_ms: u64) -> Self {
+        Limits {
+            max_frame_bytes: MAX_FRAME_BYTES,
+            max_result_bytes: MAX_RESULT_BYTES,
+            max_in_flight,
+            send_queue_frames: SEND_QUEUE_FRAMES,
+            heartbeat_ms,
+            default_call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
+            max_call_timeout_ms: MAX_CALL_TIMEOUT_MS,
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Request methods and their params and results.
+//!
+//! `Method` is a closed enum: a `req` frame's method string is decoded into it once, and
+//! every handler matches on the enum. Params stay raw JSON until the handler for that
+//! method decodes them into the struct below, so a bad param is answered with the
+//! request's own id.
+
+use crate::handshake::{HostRole, Runtime};
+use crate::tool::ToolAnnotations;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Every request method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Method {
+    /// Client → gateway, the handshake request.
+    #[serde(rename = "connect")]
+    Connect,
+    /// Agent → gateway: tools this agent may call.
+    #[serde(rename = "tools.list")]
+    ToolsList,
+    /// Agent → gateway: call a namespaced tool.
+    #[serde(rename = "tools.call")]
+    ToolsCall,
+    /// Agent → gateway: connected and known nodes.
+    #[serde(rename = "nodes.list")]
+    NodesList,
+    /// Gateway → node: run one tool.
+    #[serde(rename = "tool.invoke")]
+    ToolInvoke,
+    /// Gateway → node: re-probe binaries on the node's PATH.
+    #[serde(rename = "node.probe")]
+    NodeProbe,
+    /// A method this build does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Connect => "connect",
+            Method::ToolsList => "tools.list",
+            Method::ToolsCall => "tools.call",
+            Method::NodesList => "nodes.list",
+            Method::ToolInvoke => "tool.invoke",
+            Method::NodeProbe => "node.probe",
+            Method::Unknown => "unknown",
+        }
+    }
+}
+
+/// Params of `tools.call`. `args` stays raw: the gateway validates it and forwards the
+/// exact bytes.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCallParams {
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub args: Box<RawValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".to_owned()).expect("`{}` is valid JSON")
+}
+
+/// Params of `tool.invoke`, as the gateway sends them to a node. Borrowed for encoding.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInvokeOut<'a> {
+    pub tool: &'a str,
+    pub args: &'a RawValue,
+    pub timeout_ms: u64,
+}
+
+/// Params of `tool.invoke`, as the node decodes them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInvokeParams {
+    pub tool: String,
+    #[serde(default)]
+    pub args: Value,
+    pub timeout_ms: u64,
+}
+
+/// Params of `node.probe`. An empty list re-probes everything the node tracks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeParams {
+    #[serde(default)]
+    pub bins: Vec<String>,
+}
+
+/// Result of `node.probe`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeResult {
+    pub host_bin_status: BTreeMap<String, bool>,
+    pub host_bin_status_updated_at: u64,
+}
+
+/// One tool as an agent sees it (`tools.list`, `GET /v1/tools`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEntry {
+    /// Namespaced: `{node}__{tool}`.
+    pub name: String,
+    pub node: String,
+    pub tool: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub capability: String,
+    pub annotations: ToolAnnotations,
+    /// Whether the node is connected now.
+    pub online: bool,
+}
+
+/// Result of `tools.list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsListResult {
+    pub tools: Vec<ToolEntry>,
+}
+
+/// One node as `nodes.list` and `GET /v1/nodes` describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSummary {
+    pub id: String,
+    pub online: bool,
+    /// When the current connection was made (online) or when it closed (offline).
+    pub since: u64,
+    pub host_role: HostRole,
+    pub capabilities: Vec<String>,
+    pub tools: Vec<String>,
+    pub runtime: Runtime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_addr: Option<String>,
+}
+
+/// Result of `nodes.list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodesListResult {
+    pub nodes: Vec<NodeSummary>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_methods_decode_as_unknown() {
+        let m: Method = serde_json::from_str("\"tools.destroy\"").unwrap();
+        assert_eq!(m, Method::Unknown);
+        let m: Method = serde_json::from_str("\"tools.call\"").unwrap();
+        assert_eq!(m, Method::ToolsCall);
+    }
+
+    #[test]
+    fn call_params_keep_args_verbatim() {
+        let p: ToolsCallParams =
+            serde_json::from_str(r#"{"name":"a__B","args":{"x": [1, 2]}}"#).unwrap();
+        assert_eq!(p.args.get(), r#"{"x": [1, 2]}"#);
+        let p: ToolsCallParams = serde_json::from_str(r#"{"name":"a__B"}"#).unwrap();
+        assert_eq!(p.args.get(), "{}");
+    }
+}
