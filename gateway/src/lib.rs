@@ -1,0 +1,32 @@
+//! gsv-gateway: the central process nodes dial into and agents call through.
+//!
+//! It accepts node and agent WebSockets on one port (`/v1/node`, `/v1/agent`), keeps
+//! the registry of connected nodes and their tools, routes each agent's namespaced call
+//! to its node and the result back, and serves the HTTP admin API, health and metrics.
+//! Tokens live hashed in an embedded SQLite store in the data directory.
+
+pub mod agent_session;
+pub mod config;
+pub mod conn;
+pub mod datadir;
+pub mod handshake;
+pub mod http;
+pub mod metrics;
+pub mod node_session;
+pub mod policy;
+pub mod probe;
+pub mod registry;
+pub mod router;
+pub mod server;
+pub mod state;
+pub mod store;
+pub mod time;
+pub mod token;
+pub mod toolset;
+pub mod upgrade;
+
+pub use config::GatewayConfig;
+pub use policy::{Policy, PolicySpec};
+pub use server::{start, GatewayError, RunningGateway};
+pub use store::{Store, StoreError, TokenInfo};
+pub use token::TokenKind;

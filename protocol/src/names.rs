@@ -90,6 +90,12 @@ impl fmt::Display for NodeId {
     }
 }
 
+impl std::borrow::Borrow<str> for NodeId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl AsRef<str> for NodeId {
     fn as_ref(&self) -> &str {
         &self.0
@@ -227,10 +233,10 @@ mod tests {
         assert!(NamespacedName::parse("laptop").is_err());
         assert!(NamespacedName::parse("__Bash").is_err());
         assert!(NamespacedName::parse("laptop__").is_err());
-        let longest = format!("{}__{}", "a".repeat(32), format!("A{}", "b".repeat(29)));
+        let longest = format!("{}__A{}", "a".repeat(32), "b".repeat(29));
         assert_eq!(longest.len(), 64);
         assert!(NamespacedName::parse(&longest).is_ok());
-        let too_long = format!("{}__{}", "a".repeat(32), format!("A{}", "b".repeat(30)));
+        let too_long = format!("{}__A{}", "a".repeat(32), "b".repeat(30));
         assert_eq!(
             NamespacedName::parse(&too_long),
             Err(NameError::TooLong(too_long.clone()))

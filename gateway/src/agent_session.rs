@@ -1,0 +1,204 @@
+//! One agent WebSocket connection: `tools.list`, `tools.call`, `nodes.list`, `cancel`.
+//!
+//! Each call runs in its own task, so a slow tool never blocks the connection. The
+//! agent's token policy is fixed at connect and checked on every call. When the agent
+//! goes away, its calls still running are cancelled on their nodes.
+
+use crate::conn::{read_loop, spawn_writer, Outbound, Ws};
+use crate::handshake;
+use crate::policy::{Policy, PolicySpec};
+use crate::router;
+use crate::state::{AgentHandle, Shared};
+use crate::token::TokenKind;
+use dashmap::DashMap;
+use futures_util::StreamExt;
+use gsv_protocol::frame::{encode_err, encode_ok};
+use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
+use gsv_protocol::{ErrorCode, ErrorShape, Frame, Limits, Method, Role};
+use serde_json::value::RawValue;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// The agent's calls in flight, by request id.
+type InFlight = Arc<DashMap<String, CancellationToken>>;
+
+/// Serves an agent WebSocket until it closes.
+pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
+    let Some(hs) = handshake::accept(ws, &shared, Role::Agent, peer).await else {
+        return;
+    };
+    let policy = match hs.token.kind {
+        TokenKind::Admin => Policy::full_access(),
+        TokenKind::Agent => {
+            let spec = hs.token.policy.clone().unwrap_or_else(PolicySpec::default);
+            match Policy::compile(&spec) {
+                Ok(p) => p,
+                Err(e) => {
+                    let err = ErrorShape::new(ErrorCode::Internal, format!("stored policy: {e}"));
+                    hs.refuse(&shared, err).await;
+                    return;
+                }
+            }
+        }
+        TokenKind::Node => {
+            let err = ErrorShape::new(ErrorCode::Forbidden, "a node token cannot connect as an agent");
+            hs.refuse(&shared, err).await;
+            return;
+        }
+    };
+    let conn_id = uuid::Uuid::new_v4().to_string();
+    let name = hs.token.subject.clone();
+    let token_id = hs.token.id.clone();
+    let limits = Limits::standard(
+        gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
+        shared.config.heartbeat.as_millis() as u64,
+    );
+    let Some(ws) = hs.hello(&conn_id, limits).await else {
+        return;
+    };
+    let (sink, stream) = ws.split();
+    let (out, _writer) = spawn_writer(sink, shared.shutdown.child_token(), shared.config.heartbeat);
+    let agent = Arc::new(AgentHandle::new(
+        conn_id.clone(),
+        name,
+        token_id,
+        out.clone(),
+        Arc::new(policy),
+    ));
+    shared.agents.insert(conn_id.clone(), agent.clone());
+    shared.metrics.connected_agents.inc();
+    let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
+    async {
+        tracing::info!(%peer, "agent connected");
+        let in_flight: InFlight = Arc::new(DashMap::new());
+        let reason = read_loop(stream, &out, shared.config.heartbeat, |text| {
+            on_frame(&shared, &agent, &in_flight, text)
+        })
+        .await;
+        out.close();
+        for call in in_flight.iter() {
+            call.value().cancel();
+        }
+        tracing::info!(?reason, "agent disconnected");
+    }
+    .instrument(span)
+    .await;
+    shared.agents.remove(&conn_id);
+    shared.metrics.connected_agents.dec();
+}
+
+fn reply_err(out: &Outbound, id: &str, err: ErrorShape) {
+    let _ = out.send(encode_err(id, &err));
+}
+
+fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight, text: &str) {
+    let frame = match Frame::decode(text) {
+        Ok(f) => f,
+        Err(e) => return reply_err(&agent.out, "", e.to_shape()),
+    };
+    match frame {
+        Frame::Req {
+            id,
+            method,
+            method_name,
+            params,
+        } => match method {
+            Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
+            Method::ToolsList => {
+                let tools = shared.registry.tool_entries(|n| agent.policy.visible(n));
+                let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
+            }
+            Method::NodesList => {
+                let nodes = shared
+                    .registry
+                    .summaries(|node, set| agent.sees_any(node, set));
+                let _ = agent.out.send(encode_ok(&id, &NodesListResult { nodes }));
+            }
+            Method::Connect => reply_err(
+                &agent.out,
+                &id,
+                ErrorShape::new(ErrorCode::InvalidFrame, "already connected"),
+            ),
+            _ => reply_err(
+                &agent.out,
+                &id,
+                ErrorShape::new(
+                    ErrorCode::NotFound,
+                    format!("unknown method {method_name}"),
+                ),
+            ),
+        },
+        Frame::Cancel { id } => {
+            if let Some(call) = in_flight.get(&id) {
+                call.value().cancel();
+            }
+        }
+        Frame::Res { id, .. } => reply_err(
+            &agent.out,
+            &id,
+            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send res frames"),
+        ),
+        Frame::Event { .. } => reply_err(
+            &agent.out,
+            "",
+            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send event frames"),
+        ),
+    }
+}
+
+fn start_call(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    in_flight: &InFlight,
+    id: String,
+    params: Option<Box<RawValue>>,
+) {
+    let params: ToolsCallParams = match params
+        .as_deref()
+        .map(|p| serde_json::from_str(p.get()))
+        .unwrap_or_else(|| serde_json::from_str("null"))
+    {
+        Ok(p) => p,
+        Err(e) => {
+            return reply_err(
+                &agent.out,
+                &id,
+                ErrorShape::new(ErrorCode::InvalidArgs, format!("tools.call params: {e}")),
+            )
+        }
+    };
+    if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
+        return reply_err(
+            &agent.out,
+            &id,
+            ErrorShape::new(ErrorCode::Overloaded, "too many calls in flight on this connection"),
+        );
+    }
+    let cancel = agent.out.closed_token().child_token();
+    match in_flight.entry(id.clone()) {
+        dashmap::Entry::Occupied(_) => {
+            return reply_err(
+                &agent.out,
+                &id,
+                ErrorShape::new(ErrorCode::InvalidFrame, "a call with this id is already in flight"),
+            )
+        }
+        dashmap::Entry::Vacant(v) => {
+            v.insert(cancel.clone());
+        }
+    }
+    let shared = shared.clone();
+    let agent = agent.clone();
+    let in_flight = in_flight.clone();
+    tokio::spawn(async move {
+        let outcome = router::call(&shared, &agent.policy, params, cancel).await;
+        in_flight.remove(&id);
+        let frame = match outcome {
+            Ok(raw) => encode_ok(&id, &raw),
+            Err(e) => encode_err(&id, &e),
+        };
+        let _ = agent.out.send(frame);
+    });
+}

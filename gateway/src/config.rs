@@ -1,0 +1,35 @@
+//! Gateway configuration, as the CLI (or a test) builds it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a gateway runs.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Where nodes, agents and the HTTP API connect. Port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Data directory (SQLite store, admin token, address file).
+    pub data_dir: PathBuf,
+    /// Serve `/metrics` on this address instead of the main one.
+    pub metrics_listen: Option<SocketAddr>,
+    /// WebSocket ping interval; a peer silent for two intervals is dropped.
+    pub heartbeat: Duration,
+    /// Deadline for a connection to complete its handshake.
+    pub handshake_timeout: Duration,
+    /// Write the address file (`gateway.addr`) in the data directory.
+    pub write_addr_file: bool,
+}
+
+impl GatewayConfig {
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        GatewayConfig {
+            listen,
+            data_dir,
+            metrics_listen: None,
+            heartbeat: Duration::from_millis(gsv_protocol::limits::DEFAULT_HEARTBEAT_MS),
+            handshake_timeout: Duration::from_millis(gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS),
+            write_addr_file: true,
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The gateway's data directory: where it is and what it keeps there.
+//!
+//! One directory holds everything the gateway must not forget (the SQLite store, the
+//! admin token, the address it listens on), so `gsv call`, `gsv token` and friends find
+//! a running gateway on the same machine through `--data` alone.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// SQLite store: tokens (hashed), later approvals and the audit log.
+pub const DB_FILE: &str = "gsv.db";
+/// The admin API token (0600), made on first start.
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+/// A full-access agent token for the local user, written by `gsv up` (0600).
+pub const AGENT_TOKEN_FILE: &str = "agent.token";
+/// The local node's token, written by `gsv up` (0600).
+pub const NODE_TOKEN_FILE: &str = "node.token";
+/// The address the gateway listens on, e.g. `127.0.0.1:8787`.
+pub const ADDR_FILE: &str = "gateway.addr";
+
+/// `$GSV_DATA`, else `$XDG_DATA_HOME/gsv`, else `~/.local/share/gsv`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("GSV_DATA").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d).join("gsv");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local").join("share").join("gsv")
+}
+
+/// Creates the directory (mode 0700 on Unix) if needed.
+pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Writes a secret file atomically with mode 0600 (temp file + rename).
+pub fn write_secret(path: &Path, content: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("secret"),
+        std::process::id()
+    ));
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp)?;
+        f.write_all(content.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a one-line file (a token or an address), trimmed. `None` if missing or empty.
+pub fn read_line(path: &Path) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_owned())
+}

@@ -1,0 +1,262 @@
+//! The server side of `challenge` → `connect` → `hello-ok`.
+//!
+//! Until it completes a connection may send one frame of at most 64 KiB, and has 10 s
+//! to do so and be authenticated. The credential is checked against the store on every
+//! connect (so tokens created or revoked by another process count at once).
+
+use crate::conn::{close_stream, Ws};
+use crate::state::Shared;
+use crate::store::TokenRecord;
+use futures_util::{SinkExt, StreamExt};
+use gsv_protocol::frame::{encode_err, encode_event, encode_ok};
+use gsv_protocol::handshake::{negotiate, Challenge};
+use gsv_protocol::{
+    ConnectParams, ErrorCode, ErrorShape, EventName, Frame, HelloOk, Limits, Method, Role,
+};
+use std::net::SocketAddr;
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A connection whose `connect` was read and whose credential is valid.
+pub struct Handshake {
+    pub ws: Ws,
+    pub req_id: String,
+    pub params: ConnectParams,
+    pub token: TokenRecord,
+    pub peer: SocketAddr,
+    pub role: Role,
+    pub protocol: u32,
+}
+
+fn role_str(role: Role) -> &'static str {
+    match role {
+        Role::Node => "node",
+        Role::Agent => "agent",
+    }
+}
+
+fn close_code(code: ErrorCode) -> CloseCode {
+    match code {
+        ErrorCode::Unauthorized | ErrorCode::Forbidden | ErrorCode::Timeout => CloseCode::Policy,
+        ErrorCode::TooLarge => CloseCode::Size,
+        ErrorCode::Internal => CloseCode::Error,
+        _ => CloseCode::Protocol,
+    }
+}
+
+/// Sends the error, closes the connection and counts the refusal.
+pub async fn refuse(
+    ws: &mut Ws,
+    shared: &Shared,
+    role: Role,
+    peer: SocketAddr,
+    req_id: &str,
+    err: ErrorShape,
+) {
+    tracing::warn!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
+    shared.metrics.refused(role_str(role), err.code.as_str());
+    let _ = ws.send(Message::Text(encode_err(req_id, &err).into())).await;
+    close_stream(ws, close_code(err.code), &err.to_string()).await;
+}
+
+/// Runs the handshake up to authentication. On any failure the peer has been told
+/// why and the connection is closed; `None` is returned.
+pub async fn accept(
+    mut ws: Ws,
+    shared: &Shared,
+    role: Role,
+    peer: SocketAddr,
+) -> Option<Handshake> {
+    let deadline = shared.config.handshake_timeout;
+    match tokio::time::timeout(deadline, read_connect(&mut ws, shared, role, peer)).await {
+        Ok(Ok((req_id, params, token, protocol))) => Some(Handshake {
+            ws,
+            req_id,
+            params,
+            token,
+            peer,
+            role,
+            protocol,
+        }),
+        Ok(Err((req_id, err))) => {
+            refuse(&mut ws, shared, role, peer, &req_id, err).await;
+            None
+        }
+        Err(_) => {
+            let err = ErrorShape::new(
+                ErrorCode::Timeout,
+                format!(
+                    "handshake not completed within {} ms",
+                    deadline.as_millis()
+                ),
+            );
+            refuse(&mut ws, shared, role, peer, "", err).await;
+            None
+        }
+    }
+}
+
+type Refusal = (String, ErrorShape);
+
+async fn read_connect(
+    ws: &mut Ws,
+    shared: &Shared,
+    role: Role,
+    peer: SocketAddr,
+) -> Result<(String, ConnectParams, TokenRecord, u32), Refusal> {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let challenge = encode_event(
+        EventName::Challenge,
+        &Challenge {
+            nonce: nonce.clone(),
+        },
+        0,
+    );
+    ws.send(Message::Text(challenge.into()))
+        .await
+        .map_err(|e| (String::new(), ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+    let text = loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) => break t,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Binary(_))) => {
+                return Err(invalid_frame("binary frames are not part of the protocol"))
+            }
+            Some(Ok(Message::Close(_) | Message::Frame(_))) | None => {
+                return Err(invalid_frame("connection closed during the handshake"))
+            }
+            Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+                return Err((
+                    String::new(),
+                    ErrorShape::new(
+                        ErrorCode::TooLarge,
+                        format!("frame of {size} bytes exceeds the {max_size}-byte limit before hello-ok"),
+                    ),
+                ))
+            }
+            Some(Err(e)) => return Err(invalid_frame(&format!("WebSocket error: {e}"))),
+        }
+    };
+    let frame = Frame::decode(text.as_str()).map_err(|e| (String::new(), e.to_shape()))?;
+    let Frame::Req {
+        id,
+        method,
+        method_name,
+        params,
+    } = frame
+    else {
+        return Err(invalid_frame("the first frame must be a connect request"));
+    };
+    if method != Method::Connect {
+        return Err((
+            id,
+            ErrorShape::new(
+                ErrorCode::InvalidFrame,
+                format!("expected connect before anything else, got {method_name}"),
+            ),
+        ));
+    }
+    let params: ConnectParams = match params {
+        Some(p) => serde_json::from_str(p.get()).map_err(|e| {
+            (
+                id.clone(),
+                ErrorShape::new(ErrorCode::InvalidArgs, format!("connect params: {e}")),
+            )
+        })?,
+        None => {
+            return Err((
+                id,
+                ErrorShape::new(ErrorCode::InvalidArgs, "connect needs params"),
+            ))
+        }
+    };
+    let Some(protocol) = negotiate(params.min_protocol, params.max_protocol) else {
+        return Err((
+            id,
+            ErrorShape::new(
+                ErrorCode::UnsupportedProtocol,
+                format!(
+                    "no common protocol version: client offers {}..={}, gateway speaks {}..={}",
+                    params.min_protocol,
+                    params.max_protocol,
+                    gsv_protocol::MIN_PROTOCOL_VERSION,
+                    gsv_protocol::PROTOCOL_VERSION
+                ),
+            )
+            .with_details(serde_json::json!({
+                "min": gsv_protocol::MIN_PROTOCOL_VERSION,
+                "max": gsv_protocol::PROTOCOL_VERSION
+            })),
+        ));
+    };
+    if params.role != role {
+        return Err((
+            id,
+            ErrorShape::new(
+                ErrorCode::InvalidArgs,
+                format!(
+                    "role {} does not match this endpoint (/v1/{})",
+                    role_str(params.role),
+                    role_str(role)
+                ),
+            ),
+        ));
+    }
+    if params.auth.nonce != nonce {
+        return Err((
+            id,
+            ErrorShape::new(
+                ErrorCode::Unauthorized,
+                "auth.nonce does not echo this connection's challenge",
+            ),
+        ));
+    }
+    let store = shared.store.clone();
+    let presented = params.auth.token.clone();
+    let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
+        .await
+        .map_err(|e| (id.clone(), ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+    let token = match verified {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            tracing::warn!(%peer, "connect with an invalid or revoked token");
+            return Err((
+                id,
+                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token"),
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "token store failed");
+            return Err((
+                id,
+                ErrorShape::new(ErrorCode::Internal, "token store unavailable"),
+            ));
+        }
+    };
+    Ok((id, params, token, protocol))
+}
+
+fn invalid_frame(message: &str) -> Refusal {
+    (
+        String::new(),
+        ErrorShape::new(ErrorCode::InvalidFrame, message),
+    )
+}
+
+impl Handshake {
+    /// Refuses after authentication (bad node declaration, wrong token kind...).
+    pub async fn refuse(mut self, shared: &Shared, err: ErrorShape) {
+        refuse(&mut self.ws, shared, self.role, self.peer, &self.req_id, err).await;
+    }
+
+    /// Switches to the session limits and sends `hello-ok`.
+    pub async fn hello(self, conn_id: &str, limits: Limits) -> Option<Ws> {
+        let mut ws = crate::upgrade::into_session(self.ws).await;
+        let hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
+        ws.send(Message::Text(encode_ok(&self.req_id, &hello).into()))
+            .await
+            .ok()?;
+        Some(ws)
+    }
+}

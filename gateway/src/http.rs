@@ -1,0 +1,182 @@
+//! The HTTP side of the gateway's one port: health, metrics, the admin JSON API, and
+//! the two WebSocket endpoints.
+//!
+//! Handlers only extract, call and map errors. Every `/v1` route takes
+//! `Authorization: Bearer` with the admin token or an agent token; an agent token sees
+//! only what its policy allows.
+
+use crate::policy::{Policy, PolicySpec};
+use crate::state::Shared;
+use crate::token::TokenKind;
+use crate::{agent_session, node_session, upgrade};
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use gsv_protocol::method::{NodesListResult, ProbeParams, ToolsListResult};
+use gsv_protocol::{ErrorCode, ErrorShape};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+type AppState = Arc<Shared>;
+
+/// The main router (everything on the gateway's port).
+pub fn router(shared: AppState, with_metrics: bool) -> Router {
+    let mut r = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/node", get(node_ws))
+        .route("/v1/agent", get(agent_ws))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/tools", get(tools))
+        .route("/v1/nodes/{id}/probe", post(probe));
+    if with_metrics {
+        r = r.route("/metrics", get(metrics));
+    }
+    r.with_state(shared)
+}
+
+/// A router that serves only `/metrics` (for `--metrics-listen`).
+pub fn metrics_router(shared: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(shared)
+}
+
+/// An error as JSON with a status code derived from its code.
+pub struct ApiError(pub ErrorShape);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match self.0.code {
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden | ErrorCode::Denied => StatusCode::FORBIDDEN,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::InvalidArgs | ErrorCode::InvalidFrame => StatusCode::BAD_REQUEST,
+            ErrorCode::NodeOffline | ErrorCode::NodeDisconnected => StatusCode::BAD_GATEWAY,
+            ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::RateLimited | ErrorCode::Overloaded => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut res = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"gsv\""),
+            );
+        }
+        res
+    }
+}
+
+/// Who is calling the admin API.
+enum Principal {
+    Admin,
+    Agent(Policy),
+}
+
+impl Principal {
+    fn policy(&self) -> Policy {
+        match self {
+            Principal::Admin => Policy::full_access(),
+            Principal::Agent(p) => p.clone(),
+        }
+    }
+}
+
+async fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let unauthorized = |m: &str| ApiError(ErrorShape::new(ErrorCode::Unauthorized, m));
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(|t| t.trim().to_owned())
+        .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
+    let store = shared.store.clone();
+    let record = tokio::task::spawn_blocking(move || store.verify(&token))
+        .await
+        .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
+        .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
+        .ok_or_else(|| unauthorized("invalid or revoked token"))?;
+    match record.kind {
+        TokenKind::Admin => Ok(Principal::Admin),
+        TokenKind::Agent => {
+            let spec = record.policy.unwrap_or_else(PolicySpec::default);
+            Policy::compile(&spec)
+                .map(Principal::Agent)
+                .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))
+        }
+        TokenKind::Node => Err(ApiError(ErrorShape::new(
+            ErrorCode::Forbidden,
+            "node tokens cannot use the admin API",
+        ))),
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics(State(shared): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn nodes(State(shared): State<AppState>, headers: HeaderMap) -> Result<Json<NodesListResult>, ApiError> {
+    let policy = authorize(&shared, &headers).await?.policy();
+    let nodes = shared.registry.summaries(|node, set| {
+        set.tools.iter().any(|t| {
+            policy.visible(&gsv_protocol::names::NamespacedName::join(node, &t.def.name))
+        })
+    });
+    Ok(Json(NodesListResult { nodes }))
+}
+
+async fn tools(State(shared): State<AppState>, headers: HeaderMap) -> Result<Json<ToolsListResult>, ApiError> {
+    let policy = authorize(&shared, &headers).await?.policy();
+    let tools = shared.registry.tool_entries(|n| policy.visible(n));
+    Ok(Json(ToolsListResult { tools }))
+}
+
+async fn probe(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Option<Json<ProbeParams>>,
+) -> Result<Response, ApiError> {
+    match authorize(&shared, &headers).await? {
+        Principal::Admin => {}
+        Principal::Agent(_) => {
+            return Err(ApiError(ErrorShape::new(
+                ErrorCode::Forbidden,
+                "probing a node needs the admin token",
+            )))
+        }
+    }
+    let bins = body.map(|Json(p)| p.bins).unwrap_or_default();
+    let result = crate::probe::probe(&shared, &id, bins).await.map_err(ApiError)?;
+    Ok(Json(result).into_response())
+}
+
+async fn node_ws(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
+    upgrade::upgrade(req, move |ws| node_session::run(shared, ws, peer))
+}
+
+async fn agent_ws(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
+    upgrade::upgrade(req, move |ws| agent_session::run(shared, ws, peer))
+}

@@ -1,0 +1,128 @@
+//! Prometheus metrics of the gateway, served at `GET /metrics`.
+//!
+//! Counters are labelled by bare tool name (not namespaced: the fleet's size must not
+//! multiply the series) and by outcome, so an operator sees what fails and how often.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub tool: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    pub role: String,
+    pub code: String,
+}
+
+/// Every metric the gateway exports.
+pub struct Metrics {
+    registry: Registry,
+    pub connected_nodes: Gauge,
+    pub connected_agents: Gauge,
+    pub pending_calls: Gauge,
+    pub calls: Family<CallLabels, Counter>,
+    pub call_latency: Histogram,
+    pub refused_connects: Family<RefusedLabels, Counter>,
+    pub stray_results: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("gsv");
+        let connected_nodes = Gauge::default();
+        let connected_agents = Gauge::default();
+        let pending_calls = Gauge::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        // 50 µs .. ~27 min in 26 doubling buckets.
+        let call_latency = Histogram::new(exponential_buckets(0.00005, 2.0, 26));
+        let refused_connects = Family::<RefusedLabels, Counter>::default();
+        let stray_results = Counter::default();
+        registry.register(
+            "connected_nodes",
+            "Nodes connected now",
+            connected_nodes.clone(),
+        );
+        registry.register(
+            "connected_agents",
+            "Agent WebSocket connections open now",
+            connected_agents.clone(),
+        );
+        registry.register(
+            "pending_calls",
+            "Tool calls dispatched to nodes and not answered yet",
+            pending_calls.clone(),
+        );
+        registry.register(
+            "calls",
+            "Tool calls by bare tool name and outcome",
+            calls.clone(),
+        );
+        registry.register(
+            "call_latency_seconds",
+            "Tool call latency at the gateway, from request to answer",
+            call_latency.clone(),
+        );
+        registry.register(
+            "refused_connects",
+            "Handshakes refused, by role and error code",
+            refused_connects.clone(),
+        );
+        registry.register(
+            "stray_results",
+            "Results for call ids the connection was never sent (dropped)",
+            stray_results.clone(),
+        );
+        Metrics {
+            registry,
+            connected_nodes,
+            connected_agents,
+            pending_calls,
+            calls,
+            call_latency,
+            refused_connects,
+            stray_results,
+        }
+    }
+
+    pub fn call_done(&self, tool: &str, outcome: &str, seconds: f64) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tool: tool.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.call_latency.observe(seconds);
+    }
+
+    pub fn refused(&self, role: &str, code: &str) {
+        self.refused_connects
+            .get_or_create(&RefusedLabels {
+                role: role.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text exposition (which Prometheus scrapes natively).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+}

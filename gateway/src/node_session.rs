@@ -1,0 +1,217 @@
+//! One node connection, from handshake to goodbye.
+//!
+//! After `hello-ok` the node is in the registry and receives `tool.invoke` requests;
+//! its `res` frames complete the pending calls of this connection only. When the
+//! connection ends (for any reason) every call still pending on it fails at once with
+//! `node_disconnected`, and agents hear that the node's tools went offline.
+
+use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
+use crate::handshake::{self, Handshake};
+use crate::registry::NodeHandle;
+use crate::state::Shared;
+use crate::token::TokenKind;
+use futures_util::StreamExt;
+use gsv_protocol::event::NodeEvent;
+use gsv_protocol::frame::encode_err;
+use gsv_protocol::names::NamespacedName;
+use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role};
+use serde_json::value::RawValue;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::Instrument;
+
+/// Serves a node WebSocket until it closes.
+pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
+    let Some(hs) = handshake::accept(ws, &shared, Role::Node, peer).await else {
+        return;
+    };
+    let Some((handle, stream)) = register(&shared, hs).await else {
+        return;
+    };
+    let span = tracing::info_span!("node", node_id = %handle.id, conn_id = %handle.conn_id);
+    serve(shared, handle, stream).instrument(span).await;
+}
+
+type Stream = futures_util::stream::SplitStream<Ws>;
+
+/// Validates the node's declaration and credential, sends `hello-ok`, and enters the
+/// node in the registry.
+async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHandle>, Stream)> {
+    let Some(info) = hs.params.node.take() else {
+        hs.refuse(
+            shared,
+            ErrorShape::new(ErrorCode::InvalidArgs, "a node's connect needs a node object"),
+        )
+        .await;
+        return None;
+    };
+    let id = match NodeId::parse(&info.id) {
+        Ok(id) => id,
+        Err(e) => {
+            hs.refuse(shared, ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))
+                .await;
+            return None;
+        }
+    };
+    if hs.token.kind != TokenKind::Node {
+        let msg = format!("a {} token cannot connect as a node", hs.token.kind);
+        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
+            .await;
+        return None;
+    }
+    if hs.token.subject != id.as_str() {
+        tracing::warn!(
+            peer = %hs.peer,
+            claimed = %id,
+            bound = %hs.token.subject,
+            token_id = %hs.token.id,
+            "node token used for another node id"
+        );
+        let msg = format!(
+            "this token is bound to node {}, not {id}",
+            hs.token.subject
+        );
+        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
+            .await;
+        return None;
+    }
+    let tools = match shared
+        .registry
+        .interner
+        .intern(&id, info.tools, info.capabilities)
+    {
+        Ok(t) => t,
+        Err(e) => {
+            hs.refuse(shared, e).await;
+            return None;
+        }
+    };
+    let conn_id = uuid::Uuid::new_v4().to_string();
+    let peer = hs.peer;
+    let limits = Limits::standard(
+        gsv_protocol::limits::MAX_PENDING_PER_NODE,
+        shared.config.heartbeat.as_millis() as u64,
+    );
+    let ws = hs.hello(&conn_id, limits).await?;
+    let (sink, stream) = ws.split();
+    let close = shared.shutdown.child_token();
+    let (out, _writer) = spawn_writer(sink, close, shared.config.heartbeat);
+    let handle = Arc::new(NodeHandle::new(
+        id,
+        conn_id,
+        out,
+        tools,
+        info.host_role,
+        info.runtime,
+        peer,
+    ));
+    Some((handle, stream))
+}
+
+async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
+    if let Some(old) = shared.registry.insert(handle.clone()) {
+        tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
+        old.out
+            .close_with(CloseCode::Policy, "replaced by a newer connection of this node");
+        // Its calls fail now, not when its read loop notices.
+        old.fail_all_pending();
+    }
+    shared.metrics.connected_nodes.inc();
+    tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
+    shared.tools_changed(handle.id.as_str(), &handle.tools, "connected");
+
+    let reason = read_loop(stream, &handle.out, shared.config.heartbeat, |text| {
+        on_frame(&shared, &handle, text)
+    })
+    .await;
+
+    handle.out.close();
+    shared.metrics.connected_nodes.dec();
+    let failed = handle.fail_all_pending();
+    let current = shared.registry.remove_if_current(&handle);
+    tracing::info!(?reason, failed_calls = failed, "node disconnected");
+    if current {
+        shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
+    }
+    if reason == EndReason::HeartbeatLost {
+        tracing::warn!("node silent for two heartbeat intervals; dropped");
+    }
+}
+
+fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
+    let frame = match Frame::decode(text) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(error = %e, "undecodable frame from node");
+            let _ = handle.out.send(encode_err("", &e.to_shape()));
+            return;
+        }
+    };
+    match frame {
+        Frame::Res { id, outcome } => on_result(shared, handle, &id, outcome),
+        Frame::Event {
+            event: EventName::ProcessExited,
+            payload,
+            ..
+        } => relay_process_exited(shared, handle, payload),
+        Frame::Event { event, .. } => {
+            tracing::debug!(event = event.as_str(), "event from node ignored");
+        }
+        Frame::Req { id, method_name, .. } => {
+            let err = ErrorShape::new(
+                ErrorCode::NotFound,
+                format!("nodes cannot call {method_name}: after connect a node only answers requests"),
+            );
+            let _ = handle.out.send(encode_err(&id, &err));
+        }
+        Frame::Cancel { .. } => {
+            tracing::debug!("cancel from node ignored");
+        }
+    }
+}
+
+fn on_result(
+    shared: &Shared,
+    handle: &NodeHandle,
+    id: &str,
+    outcome: Result<Box<RawValue>, ErrorShape>,
+) {
+    let outcome = match outcome {
+        Ok(raw) if raw.get().len() > gsv_protocol::limits::MAX_RESULT_BYTES => {
+            Err(ErrorShape::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "result of {} bytes exceeds the {}-byte limit",
+                    raw.get().len(),
+                    gsv_protocol::limits::MAX_RESULT_BYTES
+                ),
+            ))
+        }
+        other => other,
+    };
+    let known = id
+        .parse::<u64>()
+        .map(|call| handle.complete_call(call, outcome))
+        .unwrap_or(false);
+    if !known {
+        shared.metrics.stray_results.inc();
+        tracing::warn!(call_id = id, "result for a call id this connection was never sent; dropped");
+    }
+}
+
+fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Box<RawValue>>) {
+    let data = payload
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let event = NodeEvent {
+        node: handle.id.to_string(),
+        data,
+    };
+    let process_tool = NamespacedName::join(handle.id.as_str(), "Process");
+    for a in shared.agents.iter() {
+        if a.policy.visible(&process_tool) {
+            a.send_event(EventName::ProcessExited, &event);
+        }
+    }
+}

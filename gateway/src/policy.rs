@@ -1,0 +1,152 @@
+//! Agent policy: which namespaced tools a token may see and call.
+//!
+//! Globs over `{node}__{tool}` names, compiled once per authentication with `globset`.
+//! Default deny: nothing is allowed unless an `allow` glob matches; `deny` beats
+//! `allow`; `confirm` turns an allowed call into one that needs an operator's approval.
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The globs as stored with an agent token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicySpec {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub confirm: Vec<String>,
+}
+
+/// A glob that does not compile.
+#[derive(Debug, Error)]
+#[error("invalid glob {glob:?}: {reason}")]
+pub struct PolicyError {
+    pub glob: String,
+    pub reason: String,
+}
+
+/// What the policy says about one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Confirm,
+    Deny,
+}
+
+/// A compiled policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    allow: GlobSet,
+    deny: GlobSet,
+    confirm: GlobSet,
+    full: bool,
+}
+
+fn compile(globs: &[String]) -> Result<GlobSet, PolicyError> {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        let glob = Glob::new(g).map_err(|e| PolicyError {
+            glob: g.clone(),
+            reason: e.kind().to_string(),
+        })?;
+        b.add(glob);
+    }
+    b.build().map_err(|e| PolicyError {
+        glob: globs.join(","),
+        reason: e.to_string(),
+    })
+}
+
+impl Policy {
+    pub fn compile(spec: &PolicySpec) -> Result<Policy, PolicyError> {
+        Ok(Policy {
+            allow: compile(&spec.allow)?,
+            deny: compile(&spec.deny)?,
+            confirm: compile(&spec.confirm)?,
+            full: false,
+        })
+    }
+
+    /// Everything allowed, nothing to confirm (the admin token).
+    pub fn full_access() -> Policy {
+        Policy {
+            allow: GlobSet::empty(),
+            deny: GlobSet::empty(),
+            confirm: GlobSet::empty(),
+            full: true,
+        }
+    }
+
+    pub fn decide(&self, namespaced: &str) -> Decision {
+        if self.full {
+            return Decision::Allow;
+        }
+        if self.deny.is_match(namespaced) || !self.allow.is_match(namespaced) {
+            Decision::Deny
+        } else if self.confirm.is_match(namespaced) {
+            Decision::Confirm
+        } else {
+            Decision::Allow
+        }
+    }
+
+    /// Whether the tool is listed for this agent (allowed, possibly with confirmation).
+    pub fn visible(&self, namespaced: &str) -> bool {
+        self.decide(namespaced) != Decision::Deny
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(allow: &[&str], deny: &[&str], confirm: &[&str]) -> PolicySpec {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        PolicySpec {
+            allow: v(allow),
+            deny: v(deny),
+            confirm: v(confirm),
+        }
+    }
+
+    #[test]
+    fn default_deny() {
+        let p = Policy::compile(&PolicySpec::default()).unwrap();
+        assert_eq!(p.decide("laptop__Read"), Decision::Deny);
+    }
+
+    #[test]
+    fn deny_beats_allow_and_confirm_applies_to_allowed() {
+        let p = Policy::compile(&spec(
+            &["laptop__*", "*__Read"],
+            &["laptop__Bash"],
+            &["*__Write", "server__*"],
+        ))
+        .unwrap();
+        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
+        assert_eq!(p.decide("server__Read"), Decision::Confirm);
+        assert_eq!(p.decide("laptop__Bash"), Decision::Deny);
+        assert_eq!(p.decide("laptop__Write"), Decision::Confirm);
+        assert_eq!(p.decide("server__Bash"), Decision::Deny);
+        assert!(!p.visible("server__Bash"));
+    }
+
+    #[test]
+    fn net_prefix_glob() {
+        let p = Policy::compile(&spec(&["server__net_*"], &[], &[])).unwrap();
+        assert_eq!(p.decide("server__net_diagnose"), Decision::Allow);
+        assert_eq!(p.decide("server__network_status"), Decision::Deny);
+    }
+
+    #[test]
+    fn bad_glob_is_an_error() {
+        assert!(Policy::compile(&spec(&["a[b"], &[], &[])).is_err());
+    }
+
+    #[test]
+    fn full_access_allows_everything() {
+        assert_eq!(Policy::full_access().decide("x__Y"), Decision::Allow);
+    }
+}

@@ -1,0 +1,275 @@
+//! The node registry: who is connected, with which tools, and their pending calls.
+//!
+//! One entry per node id, replaced atomically when the same node connects again. Each
+//! entry owns the pending calls of its own connection, so a result is matched by
+//! (node, connection, call id): a result arriving on any other connection can never
+//! complete a call it was not sent. Nodes that went away stay listed as offline with the
+//! time they left, so a caller hears "offline since …" rather than "unknown".
+
+use crate::conn::Outbound;
+use crate::toolset::{Interner, ToolSet};
+use dashmap::DashMap;
+use gsv_protocol::method::{NodeSummary, ToolEntry};
+use gsv_protocol::names::NamespacedName;
+use gsv_protocol::{ErrorCode, ErrorShape, HostRole, NodeId, Runtime};
+use serde_json::json;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// What a pending call receives: the node's raw result, or an error.
+pub type CallOutcome = Result<Box<RawValue>, ErrorShape>;
+
+/// A connected node.
+pub struct NodeHandle {
+    pub id: NodeId,
+    pub conn_id: String,
+    pub out: Outbound,
+    pub tools: Arc<ToolSet>,
+    pub host_role: HostRole,
+    pub runtime: Mutex<Runtime>,
+    /// When this connection was accepted (ms since epoch).
+    pub since: u64,
+    pub remote: SocketAddr,
+    pending: Mutex<HashMap<u64, oneshot::Sender<CallOutcome>>>,
+    next_call: AtomicU64,
+}
+
+/// Why a call could not be registered as pending.
+pub enum PendingError {
+    /// The node already has the maximum number of calls pending.
+    Full,
+    /// The connection closed.
+    Closed,
+}
+
+impl NodeHandle {
+    pub fn new(
+        id: NodeId,
+        conn_id: String,
+        out: Outbound,
+        tools: Arc<ToolSet>,
+        host_role: HostRole,
+        runtime: Runtime,
+        remote: SocketAddr,
+    ) -> Self {
+        NodeHandle {
+            id,
+            conn_id,
+            out,
+            tools,
+            host_role,
+            runtime: Mutex::new(runtime),
+            since: gsv_protocol::now_ms(),
+            remote,
+            pending: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(1),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<CallOutcome>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a new pending call on this connection; returns its id and receiver.
+    pub fn begin_call(&self) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
+        if self.out.is_closed() {
+            return Err(PendingError::Closed);
+        }
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let mut pending = self.pending();
+        if pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
+            return Err(PendingError::Full);
+        }
+        pending.insert(id, tx);
+        Ok((id, rx))
+    }
+
+    /// Forgets a pending call (timed out or cancelled by the caller).
+    pub fn abandon_call(&self, id: u64) {
+        self.pending().remove(&id);
+    }
+
+    /// Completes a pending call with what the node sent. `false` if this connection
+    /// has no such call (a stray or forged result).
+    pub fn complete_call(&self, id: u64, outcome: CallOutcome) -> bool {
+        match self.pending().remove(&id) {
+            Some(tx) => {
+                // The caller may have given up in the meantime; that is fine.
+                let _ = tx.send(outcome);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fails every pending call: the connection is gone after they were dispatched.
+    pub fn fail_all_pending(&self) -> usize {
+        let drained: Vec<_> = self.pending().drain().collect();
+        let n = drained.len();
+        for (_, tx) in drained {
+            let _ = tx.send(Err(disconnected(&self.id)));
+        }
+        n
+    }
+
+    pub fn pending_len(&self) -> usize {
+        self.pending().len()
+    }
+
+    pub fn summary(&self) -> NodeSummary {
+        NodeSummary {
+            id: self.id.to_string(),
+            online: true,
+            since: self.since,
+            host_role: self.host_role,
+            capabilities: self.tools.capabilities.clone(),
+            tools: self.tools.tools.iter().map(|t| t.def.name.clone()).collect(),
+            runtime: self.runtime.lock().map(|r| r.clone()).unwrap_or_default(),
+            conn_id: Some(self.conn_id.clone()),
+            remote_addr: Some(self.remote.to_string()),
+        }
+    }
+}
+
+/// The error for calls pending on a connection that closed.
+pub fn disconnected(node: &NodeId) -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::NodeDisconnected,
+        format!("node {node} disconnected while the call was running; it may have run"),
+    )
+    .with_details(json!({ "dispatched": true, "node": node.as_str() }))
+}
+
+/// A node that was connected and is not now.
+pub struct OfflineNode {
+    pub tools: Arc<ToolSet>,
+    pub host_role: HostRole,
+    pub runtime: Runtime,
+    pub since: u64,
+}
+
+/// Every node, online and recently offline.
+#[derive(Default)]
+pub struct Registry {
+    nodes: DashMap<NodeId, Arc<NodeHandle>>,
+    offline: DashMap<NodeId, OfflineNode>,
+    pub interner: Interner,
+}
+
+impl Registry {
+    /// Makes `handle` the node's current connection; returns the one it replaces.
+    pub fn insert(&self, handle: Arc<NodeHandle>) -> Option<Arc<NodeHandle>> {
+        self.offline.remove(handle.id.as_str());
+        self.nodes.insert(handle.id.clone(), handle)
+    }
+
+    /// Removes the node if `handle` is still its current connection (a replaced
+    /// connection must not remove its successor). Returns whether it did.
+    pub fn remove_if_current(&self, handle: &NodeHandle) -> bool {
+        let removed = self
+            .nodes
+            .remove_if(handle.id.as_str(), |_, h| h.conn_id == handle.conn_id);
+        if let Some((id, h)) = removed {
+            self.offline.insert(
+                id,
+                OfflineNode {
+                    tools: h.tools.clone(),
+                    host_role: h.host_role,
+                    runtime: h.runtime.lock().map(|r| r.clone()).unwrap_or_default(),
+                    since: gsv_protocol::now_ms(),
+                },
+            );
+            drop(h);
+            self.interner.sweep();
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<NodeHandle>> {
+        self.nodes.get(id).map(|e| e.value().clone())
+    }
+
+    /// When a known node went offline, if it did.
+    pub fn offline_since(&self, id: &str) -> Option<u64> {
+        self.offline.get(id).map(|o| o.since)
+    }
+
+    pub fn online_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Every node, online first, then offline, each sorted by id.
+    pub fn summaries(&self, visible: impl Fn(&str, &ToolSet) -> bool) -> Vec<NodeSummary> {
+        let mut online: Vec<NodeSummary> = self
+            .nodes
+            .iter()
+            .filter(|e| visible(e.key().as_str(), &e.value().tools))
+            .map(|e| e.value().summary())
+            .collect();
+        online.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut offline: Vec<NodeSummary> = self
+            .offline
+            .iter()
+            .filter(|e| visible(e.key().as_str(), &e.value().tools))
+            .map(|e| {
+                let o = e.value();
+                NodeSummary {
+                    id: e.key().to_string(),
+                    online: false,
+                    since: o.since,
+                    host_role: o.host_role,
+                    capabilities: o.tools.capabilities.clone(),
+                    tools: o.tools.tools.iter().map(|t| t.def.name.clone()).collect(),
+                    runtime: o.runtime.clone(),
+                    conn_id: None,
+                    remote_addr: None,
+                }
+            })
+            .collect();
+        offline.sort_by(|a, b| a.id.cmp(&b.id));
+        online.extend(offline);
+        online
+    }
+
+    /// Every tool of every known node whose namespaced name passes `visible`, sorted.
+    pub fn tool_entries(&self, visible: impl Fn(&str) -> bool) -> Vec<ToolEntry> {
+        let mut out = Vec::new();
+        let mut push = |node: &str, set: &ToolSet, online: bool| {
+            for t in &set.tools {
+                let name = NamespacedName::join(node, &t.def.name);
+                if visible(&name) {
+                    out.push(ToolEntry {
+                        name,
+                        node: node.to_owned(),
+                        tool: t.def.name.clone(),
+                        description: t.def.description.clone(),
+                        input_schema: t.def.input_schema.clone(),
+                        capability: t.def.capability.clone(),
+                        annotations: t.def.annotations.clone(),
+                        online,
+                    });
+                }
+            }
+        };
+        for e in self.nodes.iter() {
+            push(e.key().as_str(), &e.value().tools, true);
+        }
+        for e in self.offline.iter() {
+            push(e.key().as_str(), &e.value().tools, false);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Every online node handle (for shutdown).
+    pub fn all(&self) -> Vec<Arc<NodeHandle>> {
+        self.nodes.iter().map(|e| e.value().clone()).collect()
+    }
+}

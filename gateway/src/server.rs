@@ -1,0 +1,149 @@
+//! Starting and stopping a gateway.
+//!
+//! `start` opens the store, makes sure an admin token exists, binds the port(s),
+//! records the address in the data directory, and serves until `shutdown`. It returns
+//! the bound address, so tests and `gsv up` can listen on port 0.
+
+use crate::config::GatewayConfig;
+use crate::datadir;
+use crate::http;
+use crate::state::Shared;
+use crate::store::{Store, StoreError};
+use crate::token::TokenKind;
+use axum::serve::ListenerExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Why a gateway could not start.
+#[derive(Debug, Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A gateway that is serving.
+pub struct RunningGateway {
+    /// The address it listens on (the real port when configured with port 0).
+    pub addr: SocketAddr,
+    /// Where `/metrics` is served when it has its own address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// The admin token (also in `admin.token` in the data directory).
+    pub admin_token: String,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Reads `admin.token` if it is still valid, else mints a new one and writes it.
+fn ensure_admin_token(store: &Store, config: &GatewayConfig) -> Result<String, GatewayError> {
+    let path = config.data_dir.join(datadir::ADMIN_TOKEN_FILE);
+    if let Some(existing) = datadir::read_line(&path) {
+        if let Ok(Some(rec)) = store.verify(&existing) {
+            if rec.kind == TokenKind::Admin {
+                return Ok(existing);
+            }
+        }
+    }
+    let (token, _) = store.create_token(TokenKind::Admin, "admin", None)?;
+    datadir::write_secret(&path, &token).map_err(|source| GatewayError::Write { path, source })?;
+    Ok(token)
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, GatewayError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| GatewayError::Bind { addr, source })
+}
+
+/// Starts a gateway.
+pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError> {
+    let store = Arc::new(Store::open(&config.data_dir)?);
+    let admin_token = ensure_admin_token(&store, &config)?;
+    let listener = bind(config.listen).await?;
+    let addr = listener.local_addr().map_err(|source| GatewayError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let metrics_listener = match config.metrics_listen {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    if config.write_addr_file {
+        let path = config.data_dir.join(datadir::ADDR_FILE);
+        std::fs::write(&path, format!("{addr}\n"))
+            .map_err(|source| GatewayError::Write { path, source })?;
+    }
+    let shared = Arc::new(Shared::new(config, store));
+    let mut tasks = Vec::new();
+    let app = http::router(shared.clone(), metrics_listener.is_none())
+        .into_make_service_with_connect_info::<SocketAddr>();
+    let stop = shared.shutdown.clone();
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tasks.push(tokio::spawn(async move {
+        let r = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "gateway server stopped with an error");
+        }
+    }));
+    if let Some(ml) = metrics_listener {
+        let app = http::metrics_router(shared.clone());
+        let stop = shared.shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = axum::serve(ml, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(e) = r {
+                tracing::error!(error = %e, "metrics server stopped with an error");
+            }
+        }));
+    }
+    tracing::info!(%addr, data = %shared.config.data_dir.display(), "gateway listening");
+    Ok(RunningGateway {
+        addr,
+        metrics_addr,
+        admin_token,
+        shared,
+        tasks,
+    })
+}
+
+impl RunningGateway {
+    /// How many nodes are connected now.
+    pub fn connected_nodes(&self) -> usize {
+        self.shared.registry.online_count()
+    }
+
+    /// Stops accepting, closes every connection, and waits for the servers to end.
+    pub async fn stop(self) {
+        self.shared.shutdown.cancel();
+        for h in self.shared.registry.all() {
+            h.fail_all_pending();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Waits until the gateway stops (after `stop` from elsewhere, or forever).
+    pub async fn wait(self, until: impl std::future::Future<Output = ()>) {
+        until.await;
+        self.stop().await;
+    }
+}

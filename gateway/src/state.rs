@@ -1,0 +1,99 @@
+//! State shared by every connection and HTTP handler of one gateway.
+//!
+//! One `Shared` per running gateway, behind an `Arc`. The maps in it are sharded
+//! (`DashMap`) so no global lock sits on the call path.
+
+use crate::config::GatewayConfig;
+use crate::conn::Outbound;
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::registry::Registry;
+use crate::store::Store;
+use crate::toolset::ToolSet;
+use dashmap::DashMap;
+use gsv_protocol::event::ToolsChanged;
+use gsv_protocol::frame::encode_event;
+use gsv_protocol::names::NamespacedName;
+use gsv_protocol::EventName;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// An agent connection, as other parts of the gateway see it (to send it events).
+pub struct AgentHandle {
+    pub conn_id: String,
+    pub name: String,
+    pub token_id: String,
+    pub out: Outbound,
+    pub policy: Arc<Policy>,
+    seq: AtomicU64,
+}
+
+impl AgentHandle {
+    pub fn new(
+        conn_id: String,
+        name: String,
+        token_id: String,
+        out: Outbound,
+        policy: Arc<Policy>,
+    ) -> Self {
+        AgentHandle {
+            conn_id,
+            name,
+            token_id,
+            out,
+            policy,
+            seq: AtomicU64::new(1),
+        }
+    }
+
+    /// Sends an event with this connection's next sequence number.
+    pub fn send_event<P: Serialize + ?Sized>(&self, event: EventName, payload: &P) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let _ = self.out.send(encode_event(event, payload, seq));
+    }
+
+    /// Whether this agent may see any tool of `set` on `node`.
+    pub fn sees_any(&self, node: &str, set: &ToolSet) -> bool {
+        set.tools
+            .iter()
+            .any(|t| self.policy.visible(&NamespacedName::join(node, &t.def.name)))
+    }
+}
+
+/// Everything one gateway shares.
+pub struct Shared {
+    pub config: GatewayConfig,
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    pub agents: DashMap<String, Arc<AgentHandle>>,
+    pub metrics: Metrics,
+    pub shutdown: CancellationToken,
+}
+
+impl Shared {
+    pub fn new(config: GatewayConfig, store: Arc<Store>) -> Self {
+        Shared {
+            config,
+            store,
+            registry: Registry::default(),
+            agents: DashMap::new(),
+            metrics: Metrics::new(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Tells every agent that may see some of the node's tools that the set changed.
+    pub fn tools_changed(&self, node: &str, set: &ToolSet, change: &str) {
+        let payload = ToolsChanged {
+            node: node.to_owned(),
+            change: change.to_owned(),
+        };
+        for a in self.agents.iter() {
+            if a.sees_any(node, set) {
+                a.send_event(EventName::ToolsChanged, &payload);
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Tool sets declared by nodes, validated once and interned.
+//!
+//! Most nodes of a fleet declare the exact same tools. The gateway compiles each
+//! distinct set (names, capabilities, JSON Schema validators) once and shares it by
+//! `Arc` between every node that declares it, keyed by a hash of its canonical JSON:
+//! a node then costs one pointer for its tools, not a copy of twelve schemas.
+
+use dashmap::DashMap;
+use gsv_protocol::names::{NamespacedName, MAX_NAMESPACED_LEN};
+use gsv_protocol::{Capability, ErrorCode, ErrorShape, NodeId, ToolDef, ToolName};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+
+/// One validated tool with its compiled argument validator.
+pub struct ToolSpec {
+    pub def: ToolDef,
+    pub capability: Capability,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.def.name)
+            .finish()
+    }
+}
+
+impl ToolSpec {
+    /// Checks call arguments against the tool's schema; the error names the JSON
+    /// pointer of the first failing value.
+    pub fn validate_args(&self, args: &Value) -> Result<(), ErrorShape> {
+        match self.validator.validate(args) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let path = e.instance_path().to_string();
+                let shown = if path.is_empty() { "/".to_owned() } else { path };
+                Err(ErrorShape::new(
+                    ErrorCode::InvalidArgs,
+                    format!("arguments of {} are invalid at {}: {}", self.def.name, shown, e),
+                )
+                .with_details(json!({ "path": shown })))
+            }
+        }
+    }
+}
+
+/// The tools of one node (shared by every node that declares the same).
+#[derive(Debug)]
+pub struct ToolSet {
+    pub tools: Vec<Arc<ToolSpec>>,
+    pub capabilities: Vec<String>,
+}
+
+impl ToolSet {
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
+        self.tools.iter().find(|t| t.def.name == name)
+    }
+}
+
+fn invalid(message: String, details: Value) -> ErrorShape {
+    ErrorShape::new(ErrorCode::InvalidArgs, message).with_details(details)
+}
+
+/// Validates a node's declaration and compiles it.
+fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet, ErrorShape> {
+    if defs.len() > gsv_protocol::limits::MAX_TOOLS_PER_NODE {
+        return Err(invalid(
+            format!(
+                "a node may register at most {} tools",
+                gsv_protocol::limits::MAX_TOOLS_PER_NODE
+            ),
+            json!({ "count": defs.len() }),
+        ));
+    }
+    let mut declared = HashSet::new();
+    for c in &caps {
+        if Capability::parse(c).is_none() {
+            return Err(invalid(
+                format!("unknown capability id {c:?}"),
+                json!({ "capability": c }),
+            ));
+        }
+        declared.insert(c.as_str());
+    }
+    let mut seen = HashSet::new();
+    let mut tools = Vec::with_capacity(defs.len());
+    for def in defs {
+        let name = def.name.clone();
+        ToolName::parse(&name)
+            .map_err(|e| invalid(e.to_string(), json!({ "tool": name })))?;
+        if node.as_str().len() + 2 + name.len() > MAX_NAMESPACED_LEN {
+            let full = NamespacedName::join(node.as_str(), &name);
+            return Err(invalid(
+                format!("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters"),
+                json!({ "tool": name }),
+            ));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(invalid(
+                format!("tool {name} is declared twice"),
+                json!({ "tool": name }),
+            ));
+        }
+        let capability = Capability::parse(&def.capability).ok_or_else(|| {
+            invalid(
+                format!("tool {name} declares unknown capability id {:?}", def.capability),
+                json!({ "tool": name, "capability": def.capability }),
+            )
+        })?;
+        if !caps.is_empty() && !declared.contains(def.capability.as_str()) {
+            return Err(invalid(
+                format!(
+                    "tool {name} uses capability {} which the node does not list in capabilities",
+                    def.capability
+                ),
+                json!({ "tool": name, "capability": def.capability }),
+            ));
+        }
+        if !def.input_schema.is_object() {
+            return Err(invalid(
+                format!("tool {name}: inputSchema must be a JSON object"),
+                json!({ "tool": name }),
+            ));
+        }
+        let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
+            invalid(
+                format!("tool {name}: inputSchema is not a valid JSON Schema: {e}"),
+                json!({ "tool": name }),
+            )
+        })?;
+        tools.push(Arc::new(ToolSpec {
+            def,
+            capability,
+            validator,
+        }));
+    }
+    let mut capabilities = if caps.is_empty() {
+        tools
+            .iter()
+            .map(|t| t.capability.as_str().to_owned())
+            .collect()
+    } else {
+        caps
+    };
+    capabilities.sort();
+    capabilities.dedup();
+    Ok(ToolSet {
+        tools,
+        capabilities,
+    })
+}
+
+/// Distinct tool sets in use, by hash of their canonical JSON.
+#[derive(Default)]
+pub struct Interner {
+    sets: DashMap<[u8; 32], Weak<ToolSet>>,
+}
+
+impl Interner {
+    /// Validates and returns the shared set for this declaration, compiling it only if
+    /// no live node declares the same. The node id is part of validation (name length)
+    /// but not of the key: the key covers exactly what validation reads from the
+    /// declaration, plus the namespaced-length check, which only fails for long ids.
+    pub fn intern(
+        &self,
+        node: &NodeId,
+        defs: Vec<ToolDef>,
+        caps: Vec<String>,
+    ) -> Result<Arc<ToolSet>, ErrorShape> {
+        let key = {
+            let mut h = Sha256::new();
+            h.update(serde_json::to_vec(&(&defs, &caps)).unwrap_or_default());
+            let digest: [u8; 32] = h.finalize().into();
+            digest
+        };
+        if let Some(set) = self.sets.get(&key).and_then(|w| w.upgrade()) {
+            // Same declaration: only the length rule depends on the node id.
+            for t in &set.tools {
+                if node.as_str().len() + 2 + t.def.name.len() > MAX_NAMESPACED_LEN {
+                    return Err(invalid(
+                        format!(
+                            "namespaced name {} is longer than {MAX_NAMESPACED_LEN} characters",
+                            NamespacedName::join(node.as_str(), &t.def.name)
+                        ),
+                        json!({ "tool": t.def.name }),
+                    ));
+                }
+            }
+            return Ok(set);
+        }
+        let set = Arc::new(build(node, defs, caps)?);
+        self.sets.insert(key, Arc::downgrade(&set));
+        Ok(set)
+    }
+
+    /// Drops entries whose sets no node uses any more.
+    pub fn sweep(&self) {
+        self.sets.retain(|_, w| w.strong_count() > 0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str, cap: &str) -> ToolDef {
+        serde_json::from_value(json!({
+            "name": name,
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            "capability": cap
+        }))
+        .unwrap()
+    }
+
+    fn node(id: &str) -> NodeId {
+        NodeId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn identical_declarations_share_one_set() {
+        let i = Interner::default();
+        let a = i
+            .intern(&node("a"), vec![def("Read", "filesystem.read")], vec![])
+            .unwrap();
+        let b = i
+            .intern(&node("b"), vec![def("Read", "filesystem.read")], vec![])
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.capabilities, vec!["filesystem.read".to_owned()]);
+        drop((a, b));
+        i.sweep();
+        assert!(i.is_empty());
+    }
+
+    #[test]
+    fn bad_declarations_are_refused_with_the_tool_named() {
+        let i = Interner::default();
+        let n = node("a");
+        let cases = [
+            (vec![def("a__b", "filesystem.read")], vec![]),
+            (vec![def("Read", "filesystem.nope")], vec![]),
+            (
+                vec![def("Read", "filesystem.read"), def("Read", "filesystem.read")],
+                vec![],
+            ),
+            (
+                vec![def("Read", "filesystem.read")],
+                vec!["made.up".to_owned()],
+            ),
+        ];
+        for (defs, caps) in cases {
+            let e = i.intern(&n, defs, caps).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidArgs, "{e}");
+        }
+        let mut bad_schema = def("Read", "filesystem.read");
+        bad_schema.input_schema = json!({"type": 12});
+        assert!(i.intern(&n, vec![bad_schema], vec![]).is_err());
+    }
+
+    #[test]
+    fn argument_errors_carry_the_path() {
+        let i = Interner::default();
+        let set = i
+            .intern(&node("a"), vec![def("Read", "filesystem.read")], vec![])
+            .unwrap();
+        let spec = set.get("Read").unwrap();
+        assert!(spec.validate_args(&json!({"path": "x"})).is_ok());
+        let e = spec.validate_args(&json!({"path": 5})).unwrap_err();
+        assert_eq!(e.details, Some(json!({"path": "/path"})));
+        let e = spec.validate_args(&json!({})).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgs);
+    }
+}
