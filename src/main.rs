@@ -1,1 +1,314 @@
-fn main() {}
+//! The `gsv` command line. Thin: it parses flags and calls into the library.
+
+use clap::{Args, Parser, Subcommand};
+use gsv::commands::{self, agent::Target};
+use gsv::{exit, logging, resolve};
+use gsv_gateway::{GatewayConfig, PolicySpec};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "gsv", version, about = "Let AI agents act on many machines, safely")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct DataArg {
+    /// Data directory [default: $GSV_DATA or $XDG_DATA_HOME/gsv or ~/.local/share/gsv]
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+struct GatewayArgs {
+    #[command(flatten)]
+    data: DataArg,
+    /// Address to listen on (nodes, agents, HTTP API)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// Serve /metrics on this address instead of the main one
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// WebSocket heartbeat interval in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
+    heartbeat_ms: u64,
+}
+
+impl GatewayArgs {
+    fn config(&self) -> GatewayConfig {
+        let mut c = GatewayConfig::new(self.listen, resolve::data_dir(self.data.data.as_deref()));
+        c.metrics_listen = self.metrics_listen;
+        c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
+        c
+    }
+}
+
+#[derive(Args, Clone)]
+struct TargetArgs {
+    /// Gateway URL (http(s):// or ws(s)://) [default: the local gateway in the data dir]
+    #[arg(long, value_name = "URL")]
+    gateway: Option<String>,
+    /// Agent token [default: $GSV_AGENT_TOKEN, else agent.token in the data dir]
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    #[command(flatten)]
+    data: DataArg,
+}
+
+impl TargetArgs {
+    fn target(self) -> Target {
+        Target {
+            gateway: self.gateway,
+            token: self.token,
+            data: self.data.data,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Gateway + a local node in one process: the embedded default
+    Up {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+        /// Id of the local node [default: the host name]
+        #[arg(long, value_name = "ID")]
+        node_id: Option<String>,
+        /// Workspace of the local node [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Also register the Echo tool (tests, benchmarks)
+        #[arg(long)]
+        echo_tool: bool,
+    },
+    /// Run the gateway alone
+    Gateway {
+        #[command(flatten)]
+        gateway: GatewayArgs,
+    },
+    /// Run a node that dials the gateway
+    Node {
+        /// Gateway URL (http(s):// or ws(s)://)
+        #[arg(long, env = "GSV_GATEWAY", value_name = "URL")]
+        gateway: String,
+        /// This node's id
+        #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
+        id: String,
+        /// This node's token (from `gsv token create node ID`)
+        #[arg(long, env = "GSV_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+        token: String,
+        /// Directory relative tool paths resolve against [default: the current directory]
+        #[arg(long, env = "GSV_WORKSPACE", value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Register the Echo tool (tests, benchmarks)
+        #[arg(long)]
+        echo_tool: bool,
+        /// Host role: execution or specialized
+        #[arg(long, value_name = "ROLE", default_value = "execution")]
+        role: String,
+        /// WebSocket heartbeat interval in milliseconds
+        #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
+        heartbeat_ms: u64,
+    },
+    /// Manage tokens
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Call a namespaced tool: gsv call laptop__Read '{"path":"README.md"}'
+    Call {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Print the whole result object as JSON
+        #[arg(long)]
+        json: bool,
+        /// Call deadline in milliseconds [default: the tool's]
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// Namespaced tool name, {node}__{tool}
+        name: String,
+        /// Arguments as a JSON object
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// List nodes
+    Nodes {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tools this token may call
+    Tools {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token: `node ID` or `agent NAME`; prints the token alone on stdout
+    Create {
+        /// node or agent
+        kind: String,
+        /// Node id or agent name
+        name: String,
+        #[command(flatten)]
+        data: DataArg,
+        /// Glob of namespaced tools the agent may call (repeatable)
+        #[arg(long, value_name = "GLOB")]
+        allow: Vec<String>,
+        /// Glob of namespaced tools the agent may never call (repeatable)
+        #[arg(long, value_name = "GLOB")]
+        deny: Vec<String>,
+        /// Glob of namespaced tools whose calls need approval (repeatable)
+        #[arg(long, value_name = "GLOB")]
+        confirm: Vec<String>,
+    },
+    /// List tokens (ids, kinds, subjects; never secrets)
+    List {
+        #[command(flatten)]
+        data: DataArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token by id
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
+    logging::init(default_log);
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("error: internal: cannot start the async runtime: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Up {
+            gateway,
+            node_id,
+            workspace,
+            echo_tool,
+        } => run_async(
+            "info",
+            commands::up::run(commands::up::UpOptions {
+                gateway: gateway.config(),
+                node_id,
+                workspace,
+                echo_tool,
+            }),
+        ),
+        Command::Gateway { gateway } => run_async("info", commands::gateway::run(gateway.config())),
+        Command::Node {
+            gateway,
+            id,
+            token,
+            workspace,
+            echo_tool,
+            role,
+            heartbeat_ms,
+        } => {
+            let id = match gsv_protocol::NodeId::parse(&id) {
+                Ok(id) => id,
+                Err(e) => {
+                    eprintln!("error: invalid_args: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let host_role = match role.as_str() {
+                "execution" => gsv_protocol::HostRole::Execution,
+                "specialized" => gsv_protocol::HostRole::Specialized,
+                other => {
+                    eprintln!("error: invalid_args: --role must be execution or specialized, not {other}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let workspace = match workspace.map(Ok).unwrap_or_else(std::env::current_dir) {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("error: workspace: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
+            config.echo_tool = echo_tool;
+            config.host_role = host_role;
+            config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
+            run_async("info", commands::node::run(config))
+        }
+        Command::Token { command } => match command {
+            TokenCommand::Create {
+                kind,
+                name,
+                data,
+                allow,
+                deny,
+                confirm,
+            } => {
+                let dir = resolve::data_dir(data.data.as_deref());
+                match commands::token::kind_of(&kind) {
+                    Some(gsv_gateway::TokenKind::Node) => {
+                        if !(allow.is_empty() && deny.is_empty() && confirm.is_empty()) {
+                            eprintln!("error: invalid_args: --allow/--deny/--confirm apply to agent tokens only");
+                            exit::USAGE
+                        } else {
+                            commands::token::create_node(&dir, &name)
+                        }
+                    }
+                    Some(_) => commands::token::create_agent(
+                        &dir,
+                        &name,
+                        PolicySpec {
+                            allow,
+                            deny,
+                            confirm,
+                        },
+                    ),
+                    None => {
+                        eprintln!("error: invalid_args: token kind must be node or agent, not {kind}");
+                        exit::USAGE
+                    }
+                }
+            }
+            TokenCommand::List { data, json } => {
+                commands::token::list(&resolve::data_dir(data.data.as_deref()), json)
+            }
+            TokenCommand::Revoke { id, data } => {
+                commands::token::revoke(&resolve::data_dir(data.data.as_deref()), &id)
+            }
+        },
+        Command::Call {
+            target,
+            json,
+            timeout_ms,
+            name,
+            args,
+        } => run_async(
+            "warn",
+            commands::agent::call(target.target(), &name, &args, json, timeout_ms),
+        ),
+        Command::Nodes { target, json } => {
+            run_async("warn", commands::agent::nodes(target.target(), json))
+        }
+        Command::Tools { target, json } => {
+            run_async("warn", commands::agent::tools(target.target(), json))
+        }
+    };
+    ExitCode::from(code)
+}

@@ -1,0 +1,41 @@
+//! gsv-node: the program that runs on every machine of the fleet.
+//!
+//! A node dials *out* to the gateway over WebSocket (so it works from behind NAT),
+//! proves who it is, declares its tools and host facts, and then serves `tool.invoke`
+//! calls until it is told to stop. It reconnects forever with jittered backoff, so a
+//! gateway restart or a network blip only costs a short gap.
+//!
+//! The pieces, each in its own module:
+//! - [`config`]: what the CLI hands in ([`NodeConfig`]).
+//! - [`runner`]: the reconnect loop ([`run`], [`run_with_registry`]).
+//! - `connection` / `session` / `dispatch`: one dial + handshake, one live connection,
+//!   and the handling of each request on it.
+//! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
+//!   tools themselves.
+//! - [`probe`]: which binaries the host has, reported as runtime facts.
+//! - [`events`]: node → gateway events from tools.
+
+pub mod backoff;
+pub mod config;
+mod connection;
+mod dispatch;
+pub mod error;
+pub mod events;
+pub mod probe;
+pub mod registry;
+pub mod runner;
+mod session;
+mod state;
+mod tls;
+pub mod tool;
+pub mod tools;
+
+pub use config::NodeConfig;
+pub use error::NodeError;
+pub use events::{EventError, EventSender};
+pub use registry::{Registry, RegistryError};
+pub use runner::{run, run_with_registry};
+pub use tool::{Tool, ToolContext};
+
+/// Re-exported so tool implementations outside this crate use the same macro version.
+pub use async_trait::async_trait;

@@ -1,0 +1,86 @@
+//! The node's configuration, as the CLI (or a test) hands it to [`crate::run`].
+//!
+//! Kept as plain data with defaults in one place, so the CLI only maps flags and
+//! environment variables onto fields and never repeats a default.
+
+use gsv_protocol::limits::DEFAULT_HEARTBEAT_MS;
+use gsv_protocol::{HostRole, NodeId};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long dialling the gateway (TCP, TLS and the WebSocket upgrade) may take.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Interval between WebSocket pings; two silent intervals mean the gateway is gone.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(DEFAULT_HEARTBEAT_MS);
+
+/// Everything a node needs to run.
+#[derive(Clone)]
+pub struct NodeConfig {
+    /// Gateway address in any spelling [`gsv_protocol::endpoint::Gateway::parse`]
+    /// accepts; the node dials its `/v1/node` WebSocket.
+    pub gateway: String,
+    /// This node's id (the namespace of its tools).
+    pub id: NodeId,
+    /// The node token, bound to `id` by the gateway.
+    pub token: String,
+    /// Directory that relative tool paths resolve against.
+    pub workspace: PathBuf,
+    /// Register the `Echo` diagnostics tool (tests and benchmarks).
+    pub echo_tool: bool,
+    /// How the node wants to be used.
+    pub host_role: HostRole,
+    /// WebSocket ping interval.
+    pub heartbeat: Duration,
+    /// Timeout of one dial (TCP + TLS + upgrade).
+    pub connect_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// A configuration with the defaults for everything not given.
+    pub fn new(gateway: String, id: NodeId, token: String, workspace: PathBuf) -> Self {
+        NodeConfig {
+            gateway,
+            id,
+            token,
+            workspace,
+            echo_tool: false,
+            host_role: HostRole::default(),
+            heartbeat: DEFAULT_HEARTBEAT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+/// Written by hand so the token never reaches a log.
+impl fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeConfig")
+            .field("gateway", &self.gateway)
+            .field("id", &self.id)
+            .field("token", &"<redacted>")
+            .field("workspace", &self.workspace)
+            .field("echo_tool", &self.echo_tool)
+            .field("host_role", &self.host_role)
+            .field("heartbeat", &self.heartbeat)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_redaction() {
+        let id = NodeId::parse("box-1").unwrap();
+        let c = NodeConfig::new("http://127.0.0.1:8787".into(), id, "s3cret".into(), ".".into());
+        assert!(!c.echo_tool);
+        assert_eq!(c.heartbeat, Duration::from_secs(15));
+        assert_eq!(c.connect_timeout, Duration::from_secs(10));
+        assert_eq!(c.host_role, HostRole::Execution);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}

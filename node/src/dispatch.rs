@@ -1,0 +1,297 @@
+//! Handling of every frame the gateway sends on a registered connection.
+//!
+//! The reader hands each text frame here and goes straight back to reading: every
+//! request runs in its own task, so a slow tool, a full send queue or a long probe never
+//! delays heartbeats or other calls. Calls are tracked by request id (per connection,
+//! as the gateway correlates them) so a `cancel` frame can reach the right one.
+
+use crate::state::NodeState;
+use crate::tool::{Tool, ToolContext};
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use futures_util::FutureExt;
+use gsv_protocol::frame::{encode_err, encode_ok};
+use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
+use gsv_protocol::method::{ProbeParams, ToolInvokeParams};
+use gsv_protocol::{ErrorCode, ErrorShape, Frame, Method, ToolResult};
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+/// Dispatches the frames of one connection.
+pub(crate) struct Dispatcher {
+    node: Arc<NodeState>,
+    out: mpsc::Sender<String>,
+    calls: Arc<DashMap<String, CancellationToken>>,
+    max_result_bytes: usize,
+    /// Parent of every call's token: cancelled when the node shuts down.
+    shutdown: CancellationToken,
+}
+
+impl Dispatcher {
+    pub fn new(
+        node: Arc<NodeState>,
+        out: mpsc::Sender<String>,
+        max_result_bytes: usize,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Dispatcher {
+            node,
+            out,
+            calls: Arc::new(DashMap::new()),
+            max_result_bytes,
+            shutdown,
+        }
+    }
+
+    /// Calls of this connection still running.
+    pub fn in_flight(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Handles one text frame. Never blocks.
+    pub fn handle_text(&self, text: &str) {
+        match Frame::decode(text) {
+            Err(e) => warn!(error = %e, "ignoring a malformed frame from the gateway"),
+            Ok(Frame::Req {
+                id,
+                method,
+                method_name,
+                params,
+            }) => match method {
+                Method::ToolInvoke => self.invoke(id, params),
+                Method::NodeProbe => self.probe(id, params),
+                _ => self.reply(encode_err(
+                    &id,
+                    &ErrorShape::new(
+                        ErrorCode::NotFound,
+                        format!("method {method_name:?} is not served by nodes"),
+                    ),
+                )),
+            },
+            Ok(Frame::Cancel { id }) => match self.calls.get(&id) {
+                Some(token) => {
+                    debug!(call = %id, "cancel requested");
+                    token.cancel();
+                }
+                None => debug!(call = %id, "cancel for a call that is not running"),
+            },
+            Ok(Frame::Event {
+                event,
+                payload,
+                seq,
+            }) => {
+                let payload = payload.as_deref().map(RawValue::get).unwrap_or("null");
+                info!(event = event.as_str(), seq, payload, "event from the gateway");
+            }
+            Ok(Frame::Res { id, .. }) => {
+                debug!(id = %id, "ignoring a response to a request this node did not send")
+            }
+        }
+    }
+
+    /// Queues `frame` without blocking the reader.
+    fn reply(&self, frame: String) {
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            if out.send(frame).await.is_err() {
+                warn!("connection closed before a reply could be sent");
+            }
+        });
+    }
+
+    fn invoke(&self, id: String, params: Option<Box<RawValue>>) {
+        let params: ToolInvokeParams = match decode_params(params.as_deref()) {
+            Ok(p) => p,
+            Err(e) => return self.reply(encode_err(&id, &e)),
+        };
+        let Some(tool) = self.node.registry.get(&params.tool) else {
+            let e = ErrorShape::new(
+                ErrorCode::NotFound,
+                format!(
+                    "node {} has no tool {:?}",
+                    self.node.config.id, params.tool
+                ),
+            );
+            return self.reply(encode_err(&id, &e));
+        };
+        let token = self.shutdown.child_token();
+        match self.calls.entry(id.clone()) {
+            Entry::Occupied(_) => {
+                // Any answer would carry the running call's id and be taken as its result.
+                warn!(call = %id, "ignoring a tool.invoke whose id is already running");
+                return;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(token.clone());
+            }
+        }
+        let span = info_span!("call", node = %self.node.config.id, call = %id, tool = %params.tool);
+        let call = Call {
+            id,
+            tool,
+            params,
+            token,
+            node: Arc::clone(&self.node),
+            out: self.out.clone(),
+            calls: Arc::clone(&self.calls),
+            max_result_bytes: self.max_result_bytes,
+            shutdown: self.shutdown.clone(),
+        };
+        tokio::spawn(call.run().instrument(span));
+    }
+
+    fn probe(&self, id: String, params: Option<Box<RawValue>>) {
+        let params: ProbeParams = match params.as_deref() {
+            None => ProbeParams::default(),
+            Some(_) => match decode_params(params.as_deref()) {
+                Ok(p) => p,
+                Err(e) => return self.reply(encode_err(&id, &e)),
+            },
+        };
+        let node = Arc::clone(&self.node);
+        let out = self.out.clone();
+        let span = info_span!("probe", node = %node.config.id, call = %id);
+        tokio::spawn(
+            async move {
+                let result = node.probe.probe(&params.bins).await;
+                debug!(bins = result.host_bin_status.len(), "probed binaries");
+                if out.send(encode_ok(&id, &result)).await.is_err() {
+                    warn!("connection closed before the probe result could be sent");
+                }
+            }
+            .instrument(span),
+        );
+    }
+}
+
+fn decode_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorShape> {
+    let raw = params.map(RawValue::get).unwrap_or("null");
+    serde_json::from_str(raw)
+        .map_err(|e| ErrorShape::new(ErrorCode::InvalidArgs, format!("invalid params: {e}")))
+}
+
+/// One running `tool.invoke`.
+struct Call {
+    id: String,
+    tool: Arc<dyn Tool>,
+    params: ToolInvokeParams,
+    token: CancellationToken,
+    node: Arc<NodeState>,
+    out: mpsc::Sender<String>,
+    calls: Arc<DashMap<String, CancellationToken>>,
+    max_result_bytes: usize,
+    shutdown: CancellationToken,
+}
+
+impl Call {
+    async fn run(self) {
+        let started = Instant::now();
+        let timeout_ms = self.params.timeout_ms.min(MAX_CALL_TIMEOUT_MS);
+        let deadline = started + Duration::from_millis(timeout_ms);
+        let ctx = ToolContext {
+            workspace: self.node.config.workspace.clone(),
+            call_id: self.id.clone(),
+            cancel: self.token.clone(),
+            deadline,
+            events: self.node.events.clone(),
+        };
+        let execute = AssertUnwindSafe(self.tool.execute(self.params.args, ctx)).catch_unwind();
+        let outcome = tokio::select! {
+            biased;
+            _ = self.token.cancelled() => Err(if self.shutdown.is_cancelled() {
+                ErrorShape::new(ErrorCode::Cancelled, "the node is shutting down")
+            } else {
+                ErrorShape::new(ErrorCode::Cancelled, "the call was cancelled")
+            }),
+            r = tokio::time::timeout_at(deadline, execute) => match r {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(_panic)) => Err(ErrorShape::new(
+                    ErrorCode::Internal,
+                    format!("tool {} panicked", self.params.tool),
+                )),
+                Err(_) => Err(ErrorShape::new(
+                    ErrorCode::Timeout,
+                    format!("tool {} did not finish within {timeout_ms} ms", self.params.tool),
+                )),
+            },
+        };
+        // Whatever the tool left behind watching the token stops now (the future
+        // itself was dropped by the select above).
+        if outcome.is_err() {
+            self.token.cancel();
+        }
+        self.calls.remove(&self.id);
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let frame = match &outcome {
+            Ok(result) => {
+                debug!(elapsed_ms, is_error = result.is_error, "call finished");
+                encode_result(&self.id, result, self.max_result_bytes)
+            }
+            Err(e) => {
+                debug!(elapsed_ms, code = %e.code, "call failed");
+                encode_err(&self.id, e)
+            }
+        };
+        if self.out.send(frame).await.is_err() {
+            warn!(elapsed_ms, "the connection closed before the result could be sent; result dropped");
+        }
+    }
+
+}
+
+/// `res ok` with `result`, or `too_large` if the serialised result exceeds `max` bytes.
+fn encode_result(id: &str, result: &ToolResult, max: usize) -> String {
+    let frame = encode_ok(id, result);
+    // The frame is the result plus a fixed envelope; measure the envelope once.
+    let envelope = encode_ok(id, &Value::Null).len() - "null".len();
+    let bytes = frame.len().saturating_sub(envelope);
+    if bytes <= max {
+        return frame;
+    }
+    warn!(bytes, limit = max, "tool result too large");
+    encode_err(
+        id,
+        &ErrorShape::new(
+            ErrorCode::TooLarge,
+            format!("the tool's result is {bytes} bytes, over the limit of {max} bytes"),
+        )
+        .with_details(json!({"bytes": bytes, "limit": max})),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_over_the_limit_become_too_large() {
+        let small = ToolResult::text("hello");
+        let exact = serde_json::to_string(&small).unwrap().len();
+        let frame = encode_result("7", &small, exact);
+        match Frame::decode(&frame).unwrap() {
+            Frame::Res { id, outcome: Ok(r) } => {
+                assert_eq!(id, "7");
+                assert_eq!(serde_json::from_str::<ToolResult>(r.get()).unwrap(), small);
+            }
+            other => panic!("{other:?}"),
+        }
+        let frame = encode_result("7", &small, exact - 1);
+        match Frame::decode(&frame).unwrap() {
+            Frame::Res {
+                outcome: Err(e), ..
+            } => {
+                assert_eq!(e.code, ErrorCode::TooLarge);
+                assert_eq!(e.details.unwrap()["bytes"], json!(exact));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The set of tools a node offers, validated once when it is built.
+//!
+//! The registry checks each declaration against the protocol's rules (tool name,
+//! closed capability set, object schema, binary names) before the node ever connects,
+//! so a bad tool is a startup error with a precise message instead of a refused
+//! connect. Adding a tool to the standard set is one line in [`Registry::standard`].
+
+use crate::config::NodeConfig;
+use crate::probe::valid_bin_name;
+use crate::tool::Tool;
+use crate::tools;
+use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
+use gsv_protocol::{Capability, NameError, ToolDef, ToolName};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("tool {tool}: unknown capability {capability:?}")]
+    Capability { tool: String, capability: String },
+    #[error("tool {0} is registered twice")]
+    Duplicate(String),
+    #[error("a node may offer at most {MAX_TOOLS_PER_NODE} tools")]
+    TooMany,
+    #[error("tool {0}: inputSchema must be a JSON object schema (\"type\": \"object\")")]
+    Schema(String),
+    #[error("tool {tool}: required binary name {bin:?} is invalid")]
+    Bin { tool: String, bin: String },
+}
+
+struct Entry {
+    def: ToolDef,
+    tool: Arc<dyn Tool>,
+}
+
+/// The tools of one node, by name.
+#[derive(Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Entry>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// The standard tool set for `config`.
+    pub fn standard(config: &NodeConfig) -> Result<Self, RegistryError> {
+        let mut registry = Registry::new();
+        registry.register(tools::read::Read)?;
+        if config.echo_tool {
+            registry.register(tools::echo::Echo)?;
+        }
+        Ok(registry)
+    }
+
+    /// Validates `tool`'s declaration and adds it.
+    pub fn register(&mut self, tool: impl Tool) -> Result<(), RegistryError> {
+        self.register_arc(Arc::new(tool))
+    }
+
+    /// [`Registry::register`] for a tool that is already shared.
+    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let def = tool.def();
+        validate(&def)?;
+        if self.tools.contains_key(&def.name) {
+            return Err(RegistryError::Duplicate(def.name));
+        }
+        if self.tools.len() >= MAX_TOOLS_PER_NODE {
+            return Err(RegistryError::TooMany);
+        }
+        self.tools.insert(def.name.clone(), Entry { def, tool });
+        Ok(())
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.get(name).map(|e| Arc::clone(&e.tool))
+    }
+
+    /// The declaration of the tool called `name`.
+    pub fn def(&self, name: &str) -> Option<&ToolDef> {
+        self.tools.get(name).map(|e| &e.def)
+    }
+
+    /// Every declaration, sorted by name (what `connect` sends).
+    pub fn defs(&self) -> Vec<ToolDef> {
+        self.tools.values().map(|e| e.def.clone()).collect()
+    }
+
+    /// The capability ids of all tools, sorted and without duplicates.
+    pub fn capabilities(&self) -> Vec<String> {
+        let set: BTreeSet<&str> = self
+            .tools
+            .values()
+            .map(|e| e.def.capability.as_str())
+            .collect();
+        set.into_iter().map(str::to_owned).collect()
+    }
+
+    /// The union of the tools' `requiresBins`.
+    pub fn required_bins(&self) -> BTreeSet<String> {
+        self.tools
+            .values()
+            .flat_map(|e| e.def.requires_bins.iter().cloned())
+            .collect()
+    }
+
+    /// Tool names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+fn validate(def: &ToolDef) -> Result<(), RegistryError> {
+    ToolName::parse(&def.name)?;
+    if Capability::parse(&def.capability).is_none() {
+        return Err(RegistryError::Capability {
+            tool: def.name.clone(),
+            capability: def.capability.clone(),
+        });
+    }
+    if def.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err(RegistryError::Schema(def.name.clone()));
+    }
+    if let Some(bin) = def.requires_bins.iter().find(|b| !valid_bin_name(b)) {
+        return Err(RegistryError::Bin {
+            tool: def.name.clone(),
+            bin: bin.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolContext;
+    use gsv_protocol::{NodeId, ToolAnnotations, ToolResult};
+    use serde_json::{json, Value};
+
+    struct Fake(ToolDef);
+
+    #[async_trait::async_trait]
+    impl Tool for Fake {
+        fn def(&self) -> ToolDef {
+            self.0.clone()
+        }
+        async fn execute(&self, _args: Value, _ctx: ToolContext) -> ToolResult {
+            ToolResult::text("ok")
+        }
+    }
+
+    fn def(name: &str, capability: &str) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+            capability: capability.into(),
+            annotations: ToolAnnotations::default(),
+            default_timeout_ms: None,
+            requires_bins: vec![],
+        }
+    }
+
+    fn config(echo: bool) -> NodeConfig {
+        let mut c = NodeConfig::new(
+            "ws://127.0.0.1:1".into(),
+            NodeId::parse("n").unwrap(),
+            "t".into(),
+            "/".into(),
+        );
+        c.echo_tool = echo;
+        c
+    }
+
+    #[test]
+    fn standard_set() {
+        let r = Registry::standard(&config(false)).unwrap();
+        assert_eq!(r.names(), ["Read"]);
+        assert_eq!(r.capabilities(), ["filesystem.read"]);
+        let r = Registry::standard(&config(true)).unwrap();
+        assert_eq!(r.names(), ["Echo", "Read"]);
+        assert_eq!(r.capabilities(), ["diagnostics.echo", "filesystem.read"]);
+        assert!(r.get("Echo").is_some());
+        assert!(r.get("echo").is_none());
+        // Every standard declaration serialises to what the gateway expects.
+        for d in r.defs() {
+            let v = serde_json::to_value(&d).unwrap();
+            assert_eq!(v["inputSchema"]["additionalProperties"], json!(false));
+            assert!(!d.description.is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_declarations_are_refused() {
+        let mut r = Registry::new();
+        assert!(matches!(
+            r.register(Fake(def("a__b", "filesystem.read"))),
+            Err(RegistryError::Name(_))
+        ));
+        assert!(matches!(
+            r.register(Fake(def("Tool", "filesystem.delete"))),
+            Err(RegistryError::Capability { .. })
+        ));
+        let mut no_object = def("Tool", "filesystem.read");
+        no_object.input_schema = json!({"type": "string"});
+        assert_eq!(
+            r.register(Fake(no_object)),
+            Err(RegistryError::Schema("Tool".into()))
+        );
+        let mut bad_bin = def("Tool", "filesystem.read");
+        bad_bin.requires_bins = vec!["../sh".into()];
+        assert!(matches!(
+            r.register(Fake(bad_bin)),
+            Err(RegistryError::Bin { .. })
+        ));
+        r.register(Fake(def("Tool", "shell.exec"))).unwrap();
+        assert_eq!(
+            r.register(Fake(def("Tool", "shell.exec"))),
+            Err(RegistryError::Duplicate("Tool".into()))
+        );
+        assert!(!r.is_empty());
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn capabilities_are_deduplicated_and_bins_unioned() {
+        let mut r = Registry::new();
+        let mut a = def("A", "shell.exec");
+        a.requires_bins = vec!["bash".into()];
+        let mut b = def("B", "shell.exec");
+        b.requires_bins = vec!["bash".into(), "git".into()];
+        r.register(Fake(a)).unwrap();
+        r.register(Fake(b)).unwrap();
+        r.register(Fake(def("C", "dns.query"))).unwrap();
+        assert_eq!(r.capabilities(), ["dns.query", "shell.exec"]);
+        assert_eq!(
+            r.required_bins().into_iter().collect::<Vec<_>>(),
+            ["bash", "git"]
+        );
+    }
+
+    #[test]
+    fn too_many_tools() {
+        let mut r = Registry::new();
+        for i in 0..MAX_TOOLS_PER_NODE {
+            r.register(Fake(def(&format!("T{i}"), "shell.exec"))).unwrap();
+        }
+        assert_eq!(
+            r.register(Fake(def("Last", "shell.exec"))),
+            Err(RegistryError::TooMany)
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! The node's main loop: dial, register, serve, and on any failure back off and dial
+//! again, until shut down.
+//!
+//! Only a handful of failures stop the node (see [`NodeError`]); in particular a
+//! refusal is fatal only before the first successful registration of the process, so a
+//! mistyped token exits with a clear message while a node that once worked rides out
+//! gateway restarts and maintenance forever.
+
+use crate::backoff::Backoff;
+use crate::config::NodeConfig;
+use crate::connection::{self, ConnectError};
+use crate::error::is_fatal_refusal;
+use crate::events::EventSender;
+use crate::probe::Probe;
+use crate::registry::Registry;
+use crate::session::{self, SessionEnd};
+use crate::state::NodeState;
+use crate::tls;
+use gsv_protocol::endpoint::{Gateway, NODE_PATH};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::Connector;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, info_span, warn, Instrument};
+
+pub use crate::error::NodeError;
+
+/// Shortest heartbeat accepted (a zero interval would spin).
+const MIN_HEARTBEAT: Duration = Duration::from_millis(50);
+
+/// Runs a node with the standard tool set until `shutdown` is cancelled (then `Ok`) or
+/// a fatal error occurs.
+pub async fn run(config: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
+    let registry = Registry::standard(&config)?;
+    run_with_registry(config, registry, shutdown).await
+}
+
+/// [`run`] with a caller-built tool set (custom tools, tests).
+pub async fn run_with_registry(
+    mut config: NodeConfig,
+    registry: Registry,
+    shutdown: CancellationToken,
+) -> Result<(), NodeError> {
+    let gateway = Gateway::parse(&config.gateway)?;
+    let url = gateway.ws_url(NODE_PATH);
+    if let Ok(absolute) = std::path::absolute(&config.workspace) {
+        config.workspace = absolute;
+    }
+    if !config.workspace.is_dir() {
+        warn!(workspace = %config.workspace.display(), "the workspace is not a directory");
+    }
+    if config.heartbeat < MIN_HEARTBEAT {
+        warn!(heartbeat = ?config.heartbeat, "heartbeat too short; using {MIN_HEARTBEAT:?}");
+        config.heartbeat = MIN_HEARTBEAT;
+    }
+    if !gateway.tls && !gateway.is_loopback() {
+        warn!(%url, "the node token travels unencrypted: use wss:// or https:// off loopback");
+    }
+    let span = info_span!("node", node = %config.id);
+    async move {
+        let tls = if gateway.tls {
+            let config = tokio::task::spawn_blocking(tls::client_config)
+                .await
+                .map_err(|e| NodeError::Tls(e.to_string()))?
+                .map_err(NodeError::Tls)?;
+            Some(Connector::Rustls(config))
+        } else {
+            None
+        };
+        let probe = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            probe = Probe::start(registry.required_bins()) => probe,
+        };
+        let node = Arc::new(NodeState {
+            config,
+            registry,
+            probe,
+            events: EventSender::detached(),
+        });
+        info!(%url, tools = ?node.registry.names(), "starting node");
+        reconnect_loop(node, &url, tls, &shutdown).await
+    }
+    .instrument(span)
+    .await
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Failed(ConnectError),
+    Served(SessionEnd),
+    Shutdown,
+}
+
+async fn reconnect_loop(
+    node: Arc<NodeState>,
+    url: &str,
+    tls: Option<Connector>,
+    shutdown: &CancellationToken,
+) -> Result<(), NodeError> {
+    let mut backoff = Backoff::default();
+    let mut registered_once = false;
+    loop {
+        match attempt(&node, url, tls.clone(), shutdown).await {
+            Attempt::Shutdown | Attempt::Served(SessionEnd::Shutdown) => {
+                info!("node stopped");
+                return Ok(());
+            }
+            Attempt::Served(SessionEnd::Lost(reason)) => {
+                registered_once = true;
+                backoff.reset();
+                warn!(%reason, "lost the connection to the gateway");
+            }
+            Attempt::Failed(ConnectError::Refused(shape)) => {
+                error!(code = %shape.code, message = %shape.message, "the gateway refused this node");
+                if !registered_once && is_fatal_refusal(shape.code) {
+                    return Err(NodeError::Refused(shape));
+                }
+            }
+            Attempt::Failed(e) => {
+                warn!(error = %e, attempt = backoff.attempt() + 1, "could not register with the gateway");
+            }
+        }
+        let delay = backoff.next_delay();
+        info!(delay_ms = delay.as_millis() as u64, "reconnecting");
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                info!("node stopped");
+                return Ok(());
+            }
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// Dial, handshake and, once registered, serve until the connection ends.
+async fn attempt(
+    node: &Arc<NodeState>,
+    url: &str,
+    tls: Option<Connector>,
+    shutdown: &CancellationToken,
+) -> Attempt {
+    let dial = connection::dial(url, tls, node.config.connect_timeout);
+    let mut ws = tokio::select! {
+        _ = shutdown.cancelled() => return Attempt::Shutdown,
+        r = dial => match r {
+            Ok(ws) => ws,
+            Err(e) => return Attempt::Failed(e),
+        },
+    };
+    let handshake = connection::handshake(&mut ws, |nonce| node.connect_params(nonce));
+    let hello = tokio::select! {
+        _ = shutdown.cancelled() => return Attempt::Shutdown,
+        r = handshake => match r {
+            Ok(hello) => hello,
+            Err(e) => return Attempt::Failed(e),
+        },
+    };
+    info!(
+        conn_id = %hello.conn_id,
+        protocol = hello.protocol,
+        limits = ?hello.limits,
+        "registered with the gateway"
+    );
+    Attempt::Served(session::serve(ws, &hello, Arc::clone(node), shutdown).await)
+}

@@ -1,0 +1,46 @@
+//! What every connection of one node shares: its configuration, tools, probe cache and
+//! event sender.
+//!
+//! Built once by the runner and handed to each session behind an `Arc`, so a reconnect
+//! rebuilds nothing but the socket.
+
+use crate::config::NodeConfig;
+use crate::events::EventSender;
+use crate::probe::Probe;
+use crate::registry::Registry;
+use gsv_protocol::handshake::{Auth, ClientInfo};
+use gsv_protocol::{ConnectParams, NodeInfo, Role, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+/// Shared, read-mostly node state.
+pub(crate) struct NodeState {
+    pub config: NodeConfig,
+    pub registry: Registry,
+    pub probe: Probe,
+    pub events: EventSender,
+}
+
+impl NodeState {
+    /// The `connect` params answering the challenge `nonce`.
+    pub fn connect_params(&self, nonce: String) -> ConnectParams {
+        ConnectParams {
+            min_protocol: MIN_PROTOCOL_VERSION,
+            max_protocol: PROTOCOL_VERSION,
+            role: Role::Node,
+            auth: Auth {
+                token: self.config.token.clone(),
+                nonce,
+            },
+            client: ClientInfo {
+                name: "gsv-node".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            node: Some(NodeInfo {
+                id: self.config.id.to_string(),
+                tools: self.registry.defs(),
+                capabilities: self.registry.capabilities(),
+                host_role: self.config.host_role,
+                runtime: self.probe.runtime(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The tool trait: what every tool a node offers implements.
+//!
+//! A tool declares itself once ([`Tool::def`]: name, schema, capability, hints) and then
+//! runs calls ([`Tool::execute`]). Failures the model should read are returned as
+//! `ToolResult::error` (`isError: true`); protocol failures (unknown tool, timeout,
+//! cancellation, oversized results) are the runner's business, not the tool's.
+
+use crate::events::EventSender;
+use gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS;
+use gsv_protocol::{ToolDef, ToolResult};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// One tool. Implement with `#[gsv_node::async_trait]`.
+///
+/// `execute` receives untrusted `args` (validate every field; never panic on them). Its
+/// future may be dropped at any await point: on cancellation or when the deadline
+/// passes, the runner first cancels `ctx.cancel` and then drops the future, so anything
+/// the tool starts outside the future (child processes, blocking work) must either
+/// watch `ctx.cancel` or be cleaned up on drop (e.g. `kill_on_drop`).
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The declaration sent to the gateway in `connect`. Called once, at registration.
+    fn def(&self) -> ToolDef;
+
+    /// Runs one call.
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult;
+}
+
+/// What a tool knows about the call it is running.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The node's workspace (absolute): relative paths resolve against it.
+    pub workspace: PathBuf,
+    /// The gateway's id for this call (the `req` id).
+    pub call_id: String,
+    /// Cancelled when the caller cancels, the deadline passes, or the node shuts down.
+    pub cancel: CancellationToken,
+    /// When the call's deadline passes.
+    pub deadline: Instant,
+    /// Sends events to the gateway on the current connection.
+    pub events: EventSender,
+}
+
+impl ToolContext {
+    /// A context with a fresh cancellation token, the default call deadline and a
+    /// detached event sender: for tests and for running a tool outside a connection.
+    pub fn new(workspace: impl Into<PathBuf>, call_id: impl Into<String>) -> Self {
+        ToolContext {
+            workspace: workspace.into(),
+            call_id: call_id.into(),
+            cancel: CancellationToken::new(),
+            deadline: Instant::now() + Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
+            events: EventSender::detached(),
+        }
+    }
+
+    /// Resolves a path argument: absolute paths are used as they are, relative ones
+    /// are joined to the workspace. `.` components are dropped; `..` is kept (the
+    /// kernel resolves it, symlinks included), and nothing here confines the result.
+    pub fn resolve_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        let joined = self.workspace.join(path);
+        std::path::absolute(&joined).unwrap_or(joined)
+    }
+
+    /// Time left before the deadline (zero once it has passed).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_against_the_workspace() {
+        let ctx = ToolContext::new("/srv/ws", "1");
+        assert_eq!(ctx.resolve_path("a/b.txt"), Path::new("/srv/ws/a/b.txt"));
+        assert_eq!(ctx.resolve_path("./a"), Path::new("/srv/ws/a"));
+        assert_eq!(ctx.resolve_path("/etc/hosts"), Path::new("/etc/hosts"));
+        assert_eq!(ctx.resolve_path("../x"), Path::new("/srv/ws/../x"));
+        assert!(ctx.remaining() > Duration::from_secs(60));
+    }
+}

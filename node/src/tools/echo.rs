@@ -1,0 +1,137 @@
+//! The Echo tool: returns its text, optionally after a delay.
+//!
+//! It touches nothing on the host, which makes it the yardstick for routing latency in
+//! benchmarks and the probe for cancellation, deadlines and mid-call disconnects in
+//! tests. Registered only when the node is started with the echo tool enabled.
+
+use crate::tool::{Tool, ToolContext};
+use crate::tools::args::Args;
+use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Longest `delayMs` accepted (10 minutes).
+pub const MAX_DELAY_MS: u64 = 600_000;
+
+/// The Echo tool.
+pub struct Echo;
+
+#[async_trait::async_trait]
+impl Tool for Echo {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Echo".to_owned(),
+            description: "Return `text` unchanged, after waiting `delayMs` milliseconds if \
+                          given. Touches nothing on the host; for diagnostics, tests and \
+                          benchmarks."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "description": "The text to return."},
+                    "delayMs": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_DELAY_MS,
+                        "description": "Milliseconds to wait before answering (default 0)."
+                    }
+                },
+                "required": ["text"],
+                "additionalProperties": false
+            }),
+            capability: Capability::DiagnosticsEcho.as_str().to_owned(),
+            annotations: ToolAnnotations {
+                title: Some("Echo".to_owned()),
+                read_only_hint: Some(true),
+                destructive_hint: Some(false),
+                idempotent_hint: Some(true),
+                open_world_hint: Some(false),
+            },
+            default_timeout_ms: None,
+            requires_bins: Vec::new(),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let (text, delay_ms) = match parse(&args) {
+            Ok(parsed) => parsed,
+            Err(message) => return ToolResult::error(format!("Echo: {message}")),
+        };
+        if delay_ms > 0 {
+            tokio::select! {
+                _ = ctx.cancel.cancelled() => return ToolResult::error("Echo: cancelled"),
+                _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+            }
+        }
+        ToolResult {
+            content: vec![ContentBlock::Text { text: text.clone() }],
+            structured_content: Some(json!({ "text": text })),
+            is_error: false,
+        }
+    }
+}
+
+fn parse(args: &Value) -> Result<(String, u64), String> {
+    let args = Args::new(args, &["text", "delayMs"])?;
+    let text = match args.str("text")? {
+        Some(text) => text.to_owned(),
+        None => return Err("missing required argument \"text\"".to_owned()),
+    };
+    let delay_ms = args.u64_in("delayMs", 0, MAX_DELAY_MS)?.unwrap_or(0);
+    Ok((text, delay_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn echoes_text() {
+        let r = Echo
+            .execute(json!({"text": "héllo"}), ToolContext::new("/", "1"))
+            .await;
+        assert!(!r.is_error);
+        assert_eq!(r.joined_text(), "héllo");
+        assert_eq!(r.structured_content, Some(json!({"text": "héllo"})));
+        // The empty string is a valid text.
+        let r = Echo
+            .execute(json!({"text": ""}), ToolContext::new("/", "1"))
+            .await;
+        assert!(!r.is_error);
+    }
+
+    #[tokio::test]
+    async fn bad_args_are_tool_errors() {
+        for args in [
+            json!({}),
+            json!({"text": 1}),
+            json!({"text": "a", "delayMs": -1}),
+            json!({"text": "a", "delayMs": MAX_DELAY_MS + 1}),
+            json!({"text": "a", "other": 1}),
+            json!("text"),
+        ] {
+            let r = Echo.execute(args.clone(), ToolContext::new("/", "1")).await;
+            assert!(r.is_error, "{args}");
+            assert!(r.joined_text().starts_with("Echo: "), "{}", r.joined_text());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delay_waits_and_is_cancellable() {
+        let start = tokio::time::Instant::now();
+        let r = Echo
+            .execute(json!({"text": "a", "delayMs": 250}), ToolContext::new("/", "1"))
+            .await;
+        assert!(!r.is_error);
+        assert!(start.elapsed() >= Duration::from_millis(250));
+
+        let ctx = ToolContext::new("/", "2");
+        let cancel = ctx.cancel.clone();
+        let call = tokio::spawn(Echo.execute(json!({"text": "a", "delayMs": MAX_DELAY_MS}), ctx));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cancel.cancel();
+        let r = call.await.unwrap();
+        assert!(r.is_error);
+        assert!(r.joined_text().contains("cancelled"));
+    }
+}

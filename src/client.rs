@@ -1,0 +1,326 @@
+//! A client for the agent WebSocket protocol (`/v1/agent`).
+//!
+//! Used by `gsv call`, `gsv nodes`, `gsv tools`, the examples and the end-to-end tests.
+//! One reader task matches each `res` to its request by id and queues events; requests
+//! can run concurrently over one connection.
+
+use futures_util::{SinkExt, StreamExt};
+use gsv_protocol::endpoint::{Gateway, AGENT_PATH};
+use gsv_protocol::frame::{encode_cancel, encode_req};
+use gsv_protocol::handshake::{Auth, Challenge, ClientInfo};
+use gsv_protocol::method::{NodeSummary, NodesListResult, ToolEntry, ToolsListResult};
+use gsv_protocol::{
+    ConnectParams, ErrorShape, EventName, Frame, HelloOk, Method, Role, ToolResult,
+};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Client-side failures.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Url(#[from] gsv_protocol::endpoint::EndpointError),
+    #[error("cannot reach the gateway at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("{0}")]
+    Remote(ErrorShape),
+    #[error("connection to the gateway closed")]
+    Closed,
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The gateway's error, when it sent one.
+    pub fn remote(&self) -> Option<&ErrorShape> {
+        match self {
+            ClientError::Remote(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+type Waiters = Arc<Mutex<HashMap<String, oneshot::Sender<Result<Box<RawValue>, ErrorShape>>>>>;
+
+/// An event received from the gateway.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub event: EventName,
+    pub payload: Value,
+    pub seq: u64,
+}
+
+/// A connected, authenticated agent.
+pub struct AgentClient {
+    out: mpsc::Sender<Message>,
+    waiters: Waiters,
+    next_id: AtomicU64,
+    events: tokio::sync::Mutex<mpsc::Receiver<Event>>,
+    /// What the gateway answered in `hello-ok`.
+    pub hello: HelloOk,
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn ws_config() -> WebSocketConfig {
+    let max = gsv_protocol::limits::MAX_FRAME_BYTES;
+    WebSocketConfig::default()
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(max + 64 * 1024)
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+impl AgentClient {
+    /// Dials `gateway` (any accepted spelling) and authenticates with `token`.
+    pub async fn connect(gateway: &str, token: &str) -> Result<AgentClient, ClientError> {
+        let url = Gateway::parse(gateway)?.ws_url(AGENT_PATH);
+        let unreachable = |reason: String| ClientError::Unreachable {
+            url: url.clone(),
+            reason,
+        };
+        let (mut ws, _) = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config()), true),
+        )
+        .await
+        .map_err(|_| unreachable("timed out".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+
+        let nonce = loop {
+            match next_frame(&mut ws).await? {
+                Frame::Event {
+                    event: EventName::Challenge,
+                    payload,
+                    ..
+                } => {
+                    let c: Challenge = payload
+                        .as_deref()
+                        .map(|p| serde_json::from_str(p.get()))
+                        .transpose()
+                        .map_err(|e| ClientError::Protocol(format!("bad challenge: {e}")))?
+                        .ok_or_else(|| ClientError::Protocol("empty challenge".into()))?;
+                    break c.nonce;
+                }
+                _ => continue,
+            }
+        };
+        let params = ConnectParams {
+            min_protocol: gsv_protocol::MIN_PROTOCOL_VERSION,
+            max_protocol: gsv_protocol::PROTOCOL_VERSION,
+            role: Role::Agent,
+            auth: Auth {
+                token: token.to_owned(),
+                nonce,
+            },
+            client: ClientInfo {
+                name: "gsv-cli".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            node: None,
+        };
+        ws.send(Message::Text(
+            encode_req("connect", Method::Connect, &params).into(),
+        ))
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+        let hello: HelloOk = loop {
+            match next_frame(&mut ws).await? {
+                Frame::Res { id, outcome } if id == "connect" || id.is_empty() => {
+                    let raw = outcome.map_err(ClientError::Remote)?;
+                    break serde_json::from_str(raw.get())
+                        .map_err(|e| ClientError::Protocol(format!("bad hello-ok: {e}")))?;
+                }
+                _ => continue,
+            }
+        };
+
+        let (mut sink, mut stream) = ws.split();
+        let (out, mut rx) = mpsc::channel::<Message>(256);
+        tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                if sink.send(m).await.is_err() {
+                    break;
+                }
+            }
+            let _ = sink.close().await;
+        });
+        let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
+        let (ev_tx, ev_rx) = mpsc::channel(1024);
+        let w = waiters.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = stream.next().await {
+                let Message::Text(t) = msg else { continue };
+                match Frame::decode(t.as_str()) {
+                    Ok(Frame::Res { id, outcome }) => {
+                        let waiter = w.lock().ok().and_then(|mut m| m.remove(&id));
+                        if let Some(tx) = waiter {
+                            let _ = tx.send(outcome);
+                        }
+                    }
+                    Ok(Frame::Event {
+                        event,
+                        payload,
+                        seq,
+                    }) => {
+                        let payload = payload
+                            .and_then(|p| serde_json::from_str(p.get()).ok())
+                            .unwrap_or(Value::Null);
+                        let _ = ev_tx.try_send(Event {
+                            event,
+                            payload,
+                            seq,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            // Connection gone: dropping the waiters fails every open request.
+            if let Ok(mut m) = w.lock() {
+                m.clear();
+            }
+        });
+        Ok(AgentClient {
+            out,
+            waiters,
+            next_id: AtomicU64::new(1),
+            events: tokio::sync::Mutex::new(ev_rx),
+            hello,
+        })
+    }
+
+    /// A fresh request id for this connection.
+    pub fn next_id(&self) -> String {
+        format!("r{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends a request with a chosen id and waits for its raw result.
+    pub async fn request_with_id<P: Serialize + ?Sized>(
+        &self,
+        id: &str,
+        method: Method,
+        params: &P,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut m) = self.waiters.lock() {
+            m.insert(id.to_owned(), tx);
+        }
+        self.out
+            .send(Message::Text(encode_req(id, method, params).into()))
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        match rx.await {
+            Ok(Ok(raw)) => Ok(raw),
+            Ok(Err(e)) => Err(ClientError::Remote(e)),
+            Err(_) => Err(ClientError::Closed),
+        }
+    }
+
+    /// Sends a request and waits for its raw result.
+    pub async fn request<P: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        params: &P,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let id = self.next_id();
+        self.request_with_id(&id, method, params).await
+    }
+
+    /// Calls a namespaced tool.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        timeout_ms: Option<u64>,
+    ) -> Result<ToolResult, ClientError> {
+        let id = self.next_id();
+        self.call_with_id(&id, name, args, timeout_ms).await
+    }
+
+    /// Calls a namespaced tool with a chosen request id (so it can be cancelled).
+    pub async fn call_with_id(
+        &self,
+        id: &str,
+        name: &str,
+        args: Value,
+        timeout_ms: Option<u64>,
+    ) -> Result<ToolResult, ClientError> {
+        let mut params = serde_json::json!({ "name": name, "args": args });
+        if let Some(t) = timeout_ms {
+            params["timeoutMs"] = t.into();
+        }
+        let raw = self.request_with_id(id, Method::ToolsCall, &params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad tool result: {e}")))
+    }
+
+    /// Cancels a call in flight by its request id.
+    pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
+        self.out
+            .send(Message::Text(encode_cancel(id).into()))
+            .await
+            .map_err(|_| ClientError::Closed)
+    }
+
+    /// Sends a raw text frame (tests use this for malformed input).
+    pub async fn send_raw(&self, text: String) -> Result<(), ClientError> {
+        self.out
+            .send(Message::Text(text.into()))
+            .await
+            .map_err(|_| ClientError::Closed)
+    }
+
+    pub async fn list_tools(&self) -> Result<Vec<ToolEntry>, ClientError> {
+        let raw = self
+            .request(Method::ToolsList, &serde_json::json!({}))
+            .await?;
+        let r: ToolsListResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad tools.list result: {e}")))?;
+        Ok(r.tools)
+    }
+
+    pub async fn list_nodes(&self) -> Result<Vec<NodeSummary>, ClientError> {
+        let raw = self
+            .request(Method::NodesList, &serde_json::json!({}))
+            .await?;
+        let r: NodesListResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad nodes.list result: {e}")))?;
+        Ok(r.nodes)
+    }
+
+    /// The next event, waiting up to `timeout`.
+    pub async fn next_event(&self, timeout: Duration) -> Option<Event> {
+        let mut rx = self.events.lock().await;
+        tokio::time::timeout(timeout, rx.recv()).await.ok().flatten()
+    }
+}
+
+type Stream = tokio_tungstenite::WebSocketStream<
+    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+>;
+
+async fn next_frame(ws: &mut Stream) -> Result<Frame, ClientError> {
+    loop {
+        let msg = tokio::time::timeout(CONNECT_TIMEOUT, ws.next())
+            .await
+            .map_err(|_| ClientError::Protocol("gateway did not answer the handshake".into()))?;
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                return Frame::decode(t.as_str()).map_err(|e| ClientError::Protocol(e.to_string()))
+            }
+            Some(Ok(Message::Close(_))) | None => return Err(ClientError::Closed),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(ClientError::Protocol(e.to_string())),
+        }
+    }
+}

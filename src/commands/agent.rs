@@ -1,0 +1,144 @@
+//! `gsv call`, `gsv nodes`, `gsv tools`: the agent protocol from the command line.
+
+use crate::client::{AgentClient, ClientError};
+use crate::exit;
+use crate::resolve;
+use gsv_protocol::{ErrorCode, ErrorShape};
+use std::path::PathBuf;
+
+/// Where to connect and as whom.
+pub struct Target {
+    pub gateway: Option<String>,
+    pub token: Option<String>,
+    pub data: Option<PathBuf>,
+}
+
+fn fail(code: &str, message: impl std::fmt::Display, exit: u8) -> u8 {
+    eprintln!("error: {code}: {message}");
+    exit
+}
+
+fn client_error(e: &ClientError) -> u8 {
+    match e {
+        ClientError::Remote(ErrorShape { code, message, .. }) => {
+            fail(code.as_str(), message, exit::for_code(*code))
+        }
+        ClientError::Url(e) => fail("invalid_args", e, exit::USAGE),
+        ClientError::Unreachable { .. } | ClientError::Closed => {
+            fail("unreachable", e, exit::UNREACHABLE)
+        }
+        ClientError::Protocol(m) => fail("protocol", m, exit::UNREACHABLE),
+    }
+}
+
+async fn connect(target: &Target) -> Result<AgentClient, u8> {
+    let data = resolve::data_dir(target.data.as_deref());
+    let gateway = resolve::gateway(target.gateway.as_deref(), &data);
+    let Some(token) = resolve::agent_token(target.token.as_deref(), &data) else {
+        return Err(fail(
+            ErrorCode::Unauthorized.as_str(),
+            format!(
+                "no token: pass --token, set GSV_AGENT_TOKEN, or run `gsv up` (it writes {})",
+                data.join(gsv_gateway::datadir::AGENT_TOKEN_FILE).display()
+            ),
+            exit::AUTH,
+        ));
+    };
+    AgentClient::connect(&gateway, &token)
+        .await
+        .map_err(|e| client_error(&e))
+}
+
+/// `gsv call NAME ARGS`: prints the text content (or the whole result with `--json`).
+pub async fn call(target: Target, name: &str, args: &str, json: bool, timeout_ms: Option<u64>) -> u8 {
+    let args: serde_json::Value = match serde_json::from_str(args) {
+        Ok(v) => v,
+        Err(e) => return fail("invalid_args", format!("arguments are not valid JSON: {e}"), exit::USAGE),
+    };
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.call(name, args, timeout_ms).await {
+        Ok(result) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&result).unwrap_or_default()
+                );
+            } else {
+                let text = result.joined_text();
+                if result.is_error {
+                    eprintln!("error: tool_error: {text}");
+                } else if text.ends_with('\n') {
+                    print!("{text}");
+                } else {
+                    println!("{text}");
+                }
+            }
+            if result.is_error {
+                exit::TOOL_ERROR
+            } else {
+                exit::OK
+            }
+        }
+        Err(e) => client_error(&e),
+    }
+}
+
+/// `gsv nodes`: one line per node, or JSON.
+pub async fn nodes(target: Target, json: bool) -> u8 {
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.list_nodes().await {
+        Ok(nodes) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&nodes).unwrap_or_default());
+            } else if nodes.is_empty() {
+                eprintln!("no nodes");
+            } else {
+                for n in nodes {
+                    let state = if n.online { "online" } else { "offline" };
+                    println!(
+                        "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}",
+                        n.id,
+                        state,
+                        n.runtime.host_os,
+                        n.runtime.host_arch,
+                        n.tools.len(),
+                        gsv_gateway::time::rfc3339(n.since)
+                    );
+                }
+            }
+            exit::OK
+        }
+        Err(e) => client_error(&e),
+    }
+}
+
+/// `gsv tools`: one line per tool this token may call, or JSON.
+pub async fn tools(target: Target, json: bool) -> u8 {
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.list_tools().await {
+        Ok(tools) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tools).unwrap_or_default());
+            } else if tools.is_empty() {
+                eprintln!("no tools visible to this token");
+            } else {
+                for t in tools {
+                    let first_line = t.description.lines().next().unwrap_or("");
+                    let offline = if t.online { "" } else { " (offline)" };
+                    println!("{:<40} {}{}", t.name, first_line, offline);
+                }
+            }
+            exit::OK
+        }
+        Err(e) => client_error(&e),
+    }
+}

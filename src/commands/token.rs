@@ -1,0 +1,145 @@
+//! `gsv token create|list|revoke`: writes the store directly, so it works whether or
+//! not the gateway runs (the gateway reads tokens at each authentication).
+
+use crate::exit;
+use gsv_gateway::{Policy, PolicySpec, Store, TokenKind};
+use gsv_protocol::NodeId;
+use std::path::Path;
+
+fn open(data: &Path) -> Result<Store, u8> {
+    Store::open(data).map_err(|e| {
+        eprintln!("error: internal: {e}");
+        exit::TOOL_ERROR
+    })
+}
+
+/// `gsv token create node ID`: prints the token alone on stdout.
+pub fn create_node(data: &Path, id: &str) -> u8 {
+    let id = match NodeId::parse(id) {
+        Ok(id) => id,
+        Err(e) => {
+            eprintln!("error: invalid_args: {e}");
+            return exit::USAGE;
+        }
+    };
+    let store = match open(data) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store.create_token(TokenKind::Node, id.as_str(), None) {
+        Ok((token, token_id)) => {
+            println!("{token}");
+            eprintln!("node token {token_id} for node {id} (shown once; stored hashed)");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: internal: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
+/// `gsv token create agent NAME --allow/--deny/--confirm`: prints the token alone.
+pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
+    if name.trim().is_empty() || name.len() > 64 {
+        eprintln!("error: invalid_args: agent name must be 1-64 characters");
+        return exit::USAGE;
+    }
+    if let Err(e) = Policy::compile(&spec) {
+        eprintln!("error: invalid_args: {e}");
+        return exit::USAGE;
+    }
+    if spec.allow.is_empty() {
+        eprintln!("warning: no --allow given: this token can see and call nothing (default deny)");
+    }
+    let store = match open(data) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store.create_token(TokenKind::Agent, name, Some(&spec)) {
+        Ok((token, token_id)) => {
+            println!("{token}");
+            eprintln!("agent token {token_id} for {name} (shown once; stored hashed)");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: internal: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
+/// `gsv token list`.
+pub fn list(data: &Path, json: bool) -> u8 {
+    let store = match open(data) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store.list_tokens() {
+        Ok(tokens) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tokens).unwrap_or_default());
+            } else {
+                for t in tokens {
+                    let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
+                    let policy = t
+                        .policy
+                        .map(|p| {
+                            format!(
+                                "allow={} deny={} confirm={}",
+                                p.allow.join(","),
+                                p.deny.join(","),
+                                p.confirm.join(",")
+                            )
+                        })
+                        .unwrap_or_default();
+                    println!(
+                        "{}  {:<6} {:<24} {:<8} {}  {}",
+                        t.id,
+                        t.kind,
+                        t.subject,
+                        state,
+                        gsv_gateway::time::rfc3339(t.created_at),
+                        policy
+                    );
+                }
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: internal: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
+/// `gsv token revoke ID`.
+pub fn revoke(data: &Path, id: &str) -> u8 {
+    let store = match open(data) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match store.revoke(id) {
+        Ok(true) => {
+            eprintln!("revoked {id}");
+            exit::OK
+        }
+        Ok(false) => {
+            eprintln!("error: not_found: no active token with id {id}");
+            exit::USAGE
+        }
+        Err(e) => {
+            eprintln!("error: internal: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
+/// The kind names accepted by `gsv token create`.
+pub fn kind_of(s: &str) -> Option<TokenKind> {
+    match s {
+        "node" => Some(TokenKind::Node),
+        "agent" => Some(TokenKind::Agent),
+        _ => None,
+    }
+}

@@ -1,0 +1,123 @@
+//! `gsv up`: a gateway and a local node in one process, the zero-setup default.
+//!
+//! It keeps its credentials in the data directory (`node.token` for the local node,
+//! `agent.token` for the local user, both 0600) and reuses them on the next start, so
+//! `gsv call` on the same machine needs no flags.
+
+use crate::exit;
+use gsv_gateway::datadir::{self, AGENT_TOKEN_FILE, NODE_TOKEN_FILE};
+use gsv_gateway::{GatewayConfig, PolicySpec, Store, TokenKind};
+use gsv_node::NodeConfig;
+use gsv_protocol::NodeId;
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// What `gsv up` needs.
+pub struct UpOptions {
+    pub gateway: GatewayConfig,
+    pub node_id: Option<String>,
+    pub workspace: Option<PathBuf>,
+    pub echo_tool: bool,
+}
+
+/// The default node id: the host name, lower-cased, other characters mapped to `-`.
+pub fn default_node_id() -> NodeId {
+    NodeId::from_hostname(&gethostname::gethostname().to_string_lossy())
+}
+
+/// Reuses the token in `file` if it is still valid for `kind`/`subject`; else mints one.
+fn ensure_token(
+    store: &Store,
+    dir: &Path,
+    file: &str,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+) -> Result<String, String> {
+    let path = dir.join(file);
+    if let Some(existing) = datadir::read_line(&path) {
+        if let Ok(Some(rec)) = store.verify(&existing) {
+            if rec.kind == kind && rec.subject == subject {
+                return Ok(existing);
+            }
+        }
+    }
+    let (token, _) = store
+        .create_token(kind, subject, policy)
+        .map_err(|e| e.to_string())?;
+    datadir::write_secret(&path, &token).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(token)
+}
+
+pub async fn run(opts: UpOptions) -> u8 {
+    let node_id = match opts.node_id.as_deref() {
+        Some(id) => match NodeId::parse(id) {
+            Ok(id) => id,
+            Err(e) => {
+                eprintln!("error: invalid_args: {e}");
+                return exit::USAGE;
+            }
+        },
+        None => default_node_id(),
+    };
+    let workspace = match opts.workspace.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: workspace: {e}");
+            return exit::USAGE;
+        }
+    };
+    let data = opts.gateway.data_dir.clone();
+    let gw = match gsv_gateway::start(opts.gateway).await {
+        Ok(gw) => gw,
+        Err(e) => {
+            eprintln!("error: gateway: {e}");
+            return exit::UNREACHABLE;
+        }
+    };
+    let tokens = Store::open(&data).map_err(|e| e.to_string()).and_then(|store| {
+        let node = ensure_token(&store, &data, NODE_TOKEN_FILE, TokenKind::Node, node_id.as_str(), None)?;
+        let everything = PolicySpec {
+            allow: vec!["*".into()],
+            ..PolicySpec::default()
+        };
+        ensure_token(&store, &data, AGENT_TOKEN_FILE, TokenKind::Agent, "local", Some(&everything))?;
+        Ok(node)
+    });
+    let node_token = match tokens {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: tokens: {e}");
+            gw.stop().await;
+            return exit::TOOL_ERROR;
+        }
+    };
+    let url = format!("http://{}", gw.addr);
+    let mut node = NodeConfig::new(url.clone(), node_id.clone(), node_token, workspace.clone());
+    node.echo_tool = opts.echo_tool;
+    let stop = CancellationToken::new();
+    let node_task = tokio::spawn(gsv_node::run(node, stop.clone()));
+
+    println!("gsv is up");
+    println!("  gateway      {url}   (data: {})", data.display());
+    println!("  local node   {node_id}   (workspace: {})", workspace.display());
+    println!("  agent token  {}", data.join(AGENT_TOKEN_FILE).display());
+    println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
+    println!("  add a machine:");
+    println!("    here:      gsv token create node <id>");
+    println!("    there:     gsv node --gateway {url} --id <id> --token <token>");
+
+    let code = tokio::select! {
+        _ = super::shutdown_signal() => exit::OK,
+        r = node_task => match r {
+            Ok(Err(e)) => {
+                eprintln!("error: local node: {e}");
+                e.exit_code()
+            }
+            _ => exit::OK,
+        },
+    };
+    stop.cancel();
+    gw.stop().await;
+    code
+}

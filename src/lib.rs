@@ -1,0 +1,11 @@
+//! The `gsv` package: the CLI's commands and the agent client, on top of the
+//! `gsv-gateway`, `gsv-node` and `gsv-protocol` crates.
+//!
+//! `main.rs` only parses flags; everything a command does lives here so the end-to-end
+//! tests and the examples can use the same code.
+
+pub mod client;
+pub mod commands;
+pub mod exit;
+pub mod logging;
+pub mod resolve;

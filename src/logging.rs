@@ -1,0 +1,13 @@
+//! Log setup: `tracing` to stderr, filtered by `RUST_LOG` (default given per command).
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the stderr subscriber. `default` applies when `RUST_LOG` is unset.
+pub fn init(default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
