@@ -36,6 +36,9 @@ struct GatewayArgs {
     /// WebSocket heartbeat interval in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
     heartbeat_ms: u64,
+    /// Deadline for a connection to finish its handshake, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS, hide = true)]
+    handshake_timeout_ms: u64,
 }
 
 impl GatewayArgs {
@@ -43,6 +46,7 @@ impl GatewayArgs {
         let mut c = GatewayConfig::new(self.listen, resolve::data_dir(self.data.data.as_deref()));
         c.metrics_listen = self.metrics_listen;
         c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
+        c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
         c
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
 use crate::handshake::{self, Handshake};
-use crate::registry::NodeHandle;
+use crate::registry::{Completion, NodeHandle};
 use crate::state::Shared;
 use crate::token::TokenKind;
 use futures_util::StreamExt;
@@ -190,13 +190,19 @@ fn on_result(
         }
         other => other,
     };
-    let known = id
+    let completion = id
         .parse::<u64>()
         .map(|call| handle.complete_call(call, outcome))
-        .unwrap_or(false);
-    if !known {
-        shared.metrics.stray_results.inc();
-        tracing::warn!(call_id = id, "result for a call id this connection was never sent; dropped");
+        .unwrap_or(Completion::Stray);
+    match completion {
+        Completion::Delivered => {}
+        Completion::Late => {
+            tracing::debug!(call_id = id, "late result for an abandoned call dropped");
+        }
+        Completion::Stray => {
+            shared.metrics.stray_results.inc();
+            tracing::warn!(call_id = id, "result for a call id this connection was never sent; dropped");
+        }
     }
 }
 

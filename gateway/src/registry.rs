@@ -34,8 +34,31 @@ pub struct NodeHandle {
     /// When this connection was accepted (ms since epoch).
     pub since: u64,
     pub remote: SocketAddr,
-    pending: Mutex<HashMap<u64, oneshot::Sender<CallOutcome>>>,
+    calls: Mutex<Calls>,
     next_call: AtomicU64,
+}
+
+/// The calls of one connection: pending ones, and the ids of the last few the caller
+/// gave up on (timed out, cancelled), whose late answers are expected and dropped
+/// quietly instead of being counted as stray.
+#[derive(Default)]
+struct Calls {
+    pending: HashMap<u64, oneshot::Sender<CallOutcome>>,
+    abandoned: std::collections::VecDeque<u64>,
+}
+
+/// How many abandoned call ids a connection remembers.
+const ABANDONED_MEMORY: usize = 256;
+
+/// What became of a result a node sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// It completed a pending call.
+    Delivered,
+    /// Its call had been abandoned by the caller; dropped.
+    Late,
+    /// This connection was never sent such a call.
+    Stray,
 }
 
 /// Why a call could not be registered as pending.
@@ -65,13 +88,13 @@ impl NodeHandle {
             runtime: Mutex::new(runtime),
             since: gsv_protocol::now_ms(),
             remote,
-            pending: Mutex::new(HashMap::new()),
+            calls: Mutex::new(Calls::default()),
             next_call: AtomicU64::new(1),
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<CallOutcome>>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a new pending call on this connection; returns its id and receiver.
@@ -81,35 +104,43 @@ impl NodeHandle {
         }
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let mut pending = self.pending();
-        if pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
+        let mut calls = self.calls();
+        if calls.pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
             return Err(PendingError::Full);
         }
-        pending.insert(id, tx);
+        calls.pending.insert(id, tx);
         Ok((id, rx))
     }
 
     /// Forgets a pending call (timed out or cancelled by the caller).
     pub fn abandon_call(&self, id: u64) {
-        self.pending().remove(&id);
+        let mut calls = self.calls();
+        if calls.pending.remove(&id).is_some() {
+            if calls.abandoned.len() >= ABANDONED_MEMORY {
+                calls.abandoned.pop_front();
+            }
+            calls.abandoned.push_back(id);
+        }
     }
 
-    /// Completes a pending call with what the node sent. `false` if this connection
-    /// has no such call (a stray or forged result).
-    pub fn complete_call(&self, id: u64, outcome: CallOutcome) -> bool {
-        match self.pending().remove(&id) {
+    /// Completes a pending call with what the node sent.
+    pub fn complete_call(&self, id: u64, outcome: CallOutcome) -> Completion {
+        let mut calls = self.calls();
+        match calls.pending.remove(&id) {
             Some(tx) => {
-                // The caller may have given up in the meantime; that is fine.
+                drop(calls);
+                // The caller may have gone in the meantime; that is fine.
                 let _ = tx.send(outcome);
-                true
+                Completion::Delivered
             }
-            None => false,
+            None if calls.abandoned.contains(&id) => Completion::Late,
+            None => Completion::Stray,
         }
     }
 
     /// Fails every pending call: the connection is gone after they were dispatched.
     pub fn fail_all_pending(&self) -> usize {
-        let drained: Vec<_> = self.pending().drain().collect();
+        let drained: Vec<_> = self.calls().pending.drain().collect();
         let n = drained.len();
         for (_, tx) in drained {
             let _ = tx.send(Err(disconnected(&self.id)));
@@ -118,7 +149,7 @@ impl NodeHandle {
     }
 
     pub fn pending_len(&self) -> usize {
-        self.pending().len()
+        self.calls().pending.len()
     }
 
     pub fn summary(&self) -> NodeSummary {

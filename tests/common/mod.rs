@@ -1,0 +1,336 @@
+//! Harness for the end-to-end tests: real `gsv` processes on loopback.
+//!
+//! Every test gets its own temporary data directory and ephemeral ports. Processes are
+//! killed when their handles drop, so a failing test leaves nothing running.
+
+#![allow(dead_code)]
+
+pub mod fake;
+
+use gsv::client::AgentClient;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `gsv` binary under test.
+pub fn gsv_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gsv")
+}
+
+/// A directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("gsv-{tag}-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed on drop.
+pub struct Proc(pub Child);
+
+impl Proc {
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if start.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `gsv gateway` process.
+pub struct Gateway {
+    pub data: TempDir,
+    pub addr: String,
+    pub proc: Proc,
+    extra: Vec<String>,
+}
+
+fn spawn_gateway(data: &Path, listen: &str, extra: &[String]) -> Proc {
+    let mut cmd = Command::new(gsv_bin());
+    cmd.arg("gateway")
+        .arg("--data")
+        .arg(data)
+        .arg("--listen")
+        .arg(listen)
+        .arg("--heartbeat-ms")
+        .arg("1000")
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Proc(cmd.spawn().expect("spawn gsv gateway"))
+}
+
+async fn wait_addr(data: &Path, previous: Option<&str>) -> String {
+    let file = data.join("gateway.addr");
+    let addr = eventually("the gateway address file", Duration::from_secs(20), || {
+        let file = file.clone();
+        async move {
+            let s = std::fs::read_to_string(&file).ok()?;
+            let s = s.trim().to_owned();
+            if s.is_empty() || Some(s.as_str()) == previous {
+                return None;
+            }
+            Some(s)
+        }
+    })
+    .await;
+    // The file is written after bind; make sure the port answers.
+    eventually("the gateway to accept connections", Duration::from_secs(10), || {
+        let addr = addr.clone();
+        async move { tokio::net::TcpStream::connect(&addr).await.ok().map(|_| ()) }
+    })
+    .await;
+    addr
+}
+
+impl Gateway {
+    pub async fn start() -> Gateway {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[&str]) -> Gateway {
+        let data = TempDir::new("gw");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let proc = spawn_gateway(data.path(), "127.0.0.1:0", &extra);
+        let addr = wait_addr(data.path(), None).await;
+        Gateway {
+            data,
+            addr,
+            proc,
+            extra,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Kills the gateway process (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Starts the gateway again on the same address and data directory.
+    pub async fn restart(&mut self) {
+        self.proc.kill();
+        let _ = std::fs::remove_file(self.data.path().join("gateway.addr"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            self.proc = spawn_gateway(self.data.path(), &self.addr, &self.extra);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            match self.proc.0.try_wait() {
+                Ok(None) => break,
+                // The port may still be held for a moment; try again.
+                _ if Instant::now() < deadline => continue,
+                other => panic!("gateway did not restart: {other:?}"),
+            }
+        }
+        let addr = wait_addr(self.data.path(), None).await;
+        assert_eq!(addr, self.addr);
+    }
+
+    pub fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.data.path().join("admin.token"))
+            .expect("admin.token")
+            .trim()
+            .to_owned()
+    }
+
+    /// `gsv token create ...` against this gateway's data dir; returns the token.
+    pub fn token(&self, args: &[&str]) -> String {
+        let out = Command::new(gsv_bin())
+            .args(["token", "create"])
+            .args(args)
+            .arg("--data")
+            .arg(self.data.path())
+            .output()
+            .expect("run gsv token create");
+        assert!(
+            out.status.success(),
+            "token create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf8").trim().to_owned()
+    }
+
+    pub fn node_token(&self, id: &str) -> String {
+        self.token(&["node", id])
+    }
+
+    /// An agent token allowed everything.
+    pub fn agent_token(&self) -> String {
+        self.token(&["agent", "test", "--allow", "*"])
+    }
+
+    pub async fn agent(&self) -> AgentClient {
+        self.agent_with(&self.agent_token()).await
+    }
+
+    pub async fn agent_with(&self, token: &str) -> AgentClient {
+        AgentClient::connect(&self.url(), token)
+            .await
+            .expect("agent connects")
+    }
+
+    /// Starts a real `gsv node` with the Echo tool and waits until it is online.
+    pub async fn node(&self, id: &str, workspace: &Path) -> Proc {
+        let proc = self.spawn_node(id, &self.node_token(id), workspace, &[]);
+        self.wait_online(id).await;
+        proc
+    }
+
+    pub fn spawn_node(&self, id: &str, token: &str, workspace: &Path, extra: &[&str]) -> Proc {
+        let mut cmd = Command::new(gsv_bin());
+        cmd.arg("node")
+            .arg("--gateway")
+            .arg(self.url())
+            .arg("--id")
+            .arg(id)
+            .arg("--token")
+            .arg(token)
+            .arg("--workspace")
+            .arg(workspace)
+            .arg("--echo-tool")
+            .arg("--heartbeat-ms")
+            .arg("1000")
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env_remove("GSV_GATEWAY")
+            .env_remove("GSV_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        Proc(cmd.spawn().expect("spawn gsv node"))
+    }
+
+    /// Waits until `id` is listed online (through a fresh admin connection each poll,
+    /// so it also works across gateway restarts).
+    pub async fn wait_online(&self, id: &str) {
+        let url = self.url();
+        let token = self.admin_token();
+        eventually(&format!("node {id} online"), Duration::from_secs(30), || {
+            let (url, token) = (url.clone(), token.clone());
+            async move {
+                let c = AgentClient::connect(&url, &token).await.ok()?;
+                let nodes = c.list_nodes().await.ok()?;
+                nodes.iter().any(|n| n.id == id && n.online).then_some(())
+            }
+        })
+        .await
+    }
+
+    /// Runs the `gsv` CLI with this gateway's data dir; returns (exit code, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(gsv_bin())
+            .args(args)
+            .arg("--data")
+            .arg(self.data.path())
+            .env_remove("GSV_GATEWAY")
+            .env_remove("GSV_AGENT_TOKEN")
+            .output()
+            .expect("run gsv");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// A minimal HTTP/1.1 GET on loopback; returns (status, body).
+pub async fn http_get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    http_request(addr, "GET", path, token, None).await
+}
+
+pub async fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf))
+        .await
+        .expect("http response in time")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = match text.split_once("\r\n\r\n") {
+        Some((head, rest)) if head.to_ascii_lowercase().contains("transfer-encoding: chunked") => {
+            dechunk(rest)
+        }
+        Some((_, rest)) => rest.to_owned(),
+        None => String::new(),
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
