@@ -75,7 +75,12 @@ mod tests {
     #[test]
     fn defaults_and_redaction() {
         let id = NodeId::parse("box-1").unwrap();
-        let c = NodeConfig::new("http://127.0.0.1:8787".into(), id, "s3cret".into(), ".".into());
+        let c = NodeConfig::new(
+            "http://127.0.0.1:8787".into(),
+            id,
+            "s3cret".into(),
+            ".".into(),
+        );
         assert!(!c.echo_tool);
         assert_eq!(c.heartbeat, Duration::from_secs(15));
         assert_eq!(c.connect_timeout, Duration::from_secs(10));

@@ -116,9 +116,8 @@ async fn handshake_steps(
                 payload,
                 ..
             }) => {
-                let payload = payload.ok_or_else(|| {
-                    ConnectError::Handshake("challenge without a payload".into())
-                })?;
+                let payload = payload
+                    .ok_or_else(|| ConnectError::Handshake("challenge without a payload".into()))?;
                 let challenge: Challenge = serde_json::from_str(payload.get())
                     .map_err(|e| ConnectError::Handshake(format!("bad challenge: {e}")))?;
                 break challenge.nonce;

@@ -89,7 +89,11 @@ impl Dispatcher {
                 seq,
             }) => {
                 let payload = payload.as_deref().map(RawValue::get).unwrap_or("null");
-                info!(event = event.as_str(), seq, payload, "event from the gateway");
+                let payload: String = payload.chars().take(512).collect();
+                info!(
+                    event = event.as_str(),
+                    seq, %payload, "event from the gateway"
+                );
             }
             Ok(Frame::Res { id, .. }) => {
                 debug!(id = %id, "ignoring a response to a request this node did not send")
@@ -115,10 +119,7 @@ impl Dispatcher {
         let Some(tool) = self.node.registry.get(&params.tool) else {
             let e = ErrorShape::new(
                 ErrorCode::NotFound,
-                format!(
-                    "node {} has no tool {:?}",
-                    self.node.config.id, params.tool
-                ),
+                format!("node {} has no tool {:?}", self.node.config.id, params.tool),
             );
             return self.reply(encode_err(&id, &e));
         };
@@ -149,12 +150,10 @@ impl Dispatcher {
     }
 
     fn probe(&self, id: String, params: Option<Box<RawValue>>) {
-        let params: ProbeParams = match params.as_deref() {
-            None => ProbeParams::default(),
-            Some(_) => match decode_params(params.as_deref()) {
-                Ok(p) => p,
-                Err(e) => return self.reply(encode_err(&id, &e)),
-            },
+        // Absent or `null` params probe everything tracked.
+        let params: ProbeParams = match decode_params::<Option<ProbeParams>>(params.as_deref()) {
+            Ok(p) => p.unwrap_or_default(),
+            Err(e) => return self.reply(encode_err(&id, &e)),
         };
         let node = Arc::clone(&self.node);
         let out = self.out.clone();
@@ -241,10 +240,12 @@ impl Call {
             }
         };
         if self.out.send(frame).await.is_err() {
-            warn!(elapsed_ms, "the connection closed before the result could be sent; result dropped");
+            warn!(
+                elapsed_ms,
+                "the connection closed before the result could be sent; result dropped"
+            );
         }
     }
-
 }
 
 /// `res ok` with `result`, or `too_large` if the serialised result exceeds `max` bytes.

@@ -124,7 +124,10 @@ mod tests {
         let (tx2, mut rx2) = mpsc::channel(4);
         events.attach(tx2.clone());
         events.detach(&tx1);
-        assert_eq!(events.send(EventName::ProcessExited, &json!({})).await, Ok(2));
+        assert_eq!(
+            events.send(EventName::ProcessExited, &json!({})).await,
+            Ok(2)
+        );
         assert!(rx2.recv().await.unwrap().contains(r#""seq":2"#));
         assert!(rx1.try_recv().is_err());
 

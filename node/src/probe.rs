@@ -223,7 +223,14 @@ mod tests {
 
     #[test]
     fn bin_names() {
-        for ok in ["sh", "python3", "g++", "x86_64-linux-gnu-gcc", "a.b", &"a".repeat(64)] {
+        for ok in [
+            "sh",
+            "python3",
+            "g++",
+            "x86_64-linux-gnu-gcc",
+            "a.b",
+            &"a".repeat(64),
+        ] {
             assert!(valid_bin_name(ok), "{ok}");
         }
         for bad in ["", "/bin/sh", "../sh", "a b", "sh;rm", "é", &"a".repeat(65)] {
@@ -283,7 +290,9 @@ mod tests {
     #[tokio::test]
     async fn tracking_is_bounded() {
         let probe = Probe::with_search_path(OsString::new(), Vec::new()).await;
-        let many: Vec<String> = (0..MAX_TRACKED_BINS + 50).map(|i| format!("b{i}")).collect();
+        let many: Vec<String> = (0..MAX_TRACKED_BINS + 50)
+            .map(|i| format!("b{i}"))
+            .collect();
         let r = probe.probe(&many).await;
         assert_eq!(r.host_bin_status.len(), MAX_TRACKED_BINS);
         assert!(r.host_bin_status.values().all(|v| !v));

@@ -258,7 +258,8 @@ mod tests {
     fn too_many_tools() {
         let mut r = Registry::new();
         for i in 0..MAX_TOOLS_PER_NODE {
-            r.register(Fake(def(&format!("T{i}"), "shell.exec"))).unwrap();
+            r.register(Fake(def(&format!("T{i}"), "shell.exec")))
+                .unwrap();
         }
         assert_eq!(
             r.register(Fake(def("Last", "shell.exec"))),

@@ -99,6 +99,7 @@ async fn reconnect_loop(
 ) -> Result<(), NodeError> {
     let mut backoff = Backoff::default();
     let mut registered_once = false;
+    let mut failures: u32 = 0;
     loop {
         match attempt(&node, url, tls.clone(), shutdown).await {
             Attempt::Shutdown | Attempt::Served(SessionEnd::Shutdown) => {
@@ -107,17 +108,20 @@ async fn reconnect_loop(
             }
             Attempt::Served(SessionEnd::Lost(reason)) => {
                 registered_once = true;
+                failures = 0;
                 backoff.reset();
                 warn!(%reason, "lost the connection to the gateway");
             }
             Attempt::Failed(ConnectError::Refused(shape)) => {
+                failures = failures.saturating_add(1);
                 error!(code = %shape.code, message = %shape.message, "the gateway refused this node");
                 if !registered_once && is_fatal_refusal(shape.code) {
                     return Err(NodeError::Refused(shape));
                 }
             }
             Attempt::Failed(e) => {
-                warn!(error = %e, attempt = backoff.attempt() + 1, "could not register with the gateway");
+                failures = failures.saturating_add(1);
+                warn!(error = %e, failures, "could not register with the gateway");
             }
         }
         let delay = backoff.next_delay();

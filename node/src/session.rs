@@ -132,7 +132,10 @@ async fn write_loop(
             return;
         }
     }
-    if tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await.is_err() {
+    if tokio::time::timeout(CLOSE_TIMEOUT, sink.close())
+        .await
+        .is_err()
+    {
         debug!("close handshake timed out");
     }
 }

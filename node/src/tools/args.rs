@@ -81,7 +81,10 @@ impl<'a> Args<'a> {
         match self.get(name) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!("{name:?} must be true or false, got {}", kind(other))),
+            Some(other) => Err(format!(
+                "{name:?} must be true or false, got {}",
+                kind(other)
+            )),
         }
     }
 }
@@ -119,7 +122,9 @@ mod tests {
             .err()
             .unwrap()
             .contains("must be a JSON object, got an array"));
-        let err = Args::new(&json!({"a": 1, "zz": 2}), &["a", "b"]).err().unwrap();
+        let err = Args::new(&json!({"a": 1, "zz": 2}), &["a", "b"])
+            .err()
+            .unwrap();
         assert!(err.contains("\"zz\"") && err.contains("a, b"), "{err}");
         assert!(Args::new(&json!({}), &[]).is_ok());
     }
@@ -129,9 +134,18 @@ mod tests {
         let v = json!({"p": "x", "e": "", "n": 3, "z": null});
         let a = Args::new(&v, &["p", "e", "n", "z", "m"]).unwrap();
         assert_eq!(a.required_str("p"), Ok("x"));
-        assert!(a.required_str("e").unwrap_err().contains("must not be empty"));
-        assert!(a.required_str("n").unwrap_err().contains("must be a string, got a number"));
-        assert!(a.required_str("m").unwrap_err().contains("missing required argument \"m\""));
+        assert!(a
+            .required_str("e")
+            .unwrap_err()
+            .contains("must not be empty"));
+        assert!(a
+            .required_str("n")
+            .unwrap_err()
+            .contains("must be a string, got a number"));
+        assert!(a
+            .required_str("m")
+            .unwrap_err()
+            .contains("missing required argument \"m\""));
         assert!(a.required_str("z").unwrap_err().contains("missing"));
         assert_eq!(a.str("m"), Ok(None));
     }
@@ -143,11 +157,17 @@ mod tests {
         assert_eq!(a.u64_in("a", 0, 10), Ok(Some(5)));
         assert_eq!(a.u64_in("b", 0, 10), Ok(Some(5)));
         assert_eq!(a.u64_in("g", 0, 10), Ok(None));
-        assert!(a.u64_in("a", 6, 10).unwrap_err().contains("from 6 to 10, got 5"));
+        assert!(a
+            .u64_in("a", 6, 10)
+            .unwrap_err()
+            .contains("from 6 to 10, got 5"));
         for bad in ["c", "d", "e", "f"] {
             assert!(a.u64_in(bad, 0, u64::MAX).is_err(), "{bad}");
         }
-        assert!(a.u64_in("d", 0, u64::MAX).unwrap_err().contains("at least 0, got -1"));
+        assert!(a
+            .u64_in("d", 0, u64::MAX)
+            .unwrap_err()
+            .contains("at least 0, got -1"));
     }
 
     #[test]

@@ -116,14 +116,17 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn delay_waits_and_is_cancellable() {
         let start = tokio::time::Instant::now();
         let r = Echo
-            .execute(json!({"text": "a", "delayMs": 250}), ToolContext::new("/", "1"))
+            .execute(
+                json!({"text": "a", "delayMs": 50}),
+                ToolContext::new("/", "1"),
+            )
             .await;
         assert!(!r.is_error);
-        assert!(start.elapsed() >= Duration::from_millis(250));
+        assert!(start.elapsed() >= Duration::from_millis(50));
 
         let ctx = ToolContext::new("/", "2");
         let cancel = ctx.cancel.clone();

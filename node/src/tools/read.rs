@@ -334,7 +334,11 @@ fn read_text(
 
 /// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes of it and
 /// consuming the rest. `None` at end of file.
-fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize) -> io::Result<Option<()>> {
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<Option<()>> {
     let mut any = false;
     loop {
         let available = match reader.fill_buf() {
@@ -376,7 +380,11 @@ fn cut_to_json_len(s: &str, max: usize) -> &str {
     let mut used = 0;
     for (i, c) in s.char_indices() {
         let mut utf8 = [0u8; 4];
-        used += c.encode_utf8(&mut utf8).bytes().map(escaped_len).sum::<usize>();
+        used += c
+            .encode_utf8(&mut utf8)
+            .bytes()
+            .map(escaped_len)
+            .sum::<usize>();
         if used > max {
             return &s[..i];
         }
@@ -422,11 +430,11 @@ mod tests {
 
     /// A 1×1 transparent PNG.
     const PNG: &[u8] = &[
-        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
-        0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00,
-        0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78,
-        0x9c, 0x63, 0x00, 0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00,
-        0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
+        0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00,
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49,
+        0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
     ];
 
     #[tokio::test]
@@ -472,7 +480,11 @@ mod tests {
         assert!(!r.is_error);
         assert_eq!(structured(&r)["lines"], json!(0));
         assert_eq!(structured(&r)["content"], json!(""));
-        assert!(r.joined_text().contains("the file has 3 lines"), "{}", r.joined_text());
+        assert!(
+            r.joined_text().contains("the file has 3 lines"),
+            "{}",
+            r.joined_text()
+        );
         dir.write("empty.txt", "");
         let r = call(&dir, json!({"path": "empty.txt"})).await;
         assert!(!r.is_error);
@@ -514,7 +526,10 @@ mod tests {
         let r = call(&dir, json!({"path": "big.png"})).await;
         assert!(r.is_error);
         let text = r.joined_text();
-        assert!(text.starts_with("Image file too large: big.png (image/png, 10485761 bytes)"), "{text}");
+        assert!(
+            text.starts_with("Image file too large: big.png (image/png, 10485761 bytes)"),
+            "{text}"
+        );
     }
 
     #[tokio::test]
@@ -545,7 +560,11 @@ mod tests {
         fs::create_dir(dir.0.join("sub")).unwrap();
         let r = call(&dir, json!({"path": "sub"})).await;
         assert!(r.is_error);
-        assert!(r.joined_text().starts_with("Is a directory, not a file: "), "{}", r.joined_text());
+        assert!(
+            r.joined_text().starts_with("Is a directory, not a file: "),
+            "{}",
+            r.joined_text()
+        );
         let r = call(&dir, json!({"path": "nope.txt"})).await;
         assert!(r.is_error);
         assert_eq!(
@@ -587,9 +606,15 @@ mod tests {
         assert!(lines > 1000 && lines < 3000, "{lines}");
         assert_eq!(s["nextOffset"], json!(lines));
         assert!(s["content"].as_str().unwrap().len() <= MAX_TEXT_BYTES);
-        assert!(r.joined_text().contains(&format!("continue with offset={lines}")));
+        assert!(r
+            .joined_text()
+            .contains(&format!("continue with offset={lines}")));
         // Paging on from there picks up the next line.
-        let r = call(&dir, json!({"path": "big.txt", "offset": lines, "limit": 1})).await;
+        let r = call(
+            &dir,
+            json!({"path": "big.txt", "offset": lines, "limit": 1}),
+        )
+        .await;
         assert_eq!(
             structured(&r)["content"],
             json!(format!("{}\t{line}", lines + 1))
@@ -623,7 +648,7 @@ mod tests {
     #[test]
     fn json_lengths() {
         assert_eq!(json_len("ab"), 2);
-        assert_eq!(json_len("a\tb\"\\"), 7);
+        assert_eq!(json_len("a\tb\"\\"), 8);
         assert_eq!(json_len("\u{1}"), 6);
         assert_eq!(json_len("é"), 2);
         assert_eq!(cut_to_json_len("aéb", 2), "a");

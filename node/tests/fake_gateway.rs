@@ -1,0 +1,511 @@
+//! The node's connection behaviour against a scripted stand-in for the gateway: the
+//! handshake, calls, cancellation, deadlines, limits, heartbeats, refusals, reconnects
+//! and shutdown. (End-to-end tests against the real gateway live in the workspace's
+//! `tests/`.)
+
+use futures_util::{SinkExt, StreamExt};
+use gsv_node::{async_trait, NodeConfig, NodeError, Registry, Tool, ToolContext};
+use gsv_protocol::frame::{encode_cancel, encode_err, encode_event, encode_ok, encode_req};
+use gsv_protocol::limits::DEFAULT_HEARTBEAT_MS;
+use gsv_protocol::{
+    ConnectParams, ErrorCode, ErrorShape, EventName, Frame, HelloOk, Limits, Method, NodeId, Role,
+    ToolAnnotations, ToolDef, ToolResult,
+};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
+
+type Ws = WebSocketStream<TcpStream>;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+struct FakeGateway {
+    listener: TcpListener,
+}
+
+impl FakeGateway {
+    async fn start() -> Self {
+        FakeGateway {
+            listener: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.listener.local_addr().unwrap())
+    }
+
+    /// Accepts the next WebSocket connection.
+    async fn accept(&self) -> Ws {
+        let (tcp, _) = tokio::time::timeout(WAIT, self.listener.accept())
+            .await
+            .expect("the node should connect")
+            .unwrap();
+        tokio_tungstenite::accept_async(tcp).await.unwrap()
+    }
+
+    /// Accepts a connection and completes the handshake with `limits`.
+    async fn register_with(&self, limits: Limits) -> (Ws, ConnectParams) {
+        let mut ws = self.accept().await;
+        let connect = challenge(&mut ws).await;
+        let hello = HelloOk::new(1, "conn-1".into(), limits);
+        ws.send(Message::text(encode_ok("connect", &hello)))
+            .await
+            .unwrap();
+        (ws, connect)
+    }
+
+    async fn register(&self) -> (Ws, ConnectParams) {
+        self.register_with(Limits::standard(4096, DEFAULT_HEARTBEAT_MS))
+            .await
+    }
+}
+
+/// Sends the challenge and returns the node's connect params.
+async fn challenge(ws: &mut Ws) -> ConnectParams {
+    ws.send(Message::text(encode_event(
+        EventName::Challenge,
+        &json!({"nonce": "n-123"}),
+        0,
+    )))
+    .await
+    .unwrap();
+    match next_frame(ws).await {
+        Frame::Req {
+            id, method, params, ..
+        } => {
+            assert_eq!(id, "connect");
+            assert_eq!(method, Method::Connect);
+            serde_json::from_str(params.unwrap().get()).unwrap()
+        }
+        other => panic!("expected connect, got {other:?}"),
+    }
+}
+
+/// The next text frame from the node, skipping pings.
+async fn next_frame(ws: &mut Ws) -> Frame {
+    loop {
+        let message = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("the node should send a frame")
+            .expect("the connection should stay open")
+            .unwrap();
+        match message {
+            Message::Text(text) => return Frame::decode(text.as_str()).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => {}
+            other => panic!("unexpected message {other:?}"),
+        }
+    }
+}
+
+/// Sends a request and waits for the response with the same id.
+async fn call(ws: &mut Ws, id: &str, method: Method, params: Value) -> Result<Value, ErrorShape> {
+    ws.send(Message::text(encode_req(id, method, &params)))
+        .await
+        .unwrap();
+    wait_res(ws, id).await
+}
+
+async fn wait_res(ws: &mut Ws, want: &str) -> Result<Value, ErrorShape> {
+    loop {
+        if let Frame::Res { id, outcome } = next_frame(ws).await {
+            assert_eq!(id, want, "responses come back for the request asked");
+            return outcome.map(|raw| serde_json::from_str(raw.get()).unwrap());
+        }
+    }
+}
+
+fn config(gateway: String) -> NodeConfig {
+    let mut config = NodeConfig::new(
+        gateway,
+        NodeId::parse("test-node").unwrap(),
+        "tok-1".into(),
+        std::env::temp_dir(),
+    );
+    config.echo_tool = true;
+    config
+}
+
+fn spawn_node(config: NodeConfig) -> (CancellationToken, JoinHandle<Result<(), NodeError>>) {
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(gsv_node::run(config, shutdown.clone()));
+    (shutdown, handle)
+}
+
+async fn stop(shutdown: CancellationToken, handle: JoinHandle<Result<(), NodeError>>) {
+    shutdown.cancel();
+    let result = tokio::time::timeout(WAIT, handle)
+        .await
+        .expect("the node should stop promptly")
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+}
+
+fn invoke(tool: &str, args: Value, timeout_ms: u64) -> Value {
+    json!({"tool": tool, "args": args, "timeoutMs": timeout_ms})
+}
+
+#[tokio::test]
+async fn handshake_declares_the_node_and_calls_are_served() {
+    let gw = FakeGateway::start().await;
+    let (shutdown, handle) = spawn_node(config(gw.url()));
+
+    let mut ws = gw.accept().await;
+    // Nothing may arrive before the challenge.
+    let early = tokio::time::timeout(Duration::from_millis(200), ws.next()).await;
+    assert!(
+        early.is_err(),
+        "the node spoke before the challenge: {early:?}"
+    );
+    let connect = challenge(&mut ws).await;
+    assert_eq!(connect.role, Role::Node);
+    assert_eq!(connect.auth.token, "tok-1");
+    assert_eq!(connect.auth.nonce, "n-123");
+    assert_eq!(connect.client.name, "gsv-node");
+    assert!(connect.min_protocol <= connect.max_protocol);
+    let node = connect.node.expect("node info");
+    assert_eq!(node.id, "test-node");
+    let names: Vec<&str> = node.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["Echo", "Read"]);
+    assert_eq!(node.capabilities, ["diagnostics.echo", "filesystem.read"]);
+    assert_eq!(node.runtime.host_bin_status.get("sh"), Some(&true));
+    assert!(node.runtime.host_env.iter().any(|n| n == "PATH"));
+    ws.send(Message::text(encode_ok(
+        "connect",
+        &HelloOk::new(1, "c".into(), Limits::standard(4096, 15_000)),
+    )))
+    .await
+    .unwrap();
+
+    let r = call(
+        &mut ws,
+        "1",
+        Method::ToolInvoke,
+        invoke("Echo", json!({"text": "hi"}), 5000),
+    )
+    .await
+    .unwrap();
+    let result: ToolResult = serde_json::from_value(r).unwrap();
+    assert_eq!(result.joined_text(), "hi");
+    assert_eq!(result.structured_content, Some(json!({"text": "hi"})));
+
+    // A tool error is a successful response with isError.
+    let r = call(
+        &mut ws,
+        "2",
+        Method::ToolInvoke,
+        invoke("Read", json!({"path": "/gsv/no/such/file"}), 5000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["isError"], json!(true));
+    assert_eq!(
+        r["content"][0]["text"],
+        json!("File not found: /gsv/no/such/file")
+    );
+
+    // Malformed frames are skipped; the connection carries on.
+    ws.send(Message::text("{not json")).await.unwrap();
+    ws.send(Message::text(r#"{"type":"weird"}"#)).await.unwrap();
+    ws.send(Message::text(encode_event(
+        EventName::Shutdown,
+        &json!({}),
+        1,
+    )))
+    .await
+    .unwrap();
+
+    let e = call(
+        &mut ws,
+        "3",
+        Method::ToolInvoke,
+        invoke("Nope", json!({}), 5000),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let e = call(&mut ws, "4", Method::ToolsList, json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    let e = call(&mut ws, "5", Method::ToolInvoke, json!({"tool": "Echo"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgs);
+
+    let r = call(
+        &mut ws,
+        "6",
+        Method::NodeProbe,
+        json!({"bins": ["sh", "gsv-not-a-bin"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["hostBinStatus"]["sh"], json!(true));
+    assert_eq!(r["hostBinStatus"]["gsv-not-a-bin"], json!(false));
+    assert!(r["hostBinStatusUpdatedAt"].as_u64().unwrap() > 0);
+
+    stop(shutdown, handle).await;
+    // The node closes the socket on shutdown.
+    loop {
+        match tokio::time::timeout(WAIT, ws.next()).await.unwrap() {
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn cancel_and_deadline() {
+    let gw = FakeGateway::start().await;
+    let (shutdown, handle) = spawn_node(config(gw.url()));
+    let (mut ws, _) = gw.register().await;
+
+    // A cancel frame ends a long call with `cancelled`.
+    ws.send(Message::text(encode_req(
+        "long",
+        Method::ToolInvoke,
+        &invoke("Echo", json!({"text": "x", "delayMs": 600000}), 600_000),
+    )))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    ws.send(Message::text(encode_cancel("long"))).await.unwrap();
+    let e = wait_res(&mut ws, "long").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Cancelled);
+
+    // The deadline from timeoutMs ends a call with `timeout`.
+    let e = call(
+        &mut ws,
+        "slow",
+        Method::ToolInvoke,
+        invoke("Echo", json!({"text": "x", "delayMs": 5000}), 100),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Timeout);
+    assert!(e.retryable);
+
+    // Calls run concurrently: a quick one answers while a slow one waits.
+    ws.send(Message::text(encode_req(
+        "a",
+        Method::ToolInvoke,
+        &invoke("Echo", json!({"text": "a", "delayMs": 2000}), 10_000),
+    )))
+    .await
+    .unwrap();
+    let r = call(
+        &mut ws,
+        "b",
+        Method::ToolInvoke,
+        invoke("Echo", json!({"text": "b"}), 10_000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["content"][0]["text"], json!("b"));
+    let r = wait_res(&mut ws, "a").await.unwrap();
+    assert_eq!(r["content"][0]["text"], json!("a"));
+
+    stop(shutdown, handle).await;
+}
+
+/// Returns a text of `len` bytes.
+struct Big;
+
+#[async_trait]
+impl Tool for Big {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Big".into(),
+            description: "returns many bytes".into(),
+            input_schema: json!({"type": "object", "properties": {"len": {"type": "integer"}}}),
+            capability: "diagnostics.echo".into(),
+            annotations: ToolAnnotations::default(),
+            default_timeout_ms: None,
+            requires_bins: vec![],
+        }
+    }
+
+    async fn execute(&self, args: Value, _ctx: ToolContext) -> ToolResult {
+        let len = args["len"].as_u64().unwrap_or(0) as usize;
+        ToolResult::text("z".repeat(len))
+    }
+}
+
+#[tokio::test]
+async fn results_over_the_negotiated_limit_are_too_large() {
+    let gw = FakeGateway::start().await;
+    let mut registry = Registry::new();
+    registry.register(Big).unwrap();
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(gsv_node::run_with_registry(
+        config(gw.url()),
+        registry,
+        shutdown.clone(),
+    ));
+    let mut limits = Limits::standard(4096, 15_000);
+    limits.max_result_bytes = 1000;
+    let (mut ws, connect) = gw.register_with(limits).await;
+    assert_eq!(connect.node.unwrap().tools.len(), 1);
+
+    let r = call(
+        &mut ws,
+        "ok",
+        Method::ToolInvoke,
+        invoke("Big", json!({"len": 500}), 5000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["content"][0]["text"].as_str().unwrap().len(), 500);
+    let e = call(
+        &mut ws,
+        "big",
+        Method::ToolInvoke,
+        invoke("Big", json!({"len": 2000}), 5000),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::TooLarge);
+    assert_eq!(e.details.unwrap()["limit"], json!(1000));
+
+    stop(shutdown, handle).await;
+}
+
+#[tokio::test]
+async fn a_refused_first_connect_is_fatal() {
+    for (code, exit) in [
+        (ErrorCode::Unauthorized, 3),
+        (ErrorCode::Forbidden, 3),
+        (ErrorCode::UnsupportedProtocol, 2),
+    ] {
+        let gw = FakeGateway::start().await;
+        let (_shutdown, handle) = spawn_node(config(gw.url()));
+        let mut ws = gw.accept().await;
+        challenge(&mut ws).await;
+        ws.send(Message::text(encode_err(
+            "connect",
+            &ErrorShape::new(code, "no"),
+        )))
+        .await
+        .unwrap();
+        let result = tokio::time::timeout(WAIT, handle).await.unwrap().unwrap();
+        match result {
+            Err(e @ NodeError::Refused(_)) => {
+                assert_eq!(e.exit_code(), exit);
+                assert!(e.to_string().contains(code.as_str()), "{e}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn reconnects_after_a_lost_session_and_retries_later_refusals() {
+    let gw = FakeGateway::start().await;
+    let (shutdown, handle) = spawn_node(config(gw.url()));
+
+    // First session works, then the gateway drops it.
+    let (ws, _) = gw.register().await;
+    drop(ws);
+
+    // The node comes back; a refusal now is not fatal any more.
+    let mut ws = gw.accept().await;
+    challenge(&mut ws).await;
+    ws.send(Message::text(encode_err(
+        "connect",
+        &ErrorShape::new(ErrorCode::Unauthorized, "revoked"),
+    )))
+    .await
+    .unwrap();
+    drop(ws);
+
+    // It keeps trying, and serves again once accepted.
+    let (mut ws, _) = gw.register().await;
+    let r = call(
+        &mut ws,
+        "1",
+        Method::ToolInvoke,
+        invoke("Echo", json!({"text": "back"}), 5000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["content"][0]["text"], json!("back"));
+    assert!(!handle.is_finished());
+    stop(shutdown, handle).await;
+}
+
+#[tokio::test]
+async fn heartbeat_pings_and_a_silent_gateway_is_dropped() {
+    let gw = FakeGateway::start().await;
+    let mut cfg = config(gw.url());
+    cfg.heartbeat = Duration::from_millis(100);
+    let (shutdown, handle) = spawn_node(cfg);
+    let (mut ws, _) = gw.register().await;
+
+    // The node pings every heartbeat.
+    let ping = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(Ok(Message::Ping(_))) = ws.next().await {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ping.is_ok(), "no ping within {WAIT:?}");
+
+    // Stop reading (so no pongs go back): after two silent intervals the node gives up
+    // on this connection and dials again.
+    let (_ws2, _) = gw.register().await;
+    drop(ws);
+    stop(shutdown, handle).await;
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_backoff_and_dialling() {
+    // Nothing listens on this port: the node keeps failing and backing off.
+    let unused = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", unused.local_addr().unwrap());
+    drop(unused);
+    let (shutdown, handle) = spawn_node(config(url));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!handle.is_finished());
+    stop(shutdown, handle).await;
+}
+
+#[tokio::test]
+async fn a_bad_address_is_a_usage_error() {
+    let e = gsv_node::run(config("ftp://x".into()), CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, NodeError::Gateway(_)));
+    assert_eq!(e.exit_code(), 2);
+}
+
+#[tokio::test]
+async fn wss_addresses_dial_with_tls() {
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("wss://{}", listener.local_addr().unwrap());
+    let (shutdown, handle) = spawn_node(config(url));
+    let (mut tcp, _) = tokio::time::timeout(WAIT, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut first = [0u8; 1];
+    tcp.read_exact(&mut first).await.unwrap();
+    assert_eq!(
+        first[0], 0x16,
+        "a TLS handshake record starts the connection"
+    );
+    // A peer that does not speak TLS is an ordinary, retried failure.
+    drop(tcp);
+    let (_again, _) = tokio::time::timeout(WAIT, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!handle.is_finished());
+    stop(shutdown, handle).await;
+}
