@@ -301,13 +301,15 @@ impl AgentClient {
     /// The next event, waiting up to `timeout`.
     pub async fn next_event(&self, timeout: Duration) -> Option<Event> {
         let mut rx = self.events.lock().await;
-        tokio::time::timeout(timeout, rx.recv()).await.ok().flatten()
+        tokio::time::timeout(timeout, rx.recv())
+            .await
+            .ok()
+            .flatten()
     }
 }
 
-type Stream = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Stream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn next_frame(ws: &mut Stream) -> Result<Frame, ClientError> {
     loop {

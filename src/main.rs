@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "gsv", version, about = "Let AI agents act on many machines, safely")]
+#[command(
+    name = "gsv",
+    version,
+    about = "Let AI agents act on many machines, safely"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -192,7 +196,10 @@ enum TokenCommand {
 
 fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
     logging::init(default_log);
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt.block_on(fut),
         Err(e) => {
             eprintln!("error: internal: cannot start the async runtime: {e}");
@@ -239,7 +246,9 @@ fn main() -> ExitCode {
                 "execution" => gsv_protocol::HostRole::Execution,
                 "specialized" => gsv_protocol::HostRole::Specialized,
                 other => {
-                    eprintln!("error: invalid_args: --role must be execution or specialized, not {other}");
+                    eprintln!(
+                        "error: invalid_args: --role must be execution or specialized, not {other}"
+                    );
                     return ExitCode::from(exit::USAGE);
                 }
             };
@@ -285,7 +294,9 @@ fn main() -> ExitCode {
                         },
                     ),
                     None => {
-                        eprintln!("error: invalid_args: token kind must be node or agent, not {kind}");
+                        eprintln!(
+                            "error: invalid_args: token kind must be node or agent, not {kind}"
+                        );
                         exit::USAGE
                     }
                 }

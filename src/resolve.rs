@@ -34,7 +34,10 @@ pub fn agent_token(flag: Option<&str>, data: &Path) -> Option<String> {
     if let Some(t) = flag.filter(|t| !t.is_empty()) {
         return Some(t.to_owned());
     }
-    if let Some(t) = std::env::var("GSV_AGENT_TOKEN").ok().filter(|t| !t.is_empty()) {
+    if let Some(t) = std::env::var("GSV_AGENT_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
         return Some(t);
     }
     datadir::read_line(&data.join(datadir::AGENT_TOKEN_FILE))

@@ -36,7 +36,12 @@ async fn health_nodes_tools_and_auth() {
     let (status, body) = http_get(&gw.addr, "/v1/tools", Some(&reader)).await;
     assert_eq!(status, 200);
     let v: Value = serde_json::from_str(&body).unwrap();
-    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["web__Read"]);
     assert!(v["tools"][0]["inputSchema"]["properties"]["path"].is_object());
     // A node token cannot use the admin API.
@@ -66,17 +71,40 @@ async fn probe_and_metrics() {
     // The registry shows the new status.
     let (_, body) = http_get(&gw.addr, "/v1/nodes", Some(&admin)).await;
     let v: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["nodes"][0]["runtime"]["hostBinStatus"]["surely-not-a-binary-gsv"], false);
+    assert_eq!(
+        v["nodes"][0]["runtime"]["hostBinStatus"]["surely-not-a-binary-gsv"],
+        false
+    );
     // Agents may not probe; unknown nodes are 404.
     let agent = gw.agent_token();
-    let (status, _) = http_request(&gw.addr, "POST", "/v1/nodes/probed/probe", Some(&agent), None).await;
+    let (status, _) = http_request(
+        &gw.addr,
+        "POST",
+        "/v1/nodes/probed/probe",
+        Some(&agent),
+        None,
+    )
+    .await;
     assert_eq!(status, 403);
-    let (status, _) = http_request(&gw.addr, "POST", "/v1/nodes/ghost/probe", Some(&admin), None).await;
+    let (status, _) = http_request(
+        &gw.addr,
+        "POST",
+        "/v1/nodes/ghost/probe",
+        Some(&admin),
+        None,
+    )
+    .await;
     assert_eq!(status, 404);
 
     let client = gw.agent().await;
-    client.call("probed__Echo", json!({"text": "m"}), None).await.unwrap();
-    let _ = client.call("probed__Read", json!({"path": "missing"}), None).await.unwrap();
+    client
+        .call("probed__Echo", json!({"text": "m"}), None)
+        .await
+        .unwrap();
+    let _ = client
+        .call("probed__Read", json!({"path": "missing"}), None)
+        .await
+        .unwrap();
     let (status, metrics) = http_get(&gw.addr, "/metrics", None).await;
     assert_eq!(status, 200);
     for needle in [
@@ -116,7 +144,13 @@ async fn gsv_up_then_gsv_call_with_no_flags() {
     };
     let mut up = Proc(
         Command::new(gsv_bin())
-            .args(["up", "--listen", &format!("127.0.0.1:{port}"), "--node-id", "laptop"])
+            .args([
+                "up",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--node-id",
+                "laptop",
+            ])
             .env("GSV_DATA", data.path())
             .env("RUST_LOG", "warn")
             .current_dir(ws.path())
@@ -135,23 +169,34 @@ async fn gsv_up_then_gsv_call_with_no_flags() {
             .output()
             .unwrap()
     };
-    let out = eventually("gsv call to work against gsv up", Duration::from_secs(30), || {
-        let out = call();
-        async move { out.status.success().then_some(out) }
-    })
+    let out = eventually(
+        "gsv call to work against gsv up",
+        Duration::from_secs(30),
+        || {
+            let out = call();
+            async move { out.status.success().then_some(out) }
+        },
+    )
     .await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1\thello from up\n");
     // Credentials are files only the owner can read.
     #[cfg(unix)]
     for f in ["agent.token", "admin.token", "node.token"] {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(data.path().join(f)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(data.path().join(f))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600, "{f}");
     }
     up.kill();
     let mut stdout = String::new();
     use std::io::Read;
-    up.0.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    up.0.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     assert!(stdout.contains("agent.token"), "{stdout}");
     assert!(stdout.contains("laptop__Read"), "{stdout}");
 }

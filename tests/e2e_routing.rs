@@ -37,7 +37,12 @@ async fn register_list_call_result() {
     let alpha = nodes.iter().find(|n| n.id == "alpha").unwrap();
     assert!(alpha.online);
     assert_eq!(alpha.runtime.host_os, "linux");
-    assert!(alpha.runtime.host_bin_status.get("sh").copied().unwrap_or(false));
+    assert!(alpha
+        .runtime
+        .host_bin_status
+        .get("sh")
+        .copied()
+        .unwrap_or(false));
     assert!(alpha.runtime.host_env.iter().any(|e| e == "PATH"));
 }
 
@@ -51,8 +56,14 @@ async fn same_tool_on_two_nodes_is_routed_by_prefix() {
     let _b = gw.node("node-b", wb.path()).await;
     let agent = gw.agent().await;
     for _ in 0..3 {
-        let a = agent.call("node-a__Read", json!({"path": "id.txt"}), None).await.unwrap();
-        let b = agent.call("node-b__Read", json!({"path": "id.txt"}), None).await.unwrap();
+        let a = agent
+            .call("node-a__Read", json!({"path": "id.txt"}), None)
+            .await
+            .unwrap();
+        let b = agent
+            .call("node-b__Read", json!({"path": "id.txt"}), None)
+            .await
+            .unwrap();
         assert_eq!(a.joined_text(), "1\tI am A");
         assert_eq!(b.joined_text(), "1\tI am B");
     }
@@ -89,7 +100,10 @@ async fn killing_a_node_mid_call_fails_the_call_fast() {
     assert_eq!(e.code, ErrorCode::NodeDisconnected, "{e:?}");
     assert_eq!(e.details.as_ref().unwrap()["dispatched"], true);
     assert!(e.retryable);
-    assert!(waited < Duration::from_secs(5), "took {waited:?} after the kill");
+    assert!(
+        waited < Duration::from_secs(5),
+        "took {waited:?} after the kill"
+    );
 
     // The node is now listed as offline, and calling it says so.
     let e = agent
@@ -110,7 +124,10 @@ async fn nodes_come_back_after_a_gateway_restart() {
     gw.restart().await;
     gw.wait_online("phoenix").await;
     let agent = gw.agent().await;
-    let r = agent.call("phoenix__Read", json!({"path": "f.txt"}), None).await.unwrap();
+    let r = agent
+        .call("phoenix__Read", json!({"path": "f.txt"}), None)
+        .await
+        .unwrap();
     assert_eq!(r.joined_text(), "1\tstill here");
 }
 
@@ -118,7 +135,13 @@ async fn nodes_come_back_after_a_gateway_restart() {
 async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
     let gw = Gateway::start().await;
     let token = gw.node_token("twin");
-    let (mut first, r) = Raw::node(&gw.addr, "twin", &token, json!([tool("Slow", "diagnostics.echo")])).await;
+    let (mut first, r) = Raw::node(
+        &gw.addr,
+        "twin",
+        &token,
+        json!([tool("Slow", "diagnostics.echo")]),
+    )
+    .await;
     r.unwrap();
     let agent = gw.agent().await;
     let call = tokio::spawn({
@@ -134,7 +157,13 @@ async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
         panic!("expected the call")
     };
     assert_eq!(method, Method::ToolInvoke);
-    let (_second, r) = Raw::node(&gw.addr, "twin", &token, json!([tool("Slow", "diagnostics.echo")])).await;
+    let (_second, r) = Raw::node(
+        &gw.addr,
+        "twin",
+        &token,
+        json!([tool("Slow", "diagnostics.echo")]),
+    )
+    .await;
     r.unwrap();
     let started = Instant::now();
     let err = call.await.unwrap().unwrap_err();
@@ -152,16 +181,26 @@ async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
 async fn deadline_and_cancel_reach_the_node() {
     let gw = Gateway::start().await;
     let token = gw.node_token("fake");
-    let (mut node, r) = Raw::node(&gw.addr, "fake", &token, json!([tool("Wait", "diagnostics.echo")])).await;
+    let (mut node, r) = Raw::node(
+        &gw.addr,
+        "fake",
+        &token,
+        json!([tool("Wait", "diagnostics.echo")]),
+    )
+    .await;
     r.unwrap();
     let agent = std::sync::Arc::new(gw.agent().await);
 
     // The caller's deadline is what the node receives.
     let a = agent.clone();
     let call = tokio::spawn(async move {
-        a.call_with_id("call-1", "fake__Wait", json!({"text": "x"}), Some(45_000)).await
+        a.call_with_id("call-1", "fake__Wait", json!({"text": "x"}), Some(45_000))
+            .await
     });
-    let Frame::Req { id, method, params, .. } = node.frame().await else {
+    let Frame::Req {
+        id, method, params, ..
+    } = node.frame().await
+    else {
         panic!("expected tool.invoke")
     };
     assert_eq!(method, Method::ToolInvoke);
@@ -181,9 +220,14 @@ async fn deadline_and_cancel_reach_the_node() {
 
     // A deadline that passes without an answer gives `timeout` and a cancel.
     let a = agent.clone();
-    let call = tokio::spawn(async move { a.call("fake__Wait", json!({"text": "y"}), Some(300)).await });
-    let Frame::Req { id, .. } = node.frame().await else { panic!() };
-    let Frame::Cancel { id: cancelled } = node.frame().await else { panic!("expected cancel") };
+    let call =
+        tokio::spawn(async move { a.call("fake__Wait", json!({"text": "y"}), Some(300)).await });
+    let Frame::Req { id, .. } = node.frame().await else {
+        panic!()
+    };
+    let Frame::Cancel { id: cancelled } = node.frame().await else {
+        panic!("expected cancel")
+    };
     assert_eq!(cancelled, id);
     let err = call.await.unwrap().unwrap_err();
     assert_eq!(err.remote().unwrap().code, ErrorCode::Timeout);
@@ -198,7 +242,13 @@ async fn real_node_honours_cancel_and_deadline() {
     let a = agent.clone();
     let started = Instant::now();
     let call = tokio::spawn(async move {
-        a.call_with_id("long", "real__Echo", json!({"text": "x", "delayMs": 60000}), None).await
+        a.call_with_id(
+            "long",
+            "real__Echo",
+            json!({"text": "x", "delayMs": 60000}),
+            None,
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     agent.cancel("long").await.unwrap();
@@ -207,12 +257,19 @@ async fn real_node_honours_cancel_and_deadline() {
     assert!(started.elapsed() < Duration::from_secs(10));
 
     let err = agent
-        .call("real__Echo", json!({"text": "x", "delayMs": 60000}), Some(400))
+        .call(
+            "real__Echo",
+            json!({"text": "x", "delayMs": 60000}),
+            Some(400),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.remote().unwrap().code, ErrorCode::Timeout);
     // The node is still healthy afterwards.
-    let r = agent.call("real__Echo", json!({"text": "ok"}), None).await.unwrap();
+    let r = agent
+        .call("real__Echo", json!({"text": "ok"}), None)
+        .await
+        .unwrap();
     assert_eq!(r.joined_text(), "ok");
 }
 
@@ -222,17 +279,26 @@ async fn agents_hear_tools_changed() {
     let agent = gw.agent().await;
     let ws = TempDir::new("ws");
     let mut node = gw.node("comer", ws.path()).await;
-    let ev = eventually("tools.changed connected", Duration::from_secs(10), || async {
-        let e = agent.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ToolsChanged && e.payload["change"] == "connected").then_some(e)
-    })
+    let ev = eventually(
+        "tools.changed connected",
+        Duration::from_secs(10),
+        || async {
+            let e = agent.next_event(Duration::from_millis(100)).await?;
+            (e.event == EventName::ToolsChanged && e.payload["change"] == "connected").then_some(e)
+        },
+    )
     .await;
     assert_eq!(ev.payload["node"], "comer");
     node.kill();
-    eventually("tools.changed disconnected", Duration::from_secs(10), || async {
-        let e = agent.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ToolsChanged && e.payload["change"] == "disconnected").then_some(())
-    })
+    eventually(
+        "tools.changed disconnected",
+        Duration::from_secs(10),
+        || async {
+            let e = agent.next_event(Duration::from_millis(100)).await?;
+            (e.event == EventName::ToolsChanged && e.payload["change"] == "disconnected")
+                .then_some(())
+        },
+    )
     .await;
 }
 
@@ -260,7 +326,13 @@ async fn cli_call_nodes_tools_and_exit_codes() {
     let (code, _, err) = gw.cli(&["call", "cli__Read", r#"{"path": 1}"#]);
     assert_eq!(code, 2);
     assert!(err.contains("/path"), "{err}");
-    let (code, _, err) = gw.cli(&["call", "--token", "gsv_agent_000000000000_nope", "cli__Read", "{}"]);
+    let (code, _, err) = gw.cli(&[
+        "call",
+        "--token",
+        "gsv_agent_000000000000_nope",
+        "cli__Read",
+        "{}",
+    ]);
     assert_eq!(code, 3, "{err}");
     assert!(err.starts_with("error: unauthorized:"), "{err}");
     let (code, _, _) = gw.cli(&["call", "--gateway", "http://127.0.0.1:1", "cli__Read", "{}"]);
@@ -271,7 +343,11 @@ async fn cli_call_nodes_tools_and_exit_codes() {
     let (code, out, _) = gw.cli(&["tools", "--json"]);
     assert_eq!(code, 0);
     let tools: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert!(tools.as_array().unwrap().iter().any(|t| t["name"] == "cli__Read"));
+    assert!(tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "cli__Read"));
 }
 
 #[tokio::test]
@@ -281,9 +357,18 @@ async fn policy_hides_and_forbids() {
     let _node = gw.node("pol", ws.path()).await;
     let token = gw.token(&["agent", "reader", "--allow", "*__Read", "--deny", "*__Echo"]);
     let agent = gw.agent_with(&token).await;
-    let names: Vec<String> = agent.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = agent
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert_eq!(names, vec!["pol__Read".to_owned()]);
-    let e = agent.call("pol__Echo", json!({"text": "x"}), None).await.unwrap_err();
+    let e = agent
+        .call("pol__Echo", json!({"text": "x"}), None)
+        .await
+        .unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::Forbidden);
     // Default deny: a token with no --allow sees nothing.
     let nothing = gw.token(&["agent", "nothing"]);
@@ -293,6 +378,9 @@ async fn policy_hides_and_forbids() {
     // Confirm is refused with approval_required until approvals exist.
     let confirm = gw.token(&["agent", "c", "--allow", "*", "--confirm", "*__Echo"]);
     let agent = gw.agent_with(&confirm).await;
-    let e = agent.call("pol__Echo", json!({"text": "x"}), None).await.unwrap_err();
+    let e = agent
+        .call("pol__Echo", json!({"text": "x"}), None)
+        .await
+        .unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::ApprovalRequired);
 }

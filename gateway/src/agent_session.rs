@@ -43,7 +43,10 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             }
         }
         TokenKind::Node => {
-            let err = ErrorShape::new(ErrorCode::Forbidden, "a node token cannot connect as an agent");
+            let err = ErrorShape::new(
+                ErrorCode::Forbidden,
+                "a node token cannot connect as an agent",
+            );
             hs.refuse(&shared, err).await;
             return;
         }
@@ -124,10 +127,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight
             _ => reply_err(
                 &agent.out,
                 &id,
-                ErrorShape::new(
-                    ErrorCode::NotFound,
-                    format!("unknown method {method_name}"),
-                ),
+                ErrorShape::new(ErrorCode::NotFound, format!("unknown method {method_name}")),
             ),
         },
         Frame::Cancel { id } => {
@@ -173,7 +173,10 @@ fn start_call(
         return reply_err(
             &agent.out,
             &id,
-            ErrorShape::new(ErrorCode::Overloaded, "too many calls in flight on this connection"),
+            ErrorShape::new(
+                ErrorCode::Overloaded,
+                "too many calls in flight on this connection",
+            ),
         );
     }
     let cancel = agent.out.closed_token().child_token();
@@ -182,7 +185,10 @@ fn start_call(
             return reply_err(
                 &agent.out,
                 &id,
-                ErrorShape::new(ErrorCode::InvalidFrame, "a call with this id is already in flight"),
+                ErrorShape::new(
+                    ErrorCode::InvalidFrame,
+                    "a call with this id is already in flight",
+                ),
             )
         }
         dashmap::Entry::Vacant(v) => {

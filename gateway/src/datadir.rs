@@ -26,7 +26,9 @@ pub fn default_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(d).join("gsv");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".local").join("share").join("gsv")
 }
 
@@ -46,7 +48,9 @@ pub fn write_secret(path: &Path, content: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("secret"),
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("secret"),
         std::process::id()
     ));
     {

@@ -56,7 +56,9 @@ pub async fn refuse(
 ) {
     tracing::warn!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
     shared.metrics.refused(role_str(role), err.code.as_str());
-    let _ = ws.send(Message::Text(encode_err(req_id, &err).into())).await;
+    let _ = ws
+        .send(Message::Text(encode_err(req_id, &err).into()))
+        .await;
     close_stream(ws, close_code(err.code), &err.to_string()).await;
 }
 
@@ -86,10 +88,7 @@ pub async fn accept(
         Err(_) => {
             let err = ErrorShape::new(
                 ErrorCode::Timeout,
-                format!(
-                    "handshake not completed within {} ms",
-                    deadline.as_millis()
-                ),
+                format!("handshake not completed within {} ms", deadline.as_millis()),
             );
             refuse(&mut ws, shared, role, peer, "", err).await;
             None
@@ -115,7 +114,12 @@ async fn read_connect(
     );
     ws.send(Message::Text(challenge.into()))
         .await
-        .map_err(|e| (String::new(), ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+        .map_err(|e| {
+            (
+                String::new(),
+                ErrorShape::new(ErrorCode::Internal, e.to_string()),
+            )
+        })?;
     let text = loop {
         match ws.next().await {
             Some(Ok(Message::Text(t))) => break t,
@@ -216,7 +220,12 @@ async fn read_connect(
     let presented = params.auth.token.clone();
     let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
         .await
-        .map_err(|e| (id.clone(), ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+        .map_err(|e| {
+            (
+                id.clone(),
+                ErrorShape::new(ErrorCode::Internal, e.to_string()),
+            )
+        })?;
     let token = match verified {
         Ok(Some(t)) => t,
         Ok(None) => {
@@ -247,7 +256,15 @@ fn invalid_frame(message: &str) -> Refusal {
 impl Handshake {
     /// Refuses after authentication (bad node declaration, wrong token kind...).
     pub async fn refuse(mut self, shared: &Shared, err: ErrorShape) {
-        refuse(&mut self.ws, shared, self.role, self.peer, &self.req_id, err).await;
+        refuse(
+            &mut self.ws,
+            shared,
+            self.role,
+            self.peer,
+            &self.req_id,
+            err,
+        )
+        .await;
     }
 
     /// Switches to the session limits and sends `hello-ok`.

@@ -90,7 +90,10 @@ async fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<Principal, Ap
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(|t| t.trim().to_owned())
         .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
     let store = shared.store.clone();
@@ -129,17 +132,26 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn nodes(State(shared): State<AppState>, headers: HeaderMap) -> Result<Json<NodesListResult>, ApiError> {
+async fn nodes(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<NodesListResult>, ApiError> {
     let policy = authorize(&shared, &headers).await?.policy();
     let nodes = shared.registry.summaries(|node, set| {
         set.tools.iter().any(|t| {
-            policy.visible(&gsv_protocol::names::NamespacedName::join(node, &t.def.name))
+            policy.visible(&gsv_protocol::names::NamespacedName::join(
+                node,
+                &t.def.name,
+            ))
         })
     });
     Ok(Json(NodesListResult { nodes }))
 }
 
-async fn tools(State(shared): State<AppState>, headers: HeaderMap) -> Result<Json<ToolsListResult>, ApiError> {
+async fn tools(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<ToolsListResult>, ApiError> {
     let policy = authorize(&shared, &headers).await?.policy();
     let tools = shared.registry.tool_entries(|n| policy.visible(n));
     Ok(Json(ToolsListResult { tools }))
@@ -161,7 +173,9 @@ async fn probe(
         }
     }
     let bins = body.map(|Json(p)| p.bins).unwrap_or_default();
-    let result = crate::probe::probe(&shared, &id, bins).await.map_err(ApiError)?;
+    let result = crate::probe::probe(&shared, &id, bins)
+        .await
+        .map_err(ApiError)?;
     Ok(Json(result).into_response())
 }
 

@@ -41,7 +41,10 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     let Some(info) = hs.params.node.take() else {
         hs.refuse(
             shared,
-            ErrorShape::new(ErrorCode::InvalidArgs, "a node's connect needs a node object"),
+            ErrorShape::new(
+                ErrorCode::InvalidArgs,
+                "a node's connect needs a node object",
+            ),
         )
         .await;
         return None;
@@ -49,8 +52,11 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     let id = match NodeId::parse(&info.id) {
         Ok(id) => id,
         Err(e) => {
-            hs.refuse(shared, ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))
-                .await;
+            hs.refuse(
+                shared,
+                ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()),
+            )
+            .await;
             return None;
         }
     };
@@ -68,10 +74,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             token_id = %hs.token.id,
             "node token used for another node id"
         );
-        let msg = format!(
-            "this token is bound to node {}, not {id}",
-            hs.token.subject
-        );
+        let msg = format!("this token is bound to node {}, not {id}", hs.token.subject);
         hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
             .await;
         return None;
@@ -112,8 +115,10 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
 async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     if let Some(old) = shared.registry.insert(handle.clone()) {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
-        old.out
-            .close_with(CloseCode::Policy, "replaced by a newer connection of this node");
+        old.out.close_with(
+            CloseCode::Policy,
+            "replaced by a newer connection of this node",
+        );
         // Its calls fail now, not when its read loop notices.
         old.fail_all_pending();
     }
@@ -158,10 +163,14 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
         Frame::Event { event, .. } => {
             tracing::debug!(event = event.as_str(), "event from node ignored");
         }
-        Frame::Req { id, method_name, .. } => {
+        Frame::Req {
+            id, method_name, ..
+        } => {
             let err = ErrorShape::new(
                 ErrorCode::NotFound,
-                format!("nodes cannot call {method_name}: after connect a node only answers requests"),
+                format!(
+                    "nodes cannot call {method_name}: after connect a node only answers requests"
+                ),
             );
             let _ = handle.out.send(encode_err(&id, &err));
         }
@@ -201,7 +210,10 @@ fn on_result(
         }
         Completion::Stray => {
             shared.metrics.stray_results.inc();
-            tracing::warn!(call_id = id, "result for a call id this connection was never sent; dropped");
+            tracing::warn!(
+                call_id = id,
+                "result for a call id this connection was never sent; dropped"
+            );
         }
     }
 }

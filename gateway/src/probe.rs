@@ -12,14 +12,25 @@ use std::time::Duration;
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Asks `node_id` to probe `bins` (all tracked binaries when empty).
-pub async fn probe(shared: &Shared, node_id: &str, bins: Vec<String>) -> Result<ProbeResult, ErrorShape> {
+pub async fn probe(
+    shared: &Shared,
+    node_id: &str,
+    bins: Vec<String>,
+) -> Result<ProbeResult, ErrorShape> {
     let node = shared.registry.get(node_id).ok_or_else(|| {
-        ErrorShape::new(ErrorCode::NotFound, format!("no node named {node_id} is connected"))
+        ErrorShape::new(
+            ErrorCode::NotFound,
+            format!("no node named {node_id} is connected"),
+        )
     })?;
     let (call_id, rx) = node
         .begin_call()
         .map_err(|_| ErrorShape::new(ErrorCode::Overloaded, "node cannot take requests now"))?;
-    let frame = encode_req(&call_id.to_string(), Method::NodeProbe, &ProbeParams { bins });
+    let frame = encode_req(
+        &call_id.to_string(),
+        Method::NodeProbe,
+        &ProbeParams { bins },
+    );
     if node.out.send(frame).is_err() {
         node.abandon_call(call_id);
         return Err(crate::registry::disconnected(&node.id));
@@ -29,11 +40,17 @@ pub async fn probe(shared: &Shared, node_id: &str, bins: Vec<String>) -> Result<
         Ok(Err(_)) => return Err(crate::registry::disconnected(&node.id)),
         Err(_) => {
             node.abandon_call(call_id);
-            return Err(ErrorShape::new(ErrorCode::Timeout, "node did not answer the probe"));
+            return Err(ErrorShape::new(
+                ErrorCode::Timeout,
+                "node did not answer the probe",
+            ));
         }
     };
     let result: ProbeResult = serde_json::from_str(raw.get()).map_err(|e| {
-        ErrorShape::new(ErrorCode::Internal, format!("node sent a malformed probe result: {e}"))
+        ErrorShape::new(
+            ErrorCode::Internal,
+            format!("node sent a malformed probe result: {e}"),
+        )
     })?;
     if let Ok(mut rt) = node.runtime.lock() {
         rt.host_bin_status.extend(result.host_bin_status.clone());

@@ -159,7 +159,12 @@ impl NodeHandle {
             since: self.since,
             host_role: self.host_role,
             capabilities: self.tools.capabilities.clone(),
-            tools: self.tools.tools.iter().map(|t| t.def.name.clone()).collect(),
+            tools: self
+                .tools
+                .tools
+                .iter()
+                .map(|t| t.def.name.clone())
+                .collect(),
             runtime: self.runtime.lock().map(|r| r.clone()).unwrap_or_default(),
             conn_id: Some(self.conn_id.clone()),
             remote_addr: Some(self.remote.to_string()),

@@ -75,19 +75,22 @@ async fn route(
                 format!("this token may not call {full}"),
             ));
         }
-        Decision::Confirm => {
-            return Err(ErrorShape::new(
-                ErrorCode::ApprovalRequired,
-                format!("{full} needs an operator's approval, and this gateway has no approval queue yet"),
-            ))
-        }
+        Decision::Confirm => return Err(ErrorShape::new(
+            ErrorCode::ApprovalRequired,
+            format!(
+                "{full} needs an operator's approval, and this gateway has no approval queue yet"
+            ),
+        )),
     }
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
         if let Some(since) = shared.registry.offline_since(node_id) {
             return Err(ErrorShape::new(
                 ErrorCode::NodeOffline,
-                format!("node {node_id} is offline since {}", crate::time::rfc3339(since)),
+                format!(
+                    "node {node_id} is offline since {}",
+                    crate::time::rfc3339(since)
+                ),
             )
             .with_details(json!({ "node": node_id, "since": since })));
         }
@@ -100,7 +103,10 @@ async fn route(
         )));
     };
     let args: serde_json::Value = serde_json::from_str(params.args.get()).map_err(|e| {
-        ErrorShape::new(ErrorCode::InvalidArgs, format!("args are not valid JSON: {e}"))
+        ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!("args are not valid JSON: {e}"),
+        )
     })?;
     spec.validate_args(&args)?;
     let timeout_ms = params

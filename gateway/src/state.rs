@@ -56,9 +56,10 @@ impl AgentHandle {
 
     /// Whether this agent may see any tool of `set` on `node`.
     pub fn sees_any(&self, node: &str, set: &ToolSet) -> bool {
-        set.tools
-            .iter()
-            .any(|t| self.policy.visible(&NamespacedName::join(node, &t.def.name)))
+        set.tools.iter().any(|t| {
+            self.policy
+                .visible(&NamespacedName::join(node, &t.def.name))
+        })
     }
 }
 

@@ -240,7 +240,10 @@ mod tests {
         // A tampered secret, a wrong kind prefix and garbage are all refused.
         let tampered = format!("{}x", &tok[..tok.len() - 1]);
         assert!(store.verify(&tampered).unwrap().is_none());
-        assert!(store.verify(&tok.replacen("_node_", "_agent_", 1)).unwrap().is_none());
+        assert!(store
+            .verify(&tok.replacen("_node_", "_agent_", 1))
+            .unwrap()
+            .is_none());
         assert!(store.verify("nonsense").unwrap().is_none());
         assert!(store.revoke(&id).unwrap());
         assert!(!store.revoke(&id).unwrap());

@@ -36,10 +36,17 @@ impl ToolSpec {
             Ok(()) => Ok(()),
             Err(e) => {
                 let path = e.instance_path().to_string();
-                let shown = if path.is_empty() { "/".to_owned() } else { path };
+                let shown = if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path
+                };
                 Err(ErrorShape::new(
                     ErrorCode::InvalidArgs,
-                    format!("arguments of {} are invalid at {}: {}", self.def.name, shown, e),
+                    format!(
+                        "arguments of {} are invalid at {}: {}",
+                        self.def.name, shown, e
+                    ),
                 )
                 .with_details(json!({ "path": shown })))
             }
@@ -89,8 +96,7 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
     let mut tools = Vec::with_capacity(defs.len());
     for def in defs {
         let name = def.name.clone();
-        ToolName::parse(&name)
-            .map_err(|e| invalid(e.to_string(), json!({ "tool": name })))?;
+        ToolName::parse(&name).map_err(|e| invalid(e.to_string(), json!({ "tool": name })))?;
         if node.as_str().len() + 2 + name.len() > MAX_NAMESPACED_LEN {
             let full = NamespacedName::join(node.as_str(), &name);
             return Err(invalid(
@@ -106,7 +112,10 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
         }
         let capability = Capability::parse(&def.capability).ok_or_else(|| {
             invalid(
-                format!("tool {name} declares unknown capability id {:?}", def.capability),
+                format!(
+                    "tool {name} declares unknown capability id {:?}",
+                    def.capability
+                ),
                 json!({ "tool": name, "capability": def.capability }),
             )
         })?;
@@ -251,7 +260,10 @@ mod tests {
             (vec![def("a__b", "filesystem.read")], vec![]),
             (vec![def("Read", "filesystem.nope")], vec![]),
             (
-                vec![def("Read", "filesystem.read"), def("Read", "filesystem.read")],
+                vec![
+                    def("Read", "filesystem.read"),
+                    def("Read", "filesystem.read"),
+                ],
                 vec![],
             ),
             (

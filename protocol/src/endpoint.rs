@@ -52,12 +52,22 @@ impl Gateway {
 
     /// `ws(s)://authority{path}`
     pub fn ws_url(&self, path: &str) -> String {
-        format!("{}://{}{}", if self.tls { "wss" } else { "ws" }, self.authority, path)
+        format!(
+            "{}://{}{}",
+            if self.tls { "wss" } else { "ws" },
+            self.authority,
+            path
+        )
     }
 
     /// `http(s)://authority{path}`
     pub fn http_url(&self, path: &str) -> String {
-        format!("{}://{}{}", if self.tls { "https" } else { "http" }, self.authority, path)
+        format!(
+            "{}://{}{}",
+            if self.tls { "https" } else { "http" },
+            self.authority,
+            path
+        )
     }
 
     /// The host part of the authority, without port or IPv6 brackets.
@@ -108,8 +118,14 @@ mod tests {
 
     #[test]
     fn refuses_garbage() {
-        assert!(matches!(Gateway::parse("ftp://x"), Err(EndpointError::Scheme(_))));
-        assert!(matches!(Gateway::parse("http://"), Err(EndpointError::NoHost(_))));
+        assert!(matches!(
+            Gateway::parse("ftp://x"),
+            Err(EndpointError::Scheme(_))
+        ));
+        assert!(matches!(
+            Gateway::parse("http://"),
+            Err(EndpointError::NoHost(_))
+        ));
         assert!(matches!(Gateway::parse(""), Err(EndpointError::NoHost(_))));
     }
 

@@ -141,7 +141,10 @@ mod tests {
             ErrorCode::UnsupportedProtocol,
             ErrorCode::TooLarge,
         ] {
-            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{}\"", code.as_str()));
+            assert_eq!(
+                serde_json::to_string(&code).unwrap(),
+                format!("\"{}\"", code.as_str())
+            );
         }
     }
 

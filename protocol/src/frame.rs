@@ -277,7 +277,10 @@ mod tests {
     fn res_ok_and_err() {
         let raw = RawValue::from_string(r#"{"content":[] }"#.into()).unwrap();
         let text = encode_ok("1", &raw);
-        assert_eq!(text, r#"{"type":"res","id":"1","ok":true,"result":{"content":[] }}"#);
+        assert_eq!(
+            text,
+            r#"{"type":"res","id":"1","ok":true,"result":{"content":[] }}"#
+        );
         match Frame::decode(&text).unwrap() {
             Frame::Res { outcome: Ok(r), .. } => assert_eq!(r.get(), r#"{"content":[] }"#),
             other => panic!("{other:?}"),
@@ -285,7 +288,9 @@ mod tests {
         let err = ErrorShape::new(ErrorCode::NotFound, "no such tool");
         let text = encode_err("2", &err);
         match Frame::decode(&text).unwrap() {
-            Frame::Res { outcome: Err(e), .. } => assert_eq!(e, err),
+            Frame::Res {
+                outcome: Err(e), ..
+            } => assert_eq!(e, err),
             other => panic!("{other:?}"),
         }
     }

@@ -40,9 +40,9 @@ impl NodeId {
     pub fn parse(s: &str) -> Result<NodeId, NameError> {
         let ok = !s.is_empty()
             && s.len() <= MAX_NODE_ID_LEN
-            && s.bytes().enumerate().all(|(i, b)| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-')
-            });
+            && s.bytes()
+                .enumerate()
+                .all(|(i, b)| b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-'));
         if ok {
             Ok(NodeId(s.to_owned()))
         } else {
@@ -113,7 +113,9 @@ impl ToolName {
         let ok = !bytes.is_empty()
             && bytes.len() <= MAX_TOOL_NAME_LEN
             && bytes[0].is_ascii_alphabetic()
-            && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
             && !s.contains(NAMESPACE_SEPARATOR);
         if ok {
             Ok(ToolName(s.to_owned()))
@@ -206,7 +208,13 @@ mod tests {
 
     #[test]
     fn tool_names() {
-        for ok in ["Bash", "net_diagnose", "a", "X9", &format!("A{}", "b".repeat(30))] {
+        for ok in [
+            "Bash",
+            "net_diagnose",
+            "a",
+            "X9",
+            &format!("A{}", "b".repeat(30)),
+        ] {
             assert!(ToolName::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -245,7 +253,10 @@ mod tests {
 
     #[test]
     fn hostname_mapping() {
-        assert_eq!(NodeId::from_hostname("My-Laptop.local").as_str(), "my-laptop-local");
+        assert_eq!(
+            NodeId::from_hostname("My-Laptop.local").as_str(),
+            "my-laptop-local"
+        );
         assert_eq!(NodeId::from_hostname("--x_y").as_str(), "x-y");
         assert_eq!(NodeId::from_hostname("").as_str(), "node");
         assert_eq!(NodeId::from_hostname(&"h".repeat(80)).as_str().len(), 32);

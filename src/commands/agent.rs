@@ -50,10 +50,22 @@ async fn connect(target: &Target) -> Result<AgentClient, u8> {
 }
 
 /// `gsv call NAME ARGS`: prints the text content (or the whole result with `--json`).
-pub async fn call(target: Target, name: &str, args: &str, json: bool, timeout_ms: Option<u64>) -> u8 {
+pub async fn call(
+    target: Target,
+    name: &str,
+    args: &str,
+    json: bool,
+    timeout_ms: Option<u64>,
+) -> u8 {
     let args: serde_json::Value = match serde_json::from_str(args) {
         Ok(v) => v,
-        Err(e) => return fail("invalid_args", format!("arguments are not valid JSON: {e}"), exit::USAGE),
+        Err(e) => {
+            return fail(
+                "invalid_args",
+                format!("arguments are not valid JSON: {e}"),
+                exit::USAGE,
+            )
+        }
     };
     let client = match connect(&target).await {
         Ok(c) => c,
@@ -95,7 +107,10 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
     match client.list_nodes().await {
         Ok(nodes) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&nodes).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&nodes).unwrap_or_default()
+                );
             } else if nodes.is_empty() {
                 eprintln!("no nodes");
             } else {
@@ -127,7 +142,10 @@ pub async fn tools(target: Target, json: bool) -> u8 {
     match client.list_tools().await {
         Ok(tools) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&tools).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&tools).unwrap_or_default()
+                );
             } else if tools.is_empty() {
                 eprintln!("no tools visible to this token");
             } else {

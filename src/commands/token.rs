@@ -78,10 +78,17 @@ pub fn list(data: &Path, json: bool) -> u8 {
     match store.list_tokens() {
         Ok(tokens) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&tokens).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&tokens).unwrap_or_default()
+                );
             } else {
                 for t in tokens {
-                    let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
+                    let state = if t.revoked_at.is_some() {
+                        "revoked"
+                    } else {
+                        "active"
+                    };
                     let policy = t
                         .policy
                         .map(|p| {

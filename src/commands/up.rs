@@ -60,7 +60,12 @@ pub async fn run(opts: UpOptions) -> u8 {
         },
         None => default_node_id(),
     };
-    let workspace = match opts.workspace.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+    let workspace = match opts
+        .workspace
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+    {
         Ok(w) => w,
         Err(e) => {
             eprintln!("error: workspace: {e}");
@@ -75,15 +80,31 @@ pub async fn run(opts: UpOptions) -> u8 {
             return exit::UNREACHABLE;
         }
     };
-    let tokens = Store::open(&data).map_err(|e| e.to_string()).and_then(|store| {
-        let node = ensure_token(&store, &data, NODE_TOKEN_FILE, TokenKind::Node, node_id.as_str(), None)?;
-        let everything = PolicySpec {
-            allow: vec!["*".into()],
-            ..PolicySpec::default()
-        };
-        ensure_token(&store, &data, AGENT_TOKEN_FILE, TokenKind::Agent, "local", Some(&everything))?;
-        Ok(node)
-    });
+    let tokens = Store::open(&data)
+        .map_err(|e| e.to_string())
+        .and_then(|store| {
+            let node = ensure_token(
+                &store,
+                &data,
+                NODE_TOKEN_FILE,
+                TokenKind::Node,
+                node_id.as_str(),
+                None,
+            )?;
+            let everything = PolicySpec {
+                allow: vec!["*".into()],
+                ..PolicySpec::default()
+            };
+            ensure_token(
+                &store,
+                &data,
+                AGENT_TOKEN_FILE,
+                TokenKind::Agent,
+                "local",
+                Some(&everything),
+            )?;
+            Ok(node)
+        });
     let node_token = match tokens {
         Ok(t) => t,
         Err(e) => {
@@ -100,7 +121,10 @@ pub async fn run(opts: UpOptions) -> u8 {
 
     println!("gsv is up");
     println!("  gateway      {url}   (data: {})", data.display());
-    println!("  local node   {node_id}   (workspace: {})", workspace.display());
+    println!(
+        "  local node   {node_id}   (workspace: {})",
+        workspace.display()
+    );
     println!("  agent token  {}", data.join(AGENT_TOKEN_FILE).display());
     println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
     println!("  add a machine:");

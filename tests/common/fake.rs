@@ -89,7 +89,10 @@ impl Raw {
     }
 
     /// Full handshake; returns the connect answer (`Ok(hello)` or the error).
-    pub async fn handshake(&mut self, params: impl FnOnce(String) -> Value) -> Result<Value, ErrorShape> {
+    pub async fn handshake(
+        &mut self,
+        params: impl FnOnce(String) -> Value,
+    ) -> Result<Value, ErrorShape> {
         let nonce = self.challenge().await;
         let req = json!({"type": "req", "id": "c1", "method": "connect", "params": params(nonce)});
         self.send(&req.to_string()).await;
@@ -103,7 +106,12 @@ impl Raw {
     }
 
     /// Connects as a node declaring `tools`.
-    pub async fn node(addr: &str, id: &str, token: &str, tools: Value) -> (Raw, Result<Value, ErrorShape>) {
+    pub async fn node(
+        addr: &str,
+        id: &str,
+        token: &str,
+        tools: Value,
+    ) -> (Raw, Result<Value, ErrorShape>) {
         let mut raw = Raw::open(addr, "/v1/node").await;
         let r = raw
             .handshake(|nonce| node_connect(id, token, &nonce, tools))

@@ -111,10 +111,14 @@ async fn wait_addr(data: &Path, previous: Option<&str>) -> String {
     })
     .await;
     // The file is written after bind; make sure the port answers.
-    eventually("the gateway to accept connections", Duration::from_secs(10), || {
-        let addr = addr.clone();
-        async move { tokio::net::TcpStream::connect(&addr).await.ok().map(|_| ()) }
-    })
+    eventually(
+        "the gateway to accept connections",
+        Duration::from_secs(10),
+        || {
+            let addr = addr.clone();
+            async move { tokio::net::TcpStream::connect(&addr).await.ok().map(|_| ()) }
+        },
+    )
     .await;
     addr
 }
@@ -186,7 +190,10 @@ impl Gateway {
             "token create failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8(out.stdout).expect("utf8").trim().to_owned()
+        String::from_utf8(out.stdout)
+            .expect("utf8")
+            .trim()
+            .to_owned()
     }
 
     pub fn node_token(&self, id: &str) -> String {
@@ -244,14 +251,18 @@ impl Gateway {
     pub async fn wait_online(&self, id: &str) {
         let url = self.url();
         let token = self.admin_token();
-        eventually(&format!("node {id} online"), Duration::from_secs(30), || {
-            let (url, token) = (url.clone(), token.clone());
-            async move {
-                let c = AgentClient::connect(&url, &token).await.ok()?;
-                let nodes = c.list_nodes().await.ok()?;
-                nodes.iter().any(|n| n.id == id && n.online).then_some(())
-            }
-        })
+        eventually(
+            &format!("node {id} online"),
+            Duration::from_secs(30),
+            || {
+                let (url, token) = (url.clone(), token.clone());
+                async move {
+                    let c = AgentClient::connect(&url, &token).await.ok()?;
+                    let nodes = c.list_nodes().await.ok()?;
+                    nodes.iter().any(|n| n.id == id && n.online).then_some(())
+                }
+            },
+        )
         .await
     }
 
@@ -313,7 +324,11 @@ pub async fn http_request(
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     let body = match text.split_once("\r\n\r\n") {
-        Some((head, rest)) if head.to_ascii_lowercase().contains("transfer-encoding: chunked") => {
+        Some((head, rest))
+            if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked") =>
+        {
             dechunk(rest)
         }
         Some((_, rest)) => rest.to_owned(),
