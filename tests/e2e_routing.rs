@@ -384,3 +384,100 @@ async fn policy_hides_and_forbids() {
         .unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::ApprovalRequired);
 }
+
+#[tokio::test]
+async fn a_silent_node_is_dropped_after_two_heartbeats() {
+    // The test gateway pings every second; a peer that never reads never answers.
+    let gw = Gateway::start().await;
+    let token = gw.node_token("mute");
+    let (node, r) = Raw::node(
+        &gw.addr,
+        "mute",
+        &token,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
+    r.unwrap();
+    let agent = gw.agent().await;
+    assert!(agent
+        .list_nodes()
+        .await
+        .unwrap()
+        .iter()
+        .any(|n| n.id == "mute" && n.online));
+    // Hold the socket open without reading (so no pong is ever sent).
+    let started = Instant::now();
+    eventually(
+        "the silent node to be dropped",
+        Duration::from_secs(15),
+        || async {
+            let nodes = agent.list_nodes().await.ok()?;
+            nodes
+                .iter()
+                .any(|n| n.id == "mute" && !n.online)
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "dropped too early"
+    );
+    drop(node);
+}
+
+#[tokio::test]
+async fn an_in_process_node_with_a_custom_tool() {
+    use gsv_node::{async_trait, NodeConfig, Registry, Tool, ToolContext};
+    use gsv_protocol::{NodeId, ToolDef, ToolResult};
+
+    struct Reverse;
+    #[async_trait]
+    impl Tool for Reverse {
+        fn def(&self) -> ToolDef {
+            serde_json::from_value(json!({
+                "name": "Reverse",
+                "description": "Reverse a string",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                "capability": "diagnostics.echo"
+            }))
+            .unwrap()
+        }
+        async fn execute(&self, args: serde_json::Value, _ctx: ToolContext) -> ToolResult {
+            ToolResult::text(
+                args["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .rev()
+                    .collect::<String>(),
+            )
+        }
+    }
+
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let config = NodeConfig::new(
+        gw.url(),
+        NodeId::parse("inproc").unwrap(),
+        gw.node_token("inproc"),
+        ws.path().to_path_buf(),
+    );
+    let mut registry = Registry::standard(&config).unwrap();
+    registry.register(Reverse).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(gsv_node::run_with_registry(config, registry, stop.clone()));
+    gw.wait_online("inproc").await;
+    let agent = gw.agent().await;
+    let r = agent
+        .call("inproc__Reverse", json!({"text": "gsv"}), None)
+        .await
+        .unwrap();
+    assert_eq!(r.joined_text(), "vsg");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("node stops when asked")
+        .unwrap()
+        .unwrap();
+}

@@ -75,12 +75,14 @@ async fn route(
                 format!("this token may not call {full}"),
             ));
         }
-        Decision::Confirm => return Err(ErrorShape::new(
-            ErrorCode::ApprovalRequired,
-            format!(
+        Decision::Confirm => {
+            return Err(ErrorShape::new(
+                ErrorCode::ApprovalRequired,
+                format!(
                 "{full} needs an operator's approval, and this gateway has no approval queue yet"
             ),
-        )),
+            ))
+        }
     }
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
