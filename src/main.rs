@@ -43,6 +43,12 @@ struct GatewayArgs {
     /// Deadline for a connection to finish its handshake, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS, hide = true)]
     handshake_timeout_ms: u64,
+    /// Store call arguments in the audit log (by default only their SHA-256)
+    #[arg(long)]
+    audit_args: bool,
+    /// How long an approval request stays open, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 600_000, hide = true)]
+    approval_ttl_ms: u64,
 }
 
 impl GatewayArgs {
@@ -51,16 +57,20 @@ impl GatewayArgs {
         c.metrics_listen = self.metrics_listen;
         c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
         c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
+        c.audit_args = self.audit_args;
+        c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c
     }
 }
 
 #[derive(Args, Clone)]
 struct TargetArgs {
-    /// Gateway URL (http(s):// or ws(s)://) [default: the local gateway in the data dir]
+    /// Gateway URL (http(s):// or ws(s)://) [default: $GSV_GATEWAY, else the address in
+    /// the data dir's gateway.addr, else http://127.0.0.1:8787]
     #[arg(long, value_name = "URL")]
     gateway: Option<String>,
-    /// Agent token [default: $GSV_AGENT_TOKEN, else agent.token in the data dir]
+    /// Agent token [default: $GSV_AGENT_TOKEN, else agent.token, else admin.token in the
+    /// data dir]
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
     #[command(flatten)]
@@ -115,6 +125,11 @@ enum Command {
         /// Register the Echo tool (tests, benchmarks)
         #[arg(long)]
         echo_tool: bool,
+        /// Confine the file tools (Read, Write, Edit, Glob, Grep) to the workspace: paths
+        /// are canonicalised, and anything outside it (`..`, absolute paths, symlinks
+        /// pointing out) is refused [default: off]
+        #[arg(long)]
+        confine: bool,
         /// Host role: execution or specialized
         #[arg(long, value_name = "ROLE", default_value = "execution")]
         role: String,
@@ -154,6 +169,100 @@ enum Command {
     Tools {
         #[command(flatten)]
         target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Operator decisions on calls waiting for approval
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
+    /// Check or show the hash-chained audit log (reads the database directly)
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Run a loopback-only benchmark scenario and print figure, baseline and ratio
+    Bench {
+        /// Scenario name (`gsv bench list` shows them)
+        scenario: String,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+        /// Tiny sizes: a smoke run of a few seconds
+        #[arg(long)]
+        quick: bool,
+        /// Directory for fixtures [default: a fresh temporary directory]
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Clone)]
+struct OperatorArgs {
+    /// Gateway URL [default: $GSV_GATEWAY, else gateway.addr in the data dir]
+    #[arg(long, value_name = "URL")]
+    gateway: Option<String>,
+    /// Admin token [default: admin.token in the data dir]
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    #[command(flatten)]
+    data: DataArg,
+}
+
+impl OperatorArgs {
+    fn target(self) -> commands::approvals::OperatorTarget {
+        commands::approvals::OperatorTarget {
+            gateway: self.gateway,
+            token: self.token,
+            data: self.data.data,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum ApprovalsCommand {
+    /// Pending approval requests (all recent ones with --all)
+    List {
+        #[command(flatten)]
+        target: OperatorArgs,
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a request: the waiting call runs
+    Approve {
+        id: String,
+        #[command(flatten)]
+        target: OperatorArgs,
+    },
+    /// Deny a request: the waiting call fails with `denied`
+    Deny {
+        id: String,
+        #[command(flatten)]
+        target: OperatorArgs,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Verify the hash chain; exit 0 if intact, 1 if a row was edited or deleted
+    Verify {
+        #[command(flatten)]
+        data: DataArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the last rows, and with --follow every new one
+    Tail {
+        #[command(flatten)]
+        data: DataArg,
+        /// How many past rows to show
+        #[arg(long, short = 'n', default_value_t = 20)]
+        lines: u32,
+        #[arg(long, short = 'f')]
+        follow: bool,
         #[arg(long)]
         json: bool,
     },
@@ -209,6 +318,13 @@ fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`gsv audit tail | head`) instead of panicking in
+    // println!, like other Unix tools.
+    #[cfg(unix)]
+    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Up {
@@ -232,6 +348,7 @@ fn main() -> ExitCode {
             token,
             workspace,
             echo_tool,
+            confine,
             role,
             heartbeat_ms,
         } => {
@@ -261,6 +378,7 @@ fn main() -> ExitCode {
             };
             let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
             config.echo_tool = echo_tool;
+            config.confine = confine;
             config.host_role = host_role;
             config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
             run_async("info", commands::node::run(config))
@@ -324,6 +442,48 @@ fn main() -> ExitCode {
         Command::Tools { target, json } => {
             run_async("warn", commands::agent::tools(target.target(), json))
         }
+        Command::Approvals { command } => match command {
+            ApprovalsCommand::List { target, all, json } => run_async(
+                "warn",
+                commands::approvals::list(target.target(), all, json),
+            ),
+            ApprovalsCommand::Approve { id, target } => run_async(
+                "warn",
+                commands::approvals::decide(target.target(), &id, true),
+            ),
+            ApprovalsCommand::Deny { id, target } => run_async(
+                "warn",
+                commands::approvals::decide(target.target(), &id, false),
+            ),
+        },
+        Command::Audit { command } => match command {
+            AuditCommand::Verify { data, json } => {
+                commands::audit::verify(&resolve::data_dir(data.data.as_deref()), json)
+            }
+            AuditCommand::Tail {
+                data,
+                lines,
+                follow,
+                json,
+            } => run_async(
+                "warn",
+                commands::audit::tail(
+                    &resolve::data_dir(data.data.as_deref()),
+                    lines,
+                    follow,
+                    json,
+                ),
+            ),
+        },
+        Command::Bench {
+            scenario,
+            json,
+            quick,
+            dir,
+        } => run_async(
+            "warn",
+            commands::bench::run(scenario, json, gsv::bench::BenchOptions { quick, dir }),
+        ),
     };
     ExitCode::from(code)
 }

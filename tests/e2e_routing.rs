@@ -205,7 +205,9 @@ async fn deadline_and_cancel_reach_the_node() {
     };
     assert_eq!(method, Method::ToolInvoke);
     let params: serde_json::Value = serde_json::from_str(params.unwrap().get()).unwrap();
-    assert_eq!(params["timeoutMs"], 45_000);
+    // What is left of the caller's 45 s deadline when the call is dispatched.
+    let carried = params["timeoutMs"].as_u64().unwrap();
+    assert!((44_000..=45_000).contains(&carried), "{carried}");
     assert_eq!(params["tool"], "Wait");
     assert_eq!(params["args"], json!({"text": "x"}));
 
@@ -375,14 +377,6 @@ async fn policy_hides_and_forbids() {
     let agent = gw.agent_with(&nothing).await;
     assert!(agent.list_tools().await.unwrap().is_empty());
     assert!(agent.list_nodes().await.unwrap().is_empty());
-    // Confirm is refused with approval_required until approvals exist.
-    let confirm = gw.token(&["agent", "c", "--allow", "*", "--confirm", "*__Echo"]);
-    let agent = gw.agent_with(&confirm).await;
-    let e = agent
-        .call("pol__Echo", json!({"text": "x"}), None)
-        .await
-        .unwrap_err();
-    assert_eq!(e.remote().unwrap().code, ErrorCode::ApprovalRequired);
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
+use crate::approvals::Decision;
+use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{read_loop, spawn_writer, Outbound, Ws};
 use crate::handshake;
 use crate::policy::{Policy, PolicySpec};
@@ -54,6 +56,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let conn_id = uuid::Uuid::new_v4().to_string();
     let name = hs.token.subject.clone();
     let token_id = hs.token.id.clone();
+    let is_admin = hs.token.kind == TokenKind::Admin;
     let limits = Limits::standard(
         gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
         shared.config.heartbeat.as_millis() as u64,
@@ -67,6 +70,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         conn_id.clone(),
         name,
         token_id,
+        is_admin,
         out.clone(),
         Arc::new(policy),
     ));
@@ -75,6 +79,9 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
     async {
         tracing::info!(%peer, "agent connected");
+        let mut entry = AuditEntry::new(AuditKind::Connect, format!("agent:{}", agent.name), "ok");
+        entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
+        shared.audit.record(entry);
         let in_flight: InFlight = Arc::new(DashMap::new());
         let reason = read_loop(stream, &out, shared.config.heartbeat, |text| {
             on_frame(&shared, &agent, &in_flight, text)
@@ -118,6 +125,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight
                     .registry
                     .summaries(|node, set| agent.sees_any(node, set));
                 let _ = agent.out.send(encode_ok(&id, &NodesListResult { nodes }));
+            }
+            Method::ApprovalsList | Method::ApprovalsDecide => {
+                operator_request(shared, agent, id, method, params)
             }
             Method::Connect => reply_err(
                 &agent.out,
@@ -199,11 +209,72 @@ fn start_call(
     let agent = agent.clone();
     let in_flight = in_flight.clone();
     tokio::spawn(async move {
-        let outcome = router::call(&shared, &agent.policy, params, cancel).await;
+        let caller = router::Caller::from_agent(&agent);
+        let outcome = router::call(&shared, &caller, params, cancel).await;
         in_flight.remove(&id);
         let frame = match outcome {
             Ok(raw) => encode_ok(&id, &raw),
             Err(e) => encode_err(&id, &e),
+        };
+        let _ = agent.out.send(frame);
+    });
+}
+
+/// Params of `approvals.list`.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListParams {
+    #[serde(default)]
+    all: bool,
+}
+
+/// Params of `approvals.decide`.
+#[derive(serde::Deserialize)]
+struct DecideParams {
+    id: String,
+    decision: Decision,
+}
+
+/// `approvals.list` / `approvals.decide`: operators (admin token) only.
+fn operator_request(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    id: String,
+    method: Method,
+    params: Option<Box<RawValue>>,
+) {
+    if !agent.is_admin {
+        return reply_err(
+            &agent.out,
+            &id,
+            ErrorShape::new(ErrorCode::Forbidden, "approvals need the admin token"),
+        );
+    }
+    let raw = params
+        .map(|p| p.get().to_owned())
+        .unwrap_or_else(|| "{}".into());
+    let shared = shared.clone();
+    let agent = agent.clone();
+    tokio::spawn(async move {
+        let frame = match method {
+            Method::ApprovalsList => match serde_json::from_str::<ListParams>(&raw) {
+                Ok(p) => match shared.approvals.list(!p.all).await {
+                    Ok(list) => encode_ok(&id, &serde_json::json!({ "approvals": list })),
+                    Err(e) => encode_err(&id, &e),
+                },
+                Err(e) => encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string())),
+            },
+            _ => match serde_json::from_str::<DecideParams>(&raw) {
+                Ok(p) => match crate::approvals::decide_and_announce(
+                    &shared, &p.id, p.decision, "operator",
+                )
+                .await
+                {
+                    Ok(req) => encode_ok(&id, &req),
+                    Err(e) => encode_err(&id, &e),
+                },
+                Err(e) => encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string())),
+            },
         };
         let _ = agent.out.send(frame);
     });

@@ -19,6 +19,12 @@ pub struct GatewayConfig {
     pub handshake_timeout: Duration,
     /// Write the address file (`gateway.addr`) in the data directory.
     pub write_addr_file: bool,
+    /// Store argument values in the audit log (only their hash by default).
+    pub audit_args: bool,
+    /// How long an approval request stays open.
+    pub approval_ttl: Duration,
+    /// Failed authentications allowed per source address per minute.
+    pub auth_failures_per_minute: u32,
 }
 
 impl GatewayConfig {
@@ -30,6 +36,9 @@ impl GatewayConfig {
             heartbeat: Duration::from_millis(gsv_protocol::limits::DEFAULT_HEARTBEAT_MS),
             handshake_timeout: Duration::from_millis(gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS),
             write_addr_file: true,
+            audit_args: false,
+            approval_ttl: crate::approvals::DEFAULT_TTL,
+            auth_failures_per_minute: 20,
         }
     }
 }

@@ -167,9 +167,15 @@ async fn writer(
             break;
         }
     }
-    // Best effort: say why, then close. Bounded so a dead peer cannot hold the task.
+    // Best effort: deliver what is queued (a shutdown notice, a last result), say why,
+    // then close. Bounded so a dead or slow peer cannot hold the task.
     let frame = close_frame.lock().ok().and_then(|mut f| f.take());
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(m) = rx.try_recv() {
+            if sink.feed(m).await.is_err() {
+                break;
+            }
+        }
         let _ = sink.send(Message::Close(frame)).await;
         let _ = sink.close().await;
     })

@@ -32,15 +32,23 @@ pub fn default_data_dir() -> PathBuf {
     home.join(".local").join("share").join("gsv")
 }
 
-/// Creates the directory (mode 0700 on Unix) if needed.
+/// Creates the directory (mode 0700 on Unix) if needed. An existing directory keeps
+/// its permissions (it may be one the user pointed `--data` at); the files in it are
+/// 0600 anyway.
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    if dir.is_dir() {
+        return Ok(());
+    }
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
     }
-    Ok(())
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)
 }
 
 /// Writes a secret file atomically with mode 0600 (temp file + rename).

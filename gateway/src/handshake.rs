@@ -4,6 +4,7 @@
 //! to do so and be authenticated. The credential is checked against the store on every
 //! connect (so tokens created or revoked by another process count at once).
 
+use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{close_stream, Ws};
 use crate::state::Shared;
 use crate::store::TokenRecord;
@@ -56,6 +57,9 @@ pub async fn refuse(
 ) {
     tracing::warn!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
     shared.metrics.refused(role_str(role), err.code.as_str());
+    let mut entry = AuditEntry::new(AuditKind::Refused, peer.to_string(), err.code.as_str());
+    entry.detail = Some(serde_json::json!({ "role": role_str(role), "message": err.message }));
+    shared.audit.record(entry);
     let _ = ws
         .send(Message::Text(encode_err(req_id, &err).into()))
         .await;
@@ -216,6 +220,15 @@ async fn read_connect(
             ),
         ));
     }
+    if shared.auth_limiter.is_limited(peer.ip()) {
+        return Err((
+            id,
+            ErrorShape::new(
+                ErrorCode::RateLimited,
+                "too many failed authentications from this address; wait a minute",
+            ),
+        ));
+    }
     let store = shared.store.clone();
     let presented = params.auth.token.clone();
     let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
@@ -229,6 +242,7 @@ async fn read_connect(
     let token = match verified {
         Ok(Some(t)) => t,
         Ok(None) => {
+            shared.auth_limiter.failed(peer.ip());
             tracing::warn!(%peer, "connect with an invalid or revoked token");
             return Err((
                 id,

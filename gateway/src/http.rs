@@ -29,7 +29,9 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/agent", get(agent_ws))
         .route("/v1/nodes", get(nodes))
         .route("/v1/tools", get(tools))
-        .route("/v1/nodes/{id}/probe", post(probe));
+        .route("/v1/nodes/{id}/probe", post(probe))
+        .route("/v1/approvals", get(approvals_list))
+        .route("/v1/approvals/{id}", post(approvals_decide));
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
@@ -85,7 +87,29 @@ impl Principal {
     }
 }
 
-async fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<Principal, ApiError> {
+async fn authorize(
+    shared: &Shared,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+) -> Result<Principal, ApiError> {
+    if shared.auth_limiter.is_limited(peer.ip()) {
+        return Err(ApiError(ErrorShape::new(
+            ErrorCode::RateLimited,
+            "too many failed authentications from this address; wait a minute",
+        )));
+    }
+    let result = check_token(shared, headers).await;
+    if let Err(ApiError(e)) = &result {
+        if e.code == ErrorCode::Unauthorized {
+            shared.auth_limiter.failed(peer.ip());
+            shared.metrics.refused("http", e.code.as_str());
+            tracing::warn!(%peer, "HTTP API request with a missing or invalid token");
+        }
+    }
+    result
+}
+
+async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let unauthorized = |m: &str| ApiError(ErrorShape::new(ErrorCode::Unauthorized, m));
     let token = headers
         .get(header::AUTHORIZATION)
@@ -134,49 +158,116 @@ async fn metrics(State(shared): State<AppState>) -> Response {
 
 async fn nodes(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Json<NodesListResult>, ApiError> {
-    let policy = authorize(&shared, &headers).await?.policy();
+    let policy = authorize(&shared, &headers, peer).await?.policy();
     let nodes = shared.registry.summaries(|node, set| {
-        set.tools.iter().any(|t| {
-            policy.visible(&gsv_protocol::names::NamespacedName::join(
-                node,
-                &t.def.name,
-            ))
-        })
+        policy.is_full()
+            || set.tools.iter().any(|t| {
+                policy.visible(&gsv_protocol::names::NamespacedName::join(
+                    node,
+                    &t.def.name,
+                ))
+            })
     });
     Ok(Json(NodesListResult { nodes }))
 }
 
 async fn tools(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Json<ToolsListResult>, ApiError> {
-    let policy = authorize(&shared, &headers).await?.policy();
+    let policy = authorize(&shared, &headers, peer).await?.policy();
     let tools = shared.registry.tool_entries(|n| policy.visible(n));
     Ok(Json(ToolsListResult { tools }))
 }
 
+/// Requires the admin token.
+async fn admin_only(
+    shared: &Shared,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    what: &str,
+) -> Result<(), ApiError> {
+    match authorize(shared, headers, peer).await? {
+        Principal::Admin => Ok(()),
+        Principal::Agent(_) => Err(ApiError(ErrorShape::new(
+            ErrorCode::Forbidden,
+            format!("{what} needs the admin token"),
+        ))),
+    }
+}
+
+/// Parses an optional JSON body; an empty body gives the default.
+fn json_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError(ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!("request body is not the expected JSON: {e}"),
+        ))
+    })
+}
+
 async fn probe(
     State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Option<Json<ProbeParams>>,
+    body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    match authorize(&shared, &headers).await? {
-        Principal::Admin => {}
-        Principal::Agent(_) => {
-            return Err(ApiError(ErrorShape::new(
-                ErrorCode::Forbidden,
-                "probing a node needs the admin token",
-            )))
-        }
-    }
-    let bins = body.map(|Json(p)| p.bins).unwrap_or_default();
-    let result = crate::probe::probe(&shared, &id, bins)
+    admin_only(&shared, &headers, peer, "probing a node").await?;
+    let params: ProbeParams = json_body(&body)?;
+    let result = crate::probe::probe(&shared, &id, params.bins)
         .await
         .map_err(ApiError)?;
     Ok(Json(result).into_response())
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ApprovalsQuery {
+    #[serde(default)]
+    all: bool,
+}
+
+async fn approvals_list(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<ApprovalsQuery>,
+) -> Result<Response, ApiError> {
+    admin_only(&shared, &headers, peer, "listing approvals").await?;
+    let list = shared.approvals.list(!q.all).await.map_err(ApiError)?;
+    Ok(Json(serde_json::json!({ "approvals": list })).into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct DecideBody {
+    decision: crate::approvals::Decision,
+}
+
+async fn approvals_decide(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    admin_only(&shared, &headers, peer, "deciding approvals").await?;
+    let body: DecideBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError(ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {e}"),
+        ))
+    })?;
+    let req = crate::approvals::decide_and_announce(&shared, &id, body.decision, "admin-api")
+        .await
+        .map_err(ApiError)?;
+    Ok(Json(req).into_response())
 }
 
 async fn node_ws(

@@ -6,6 +6,8 @@
 //! Tokens live hashed in an embedded SQLite store in the data directory.
 
 pub mod agent_session;
+pub mod approvals;
+pub mod audit;
 pub mod config;
 pub mod conn;
 pub mod datadir;
@@ -15,7 +17,9 @@ pub mod metrics;
 pub mod node_session;
 pub mod policy;
 pub mod probe;
+pub mod ratelimit;
 pub mod registry;
+pub mod revocation;
 pub mod router;
 pub mod server;
 pub mod state;

@@ -5,6 +5,7 @@
 //! connection ends (for any reason) every call still pending on it fails at once with
 //! `node_disconnected`, and agents hear that the node's tools went offline.
 
+use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
 use crate::handshake::{self, Handshake};
 use crate::registry::{Completion, NodeHandle};
@@ -61,7 +62,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         }
     };
     if hs.token.kind != TokenKind::Node {
-        let msg = format!("a {} token cannot connect as a node", hs.token.kind);
+        let msg = format!("{} tokens cannot connect as nodes", hs.token.kind);
         hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
             .await;
         return None;
@@ -92,6 +93,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     };
     let conn_id = uuid::Uuid::new_v4().to_string();
     let peer = hs.peer;
+    let token_id = hs.token.id.clone();
     let limits = Limits::standard(
         gsv_protocol::limits::MAX_PENDING_PER_NODE,
         shared.config.heartbeat.as_millis() as u64,
@@ -103,6 +105,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     let handle = Arc::new(NodeHandle::new(
         id,
         conn_id,
+        token_id,
         out,
         tools,
         info.host_role,
@@ -113,7 +116,8 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
 }
 
 async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
-    if let Some(old) = shared.registry.insert(handle.clone()) {
+    let replaced = shared.registry.insert(handle.clone());
+    if let Some(old) = &replaced {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
         old.out.close_with(
             CloseCode::Policy,
@@ -124,7 +128,17 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     }
     shared.metrics.connected_nodes.inc();
     tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
-    shared.tools_changed(handle.id.as_str(), &handle.tools, "connected");
+    let mut entry = AuditEntry::new(AuditKind::Connect, format!("node:{}", handle.id), "ok");
+    entry.node = Some(handle.id.to_string());
+    entry.detail =
+        Some(serde_json::json!({ "remote": handle.remote.to_string(), "connId": handle.conn_id }));
+    shared.audit.record(entry);
+    let change = if replaced.is_some() {
+        "replaced"
+    } else {
+        "connected"
+    };
+    shared.tools_changed(handle.id.as_str(), &handle.tools, change);
 
     let reason = read_loop(stream, &handle.out, shared.config.heartbeat, |text| {
         on_frame(&shared, &handle, text)
@@ -136,6 +150,14 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     let failed = handle.fail_all_pending();
     let current = shared.registry.remove_if_current(&handle);
     tracing::info!(?reason, failed_calls = failed, "node disconnected");
+    let mut entry = AuditEntry::new(
+        AuditKind::Disconnect,
+        format!("node:{}", handle.id),
+        format!("{reason:?}"),
+    );
+    entry.node = Some(handle.id.to_string());
+    entry.detail = Some(serde_json::json!({ "failedCalls": failed, "connId": handle.conn_id }));
+    shared.audit.record(entry);
     if current {
         shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
     }

@@ -92,6 +92,11 @@ impl Policy {
         }
     }
 
+    /// Whether this is the admin's everything-allowed policy.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
     /// Whether the tool is listed for this agent (allowed, possibly with confirmation).
     pub fn visible(&self, namespaced: &str) -> bool {
         self.decide(namespaced) != Decision::Deny

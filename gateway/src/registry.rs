@@ -27,6 +27,8 @@ pub type CallOutcome = Result<Box<RawValue>, ErrorShape>;
 pub struct NodeHandle {
     pub id: NodeId,
     pub conn_id: String,
+    /// The token this connection authenticated with (closed when it is revoked).
+    pub token_id: String,
     pub out: Outbound,
     pub tools: Arc<ToolSet>,
     pub host_role: HostRole,
@@ -35,8 +37,11 @@ pub struct NodeHandle {
     pub since: u64,
     pub remote: SocketAddr,
     calls: Mutex<Calls>,
-    next_call: AtomicU64,
 }
+
+/// Call ids are unique across the whole gateway (not per connection), so a result
+/// sent on the wrong connection can never match another call by accident.
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 
 /// The calls of one connection: pending ones, and the ids of the last few the caller
 /// gave up on (timed out, cancelled), whose late answers are expected and dropped
@@ -70,9 +75,11 @@ pub enum PendingError {
 }
 
 impl NodeHandle {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: NodeId,
         conn_id: String,
+        token_id: String,
         out: Outbound,
         tools: Arc<ToolSet>,
         host_role: HostRole,
@@ -82,6 +89,7 @@ impl NodeHandle {
         NodeHandle {
             id,
             conn_id,
+            token_id,
             out,
             tools,
             host_role,
@@ -89,7 +97,6 @@ impl NodeHandle {
             since: gsv_protocol::now_ms(),
             remote,
             calls: Mutex::new(Calls::default()),
-            next_call: AtomicU64::new(1),
         }
     }
 
@@ -102,7 +109,7 @@ impl NodeHandle {
         if self.out.is_closed() {
             return Err(PendingError::Closed);
         }
-        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         let mut calls = self.calls();
         if calls.pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {

@@ -1,18 +1,21 @@
 //! Routing one agent call to the node its name points at, and back.
 //!
-//! Order of checks: name → policy → node → tool → arguments (against the tool's JSON
-//! Schema) → dispatch. Arguments and the result cross the gateway as the exact bytes
-//! received; only validation parses the arguments. One deadline covers the call; the
-//! node gets the same deadline, and the gateway waits a short slack past it so a
-//! node's own timeout answer arrives first.
+//! Order of checks: name → policy (deny) → node → tool → arguments (against the tool's
+//! JSON Schema) → approval (policy `confirm`) → dispatch. Arguments and the result
+//! cross the gateway as the exact bytes received; only validation parses the
+//! arguments. One deadline covers the whole call, approval wait included; the node gets
+//! what is left of it, and the gateway waits a short slack past it so a node's own
+//! timeout answer arrives first. Every call ends in one audit row.
 
+use crate::approvals::{Decision as Approval, NewRequest};
+use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::policy::{Decision, Policy};
-use crate::registry::{CallOutcome, PendingError};
-use crate::state::Shared;
+use crate::registry::{CallOutcome, NodeHandle, PendingError};
+use crate::state::{AgentHandle, Shared};
 use gsv_protocol::frame::{encode_cancel, encode_req};
 use gsv_protocol::method::{ToolInvokeOut, ToolsCallParams};
-use gsv_protocol::{ErrorCode, ErrorShape, Method, NamespacedName};
-use serde_json::json;
+use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method, NamespacedName};
+use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -20,14 +23,40 @@ use tracing::Instrument;
 /// How long past the deadline the gateway waits for the node's own answer.
 const DEADLINE_SLACK: Duration = Duration::from_millis(500);
 
+/// Who is calling.
+pub struct Caller<'a> {
+    pub name: &'a str,
+    pub token_id: &'a str,
+    pub policy: &'a Policy,
+    /// The caller's WebSocket connection, for approval events.
+    pub agent: Option<&'a AgentHandle>,
+}
+
+impl<'a> Caller<'a> {
+    pub fn from_agent(agent: &'a AgentHandle) -> Self {
+        Caller {
+            name: &agent.name,
+            token_id: &agent.token_id,
+            policy: &agent.policy,
+            agent: Some(agent),
+        }
+    }
+}
+
 fn not_found(message: String) -> ErrorShape {
     ErrorShape::new(ErrorCode::NotFound, message)
+}
+
+/// What the audit row of a call needs from routing.
+#[derive(Default)]
+struct Trace {
+    args: Option<Value>,
 }
 
 /// Routes one `tools.call`. `cancel` fires when the caller cancels or goes away.
 pub async fn call(
     shared: &Shared,
-    policy: &Policy,
+    caller: &Caller<'_>,
     params: ToolsCallParams,
     cancel: CancellationToken,
 ) -> CallOutcome {
@@ -36,9 +65,9 @@ pub async fn call(
         Ok(n) => n,
         Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
     };
-    let span = tracing::info_span!("call", node = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
-    let tool_label = name.tool.as_str().to_owned();
-    let outcome = route(shared, policy, &name, &params, cancel)
+    let span = tracing::info_span!("call", agent = caller.name, node = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
+    let mut trace = Trace::default();
+    let outcome = route(shared, caller, &name, &params, cancel, &mut trace)
         .instrument(span)
         .await;
     let label = match &outcome {
@@ -46,43 +75,46 @@ pub async fn call(
         Ok(_) => "ok",
         Err(e) => e.code.as_str(),
     };
+    let elapsed = started.elapsed();
     shared
         .metrics
-        .call_done(&tool_label, label, started.elapsed().as_secs_f64());
+        .call_done(name.tool.as_str(), label, elapsed.as_secs_f64());
+    let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
+    entry.node = Some(name.node.to_string());
+    entry.tool = Some(name.tool.to_string());
+    entry.args_hash = trace.args.as_ref().map(args_hash);
+    if shared.config.audit_args {
+        entry.args = trace.args.as_ref().map(|a| a.to_string());
+    }
+    entry.duration_ms = Some(elapsed.as_millis() as u64);
+    entry.detail = Some(json!({ "tokenId": caller.token_id }));
+    shared.audit.record(entry);
     outcome
 }
 
-/// Whether a raw result says `"isError":true` (for metrics only; cheap and exact
-/// enough because results are produced by our serializer without spaces).
+/// Whether a raw result says `"isError":true` (for metrics only; exact because
+/// results come from our serializer, which writes no spaces).
 fn is_tool_error(raw: &str) -> bool {
     raw.contains("\"isError\":true")
 }
 
 async fn route(
     shared: &Shared,
-    policy: &Policy,
+    caller: &Caller<'_>,
     name: &NamespacedName,
     params: &ToolsCallParams,
     cancel: CancellationToken,
+    trace: &mut Trace,
 ) -> CallOutcome {
+    let started = Instant::now();
     let full = params.name.as_str();
-    match policy.decide(full) {
-        Decision::Allow => {}
-        Decision::Deny => {
-            tracing::warn!(tool = full, "call outside the agent's policy");
-            return Err(ErrorShape::new(
-                ErrorCode::Forbidden,
-                format!("this token may not call {full}"),
-            ));
-        }
-        Decision::Confirm => {
-            return Err(ErrorShape::new(
-                ErrorCode::ApprovalRequired,
-                format!(
-                "{full} needs an operator's approval, and this gateway has no approval queue yet"
-            ),
-            ))
-        }
+    let decision = caller.policy.decide(full);
+    if decision == Decision::Deny {
+        tracing::warn!(tool = full, "call outside the agent's policy");
+        return Err(ErrorShape::new(
+            ErrorCode::Forbidden,
+            format!("this token may not call {full}"),
+        ));
     }
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
@@ -104,7 +136,7 @@ async fn route(
             name.tool
         )));
     };
-    let args: serde_json::Value = serde_json::from_str(params.args.get()).map_err(|e| {
+    let args: Value = serde_json::from_str(params.args.get()).map_err(|e| {
         ErrorShape::new(
             ErrorCode::InvalidArgs,
             format!("args are not valid JSON: {e}"),
@@ -116,7 +148,23 @@ async fn route(
         .or(spec.def.default_timeout_ms)
         .unwrap_or(gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS)
         .clamp(1, gsv_protocol::limits::MAX_CALL_TIMEOUT_MS);
+    let deadline = started + Duration::from_millis(timeout_ms);
+    trace.args = Some(args);
 
+    if decision == Decision::Confirm {
+        let reason = format!("the token's policy requires approval for {full}");
+        let args = trace.args.as_ref().unwrap_or(&Value::Null);
+        await_approval(shared, caller, name, args, reason, deadline, &cancel).await?;
+    }
+
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(ErrorShape::new(
+            ErrorCode::Timeout,
+            "the deadline passed before dispatch",
+        ));
+    }
+    let remaining_ms = (remaining.as_millis() as u64).max(1);
     let (call_id, rx) = match node.begin_call() {
         Ok(x) => x,
         Err(PendingError::Full) => {
@@ -140,19 +188,103 @@ async fn route(
         &ToolInvokeOut {
             tool: name.tool.as_str(),
             args: &params.args,
-            timeout_ms,
+            timeout_ms: remaining_ms,
         },
     );
+    if frame.len() > gsv_protocol::limits::MAX_FRAME_BYTES {
+        node.abandon_call(call_id);
+        return Err(ErrorShape::new(
+            ErrorCode::TooLarge,
+            format!(
+                "the call's arguments do not fit in one {}-byte frame",
+                gsv_protocol::limits::MAX_FRAME_BYTES
+            ),
+        ));
+    }
     shared.metrics.pending_calls.inc();
-    let outcome = dispatch(shared, &node, call_id, &id, frame, rx, timeout_ms, cancel).await;
+    let outcome = dispatch(&node, call_id, &id, frame, rx, remaining_ms, cancel).await;
     shared.metrics.pending_calls.dec();
     outcome
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A short, human-readable form of a call for the operator.
+fn summary(name: &NamespacedName, args: &Value) -> String {
+    let detail = match args.get("command").and_then(Value::as_str) {
+        Some(cmd) => cmd.to_owned(),
+        None => args.to_string(),
+    };
+    let mut s = format!("{name}: {detail}");
+    if s.chars().count() > 300 {
+        s = s.chars().take(297).collect::<String>() + "...";
+    }
+    s
+}
+
+async fn await_approval(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    name: &NamespacedName,
+    args: &Value,
+    reason: String,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(), ErrorShape> {
+    let (request, rx) = shared
+        .approvals
+        .open(NewRequest {
+            agent: caller.name.to_owned(),
+            token_id: caller.token_id.to_owned(),
+            node: name.node.to_string(),
+            tool: name.tool.to_string(),
+            args_hash: args_hash(args),
+            summary: summary(name, args),
+            reason,
+        })
+        .await?;
+    tracing::info!(approval = %request.id, "call waits for approval");
+    let mut entry = AuditEntry::new(
+        AuditKind::Approval,
+        format!("agent:{}", caller.name),
+        "requested",
+    );
+    entry.node = Some(request.node.clone());
+    entry.tool = Some(request.tool.clone());
+    entry.args_hash = Some(request.args_hash.clone());
+    entry.detail = Some(json!({ "approval": request.id }));
+    shared.audit.record(entry);
+    let conn = caller.agent.map(|a| a.conn_id.as_str());
+    shared.notify_operators(EventName::ApprovalRequested, &request, conn);
+
+    let ttl = shared.approvals.ttl;
+    let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
+    let resolved = |state: &str| json!({ "id": request.id, "state": state });
+    tokio::select! {
+        d = rx => match d {
+            Ok(Approval::Approve) => Ok(()),
+            Ok(Approval::Deny) => Err(ErrorShape::new(
+                ErrorCode::Denied,
+                format!("an operator denied approval request {}", request.id),
+            ).with_details(json!({ "approval": request.id }))),
+            Err(_) => Err(ErrorShape::new(ErrorCode::Internal, "approval queue dropped the request")),
+        },
+        _ = tokio::time::sleep(wait) => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
+            Err(ErrorShape::new(
+                ErrorCode::Timeout,
+                format!("approval request {} was not decided in time", request.id),
+            ).with_details(json!({ "approval": request.id })))
+        }
+        _ = cancel.cancelled() => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
+            Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller while waiting for approval"))
+        }
+    }
+}
+
 async fn dispatch(
-    _shared: &Shared,
-    node: &crate::registry::NodeHandle,
+    node: &NodeHandle,
     call_id: u64,
     id: &str,
     frame: String,

@@ -86,7 +86,9 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         std::fs::write(&path, format!("{addr}\n"))
             .map_err(|source| GatewayError::Write { path, source })?;
     }
-    let shared = Arc::new(Shared::new(config, store));
+    let audit = crate::audit::AuditLog::start(&config.data_dir, config.audit_args)?;
+    let shared = Arc::new(Shared::new(config, store, audit));
+    tokio::spawn(crate::revocation::watch(shared.clone()));
     let mut tasks = Vec::new();
     let app = http::router(shared.clone(), metrics_listener.is_none())
         .into_make_service_with_connect_info::<SocketAddr>();
@@ -132,6 +134,17 @@ impl RunningGateway {
 
     /// Stops accepting, closes every connection, and waits for the servers to end.
     pub async fn stop(self) {
+        let bye = serde_json::json!({ "reason": "gateway shutting down" });
+        for a in self.shared.agents.iter() {
+            a.send_event(gsv_protocol::EventName::Shutdown, &bye);
+        }
+        for h in self.shared.registry.all() {
+            let _ = h.out.send(gsv_protocol::frame::encode_event(
+                gsv_protocol::EventName::Shutdown,
+                &bye,
+                0,
+            ));
+        }
         self.shared.shutdown.cancel();
         for h in self.shared.registry.all() {
             h.fail_all_pending();
@@ -139,6 +152,18 @@ impl RunningGateway {
         for t in self.tasks {
             let _ = t.await;
         }
+        self.shared.audit.flush().await;
+        if self.shared.config.write_addr_file {
+            let path = self.shared.config.data_dir.join(datadir::ADDR_FILE);
+            if datadir::read_line(&path).as_deref() == Some(self.addr.to_string().as_str()) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// The gateway's shared state (tests and embedding).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Waits until the gateway stops (after `stop` from elsewhere, or forever).

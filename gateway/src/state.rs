@@ -3,10 +3,13 @@
 //! One `Shared` per running gateway, behind an `Arc`. The maps in it are sharded
 //! (`DashMap`) so no global lock sits on the call path.
 
+use crate::approvals::Approvals;
+use crate::audit::AuditLog;
 use crate::config::GatewayConfig;
 use crate::conn::Outbound;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
+use crate::ratelimit::AuthLimiter;
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::toolset::ToolSet;
@@ -25,6 +28,8 @@ pub struct AgentHandle {
     pub conn_id: String,
     pub name: String,
     pub token_id: String,
+    /// Connected with the admin token: an operator.
+    pub is_admin: bool,
     pub out: Outbound,
     pub policy: Arc<Policy>,
     seq: AtomicU64,
@@ -35,6 +40,7 @@ impl AgentHandle {
         conn_id: String,
         name: String,
         token_id: String,
+        is_admin: bool,
         out: Outbound,
         policy: Arc<Policy>,
     ) -> Self {
@@ -42,6 +48,7 @@ impl AgentHandle {
             conn_id,
             name,
             token_id,
+            is_admin,
             out,
             policy,
             seq: AtomicU64::new(1),
@@ -54,12 +61,14 @@ impl AgentHandle {
         let _ = self.out.send(encode_event(event, payload, seq));
     }
 
-    /// Whether this agent may see any tool of `set` on `node`.
+    /// Whether this agent may see any tool of `set` on `node` (operators see every
+    /// node, tools or not).
     pub fn sees_any(&self, node: &str, set: &ToolSet) -> bool {
-        set.tools.iter().any(|t| {
-            self.policy
-                .visible(&NamespacedName::join(node, &t.def.name))
-        })
+        self.policy.is_full()
+            || set.tools.iter().any(|t| {
+                self.policy
+                    .visible(&NamespacedName::join(node, &t.def.name))
+            })
     }
 }
 
@@ -70,18 +79,39 @@ pub struct Shared {
     pub registry: Registry,
     pub agents: DashMap<String, Arc<AgentHandle>>,
     pub metrics: Metrics,
+    pub audit: AuditLog,
+    pub approvals: Approvals,
+    pub auth_limiter: AuthLimiter,
     pub shutdown: CancellationToken,
 }
 
 impl Shared {
-    pub fn new(config: GatewayConfig, store: Arc<Store>) -> Self {
+    pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
         Shared {
+            approvals: Approvals::new(store.clone(), config.approval_ttl),
+            auth_limiter: AuthLimiter::new(config.auth_failures_per_minute),
             config,
             store,
             registry: Registry::default(),
             agents: DashMap::new(),
             metrics: Metrics::new(),
+            audit,
             shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Sends an event to every operator connection (admin token) and, if given, to
+    /// one more agent (the caller concerned), once each.
+    pub fn notify_operators<P: Serialize + ?Sized>(
+        &self,
+        event: EventName,
+        payload: &P,
+        also: Option<&str>,
+    ) {
+        for a in self.agents.iter() {
+            if a.is_admin || Some(a.conn_id.as_str()) == also {
+                a.send_event(event, payload);
+            }
         }
     }
 

@@ -50,7 +50,7 @@ pub struct TokenInfo {
     pub revoked_at: Option<u64>,
 }
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// The database handle. One connection behind a mutex: every query is a point lookup
 /// or a single insert, far cheaper than the network round trip around it.
@@ -75,7 +75,13 @@ impl Store {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+            // The database and SQLite's WAL and shared-memory files hold token hashes
+            // and the audit log: owner only.
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+            }
         }
         Ok(Store {
             conn: Mutex::new(conn),
@@ -85,6 +91,15 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs `f` with the connection (audit and approvals use it directly).
+    pub fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        f(&mut conn)
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -210,6 +225,13 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
             );
             PRAGMA user_version = 1;",
         )?;
+    }
+    if version < 2 {
+        conn.execute_batch(&format!(
+            "{}\n{}\nPRAGMA user_version = 2;",
+            crate::audit::SCHEMA,
+            crate::approvals::SCHEMA
+        ))?;
     }
     Ok(())
 }

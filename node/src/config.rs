@@ -28,6 +28,10 @@ pub struct NodeConfig {
     pub workspace: PathBuf,
     /// Register the `Echo` diagnostics tool (tests and benchmarks).
     pub echo_tool: bool,
+    /// Confine the file tools (Read, Write, Edit, Glob, Grep) to `workspace`: paths
+    /// are canonicalised and anything outside it, through `..` or a symlink, is
+    /// refused (`gsv node --confine`). Off by default.
+    pub confine: bool,
     /// How the node wants to be used.
     pub host_role: HostRole,
     /// WebSocket ping interval.
@@ -45,6 +49,7 @@ impl NodeConfig {
             token,
             workspace,
             echo_tool: false,
+            confine: false,
             host_role: HostRole::default(),
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -61,6 +66,7 @@ impl fmt::Debug for NodeConfig {
             .field("token", &"<redacted>")
             .field("workspace", &self.workspace)
             .field("echo_tool", &self.echo_tool)
+            .field("confine", &self.confine)
             .field("host_role", &self.host_role)
             .field("heartbeat", &self.heartbeat)
             .field("connect_timeout", &self.connect_timeout)
@@ -82,6 +88,7 @@ mod tests {
             ".".into(),
         );
         assert!(!c.echo_tool);
+        assert!(!c.confine);
         assert_eq!(c.heartbeat, Duration::from_secs(15));
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.host_role, HostRole::Execution);

@@ -197,6 +197,7 @@ impl Call {
         let deadline = started + Duration::from_millis(timeout_ms);
         let ctx = ToolContext {
             workspace: self.node.config.workspace.clone(),
+            confine: self.node.config.confine,
             call_id: self.id.clone(),
             cancel: self.token.clone(),
             deadline,

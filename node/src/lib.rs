@@ -13,7 +13,8 @@
 //! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
 //!   tools themselves.
 //! - [`probe`]: which binaries the host has, reported as runtime facts.
-//! - [`events`]: node → gateway events from tools.
+//! - [`events`]: node → gateway events from tools (queued while disconnected).
+//! - [`sessions`]: the process session manager behind the Bash and Process tools.
 
 pub mod backoff;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod probe;
 pub mod registry;
 pub mod runner;
 mod session;
+pub mod sessions;
 mod state;
 mod tls;
 pub mod tool;

@@ -3,17 +3,20 @@
 //!
 //! Binaries are looked up on the PATH of the user's *login* environment (what their
 //! shell sees), not the node process's own, which under a service manager is often
-//! minimal. That PATH is read once per process by running the login shell; after that
-//! every probe is a few `stat` calls. The gateway can ask for a re-probe at any time
-//! (`node.probe`), e.g. after the user installs a tool.
+//! minimal. That environment ([`LoginEnv`]) is captured once per process by running
+//! the login shell (`$SHELL -lc 'env -0'`), and its PATH is the login PATH followed by
+//! any entries of the node's own PATH it lacks; the Bash tool runs every command with
+//! the same environment, so `hostBinStatus` tells the truth about what a command can
+//! run. After the capture every probe is a few `stat` calls. The gateway can ask for a
+//! re-probe at any time (`node.probe`), e.g. after the user installs a tool.
 
 use gsv_protocol::method::ProbeResult;
 use gsv_protocol::{now_ms, Runtime};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tracing::{debug, warn};
@@ -39,10 +42,14 @@ pub const DEFAULT_BINS: &[&str] = &[
 pub const MAX_TRACKED_BINS: usize = 256;
 /// Longest binary name accepted.
 pub const MAX_BIN_NAME_LEN: usize = 64;
-/// How long reading the login shell's PATH may take.
+/// How long capturing the login shell's environment may take.
 const LOGIN_SHELL_TIMEOUT: Duration = Duration::from_secs(5);
-const PATH_BEGIN: &str = "__GSV_PATH_BEGIN__";
-const PATH_END: &str = "__GSV_PATH_END__";
+/// Markers around `env -0`'s output, so whatever a login profile prints is not taken
+/// for a variable.
+const ENV_BEGIN: &[u8] = b"__GSV_ENV_BEGIN__";
+const ENV_END: &[u8] = b"__GSV_ENV_END__";
+/// Variables that describe the capturing shell itself, not the user's environment.
+const SHELL_STATE_VARS: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_"];
 
 /// Whether `name` may be probed: 1-64 characters of `[A-Za-z0-9._+-]` (so never a path).
 pub fn valid_bin_name(name: &str) -> bool {
@@ -66,53 +73,174 @@ pub fn env_names() -> Vec<String> {
     names.into_iter().collect()
 }
 
-/// The PATH of the user's login environment, read once per process.
-pub async fn login_path() -> OsString {
-    static LOGIN_PATH: OnceCell<OsString> = OnceCell::const_new();
-    LOGIN_PATH.get_or_init(read_login_path).await.clone()
+/// The user's shell: `$SHELL` when it is an absolute path to an executable file,
+/// otherwise `/bin/sh`.
+pub fn user_shell() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("SHELL")
+        .map(PathBuf::from)
+        .filter(|shell| {
+            shell.is_absolute()
+                && std::fs::metadata(shell)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
-async fn read_login_path() -> OsString {
-    let own = std::env::var_os("PATH").unwrap_or_default();
-    let shell = std::env::var_os("SHELL")
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| OsString::from("/bin/sh"));
-    // Markers keep whatever a login profile prints from being taken for the PATH.
-    let script = format!(r#"printf '\n{PATH_BEGIN}%s{PATH_END}\n' "$PATH""#);
+/// The environment commands run with: the user's login environment, captured once per
+/// process (see [`login_env`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginEnv {
+    /// Every variable, `PATH` included (already merged), sorted by name.
+    pub vars: Vec<(OsString, OsString)>,
+    /// The merged `PATH`: the login PATH, then the node's own entries it lacks.
+    pub path: OsString,
+    /// Whether the login shell answered (`false`: the node's own environment is used).
+    pub from_login_shell: bool,
+}
+
+impl LoginEnv {
+    /// Builds the environment from captured login variables (`None`: the capture
+    /// failed) and the node's own `PATH`.
+    pub fn new(login: Option<Vec<(OsString, OsString)>>, own_path: &OsStr) -> LoginEnv {
+        let from_login_shell = login.is_some();
+        let mut vars: BTreeMap<OsString, OsString> = match login {
+            Some(vars) => vars.into_iter().collect(),
+            None => std::env::vars_os().collect(),
+        };
+        for name in SHELL_STATE_VARS {
+            vars.remove(OsStr::new(name));
+        }
+        let login_path = vars.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+        let path = merge_paths(&login_path, own_path);
+        vars.insert(OsString::from("PATH"), path.clone());
+        LoginEnv {
+            vars: vars.into_iter().collect(),
+            path,
+            from_login_shell,
+        }
+    }
+
+    /// The value of `name`, if set.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_os_str())
+    }
+}
+
+/// `login` followed by the entries of `own` it lacks (empty entries, which would mean
+/// "the current directory", are never added).
+pub fn merge_paths(login: &OsStr, own: &OsStr) -> OsString {
+    let mut entries: Vec<PathBuf> = std::env::split_paths(login)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    for entry in std::env::split_paths(own) {
+        if !entry.as_os_str().is_empty() && !entries.contains(&entry) {
+            entries.push(entry);
+        }
+    }
+    // Entries came out of split_paths, so they contain no separator.
+    std::env::join_paths(entries).unwrap_or_else(|_| login.to_owned())
+}
+
+/// The user's login environment, captured once per process by running
+/// `$SHELL -lc 'env -0'` (stdin closed, 5 s at most). If that fails, the node's own
+/// environment. Either way `PATH` is the merged one (see [`merge_paths`]).
+pub async fn login_env() -> Arc<LoginEnv> {
+    static LOGIN_ENV: OnceCell<Arc<LoginEnv>> = OnceCell::const_new();
+    LOGIN_ENV
+        .get_or_init(|| async {
+            let own = std::env::var_os("PATH").unwrap_or_default();
+            Arc::new(LoginEnv::new(capture_login_vars().await, &own))
+        })
+        .await
+        .clone()
+}
+
+/// The PATH commands and probes search: [`LoginEnv::path`].
+pub async fn login_path() -> OsString {
+    login_env().await.path.clone()
+}
+
+async fn capture_login_vars() -> Option<Vec<(OsString, OsString)>> {
+    let shell = user_shell();
+    let begin = String::from_utf8_lossy(ENV_BEGIN);
+    let end = String::from_utf8_lossy(ENV_END);
+    let script = format!(
+        "printf '%s\\0' {begin}; env -0 2>/dev/null || /usr/bin/env -0; printf '%s\\0' {end}"
+    );
     let mut cmd = tokio::process::Command::new(&shell);
     cmd.arg("-lc")
         .arg(script)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .process_group(0)
         .kill_on_drop(true);
-    match tokio::time::timeout(LOGIN_SHELL_TIMEOUT, cmd.output()).await {
-        Ok(Ok(out)) => match extract_path(&String::from_utf8_lossy(&out.stdout)) {
-            Some(path) => {
-                debug!(shell = ?shell, "read the login shell's PATH");
-                OsString::from(path)
+    let child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            warn!(shell = %shell.display(), error = %e, "could not run the login shell; using the node's own environment");
+            return None;
+        }
+    };
+    let pgid = child.id();
+    match tokio::time::timeout(LOGIN_SHELL_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(out)) => {
+            let vars = parse_env_output(&out.stdout);
+            match &vars {
+                Some(vars) => {
+                    debug!(shell = %shell.display(), vars = vars.len(), "captured the login environment")
+                }
+                None => {
+                    warn!(shell = %shell.display(), status = %out.status, "the login shell printed no environment; using the node's own")
+                }
             }
-            None => {
-                warn!(shell = ?shell, status = %out.status, "login shell printed no PATH; probing the node's own PATH");
-                own
-            }
-        },
+            vars
+        }
         Ok(Err(e)) => {
-            warn!(shell = ?shell, error = %e, "could not run the login shell; probing the node's own PATH");
-            own
+            warn!(shell = %shell.display(), error = %e, "the login shell failed; using the node's own environment");
+            None
         }
         Err(_) => {
-            warn!(shell = ?shell, "login shell took over 5 s; probing the node's own PATH");
-            own
+            // Whatever the profile started goes with it.
+            if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pgid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            warn!(shell = %shell.display(), "the login shell took over 5 s; using the node's own environment");
+            None
         }
     }
 }
 
-fn extract_path(stdout: &str) -> Option<&str> {
-    let start = stdout.rfind(PATH_BEGIN)? + PATH_BEGIN.len();
-    let rest = &stdout[start..];
-    let path = &rest[..rest.find(PATH_END)?];
-    (!path.is_empty()).then_some(path)
+/// The variables between the markers of the capture script's output.
+fn parse_env_output(stdout: &[u8]) -> Option<Vec<(OsString, OsString)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut begin = ENV_BEGIN.to_vec();
+    begin.push(0);
+    let start = stdout
+        .windows(begin.len())
+        .rposition(|w| w == begin.as_slice())?
+        + begin.len();
+    let mut vars = Vec::new();
+    for entry in stdout[start..].split(|&b| b == 0) {
+        if entry == ENV_END {
+            return Some(vars);
+        }
+        let Some(eq) = entry.iter().position(|&b| b == b'=').filter(|&eq| eq > 0) else {
+            continue;
+        };
+        vars.push((
+            OsStr::from_bytes(&entry[..eq]).to_owned(),
+            OsStr::from_bytes(&entry[eq + 1..]).to_owned(),
+        ));
+    }
+    None
 }
 
 /// Binary availability on the login PATH, cached between probes.
@@ -239,13 +367,47 @@ mod tests {
     }
 
     #[test]
-    fn path_markers() {
+    fn env_markers() {
+        let out = b"welcome!\n__GSV_ENV_BEGIN__\0A=1\0B=x=y\nz\0=bad\0noeq\0__GSV_ENV_END__\0";
+        let vars = parse_env_output(out).unwrap();
         assert_eq!(
-            extract_path("welcome!\n__GSV_PATH_BEGIN__/usr/bin:/bin__GSV_PATH_END__\n"),
-            Some("/usr/bin:/bin")
+            vars,
+            [
+                (OsString::from("A"), OsString::from("1")),
+                (OsString::from("B"), OsString::from("x=y\nz")),
+            ]
         );
-        assert_eq!(extract_path("no markers"), None);
-        assert_eq!(extract_path("__GSV_PATH_BEGIN____GSV_PATH_END__"), None);
+        assert_eq!(parse_env_output(b"no markers"), None);
+        assert_eq!(parse_env_output(b"__GSV_ENV_BEGIN__\0A=1\0"), None);
+        assert_eq!(
+            parse_env_output(b"__GSV_ENV_BEGIN__\0__GSV_ENV_END__\0"),
+            Some(vec![])
+        );
+    }
+
+    #[test]
+    fn paths_merge_login_first() {
+        let merged = merge_paths(OsStr::new("/a:/b"), OsStr::new("/b:/c::/a:/d"));
+        assert_eq!(merged, OsString::from("/a:/b:/c:/d"));
+        assert_eq!(merge_paths(OsStr::new(""), OsStr::new("/x")), "/x");
+    }
+
+    #[test]
+    fn login_env_merges_path_and_drops_shell_state() {
+        let login = vec![
+            (OsString::from("PATH"), OsString::from("/login/bin")),
+            (OsString::from("PWD"), OsString::from("/somewhere")),
+            (OsString::from("HOME"), OsString::from("/home/u")),
+        ];
+        let env = LoginEnv::new(Some(login), OsStr::new("/own/bin:/login/bin"));
+        assert!(env.from_login_shell);
+        assert_eq!(env.path, OsString::from("/login/bin:/own/bin"));
+        assert_eq!(env.get("PATH"), Some(OsStr::new("/login/bin:/own/bin")));
+        assert_eq!(env.get("HOME"), Some(OsStr::new("/home/u")));
+        assert_eq!(env.get("PWD"), None);
+        let fallback = LoginEnv::new(None, OsStr::new("/own/bin"));
+        assert!(!fallback.from_login_shell);
+        assert!(fallback.get("PATH").is_some());
     }
 
     #[tokio::test]
@@ -253,6 +415,14 @@ mod tests {
         let path = login_path().await;
         assert!(!path.is_empty());
         assert!(lookup(&path, "sh").is_some());
+        // Nothing the node was started with is hidden by the login profile.
+        let own = std::env::var_os("PATH").unwrap_or_default();
+        let merged: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        for entry in std::env::split_paths(&own).filter(|p| !p.as_os_str().is_empty()) {
+            assert!(merged.contains(&entry), "{entry:?} missing from {path:?}");
+        }
+        let env = login_env().await;
+        assert_eq!(env.get("PATH"), Some(path.as_os_str()));
     }
 
     #[tokio::test]

@@ -6,7 +6,9 @@
 //! connect. Adding a tool to the standard set is one line in [`Registry::standard`].
 
 use crate::config::NodeConfig;
+use crate::events::EventSender;
 use crate::probe::valid_bin_name;
+use crate::sessions::SessionManager;
 use crate::tool::Tool;
 use crate::tools;
 use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
@@ -41,6 +43,9 @@ struct Entry {
 #[derive(Default)]
 pub struct Registry {
     tools: BTreeMap<String, Entry>,
+    /// The node's event sender, shared with tools that report outside a call (the
+    /// session manager); the runner attaches it to each connection.
+    events: EventSender,
 }
 
 impl Registry {
@@ -53,6 +58,13 @@ impl Registry {
     pub fn standard(config: &NodeConfig) -> Result<Self, RegistryError> {
         let mut registry = Registry::new();
         registry.register(tools::read::Read)?;
+        registry.register(tools::write::Write)?;
+        registry.register(tools::edit::Edit)?;
+        registry.register(tools::glob::Glob)?;
+        registry.register(tools::grep::Grep)?;
+        let sessions = SessionManager::new(registry.events.clone());
+        registry.register(tools::bash::Bash::new(Arc::clone(&sessions)))?;
+        registry.register(tools::process::Process::new(sessions))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo)?;
         }
@@ -76,6 +88,12 @@ impl Registry {
         }
         self.tools.insert(def.name.clone(), Entry { def, tool });
         Ok(())
+    }
+
+    /// The event sender the tools were given; the runner sends the node's events
+    /// through it.
+    pub fn events(&self) -> &EventSender {
+        &self.events
     }
 
     /// The tool called `name`.
@@ -190,11 +208,22 @@ mod tests {
     #[test]
     fn standard_set() {
         let r = Registry::standard(&config(false)).unwrap();
-        assert_eq!(r.names(), ["Read"]);
-        assert_eq!(r.capabilities(), ["filesystem.read"]);
+        assert!(r.get("Echo").is_none());
+        // The file tools, with the reference's capability ids.
+        for (name, capability) in [
+            ("Read", "filesystem.read"),
+            ("Write", "filesystem.write"),
+            ("Edit", "filesystem.edit"),
+            ("Glob", "filesystem.list"),
+            ("Grep", "text.search"),
+            ("Bash", "shell.exec"),
+            ("Process", "process.manage"),
+        ] {
+            assert_eq!(r.def(name).map(|d| d.capability.as_str()), Some(capability));
+        }
         let r = Registry::standard(&config(true)).unwrap();
-        assert_eq!(r.names(), ["Echo", "Read"]);
-        assert_eq!(r.capabilities(), ["diagnostics.echo", "filesystem.read"]);
+        assert!(r.names().contains(&"Echo"));
+        assert!(r.capabilities().contains(&"diagnostics.echo".to_owned()));
         assert!(r.get("Echo").is_some());
         assert!(r.get("echo").is_none());
         // Every standard declaration serialises to what the gateway expects.

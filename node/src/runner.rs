@@ -71,11 +71,13 @@ pub async fn run_with_registry(
             _ = shutdown.cancelled() => return Ok(()),
             probe = Probe::start(registry.required_bins()) => probe,
         };
+        // The registry's sender: the tools (the session manager) already hold it.
+        let events: EventSender = registry.events().clone();
         let node = Arc::new(NodeState {
             config,
             registry,
             probe,
-            events: EventSender::detached(),
+            events,
         });
         info!(%url, tools = ?node.registry.names(), "starting node");
         reconnect_loop(node, &url, tls, &shutdown).await

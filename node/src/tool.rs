@@ -35,6 +35,9 @@ pub trait Tool: Send + Sync + 'static {
 pub struct ToolContext {
     /// The node's workspace (absolute): relative paths resolve against it.
     pub workspace: PathBuf,
+    /// Whether file tools are confined to `workspace` (`--confine`); see
+    /// [`crate::tools::paths`].
+    pub confine: bool,
     /// The gateway's id for this call (the `req` id).
     pub call_id: String,
     /// Cancelled when the caller cancels, the deadline passes, or the node shuts down.
@@ -51,6 +54,7 @@ impl ToolContext {
     pub fn new(workspace: impl Into<PathBuf>, call_id: impl Into<String>) -> Self {
         ToolContext {
             workspace: workspace.into(),
+            confine: false,
             call_id: call_id.into(),
             cancel: CancellationToken::new(),
             deadline: Instant::now() + Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
@@ -60,7 +64,8 @@ impl ToolContext {
 
     /// Resolves a path argument: absolute paths are used as they are, relative ones
     /// are joined to the workspace. `.` components are dropped; `..` is kept (the
-    /// kernel resolves it, symlinks included), and nothing here confines the result.
+    /// kernel resolves it, symlinks included), and nothing here confines the result:
+    /// file tools go through [`crate::tools::paths`], which applies `confine`.
     pub fn resolve_path(&self, path: impl AsRef<Path>) -> PathBuf {
         let joined = self.workspace.join(path);
         std::path::absolute(&joined).unwrap_or(joined)

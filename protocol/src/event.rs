@@ -22,6 +22,12 @@ pub enum EventName {
     /// Node → gateway: progress of a running call (relayed to its caller).
     #[serde(rename = "call.progress")]
     CallProgress,
+    /// Gateway → agents and operators: a call waits for an operator's approval.
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested,
+    /// Gateway → agents and operators: an approval request was decided or expired.
+    #[serde(rename = "approval.resolved")]
+    ApprovalResolved,
     /// Gateway → all: the gateway is shutting down.
     #[serde(rename = "shutdown")]
     Shutdown,
@@ -36,6 +42,8 @@ impl EventName {
             EventName::ToolsChanged => "tools.changed",
             EventName::ProcessExited => "process.exited",
             EventName::CallProgress => "call.progress",
+            EventName::ApprovalRequested => "approval.requested",
+            EventName::ApprovalResolved => "approval.resolved",
             EventName::Shutdown => "shutdown",
             EventName::Unknown => "unknown",
         }

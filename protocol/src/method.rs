@@ -27,6 +27,12 @@ pub enum Method {
     /// Agent → gateway: connected and known nodes.
     #[serde(rename = "nodes.list")]
     NodesList,
+    /// Operator (admin token) → gateway: approval requests.
+    #[serde(rename = "approvals.list")]
+    ApprovalsList,
+    /// Operator (admin token) → gateway: approve or deny one request.
+    #[serde(rename = "approvals.decide")]
+    ApprovalsDecide,
     /// Gateway → node: run one tool.
     #[serde(rename = "tool.invoke")]
     ToolInvoke,
@@ -45,6 +51,8 @@ impl Method {
             Method::ToolsList => "tools.list",
             Method::ToolsCall => "tools.call",
             Method::NodesList => "nodes.list",
+            Method::ApprovalsList => "approvals.list",
+            Method::ApprovalsDecide => "approvals.decide",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::Unknown => "unknown",

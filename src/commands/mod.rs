@@ -1,6 +1,9 @@
 //! One module per CLI command family.
 
 pub mod agent;
+pub mod approvals;
+pub mod audit;
+pub mod bench;
 pub mod gateway;
 pub mod node;
 pub mod token;

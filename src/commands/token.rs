@@ -2,9 +2,19 @@
 //! not the gateway runs (the gateway reads tokens at each authentication).
 
 use crate::exit;
+use gsv_gateway::audit::{self, AuditEntry, AuditKind};
 use gsv_gateway::{Policy, PolicySpec, Store, TokenKind};
 use gsv_protocol::NodeId;
 use std::path::Path;
+
+/// Records a token change in the audit log (policy changes are audited too).
+fn record(store: &Store, outcome: &str, detail: serde_json::Value) {
+    let mut e = AuditEntry::new(AuditKind::Policy, "cli", outcome);
+    e.detail = Some(detail);
+    if let Err(err) = store.with_conn(|c| audit::append(c, &[(gsv_protocol::now_ms(), e)])) {
+        eprintln!("warning: could not write the audit log: {err}");
+    }
+}
 
 fn open(data: &Path) -> Result<Store, u8> {
     Store::open(data).map_err(|e| {
@@ -28,6 +38,11 @@ pub fn create_node(data: &Path, id: &str) -> u8 {
     };
     match store.create_token(TokenKind::Node, id.as_str(), None) {
         Ok((token, token_id)) => {
+            record(
+                &store,
+                "token_created",
+                serde_json::json!({ "tokenId": token_id, "kind": "node", "subject": id.as_str() }),
+            );
             println!("{token}");
             eprintln!("node token {token_id} for node {id} (shown once; stored hashed)");
             exit::OK
@@ -58,6 +73,11 @@ pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
     };
     match store.create_token(TokenKind::Agent, name, Some(&spec)) {
         Ok((token, token_id)) => {
+            record(
+                &store,
+                "token_created",
+                serde_json::json!({ "tokenId": token_id, "kind": "agent", "subject": name, "policy": spec }),
+            );
             println!("{token}");
             eprintln!("agent token {token_id} for {name} (shown once; stored hashed)");
             exit::OK
@@ -128,7 +148,12 @@ pub fn revoke(data: &Path, id: &str) -> u8 {
     };
     match store.revoke(id) {
         Ok(true) => {
-            eprintln!("revoked {id}");
+            record(
+                &store,
+                "token_revoked",
+                serde_json::json!({ "tokenId": id }),
+            );
+            eprintln!("revoked {id} (open connections using it close within a second)");
             exit::OK
         }
         Ok(false) => {

@@ -2,8 +2,16 @@
 //!
 //! A new tool is a file here implementing [`crate::Tool`] plus one line in
 //! [`crate::Registry::standard`]. Shared helpers for tools live beside them
-//! ([`args`] for validating untrusted arguments).
+//! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
+//! arguments and confining them to the workspace).
 
 pub mod args;
+pub mod bash;
 pub mod echo;
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod paths;
+pub mod process;
 pub mod read;
+pub mod write;

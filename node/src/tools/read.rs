@@ -9,6 +9,7 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::paths::PathPolicy;
 use base64::Engine;
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
@@ -81,9 +82,13 @@ impl Tool for Read {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Read: {message}")),
         };
-        let path = ctx.resolve_path(&request.path);
+        let policy = PathPolicy::of(&ctx);
         let cancel = ctx.cancel.clone();
-        match tokio::task::spawn_blocking(move || read(&path, &request, &cancel)).await {
+        let run = move || match policy.resolve(&request.path) {
+            Ok(path) => read(&path, &request, &cancel),
+            Err(message) => ToolResult::error(message),
+        };
+        match tokio::task::spawn_blocking(run).await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("Read failed: {e}")),
         }

@@ -1,0 +1,299 @@
+//! Approval requests: a call that needs a human's yes waits here for it.
+//!
+//! A request is bound to one exact call — agent, node, tool and the hash of its
+//! canonical arguments — and to the one caller waiting for it. An operator decides it
+//! once (approve or deny); it expires after a TTL (default 10 min) or when the waiting
+//! call ends first. Requests are stored in SQLite so `gsv approvals list` and the audit
+//! log can show them; the decision travels to the waiting call in memory.
+
+use crate::store::{Store, StoreError};
+use dashmap::DashMap;
+use gsv_protocol::{ErrorCode, ErrorShape};
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    node TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    decided_at INTEGER,
+    decided_by TEXT
+);";
+
+/// Default time an approval request stays open.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+
+/// An operator's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Deny,
+}
+
+/// One approval request as stored and shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    pub id: String,
+    pub agent: String,
+    pub token_id: String,
+    pub node: String,
+    pub tool: String,
+    pub args_hash: String,
+    /// What the operator is asked, e.g. `laptop__Bash: rm -r build/`.
+    pub summary: String,
+    /// Why approval is needed (the policy's confirm glob, a tool's own rule).
+    pub reason: String,
+    pub created_at: u64,
+    pub expires_at: u64,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub state: String,
+    pub decided_at: Option<u64>,
+    pub decided_by: Option<String>,
+}
+
+/// What is being asked for.
+pub struct NewRequest {
+    pub agent: String,
+    pub token_id: String,
+    pub node: String,
+    pub tool: String,
+    pub args_hash: String,
+    pub summary: String,
+    pub reason: String,
+}
+
+/// The approval queue of one gateway.
+pub struct Approvals {
+    store: Arc<Store>,
+    waiters: DashMap<String, oneshot::Sender<Decision>>,
+    pub ttl: Duration,
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorShape {
+    ErrorShape::new(ErrorCode::Internal, format!("approval store: {e}"))
+}
+
+fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRequest> {
+    Ok(ApprovalRequest {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        token_id: r.get(2)?,
+        node: r.get(3)?,
+        tool: r.get(4)?,
+        args_hash: r.get(5)?,
+        summary: r.get(6)?,
+        reason: r.get(7)?,
+        created_at: r.get::<_, i64>(8)?.max(0) as u64,
+        expires_at: r.get::<_, i64>(9)?.max(0) as u64,
+        state: r.get(10)?,
+        decided_at: r.get::<_, Option<i64>>(11)?.map(|v| v.max(0) as u64),
+        decided_by: r.get(12)?,
+    })
+}
+
+const COLUMNS: &str = "id, agent, token_id, node, tool, args_hash, summary, reason, created_at, expires_at, state, decided_at, decided_by";
+
+impl Approvals {
+    pub fn new(store: Arc<Store>, ttl: Duration) -> Self {
+        Approvals {
+            store,
+            waiters: DashMap::new(),
+            ttl,
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ErrorShape> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(internal)?
+            .map_err(internal)
+    }
+
+    /// Opens a request; the receiver gets the operator's decision.
+    pub async fn open(
+        &self,
+        req: NewRequest,
+    ) -> Result<(ApprovalRequest, oneshot::Receiver<Decision>), ErrorShape> {
+        let now = gsv_protocol::now_ms();
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let request = ApprovalRequest {
+            id: id.clone(),
+            agent: req.agent,
+            token_id: req.token_id,
+            node: req.node,
+            tool: req.tool,
+            args_hash: req.args_hash,
+            summary: req.summary,
+            reason: req.reason,
+            created_at: now,
+            expires_at: now + self.ttl.as_millis() as u64,
+            state: "pending".into(),
+            decided_at: None,
+            decided_by: None,
+        };
+        let (tx, rx) = oneshot::channel();
+        self.waiters.insert(id, tx);
+        let r = request.clone();
+        self.blocking(move |s| {
+            s.with_conn(|c| {
+                c.execute(
+                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, NULL)"),
+                    params![r.id, r.agent, r.token_id, r.node, r.tool, r.args_hash, r.summary, r.reason, r.created_at as i64, r.expires_at as i64, r.state],
+                )?;
+                Ok(())
+            })
+        })
+        .await?;
+        Ok((request, rx))
+    }
+
+    /// Decides a pending request once. Fails for unknown, decided or expired ones.
+    pub async fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: &str,
+    ) -> Result<ApprovalRequest, ErrorShape> {
+        let now = gsv_protocol::now_ms();
+        let waiting = self.waiters.remove(id).map(|(_, tx)| tx);
+        let state = match decision {
+            Decision::Approve => "approved",
+            Decision::Deny => "denied",
+        };
+        let (id_s, by_s) = (id.to_owned(), by.to_owned());
+        let live = waiting.is_some();
+        let updated = self
+            .blocking(move |s| {
+                s.with_conn(|c| {
+                    let row = c
+                        .query_row(
+                            &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
+                            params![id_s],
+                            read,
+                        )
+                        .optional()?;
+                    let Some(mut row) = row else { return Ok(Err(ErrorCode::NotFound)) };
+                    if row.state != "pending" {
+                        return Ok(Err(ErrorCode::InvalidArgs));
+                    }
+                    if row.expires_at <= now || !live {
+                        c.execute(
+                            "UPDATE approvals SET state = 'expired' WHERE id = ?1",
+                            params![id_s],
+                        )?;
+                        return Ok(Err(ErrorCode::Timeout));
+                    }
+                    c.execute(
+                        "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4 WHERE id = ?1 AND state = 'pending'",
+                        params![id_s, state, now as i64, by_s],
+                    )?;
+                    row.state = state.to_owned();
+                    row.decided_at = Some(now);
+                    row.decided_by = Some(by_s.clone());
+                    Ok(Ok(row))
+                })
+            })
+            .await?;
+        match updated {
+            Ok(row) => {
+                if let Some(tx) = waiting {
+                    let _ = tx.send(decision);
+                }
+                Ok(row)
+            }
+            Err(code) => {
+                let message = match code {
+                    ErrorCode::NotFound => format!("no approval request {id}"),
+                    ErrorCode::InvalidArgs => format!("approval request {id} was already decided"),
+                    _ => format!("approval request {id} expired or its call is no longer waiting"),
+                };
+                Err(ErrorShape::new(code, message))
+            }
+        }
+    }
+
+    /// Marks a request expired (its call stopped waiting). Idempotent.
+    pub async fn expire(&self, id: &str) {
+        self.waiters.remove(id);
+        let id = id.to_owned();
+        let _ = self
+            .blocking(move |s| {
+                s.with_conn(|c| {
+                    c.execute(
+                        "UPDATE approvals SET state = 'expired' WHERE id = ?1 AND state = 'pending'",
+                        params![id],
+                    )?;
+                    Ok(())
+                })
+            })
+            .await;
+    }
+
+    /// Requests, newest first; only pending ones (not yet expired) when `pending_only`.
+    pub async fn list(&self, pending_only: bool) -> Result<Vec<ApprovalRequest>, ErrorShape> {
+        let now = gsv_protocol::now_ms() as i64;
+        self.blocking(move |s| {
+            s.with_conn(|c| {
+                let sql = if pending_only {
+                    format!("SELECT {COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at > ?1 ORDER BY created_at DESC LIMIT 500")
+                } else {
+                    format!("SELECT {COLUMNS} FROM approvals WHERE ?1 = ?1 ORDER BY created_at DESC LIMIT 500")
+                };
+                let mut stmt = c.prepare(&sql)?;
+                let rows = stmt.query_map(params![now], read)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+        })
+        .await
+    }
+}
+
+/// Decides a request, records the decision in the audit log and tells operators and
+/// agents (the shared path of the CLI, the HTTP API and the WebSocket method).
+pub async fn decide_and_announce(
+    shared: &crate::state::Shared,
+    id: &str,
+    decision: Decision,
+    by: &str,
+) -> Result<ApprovalRequest, ErrorShape> {
+    let result = shared.approvals.decide(id, decision, by).await;
+    let outcome = match (&result, decision) {
+        (Ok(_), Decision::Approve) => "approved".to_owned(),
+        (Ok(_), Decision::Deny) => "denied".to_owned(),
+        (Err(e), _) => format!("refused:{}", e.code),
+    };
+    let mut entry = crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
+    if let Ok(req) = &result {
+        entry.node = Some(req.node.clone());
+        entry.tool = Some(req.tool.clone());
+        entry.args_hash = Some(req.args_hash.clone());
+    }
+    entry.detail = Some(serde_json::json!({ "approval": id }));
+    shared.audit.record(entry);
+    if let Ok(req) = &result {
+        let payload = serde_json::json!({ "id": req.id, "state": req.state, "decidedBy": by });
+        for a in shared.agents.iter() {
+            if a.is_admin || a.token_id == req.token_id {
+                a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);
+            }
+        }
+    }
+    result
+}

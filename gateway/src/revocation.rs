@@ -1,0 +1,67 @@
+//! Closing the connections of revoked tokens.
+//!
+//! `gsv token revoke` writes the database from another process; the gateway notices
+//! within a second by polling for newly revoked ids (a single indexed-free query on a
+//! small table), and closes every node and agent connection that authenticated with
+//! one of them.
+
+use crate::state::Shared;
+use rusqlite::params;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+const POLL: Duration = Duration::from_secs(1);
+
+/// Runs until the gateway shuts down.
+pub async fn watch(shared: Arc<Shared>) {
+    let mut since = gsv_protocol::now_ms() as i64 - 1;
+    let mut tick = tokio::time::interval(POLL);
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let store = shared.store.clone();
+        let from = since;
+        let found = tokio::task::spawn_blocking(move || {
+            store.with_conn(|c| {
+                let mut stmt = c.prepare(
+                    "SELECT id, revoked_at FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
+                )?;
+                let rows = stmt.query_map(params![from], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+        })
+        .await;
+        let revoked = match found {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read revocations");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        for (id, at) in revoked {
+            since = since.max(at + 1);
+            close_token(&shared, &id);
+        }
+    }
+}
+
+fn close_token(shared: &Shared, token_id: &str) {
+    for a in shared.agents.iter() {
+        if a.token_id == token_id {
+            tracing::info!(agent = %a.name, token_id, "token revoked: closing agent connection");
+            a.out.close_with(CloseCode::Policy, "token revoked");
+        }
+    }
+    for n in shared.registry.all() {
+        if n.token_id == token_id {
+            tracing::info!(node = %n.id, token_id, "token revoked: closing node connection");
+            n.out.close_with(CloseCode::Policy, "token revoked");
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The process session manager: every command the Bash tool runs, and the background
+//! ones the Process tool manages.
+//!
+//! One [`SessionManager`] lives in the node process (made by
+//! [`crate::Registry::standard`] and shared by Bash and Process through an `Arc`).
+//! Sessions belong to the node process, not to a connection: a dropped connection or
+//! a gateway restart never touches them, and after reconnecting `poll` and `log` work
+//! as before. Stopping the node (dropping the manager) kills the groups still running.
+//!
+//! Lifecycle: a session is created running; a synchronous call removes it when it
+//! finishes (its whole output was in the result). A session that is, or becomes
+//! (`yieldMs`), a *background* session is kept after it finishes for
+//! [`Limits::retention`] (30 minutes) so its result can still be polled, and its end
+//! is announced to the gateway with a `process.exited` event (queued while the node is
+//! disconnected).
+//!
+//! Caps ([`Limits`], defaults in brackets): running sessions [64], finished sessions
+//! kept [256], output held in memory by all sessions together [64 MiB]. Past the
+//! finished and memory caps the oldest finished sessions are dropped first; a new
+//! command is refused with a clear error only when 64 are already running, or when
+//! running sessions alone hold the whole memory cap. Per session, output is bounded by
+//! construction: the last [`MAX_OUTPUT_CHARS`] characters of combined output plus the
+//! last [`RAW_RING_BYTES`] bytes of each raw stream.
+//!
+//! Modules: [`buffer`] (byte rings, UTF-8 decoding, the capped text), [`session`] (one
+//! session), `spawn` (start, read, supervise), [`group`] (process-group kill), [`pty`]
+//! (terminal sessions), [`keys`] (send-keys names), [`error`].
+
+pub mod buffer;
+pub mod error;
+pub mod group;
+pub mod keys;
+pub mod pty;
+pub mod session;
+mod spawn;
+
+pub use error::SessionError;
+pub use session::{
+    describe_end, KillOutcome, KillReason, LogPage, LogView, Session, Snapshot, Status,
+};
+
+use crate::events::EventSender;
+use crate::probe;
+use session::NewSession;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+use tracing::{debug, info};
+
+/// Most characters of combined output kept per session (the most recent).
+pub const MAX_OUTPUT_CHARS: usize = 200_000;
+/// Characters in `tail`.
+pub const TAIL_CHARS: usize = 4_000;
+/// Bytes kept of each raw stream (stdout, stderr, or a pty's terminal stream).
+pub const RAW_RING_BYTES: usize = 256 * 1024;
+
+/// The manager's caps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Sessions running at once (synchronous ones included).
+    pub max_running: usize,
+    /// Finished background sessions kept.
+    pub max_finished: usize,
+    /// Bytes of output held by all sessions together.
+    pub max_retained_bytes: usize,
+    /// How long a finished background session is kept.
+    pub retention: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_running: 64,
+            max_finished: 256,
+            max_retained_bytes: 64 * 1024 * 1024,
+            retention: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// Shell command line (run as `$SHELL -c command`).
+    pub command: String,
+    /// Absolute working directory.
+    pub workdir: PathBuf,
+    /// Run on a pseudo-terminal.
+    pub pty: bool,
+    /// Start as a background session.
+    pub background: bool,
+    /// Give the command a stdin pipe (otherwise `/dev/null`; a pty always has one).
+    pub stdin: bool,
+    /// Kill the group this long after the start.
+    pub timeout: Option<Duration>,
+}
+
+/// All sessions of this node process.
+pub struct SessionManager {
+    me: Weak<SessionManager>,
+    events: EventSender,
+    limits: Limits,
+    table: Mutex<Table>,
+    serial: AtomicU64,
+}
+
+#[derive(Default)]
+struct Table {
+    sessions: HashMap<String, Arc<Session>>,
+    /// Spawns between the cap check and the insert.
+    reserved: usize,
+}
+
+impl SessionManager {
+    /// A manager with the default [`Limits`], announcing ends through `events`.
+    pub fn new(events: EventSender) -> Arc<SessionManager> {
+        SessionManager::with_limits(events, Limits::default())
+    }
+
+    /// A manager with explicit caps.
+    pub fn with_limits(events: EventSender, limits: Limits) -> Arc<SessionManager> {
+        Arc::new_cyclic(|me| SessionManager {
+            me: me.clone(),
+            events,
+            limits,
+            table: Mutex::new(Table::default()),
+            serial: AtomicU64::new(0),
+        })
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Starts `spec` as a new session.
+    pub async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<Session>, SessionError> {
+        match tokio::fs::metadata(&spec.workdir).await {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(workdir_error(&spec, "is not a directory")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(workdir_error(&spec, "does not exist"))
+            }
+            Err(e) => return Err(workdir_error(&spec, &format!("cannot be used: {e}"))),
+        }
+        self.prune();
+        let reservation = self.reserve()?;
+        let env = probe::login_env().await;
+        let shell = probe::user_shell();
+        let started = Instant::now();
+        let started_at = gsv_protocol::now_ms();
+        let mut launched = spawn::launch(
+            &shell,
+            &spec.command,
+            &spec.workdir,
+            &env,
+            spec.pty,
+            spec.stdin,
+        )
+        .map_err(|error| SessionError::Spawn {
+            shell: shell.display().to_string(),
+            error,
+        })?;
+        let session = Arc::new(Session::new(NewSession {
+            id: uuid::Uuid::new_v4().to_string(),
+            serial: self.serial.fetch_add(1, Ordering::Relaxed),
+            command: spec.command.clone(),
+            workdir: spec.workdir.clone(),
+            pid: launched.pid,
+            pty: spec.pty,
+            background: spec.background,
+            started_at,
+            started,
+            input: launched.input.take(),
+        }));
+        {
+            let mut table = self.lock();
+            table
+                .sessions
+                .insert(session.id().to_owned(), Arc::clone(&session));
+            reservation.release(&mut table);
+        }
+        info!(
+            session = %session.id(),
+            pid = session.pid(),
+            pty = spec.pty,
+            background = spec.background,
+            "started a command"
+        );
+        spawn::start(
+            Arc::clone(&session),
+            launched,
+            spec.timeout,
+            started,
+            self.me.clone(),
+            self.events.clone(),
+        );
+        Ok(session)
+    }
+
+    /// The session `id`, background or not.
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.prune();
+        self.lock().sessions.get(id).cloned()
+    }
+
+    /// The background session `id`, as the Process tool sees it.
+    pub fn background(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        let session = self
+            .get(id)
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+        if !session.is_background() {
+            return Err(SessionError::NotBackground(id.to_owned()));
+        }
+        Ok(session)
+    }
+
+    /// Background sessions, newest first.
+    pub fn list(&self) -> Vec<Arc<Session>> {
+        let mut sessions = self.all();
+        sessions.retain(|s| s.is_background());
+        sessions
+    }
+
+    /// Every session (synchronous ones included), newest first.
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.prune();
+        let mut sessions: Vec<Arc<Session>> = self.lock().sessions.values().cloned().collect();
+        sessions.sort_by_key(|s| std::cmp::Reverse((s.started_at(), s.serial)));
+        sessions
+    }
+
+    /// Forgets the finished background session `id`.
+    pub fn remove(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        let session = self.background(id)?;
+        if !session.is_finished() {
+            return Err(SessionError::StillRunning(id.to_owned()));
+        }
+        self.lock().sessions.remove(id);
+        debug!(session = %id, "session removed");
+        Ok(session)
+    }
+
+    /// Sessions running now.
+    pub fn running(&self) -> usize {
+        self.lock()
+            .sessions
+            .values()
+            .filter(|s| !s.is_finished())
+            .count()
+    }
+
+    /// Sessions known (running, and finished ones still kept).
+    pub fn len(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of output held by all sessions.
+    pub fn retained_bytes(&self) -> usize {
+        self.lock()
+            .sessions
+            .values()
+            .map(|s| s.retained_bytes())
+            .sum()
+    }
+
+    /// Drops expired finished sessions, then the oldest finished ones while over the
+    /// finished-session or memory cap.
+    pub fn prune(&self) {
+        let mut table = self.lock();
+        let mut finished: Vec<(u64, u64, String, usize)> = Vec::new();
+        let mut total = 0usize;
+        let now = gsv_protocol::now_ms();
+        let retention = session::millis(self.limits.retention);
+        let mut expired = Vec::new();
+        for (id, s) in &table.sessions {
+            let snap_bytes = s.retained_bytes();
+            match s.ended_at() {
+                Some(ended) if now.saturating_sub(ended) >= retention => expired.push(id.clone()),
+                Some(ended) => {
+                    total += snap_bytes;
+                    finished.push((ended, s.serial, id.clone(), snap_bytes));
+                }
+                None => total += snap_bytes,
+            }
+        }
+        for id in expired {
+            debug!(session = %id, "finished session expired");
+            table.sessions.remove(&id);
+        }
+        finished.sort();
+        let mut kept = finished.len();
+        for (_, _, id, bytes) in finished {
+            if kept <= self.limits.max_finished && total <= self.limits.max_retained_bytes {
+                break;
+            }
+            debug!(session = %id, "dropping the oldest finished session (caps)");
+            table.sessions.remove(&id);
+            kept -= 1;
+            total -= bytes;
+        }
+    }
+
+    /// Called by a session's supervisor once it has finished.
+    pub(crate) fn on_finished(&self, session: &Arc<Session>) {
+        if !session.is_background() {
+            // A synchronous call holds its own reference for the result.
+            self.lock().sessions.remove(session.id());
+            return;
+        }
+        self.prune();
+        // Expire it on time even if nothing else happens on this node.
+        let me = self.me.clone();
+        let retention = self.limits.retention;
+        tokio::spawn(async move {
+            tokio::time::sleep(retention).await;
+            if let Some(manager) = me.upgrade() {
+                manager.prune();
+            }
+        });
+    }
+
+    fn reserve(&self) -> Result<Reservation, SessionError> {
+        let mut table = self.lock();
+        let running = table.sessions.values().filter(|s| !s.is_finished()).count();
+        if running + table.reserved >= self.limits.max_running {
+            return Err(SessionError::TooManyRunning {
+                limit: self.limits.max_running,
+            });
+        }
+        let retained: usize = table.sessions.values().map(|s| s.retained_bytes()).sum();
+        if retained >= self.limits.max_retained_bytes {
+            return Err(SessionError::OutputFull {
+                limit_mib: self.limits.max_retained_bytes / (1024 * 1024),
+            });
+        }
+        table.reserved += 1;
+        Ok(Reservation {
+            manager: self.me.clone(),
+            released: false,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // Plain map updates; a panic elsewhere cannot leave it torn.
+        self.table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for SessionManager {
+    fn drop(&mut self) {
+        let table = self.table.get_mut().unwrap_or_else(|p| p.into_inner());
+        for session in table.sessions.values() {
+            if session.kill(KillReason::Requested) == KillOutcome::Started {
+                debug!(session = %session.id(), "node stopping: killed a running session");
+            }
+        }
+    }
+}
+
+/// A running-session slot held between the cap check and the insert.
+struct Reservation {
+    manager: Weak<SessionManager>,
+    released: bool,
+}
+
+impl Reservation {
+    fn release(mut self, table: &mut Table) {
+        table.reserved = table.reserved.saturating_sub(1);
+        self.released = true;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Some(manager) = self.manager.upgrade() {
+            let mut table = manager.lock();
+            table.reserved = table.reserved.saturating_sub(1);
+        }
+    }
+}
+
+fn workdir_error(spec: &SpawnSpec, problem: &str) -> SessionError {
+    SessionError::Workdir {
+        path: spec.workdir.display().to_string(),
+        problem: problem.to_owned(),
+    }
+}

@@ -1,0 +1,254 @@
+//! Starting a command and watching it to the end: the spawn, the output readers and
+//! the supervisor task.
+//!
+//! Commands run as `$SHELL -c COMMAND` (not a login shell: profiles are slow and would
+//! cost every call) with the captured login environment (see the Bash tool's docs),
+//! each in its own process group. Two reader tasks (one for a pty) copy output into the
+//! session as it arrives. The supervisor owns the child: it waits for the shell, kills
+//! the group when the session's own timeout passes, then waits for the readers to reach
+//! end-of-file before it marks the session finished, so the last lines a command prints
+//! are never lost. If something the command left behind (`daemon &`) keeps the pipes
+//! open, reading stops [`DRAIN_TIMEOUT`] after the shell exited.
+
+use crate::events::EventSender;
+use crate::probe::LoginEnv;
+use crate::sessions::group::KILL_GRACE;
+use crate::sessions::pty;
+use crate::sessions::session::{Input, KillReason, Session, Snapshot, Stream};
+use crate::sessions::SessionManager;
+use gsv_protocol::EventName;
+use serde_json::json;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+/// How long output may keep draining after the shell exited.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+/// Size of one read from a pipe or pty.
+const READ_CHUNK: usize = 64 * 1024;
+/// Longest command echoed in a `process.exited` event.
+const EVENT_COMMAND_CHARS: usize = 1000;
+
+/// A started command, before it becomes a session.
+pub(crate) struct Launched {
+    pub child: tokio::process::Child,
+    pub pid: u32,
+    pub input: Option<Input>,
+    pub outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)>,
+}
+
+/// Starts `shell -c command` in `workdir` with `env`, in its own process group.
+/// `stdin`: give the command a pipe to write to (otherwise it reads `/dev/null`).
+pub(crate) fn launch(
+    shell: &Path,
+    command: &str,
+    workdir: &Path,
+    env: &LoginEnv,
+    pty: bool,
+    stdin: bool,
+) -> io::Result<Launched> {
+    if pty {
+        let started = pty::spawn(shell, command, workdir, env)?;
+        let pid = started
+            .child
+            .id()
+            .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
+        return Ok(Launched {
+            child: started.child,
+            pid,
+            input: Some(Input::Pty(started.writer)),
+            outputs: vec![(Stream::Terminal, Box::new(started.reader))],
+        });
+    }
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(workdir)
+        .env_clear()
+        .envs(env.vars.iter().map(|(k, v)| (k, v)))
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
+    let mut outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)> = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        outputs.push((Stream::Stdout, Box::new(out)));
+    }
+    if let Some(err) = child.stderr.take() {
+        outputs.push((Stream::Stderr, Box::new(err)));
+    }
+    let input = child.stdin.take().map(Input::Pipe);
+    Ok(Launched {
+        child,
+        pid,
+        input,
+        outputs,
+    })
+}
+
+/// Starts the readers and the supervisor of `session`.
+pub(crate) fn start(
+    session: Arc<Session>,
+    launched: Launched,
+    timeout: Option<Duration>,
+    started: Instant,
+    manager: Weak<SessionManager>,
+    events: EventSender,
+) {
+    let span = info_span!("session", session = %session.id(), pid = session.pid());
+    let readers = launched
+        .outputs
+        .into_iter()
+        .map(|(stream, reader)| {
+            tokio::spawn(read_output(Arc::clone(&session), stream, reader).instrument(span.clone()))
+        })
+        .collect();
+    let supervisor = Supervisor {
+        session,
+        child: launched.child,
+        readers,
+        timeout,
+        started,
+        manager,
+        events,
+    };
+    tokio::spawn(supervisor.run().instrument(span));
+}
+
+async fn read_output(
+    session: Arc<Session>,
+    stream: Stream,
+    mut reader: Box<dyn AsyncRead + Send + Unpin>,
+) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => session.push_output(stream, &buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // A pty reports EIO once no process holds its terminal side: its EOF.
+            Err(e) if stream == Stream::Terminal && e.raw_os_error() == Some(nix::libc::EIO) => {
+                break
+            }
+            Err(e) => {
+                debug!(?stream, error = %e, "reading output failed");
+                break;
+            }
+        }
+    }
+}
+
+struct Supervisor {
+    session: Arc<Session>,
+    child: tokio::process::Child,
+    readers: Vec<JoinHandle<()>>,
+    timeout: Option<Duration>,
+    started: Instant,
+    manager: Weak<SessionManager>,
+    events: EventSender,
+}
+
+impl Supervisor {
+    async fn run(mut self) {
+        let status = {
+            let wait = self.child.wait();
+            tokio::pin!(wait);
+            match self.timeout {
+                None => wait.await,
+                Some(timeout) => {
+                    let at = tokio::time::Instant::from_std(self.started) + timeout;
+                    tokio::select! {
+                        status = &mut wait => status,
+                        _ = tokio::time::sleep_until(at) => {
+                            info!(timeout_ms = timeout.as_millis() as u64, "the session's timeout passed");
+                            self.session.kill(KillReason::Timeout);
+                            wait.await
+                        }
+                    }
+                }
+            }
+        };
+        self.session.set_leader_exited();
+        self.drain().await;
+        let (code, signal) = match status {
+            Ok(status) => (
+                status.code(),
+                status.signal().map(crate::sessions::group::signal_name),
+            ),
+            Err(e) => {
+                warn!(error = %e, "waiting for the command failed");
+                (None, None)
+            }
+        };
+        let snapshot = self.session.finish(code, signal);
+        self.session.close_input().await;
+        info!(
+            status = snapshot.status.as_str(),
+            exit_code = ?snapshot.exit_code,
+            signal = ?snapshot.signal,
+            duration_ms = snapshot.duration_ms,
+            "session finished"
+        );
+        if snapshot.background {
+            let payload = exited_payload(&snapshot);
+            if let Err(e) = self.events.send(EventName::ProcessExited, &payload).await {
+                warn!(error = %e, "could not queue the process.exited event");
+            }
+        }
+        if let Some(manager) = self.manager.upgrade() {
+            manager.on_finished(&self.session);
+        }
+    }
+
+    /// Waits for the readers to reach end-of-file, within a bound.
+    async fn drain(&mut self) {
+        // A killed group may take the whole grace period to let go of the pipes.
+        let bound = if self.session.kill_requested() {
+            KILL_GRACE + DRAIN_TIMEOUT
+        } else {
+            DRAIN_TIMEOUT
+        };
+        let all = futures_util::future::join_all(self.readers.iter_mut());
+        if tokio::time::timeout(bound, all).await.is_err() {
+            debug!("output still open after the shell exited (a process it left behind holds it); stopped reading");
+            for reader in &self.readers {
+                reader.abort();
+            }
+        }
+    }
+}
+
+/// The payload of `process.exited`.
+pub(crate) fn exited_payload(s: &Snapshot) -> serde_json::Value {
+    let command: String = if s.command.chars().count() > EVENT_COMMAND_CHARS {
+        let mut cut: String = s.command.chars().take(EVENT_COMMAND_CHARS).collect();
+        cut.push('…');
+        cut
+    } else {
+        s.command.clone()
+    };
+    json!({
+        "sessionId": s.session_id,
+        "status": s.status,
+        "exitCode": s.exit_code,
+        "signal": s.signal,
+        "timedOut": s.timed_out,
+        "startedAt": s.started_at,
+        "endedAt": s.ended_at,
+        "durationMs": s.duration_ms,
+        "tail": s.tail,
+        "truncated": s.truncated,
+        "command": command,
+    })
+}

@@ -1,0 +1,439 @@
+//! The Bash tool: run a shell command on the node, synchronously, in the background,
+//! or synchronously for a while and then in the background (`yieldMs`).
+//!
+//! Every command becomes a session of the node's [`SessionManager`]; background ones
+//! are then managed with the Process tool. Each command is the leader of its own
+//! process group, and a timeout, a `kill` or a cancelled call ends the whole group
+//! (SIGTERM, then SIGKILL after
+//! [`KILL_GRACE`](crate::sessions::group::KILL_GRACE)), so `sleep 1000 &` inside a command
+//! does not outlive it. A synchronous call holds a guard whose `Drop` kills the group:
+//! when the runner drops the call's future (cancel, deadline) the command dies with it.
+//! Background sessions are not tied to the call and have no timeout unless one is
+//! given explicitly.
+//!
+//! # How PATH is resolved
+//!
+//! Commands run as `$SHELL -c COMMAND` (`/bin/sh` if `$SHELL` is unset or not an
+//! executable), *not* as a login shell: login profiles can take hundreds of
+//! milliseconds and would be paid on every call. Instead the node captures the user's
+//! login environment once — at start, by running `$SHELL -lc 'env -0'` with stdin
+//! closed and a 5 s limit — and runs every command with it. The `PATH` of that
+//! environment is the login shell's `PATH` followed by every entry of the node
+//! process's own `PATH` that the login `PATH` lacks, so tools the profile adds
+//! (Homebrew, nvm, `~/.local/bin`, ...) are found, and a profile that resets `PATH`
+//! cannot hide a binary the node itself was started with. If the capture fails (no
+//! shell, a profile that hangs or prints nothing), commands get the node's own
+//! environment. The binary probe (`hostBinStatus`) searches the same `PATH`, so what it
+//! reports is what a command can run. Changes to the profile are picked up when the
+//! node restarts.
+//!
+//! # Parameters and results
+//!
+//! `command` (required), `workdir` (relative to the node workspace), `timeout` (ms;
+//! default 300000 for synchronous calls, none for background jobs unless given),
+//! `background`, `yieldMs` (clamped to 10–120000), `pty`. A finished command returns
+//! `{status, sessionId, exitCode, signal, timedOut, startedAt, endedAt, durationMs,
+//! output, tail, truncated, workdir}`; a backgrounded one `{status: "running",
+//! sessionId, pid, startedAt, tail, workdir}`. A command that ran and failed is a
+//! normal result with `status: "failed"`, not a tool error.
+
+use crate::sessions::{
+    describe_end, KillReason, Session, SessionManager, Snapshot, SpawnSpec, Status,
+    MAX_OUTPUT_CHARS,
+};
+use crate::tool::{Tool, ToolContext};
+use crate::tools::args::Args;
+use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
+use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::debug;
+
+/// Timeout of a synchronous command when none is given (5 minutes).
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+/// Range `yieldMs` is clamped to.
+pub const MIN_YIELD_MS: u64 = 10;
+pub const MAX_YIELD_MS: u64 = 120_000;
+/// The call deadline declared for Bash: the default timeout plus room to kill the
+/// group and drain its output, so the default timeout ends in a result (`timedOut`)
+/// rather than a protocol timeout.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = DEFAULT_TIMEOUT_MS + 10_000;
+/// Room kept before the call's deadline to kill a synchronous command and answer.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The Bash tool.
+pub struct Bash {
+    sessions: Arc<SessionManager>,
+}
+
+impl Bash {
+    pub fn new(sessions: Arc<SessionManager>) -> Self {
+        Bash { sessions }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Bash {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Bash".to_owned(),
+            description: "Run a shell command on this node with the user's shell ($SHELL -c) \
+                          and login environment, in `workdir` (default: the node's workspace). \
+                          By default waits for the command (up to `timeout` ms, default \
+                          300000) and returns its combined stdout and stderr (the last \
+                          200,000 characters), exit code and timing. With `background: true` \
+                          returns at once with a `sessionId`; with `yieldMs` waits that long \
+                          and, if the command is still running, returns `status: \"running\"` \
+                          with a `sessionId`. Manage running commands with the Process tool \
+                          (poll, log, write, kill). Timeouts and kills end the command's whole \
+                          process tree. `pty: true` runs it on a pseudo-terminal, for programs \
+                          that need a TTY."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Shell command line to run."
+                    },
+                    "workdir": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Working directory; relative paths resolve against the node's workspace (default: the workspace)."
+                    },
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_CALL_TIMEOUT_MS,
+                        "description": "Milliseconds before the command's process group is killed (SIGTERM, then SIGKILL). Default 300000 when waiting; background commands have no limit unless this is given."
+                    },
+                    "background": {
+                        "type": "boolean",
+                        "description": "Return at once with a sessionId and let the command run (default false)."
+                    },
+                    "yieldMs": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Wait this many milliseconds (clamped to 10-120000); if the command is still running then, continue it in the background and return its sessionId."
+                    },
+                    "pty": {
+                        "type": "boolean",
+                        "description": "Run on a pseudo-terminal (for programs that need a TTY); output then has terminal escapes stripped (default false)."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+            capability: Capability::ShellExec.as_str().to_owned(),
+            annotations: ToolAnnotations {
+                title: Some("Run shell command".to_owned()),
+                read_only_hint: Some(false),
+                destructive_hint: Some(true),
+                idempotent_hint: Some(false),
+                open_world_hint: Some(true),
+            },
+            default_timeout_ms: Some(DEFAULT_CALL_TIMEOUT_MS),
+            requires_bins: Vec::new(),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let request = match BashRequest::parse(&args) {
+            Ok(r) => r,
+            Err(message) => return ToolResult::error(format!("Bash: {message}")),
+        };
+        let workdir = match &request.workdir {
+            Some(dir) => ctx.resolve_path(dir),
+            None => ctx.workspace.clone(),
+        };
+        let timeout = match request.mode {
+            Mode::Sync => Some(sync_budget(
+                Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+                ctx.remaining(),
+            )),
+            Mode::Background | Mode::Yield(_) => request.timeout_ms.map(Duration::from_millis),
+        };
+        let spec = SpawnSpec {
+            command: request.command,
+            workdir,
+            pty: request.pty,
+            background: request.mode == Mode::Background,
+            stdin: request.mode != Mode::Sync,
+            timeout,
+        };
+        let session = match self.sessions.spawn(spec).await {
+            Ok(session) => session,
+            Err(e) => return ToolResult::error(format!("Bash: {e}")),
+        };
+        debug!(call = %ctx.call_id, session = %session.id(), mode = ?request.mode, "command started");
+        match request.mode {
+            Mode::Background => running_result(&session.snapshot()),
+            Mode::Sync => {
+                let guard = KillOnDrop(Some(Arc::clone(&session)));
+                tokio::select! {
+                    _ = session.wait_finished() => {}
+                    _ = ctx.cancel.cancelled() => return cancelled(),
+                }
+                guard.disarm();
+                finished_result(&session)
+            }
+            Mode::Yield(yield_ms) => {
+                let guard = KillOnDrop(Some(Arc::clone(&session)));
+                let wait = Duration::from_millis(yield_ms).min(
+                    ctx.remaining()
+                        .saturating_sub(DEADLINE_MARGIN.min(ctx.remaining() / 4)),
+                );
+                tokio::select! {
+                    _ = session.wait_finished() => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = ctx.cancel.cancelled() => return cancelled(),
+                }
+                if session.set_background() {
+                    guard.disarm();
+                    return running_result(&session.snapshot());
+                }
+                // It finished just now: wait for the last output to be drained.
+                session.wait_finished().await;
+                guard.disarm();
+                finished_result(&session)
+            }
+        }
+    }
+}
+
+/// How the call waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sync,
+    Background,
+    /// Wait this many ms, then background.
+    Yield(u64),
+}
+
+struct BashRequest {
+    command: String,
+    workdir: Option<String>,
+    timeout_ms: Option<u64>,
+    mode: Mode,
+    pty: bool,
+}
+
+impl BashRequest {
+    fn parse(args: &Value) -> Result<BashRequest, String> {
+        let args = Args::new(
+            args,
+            &[
+                "command",
+                "workdir",
+                "timeout",
+                "background",
+                "yieldMs",
+                "pty",
+            ],
+        )?;
+        let command = args.required_str("command")?;
+        if command.trim().is_empty() {
+            return Err("\"command\" must not be empty".to_owned());
+        }
+        if command.contains('\0') {
+            return Err("\"command\" must not contain NUL characters".to_owned());
+        }
+        let workdir = match args.str("workdir")? {
+            Some("") => return Err("\"workdir\" must not be empty".to_owned()),
+            Some(dir) if dir.contains('\0') => {
+                return Err("\"workdir\" must not contain NUL characters".to_owned())
+            }
+            other => other.map(str::to_owned),
+        };
+        let timeout_ms = args.u64_in("timeout", 1, MAX_CALL_TIMEOUT_MS)?;
+        let background = args.bool("background")?.unwrap_or(false);
+        let yield_ms = args
+            .u64_in("yieldMs", 0, u64::MAX)?
+            .map(|ms| ms.clamp(MIN_YIELD_MS, MAX_YIELD_MS));
+        let mode = match (background, yield_ms) {
+            (true, _) => Mode::Background,
+            (false, Some(ms)) => Mode::Yield(ms),
+            (false, None) => Mode::Sync,
+        };
+        Ok(BashRequest {
+            command: command.to_owned(),
+            workdir,
+            timeout_ms,
+            mode,
+            pty: args.bool("pty")?.unwrap_or(false),
+        })
+    }
+}
+
+/// The timeout of a synchronous command: `timeout`, but never so long that the call's
+/// deadline passes before the command has been killed and the result sent.
+fn sync_budget(timeout: Duration, remaining: Duration) -> Duration {
+    let margin = DEADLINE_MARGIN.min(remaining / 4);
+    timeout.min(remaining.saturating_sub(margin))
+}
+
+/// Kills the session's process group when dropped armed: a synchronous call whose
+/// future is dropped (cancel, deadline) takes its command with it.
+struct KillOnDrop(Option<Arc<Session>>);
+
+impl KillOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(session) = self.0.take() {
+            session.kill(KillReason::CallEnded);
+        }
+    }
+}
+
+fn cancelled() -> ToolResult {
+    ToolResult::error("Bash: the call was cancelled; the command's process group was killed")
+}
+
+/// The result of a finished command.
+fn finished_result(session: &Session) -> ToolResult {
+    let s = session.snapshot();
+    let output = session.output();
+    let mut text = String::new();
+    if s.truncated {
+        text.push_str(&format!(
+            "[earlier output dropped: showing the last {MAX_OUTPUT_CHARS} characters]\n"
+        ));
+    }
+    text.push_str(&output);
+    if s.status != Status::Completed {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        if s.timed_out {
+            text.push_str(&format!(
+                "[timed out after {} ms: {}]",
+                s.duration_ms,
+                describe_end(&s)
+            ));
+        } else {
+            text.push_str(&format!("[{}]", describe_end(&s)));
+        }
+    } else if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    let structured = finished_json(&s, output);
+    ToolResult {
+        content: vec![ContentBlock::Text { text }],
+        structured_content: Some(structured),
+        is_error: false,
+    }
+}
+
+/// `{status, sessionId, exitCode, signal, timedOut, startedAt, endedAt, durationMs,
+/// output, tail, truncated, workdir}`.
+pub fn finished_json(s: &Snapshot, output: String) -> Value {
+    json!({
+        "status": s.status,
+        "sessionId": s.session_id,
+        "exitCode": s.exit_code,
+        "signal": s.signal,
+        "timedOut": s.timed_out,
+        "startedAt": s.started_at,
+        "endedAt": s.ended_at,
+        "durationMs": s.duration_ms,
+        "output": output,
+        "tail": s.tail,
+        "truncated": s.truncated,
+        "workdir": s.workdir,
+    })
+}
+
+/// The result of a command that goes on in the background.
+fn running_result(s: &Snapshot) -> ToolResult {
+    let mut text = format!(
+        "Running in the background: sessionId {} (pid {}). Use the Process tool with this \
+         sessionId to poll, read the log, write to stdin or kill it.",
+        s.session_id, s.pid
+    );
+    if !s.tail.is_empty() {
+        text.push_str("\nOutput so far (tail):\n");
+        text.push_str(&s.tail);
+    }
+    ToolResult {
+        content: vec![ContentBlock::Text { text }],
+        structured_content: Some(json!({
+            "status": "running",
+            "sessionId": s.session_id,
+            "pid": s.pid,
+            "startedAt": s.started_at,
+            "tail": s.tail,
+            "workdir": s.workdir,
+        })),
+        is_error: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<BashRequest, String> {
+        BashRequest::parse(&v)
+    }
+
+    #[test]
+    fn modes_and_clamping() {
+        let r = parse(json!({"command": "true"})).unwrap();
+        assert_eq!(r.mode, Mode::Sync);
+        assert_eq!(r.timeout_ms, None);
+        let r = parse(json!({"command": "true", "yieldMs": 1})).unwrap();
+        assert_eq!(r.mode, Mode::Yield(MIN_YIELD_MS));
+        let r = parse(json!({"command": "true", "yieldMs": 10_000_000})).unwrap();
+        assert_eq!(r.mode, Mode::Yield(MAX_YIELD_MS));
+        let r = parse(json!({"command": "true", "yieldMs": 50, "background": true})).unwrap();
+        assert_eq!(r.mode, Mode::Background);
+        let r = parse(json!({"command": "x", "timeout": 5, "pty": true})).unwrap();
+        assert_eq!((r.timeout_ms, r.pty), (Some(5), true));
+    }
+
+    #[test]
+    fn bad_arguments() {
+        for bad in [
+            json!({}),
+            json!({"command": ""}),
+            json!({"command": "  \n"}),
+            json!({"command": 1}),
+            json!({"command": "a\u{0}b"}),
+            json!({"command": "a", "timeout": 0}),
+            json!({"command": "a", "timeout": -5}),
+            json!({"command": "a", "yieldMs": "5"}),
+            json!({"command": "a", "workdir": ""}),
+            json!({"command": "a", "background": "yes"}),
+            json!({"command": "a", "shell": "zsh"}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn budgets() {
+        let s = Duration::from_secs;
+        assert_eq!(sync_budget(s(300), s(310)), s(300));
+        assert_eq!(sync_budget(s(300), s(100)), s(95));
+        assert_eq!(sync_budget(s(1), s(4)), s(1));
+        assert_eq!(sync_budget(s(10), s(4)), s(3));
+        assert_eq!(sync_budget(s(10), Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn declaration() {
+        let def = Bash::new(SessionManager::new(crate::EventSender::detached())).def();
+        assert_eq!(def.name, "Bash");
+        assert_eq!(def.capability, "shell.exec");
+        assert_eq!(def.input_schema["additionalProperties"], json!(false));
+        assert_eq!(def.annotations.destructive_hint, Some(true));
+        assert_eq!(def.annotations.open_world_hint, Some(true));
+    }
+}

@@ -1,0 +1,240 @@
+//! The Edit tool: replace an exact piece of text in a file.
+//!
+//! Matching is exact and byte for byte: no regex, no whitespace or line-ending
+//! normalisation, so what the model quoted is what changes. Unless `replaceAll` is
+//! set, `oldString` must occur exactly once; otherwise the call fails and says how
+//! many times it occurs, so the model can add context or ask for all of them. An
+//! `oldString` that is absent fails too (with a hint when the file uses CRLF line
+//! endings and the string does not). The new content is written atomically like
+//! Write's ([`super::write::write_atomic`]): temporary file, `fsync`, rename, with
+//! the file's permissions kept.
+//!
+//! Files over [`MAX_EDIT_BYTES`] are refused (the whole file is held in memory).
+//!
+//! Result (`structuredContent`): `{"path": "<resolved absolute path>", "replacements": N}`.
+
+use crate::tool::{Tool, ToolContext};
+use crate::tools::args::Args;
+use crate::tools::paths::PathPolicy;
+use crate::tools::write::{describe_write_error, write_atomic};
+use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use memchr::memmem;
+use serde_json::{json, Value};
+use std::fs;
+use std::io;
+
+/// Largest file Edit changes (64 MiB).
+pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The Edit tool.
+pub struct Edit;
+
+#[async_trait::async_trait]
+impl Tool for Edit {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Edit".to_owned(),
+            description: "Edit a file on this node by replacing exact text. `oldString` must \
+                          match the file byte for byte (whitespace and line endings included) \
+                          and occur exactly once, unless `replaceAll` is true; otherwise the \
+                          call fails and reports the match count. The file is rewritten \
+                          atomically. Relative paths resolve against the node's workspace."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Path to the file; relative paths resolve against the node's workspace."
+                    },
+                    "oldString": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Exact text to replace."
+                    },
+                    "newString": {
+                        "type": "string",
+                        "description": "Replacement text (may be empty to delete)."
+                    },
+                    "replaceAll": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence (default false: exactly one must exist)."
+                    }
+                },
+                "required": ["path", "oldString", "newString"],
+                "additionalProperties": false
+            }),
+            capability: Capability::FilesystemEdit.as_str().to_owned(),
+            annotations: ToolAnnotations {
+                title: Some("Edit file".to_owned()),
+                read_only_hint: Some(false),
+                destructive_hint: Some(true),
+                idempotent_hint: Some(false),
+                open_world_hint: Some(false),
+            },
+            default_timeout_ms: None,
+            requires_bins: Vec::new(),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let request = match EditRequest::parse(&args) {
+            Ok(r) => r,
+            Err(message) => return ToolResult::error(format!("Edit: {message}")),
+        };
+        let policy = PathPolicy::of(&ctx);
+        match tokio::task::spawn_blocking(move || edit(&policy, &request)).await {
+            Ok(result) => result,
+            Err(e) => ToolResult::error(format!("Edit failed: {e}")),
+        }
+    }
+}
+
+struct EditRequest {
+    path: String,
+    old: String,
+    new: String,
+    replace_all: bool,
+}
+
+impl EditRequest {
+    fn parse(args: &Value) -> Result<EditRequest, String> {
+        let args = Args::new(args, &["path", "oldString", "newString", "replaceAll"])?;
+        let request = EditRequest {
+            path: args.required_str("path")?.to_owned(),
+            old: args.required_str("oldString")?.to_owned(),
+            new: args
+                .str("newString")?
+                .ok_or("missing required argument \"newString\"")?
+                .to_owned(),
+            replace_all: args.bool("replaceAll")?.unwrap_or(false),
+        };
+        if request.old == request.new {
+            return Err("oldString and newString are identical; there is nothing to change".into());
+        }
+        Ok(request)
+    }
+}
+
+/// Applies `request` (blocking).
+fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
+    let path = match policy.resolve(&request.path) {
+        Ok(path) => path,
+        Err(message) => return ToolResult::error(message),
+    };
+    let shown = path.display().to_string();
+    let meta = match fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) => return ToolResult::error(describe_read_error(&shown, &e)),
+    };
+    if meta.is_dir() {
+        return ToolResult::error(format!(
+            "Is a directory, not a file: {shown} (Edit only edits files)"
+        ));
+    }
+    if !meta.is_file() {
+        return ToolResult::error(format!(
+            "Not a regular file: {shown} (devices, sockets and pipes are not edited)"
+        ));
+    }
+    if meta.len() > MAX_EDIT_BYTES {
+        return ToolResult::error(format!(
+            "File too large to edit: {shown} ({} bytes; the limit is {MAX_EDIT_BYTES} bytes)",
+            meta.len()
+        ));
+    }
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => return ToolResult::error(describe_read_error(&shown, &e)),
+    };
+    let old = request.old.as_bytes();
+    let found: Vec<usize> = memmem::find_iter(&bytes, old).collect();
+    match found.len() {
+        0 => return ToolResult::error(not_found(&shown, &bytes, &request.old)),
+        1 => {}
+        n if !request.replace_all => {
+            return ToolResult::error(format!(
+                "Found {n} matches of oldString in {shown}; pass replaceAll: true to replace \
+                 all of them, or add surrounding context to oldString so it matches exactly \
+                 once (the file was not changed)"
+            ))
+        }
+        _ => {}
+    }
+    let new = request.new.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + found.len() * new.len());
+    let mut at = 0;
+    for &start in &found {
+        out.extend_from_slice(&bytes[at..start]);
+        out.extend_from_slice(new);
+        at = start + old.len();
+    }
+    out.extend_from_slice(&bytes[at..]);
+    if let Err(e) = write_atomic(&path, &out) {
+        return ToolResult::error(describe_write_error(&shown, &e));
+    }
+    let replacements = found.len();
+    ToolResult {
+        content: vec![ContentBlock::Text {
+            text: format!(
+                "Replaced {replacements} occurrence{} in {shown}",
+                if replacements == 1 { "" } else { "s" }
+            ),
+        }],
+        structured_content: Some(json!({ "path": shown, "replacements": replacements })),
+        is_error: false,
+    }
+}
+
+fn describe_read_error(shown: &str, e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => format!("File not found: {shown}"),
+        io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),
+        _ => format!("Cannot read {shown}: {e}"),
+    }
+}
+
+/// The message for an `oldString` that does not occur, with a hint when line
+/// endings are the likely reason.
+fn not_found(shown: &str, bytes: &[u8], old: &str) -> String {
+    let mut message = format!("oldString not found in {shown} (the file was not changed)");
+    if old.contains('\n') && !old.contains('\r') && memmem::find(bytes, b"\r\n").is_some() {
+        let crlf = old.replace('\n', "\r\n");
+        if memmem::find(bytes, crlf.as_bytes()).is_some() {
+            message.push_str(
+                "; the file uses CRLF (\\r\\n) line endings: oldString matches once its \
+                 line breaks are \\r\\n",
+            );
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_hint() {
+        let m = not_found("f", b"a\r\nb\r\n", "a\nb");
+        assert!(m.contains("CRLF"), "{m}");
+        let m = not_found("f", b"a\r\nb\r\n", "zz\nb");
+        assert!(!m.contains("CRLF"), "{m}");
+        assert_eq!(
+            not_found("f", b"abc", "x"),
+            "oldString not found in f (the file was not changed)"
+        );
+    }
+
+    #[test]
+    fn identical_strings_are_refused() {
+        let err = EditRequest::parse(&json!({"path": "a", "oldString": "x", "newString": "x"}))
+            .err()
+            .unwrap();
+        assert!(err.contains("identical"), "{err}");
+        let ok =
+            EditRequest::parse(&json!({"path": "a", "oldString": "x", "newString": ""})).unwrap();
+        assert!(ok.new.is_empty() && !ok.replace_all);
+    }
+}

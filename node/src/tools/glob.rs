@@ -1,0 +1,386 @@
+//! The Glob tool: files whose path matches a glob, newest first.
+//!
+//! Patterns are `globset` globs matched against the path relative to the search
+//! directory, with `literal_separator` on: `*` and `?` stay within one path component,
+//! `**` crosses any number of them (`**/*.rs` also matches `main.rs` at the top),
+//! `{a,b}` alternates and `[...]` is a class. A leading `./` is dropped; an absolute
+//! pattern (`/etc/*.conf`) searches from its literal directory prefix instead of
+//! `path`.
+//!
+//! The walk is `ignore`'s parallel walker, the one ripgrep and fd use: `.gitignore`,
+//! `.ignore` and `.git/info/exclude` rules are honoured (also outside git
+//! repositories), and hidden files and directories (`.name`) are skipped like rg and
+//! fd do — unless the pattern itself names one (a component starting with `.`, e.g.
+//! `.github/**/*.yml` or `**/.env*`), in which case hidden entries are included except
+//! `.git` directories (included only when the pattern mentions `.git`). Symlinks are
+//! listed but not followed. Only non-directories are returned.
+//!
+//! Pruning: the pattern's leading literal components (`src/` in `src/**/*.rs`) become
+//! the walk's root, and a pattern without `**` bounds the walk's depth.
+//!
+//! Results are sorted by modification time, newest first (ties by path), and capped
+//! at [`MAX_MATCHES`]; when capped the result adds `"truncated": true` and `count`
+//! is the number returned.
+//!
+//! Result (`structuredContent`): `{"pattern", "basePath", "matches": [absolute paths],
+//! "count"}` plus `"truncated": true` when capped.
+//!
+//! When the node is confined, the search directory must be inside the workspace and
+//! symlinks that resolve outside it are left out.
+
+use crate::tool::{Tool, ToolContext};
+use crate::tools::args::Args;
+use crate::tools::paths::{PathPolicy, WalkGuard};
+use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use ignore::{DirEntry, WalkBuilder, WalkState};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use tokio_util::sync::CancellationToken;
+
+/// Most paths returned by one call.
+pub const MAX_MATCHES: usize = 1000;
+
+/// The Glob tool.
+pub struct Glob;
+
+#[async_trait::async_trait]
+impl Tool for Glob {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Glob".to_owned(),
+            description: "Find files on this node whose path matches a glob pattern, newest \
+                          first (at most 1000). `*` matches within one path component, `**` \
+                          across directories, `{a,b}` alternatives (e.g. `src/**/*.{rs,toml}`). \
+                          Respects .gitignore and skips hidden files unless the pattern names \
+                          them. Relative paths resolve against the node's workspace."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Glob pattern, relative to `path` (e.g. \"**/*.md\", \"src/**/*.rs\")."
+                    },
+                    "path": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Directory to search (default: the node's workspace)."
+                    }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+            capability: Capability::FilesystemList.as_str().to_owned(),
+            annotations: ToolAnnotations {
+                title: Some("Find files".to_owned()),
+                read_only_hint: Some(true),
+                destructive_hint: Some(false),
+                idempotent_hint: Some(true),
+                open_world_hint: Some(false),
+            },
+            default_timeout_ms: None,
+            requires_bins: Vec::new(),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let (pattern, path) = match parse(&args) {
+            Ok(parsed) => parsed,
+            Err(message) => return ToolResult::error(format!("Glob: {message}")),
+        };
+        let policy = PathPolicy::of(&ctx);
+        let cancel = ctx.cancel.clone();
+        match tokio::task::spawn_blocking(move || glob(&policy, &pattern, path.as_deref(), &cancel))
+            .await
+        {
+            Ok(result) => result,
+            Err(e) => ToolResult::error(format!("Glob failed: {e}")),
+        }
+    }
+}
+
+fn parse(args: &Value) -> Result<(String, Option<String>), String> {
+    let args = Args::new(args, &["pattern", "path"])?;
+    let pattern = args.required_str("pattern")?.to_owned();
+    let path = match args.str("path")? {
+        Some("") => return Err("\"path\" must not be empty".to_owned()),
+        other => other.map(str::to_owned),
+    };
+    Ok((pattern, path))
+}
+
+/// A pattern split into the directory to walk and the glob to match below it.
+#[derive(Debug, PartialEq)]
+struct Plan {
+    /// Leading literal components, joined (`""` when the pattern starts with a glob).
+    prefix: String,
+    /// The rest, matched against paths relative to `prefix`.
+    rest: String,
+    /// Whether the pattern names hidden entries.
+    hidden: bool,
+    /// Whether the pattern mentions `.git`.
+    git_dir: bool,
+    /// Most components below the walk root, when the pattern has no `**`.
+    max_depth: Option<usize>,
+}
+
+fn has_meta(component: &str) -> bool {
+    component.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+/// Splits a relative pattern (without a leading `/`).
+fn plan(pattern: &str) -> Plan {
+    let mut components: Vec<&str> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    // The last component is what is matched: it never becomes part of the root.
+    let literal = components
+        .iter()
+        .take(components.len().saturating_sub(1))
+        .take_while(|c| !has_meta(c))
+        .count();
+    let rest: Vec<&str> = components.split_off(literal);
+    let names_hidden =
+        |c: &&str| (c.starts_with('.') && *c != "..") || c.contains("{.") || c.contains(",.");
+    Plan {
+        prefix: components.join("/"),
+        hidden: rest.iter().any(names_hidden),
+        git_dir: pattern.contains(".git"),
+        max_depth: (!rest.iter().any(|c| c.contains("**"))).then_some(rest.len()),
+        rest: rest.join("/"),
+    }
+}
+
+/// Runs one search (blocking).
+fn glob(
+    policy: &PathPolicy,
+    pattern: &str,
+    path: Option<&str>,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    // An absolute pattern carries its own directory and ignores `path`.
+    let absolute = pattern.starts_with('/');
+    let plan = plan(pattern.trim_start_matches('/'));
+    let matcher = match globset::GlobBuilder::new(&plan.rest)
+        .literal_separator(true)
+        .build()
+    {
+        Ok(glob) => glob.compile_matcher(),
+        Err(e) => return ToolResult::error(format!("Invalid glob pattern {pattern:?}: {e}")),
+    };
+    let base_arg = if absolute {
+        format!("/{}", plan.prefix)
+    } else {
+        path.unwrap_or(".").to_owned()
+    };
+    let base = match policy.resolve(&base_arg) {
+        Ok(base) => base,
+        Err(message) => return ToolResult::error(message),
+    };
+    match std::fs::metadata(&base) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return ToolResult::error(format!(
+                "Not a directory: {} (Glob searches directories)",
+                base.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ToolResult::error(format!("Directory not found: {}", base.display()))
+        }
+        Err(e) => return ToolResult::error(format!("Cannot search {}: {e}", base.display())),
+    }
+    let root = if absolute || plan.prefix.is_empty() {
+        base.clone()
+    } else {
+        match policy.resolve(base.join(&plan.prefix)) {
+            Ok(root) => root,
+            Err(message) => return ToolResult::error(message),
+        }
+    };
+    let guard = match policy.walk_guard() {
+        Ok(guard) => guard,
+        Err(message) => return ToolResult::error(message),
+    };
+    let mut found = if root.is_dir() {
+        walk(&root, &plan, &matcher, guard.as_ref(), cancel)
+    } else {
+        Vec::new()
+    };
+    if cancel.is_cancelled() {
+        return ToolResult::error("Glob was cancelled");
+    }
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let total = found.len();
+    let truncated = total > MAX_MATCHES;
+    found.truncate(MAX_MATCHES);
+    let matches: Vec<String> = found
+        .into_iter()
+        .map(|(p, _)| p.to_string_lossy().into_owned())
+        .collect();
+    render(pattern, &base, matches, total, truncated)
+}
+
+fn render(
+    pattern: &str,
+    base: &Path,
+    matches: Vec<String>,
+    total: usize,
+    truncated: bool,
+) -> ToolResult {
+    let base = base.display().to_string();
+    let count = matches.len();
+    let mut text = if matches.is_empty() {
+        format!("No files match {pattern:?} in {base}")
+    } else {
+        matches.join("\n")
+    };
+    if truncated {
+        text.push_str(&format!(
+            "\n\n[{total} files match; showing the newest {count}. Narrow the pattern or path to see the rest.]"
+        ));
+    }
+    let mut structured = json!({
+        "pattern": pattern,
+        "basePath": base,
+        "matches": matches,
+        "count": count,
+    });
+    if truncated {
+        structured["truncated"] = json!(true);
+    }
+    ToolResult {
+        content: vec![ContentBlock::Text { text }],
+        structured_content: Some(structured),
+        is_error: false,
+    }
+}
+
+/// Walker threads: like rg, one per core, at most 12.
+pub(crate) fn walk_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(12))
+}
+
+/// Entries collected by one walker thread, handed over when the thread is done.
+struct Collector<T> {
+    local: Vec<T>,
+    shared: Arc<Mutex<Vec<T>>>,
+}
+
+impl<T> Drop for Collector<T> {
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.lock() {
+            shared.append(&mut self.local);
+        }
+    }
+}
+
+/// Walks `root` and returns the matching files with their modification times.
+fn walk(
+    root: &Path,
+    plan: &Plan,
+    matcher: &globset::GlobMatcher,
+    guard: Option<&WalkGuard>,
+    cancel: &CancellationToken,
+) -> Vec<(PathBuf, SystemTime)> {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(!plan.hidden)
+        .require_git(false)
+        .follow_links(false)
+        .max_depth(plan.max_depth)
+        .threads(walk_threads());
+    if plan.hidden && !plan.git_dir {
+        builder.filter_entry(|e| {
+            !(e.file_name() == ".git" && e.file_type().is_some_and(|t| t.is_dir()))
+        });
+    }
+    let shared = Arc::new(Mutex::new(Vec::new()));
+    builder.build_parallel().run(|| {
+        let mut collector = Collector {
+            local: Vec::new(),
+            shared: Arc::clone(&shared),
+        };
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            if let Ok(entry) = entry {
+                if let Some(hit) = visit(&entry, root, matcher, guard) {
+                    collector.local.push(hit);
+                }
+            }
+            WalkState::Continue
+        })
+    });
+    let mut found = shared
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default();
+    found.shrink_to_fit();
+    found
+}
+
+/// The entry and its modification time, if it is a file the pattern matches.
+fn visit(
+    entry: &DirEntry,
+    root: &Path,
+    matcher: &globset::GlobMatcher,
+    guard: Option<&WalkGuard>,
+) -> Option<(PathBuf, SystemTime)> {
+    let file_type = entry.file_type()?;
+    if file_type.is_dir() {
+        return None;
+    }
+    let relative = entry.path().strip_prefix(root).ok()?;
+    if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
+        return None;
+    }
+    if file_type.is_symlink() {
+        if entry.path().is_dir() {
+            return None;
+        }
+        if guard.is_some_and(|g| !g.allows(entry.path())) {
+            return None;
+        }
+    }
+    let modified = entry
+        .metadata()
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    Some((entry.path().to_path_buf(), modified))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        let p = plan("src/**/*.rs");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("src", "**/*.rs"));
+        assert_eq!(p.max_depth, None);
+        assert!(!p.hidden);
+        let p = plan("./a/b/*.txt");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("a/b", "*.txt"));
+        assert_eq!(p.max_depth, Some(1));
+        let p = plan("*/x/*.md");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("", "*/x/*.md"));
+        assert_eq!(p.max_depth, Some(3));
+        let p = plan("README.md");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("", "README.md"));
+        let p = plan("docs/README.md");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("docs", "README.md"));
+        assert!(!plan(".github/**/*.yml").hidden);
+        assert!(plan("**/.env*").hidden);
+        assert!(plan("*.{rs,.gitignore}").hidden);
+        assert!(plan("**/.git/config").git_dir);
+        let p = plan("../other/*.rs");
+        assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("../other", "*.rs"));
+    }
+}

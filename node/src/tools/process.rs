@@ -1,0 +1,612 @@
+//! The Process tool: list, poll, read, feed and stop the background sessions started by
+//! Bash (`background: true`, or `yieldMs` that ran out).
+//!
+//! Actions (`sessionId` is required for all but `list`):
+//!
+//! - `list`: background sessions, newest first (finished ones are kept 30 minutes).
+//! - `poll`: status, exit code, signal and the last 4,000 characters; with `waitMs`
+//!   (up to 30,000) it first waits until new output arrives or the job ends.
+//! - `log`: the output paged by line (`offset`, `limit` — default 200), with the total
+//!   line and character counts. For pty sessions the text has terminal escapes
+//!   stripped; `raw: true` pages the raw terminal stream instead (escapes included).
+//!   For piped sessions `stream` picks `stdout` or `stderr` alone (default: both,
+//!   interleaved in arrival order). Offsets count the *retained* lines: once a session
+//!   printed more than is kept, `truncated` is true and line 0 is the oldest kept line.
+//! - `write` / `submit`: `data` to stdin (`submit` adds a newline).
+//! - `send-keys`: for pty sessions, `data` typed as is and then the named `keys`
+//!   (`C-c`, `Enter`, `Up`, ...).
+//! - `kill`: SIGTERM to the session's whole process group, SIGKILL after the grace
+//!   period. (The reference sent SIGKILL to the shell alone, which left its children
+//!   running and gave nothing a chance to clean up.) Answers once the session has
+//!   ended, with its final status.
+//! - `remove`: forgets a finished session.
+
+use crate::sessions::group::KILL_GRACE;
+use crate::sessions::keys::{key_bytes, key_names};
+use crate::sessions::{
+    describe_end, KillOutcome, KillReason, LogView, Session, SessionError, SessionManager,
+    Snapshot, Status,
+};
+use crate::tool::{Tool, ToolContext};
+use crate::tools::args::Args;
+use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest `waitMs` of `poll`.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Default `limit` of `log`.
+pub const DEFAULT_LOG_LIMIT: usize = 200;
+/// Longest `data` accepted for stdin (1 MiB).
+pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+/// Most keys in one `send-keys`.
+pub const MAX_KEYS: usize = 256;
+/// Characters of a command shown by `list`.
+const LIST_COMMAND_CHARS: usize = 500;
+/// How long `kill` waits for the session to end beyond the grace period.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+
+const ACTIONS: &[&str] = &[
+    "list",
+    "poll",
+    "log",
+    "write",
+    "submit",
+    "send-keys",
+    "kill",
+    "remove",
+];
+
+/// The Process tool.
+pub struct Process {
+    sessions: Arc<SessionManager>,
+}
+
+impl Process {
+    pub fn new(sessions: Arc<SessionManager>) -> Self {
+        Process { sessions }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Process {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Process".to_owned(),
+            description: "Manage background commands started by Bash (with `background` or \
+                          `yieldMs`). Actions: `list` (newest first; finished sessions are kept \
+                          30 minutes), `poll` (status, exit code and output tail; `waitMs` waits \
+                          for new output or the end), `log` (output by line: `offset`, `limit`), \
+                          `write` / `submit` (send `data` to stdin; submit adds a newline), \
+                          `send-keys` (pty sessions: `data` then named `keys` such as C-c, Enter, \
+                          Up), `kill` (ends the whole process tree), `remove` (forget a finished \
+                          session). Every action but `list` needs `sessionId`."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "action": {
+                        "type": "string",
+                        "enum": ACTIONS,
+                        "description": "What to do."
+                    },
+                    "sessionId": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The session (from Bash or list). Required for every action but list."
+                    },
+                    "data": {
+                        "type": "string",
+                        "description": "write/submit: text for stdin (submit appends a newline). send-keys: text typed before the keys."
+                    },
+                    "keys": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": key_names()},
+                        "maxItems": MAX_KEYS,
+                        "description": "send-keys: named keys pressed in order (C-a..C-z, Enter, Tab, Escape, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, Space)."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "log: first line, 0-based, of the retained output (default 0)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "log: most lines to return (default 200)."
+                    },
+                    "stream": {
+                        "type": "string",
+                        "enum": ["combined", "stdout", "stderr"],
+                        "description": "log: which output of a piped session (default combined: both, in arrival order)."
+                    },
+                    "raw": {
+                        "type": "boolean",
+                        "description": "log: for pty sessions, the raw terminal stream with escape sequences (default false: escapes stripped)."
+                    },
+                    "waitMs": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_WAIT_MS,
+                        "description": "poll: wait up to this long for new output or the end of the job before answering (default 0)."
+                    }
+                },
+                "required": ["action"],
+                "additionalProperties": false
+            }),
+            capability: Capability::ProcessManage.as_str().to_owned(),
+            annotations: ToolAnnotations {
+                title: Some("Manage background commands".to_owned()),
+                read_only_hint: Some(false),
+                destructive_hint: Some(true),
+                idempotent_hint: Some(false),
+                open_world_hint: Some(false),
+            },
+            default_timeout_ms: None,
+            requires_bins: Vec::new(),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let request = match Request::parse(&args) {
+            Ok(r) => r,
+            Err(message) => return ToolResult::error(format!("Process: {message}")),
+        };
+        match self.run(request, &ctx).await {
+            Ok(result) => result,
+            Err(e) => ToolResult::error(format!("Process: {e}")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    List,
+    Poll,
+    Log,
+    Write,
+    Submit,
+    SendKeys,
+    Kill,
+    Remove,
+}
+
+impl Action {
+    fn parse(name: &str) -> Option<Action> {
+        Some(match name {
+            "list" => Action::List,
+            "poll" => Action::Poll,
+            "log" => Action::Log,
+            "write" => Action::Write,
+            "submit" => Action::Submit,
+            "send-keys" => Action::SendKeys,
+            "kill" => Action::Kill,
+            "remove" => Action::Remove,
+            _ => return None,
+        })
+    }
+}
+
+struct Request {
+    action: Action,
+    action_name: String,
+    session_id: Option<String>,
+    data: String,
+    keys: Vec<String>,
+    offset: usize,
+    limit: usize,
+    stream: LogView,
+    raw: bool,
+    wait_ms: u64,
+}
+
+impl Request {
+    fn parse(value: &Value) -> Result<Request, String> {
+        let args = Args::new(
+            value,
+            &[
+                "action",
+                "sessionId",
+                "data",
+                "keys",
+                "offset",
+                "limit",
+                "stream",
+                "raw",
+                "waitMs",
+            ],
+        )?;
+        let action_name = args.required_str("action")?;
+        let action = Action::parse(action_name).ok_or_else(|| {
+            format!(
+                "unknown action {action_name:?}; expected one of: {}",
+                ACTIONS.join(", ")
+            )
+        })?;
+        let session_id = match args.str("sessionId")? {
+            Some("") | None if action != Action::List => {
+                return Err(format!("action {action_name:?} needs \"sessionId\""))
+            }
+            other => other.map(str::to_owned),
+        };
+        let data = args.str("data")?.unwrap_or("").to_owned();
+        if data.len() > MAX_DATA_BYTES {
+            return Err(format!(
+                "\"data\" is {} bytes; at most {MAX_DATA_BYTES} are accepted at once",
+                data.len()
+            ));
+        }
+        let keys = parse_keys(value.get("keys").filter(|v| !v.is_null()))?;
+        let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let stream = match args.str("stream")? {
+            None | Some("combined") => LogView::Combined,
+            Some("stdout") => LogView::Stdout,
+            Some("stderr") => LogView::Stderr,
+            Some(other) => {
+                return Err(format!(
+                    "unknown stream {other:?}; expected combined, stdout or stderr"
+                ))
+            }
+        };
+        Ok(Request {
+            action,
+            action_name: action_name.to_owned(),
+            session_id,
+            data,
+            keys,
+            offset: args.u64_in("offset", 0, u64::MAX)?.map_or(0, to_usize),
+            limit: args
+                .u64_in("limit", 1, u64::MAX)?
+                .map_or(DEFAULT_LOG_LIMIT, to_usize),
+            stream,
+            raw: args.bool("raw")?.unwrap_or(false),
+            wait_ms: args.u64_in("waitMs", 0, MAX_WAIT_MS)?.unwrap_or(0),
+        })
+    }
+}
+
+fn parse_keys(value: Option<&Value>) -> Result<Vec<String>, String> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = value.as_array() else {
+        return Err("\"keys\" must be an array of key names".to_owned());
+    };
+    if items.len() > MAX_KEYS {
+        return Err(format!(
+            "\"keys\" has {} names; at most {MAX_KEYS}",
+            items.len()
+        ));
+    }
+    items
+        .iter()
+        .map(|item| match item.as_str() {
+            Some(name) if key_bytes(name).is_some() => Ok(name.to_owned()),
+            Some(name) => Err(format!(
+                "unknown key {:?} in \"keys\"; known keys: C-a..C-z, Enter, Tab, Escape, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, Space",
+                name.chars().take(40).collect::<String>()
+            )),
+            None => Err("\"keys\" must contain only strings".to_owned()),
+        })
+        .collect()
+}
+
+impl Process {
+    async fn run(&self, request: Request, ctx: &ToolContext) -> Result<ToolResult, SessionError> {
+        if request.action == Action::List {
+            return Ok(list_result(&self.sessions.list()));
+        }
+        // `parse` made sure every other action has a session id.
+        let id = request.session_id.as_deref().unwrap_or_default();
+        let session = self.sessions.background(id)?;
+        match request.action {
+            Action::List => Ok(list_result(&self.sessions.list())),
+            Action::Poll => {
+                if request.wait_ms > 0 {
+                    let wait = Duration::from_millis(request.wait_ms)
+                        .min(ctx.remaining().saturating_sub(ctx.remaining() / 10));
+                    tokio::select! {
+                        _ = session.wait_change(wait) => {}
+                        _ = ctx.cancel.cancelled() => {}
+                    }
+                }
+                Ok(poll_result(&session.snapshot(), None))
+            }
+            Action::Log => {
+                let view = if request.raw {
+                    LogView::Raw
+                } else {
+                    request.stream
+                };
+                let page = session.log(view, request.offset, request.limit)?;
+                Ok(log_result(&session.snapshot(), &request, view, page))
+            }
+            Action::Write | Action::Submit => {
+                let mut data = request.data.into_bytes();
+                if request.action == Action::Submit {
+                    data.push(b'\n');
+                }
+                let bytes = session.write(&data).await?;
+                Ok(write_result(&session, &request.action_name, bytes, None))
+            }
+            Action::SendKeys => {
+                if !session.is_pty() {
+                    return Err(SessionError::NotPty(id.to_owned()));
+                }
+                if request.data.is_empty() && request.keys.is_empty() {
+                    return Ok(ToolResult::error(
+                        "Process: send-keys needs \"keys\" (named keys) and/or \"data\" (text to type)",
+                    ));
+                }
+                let mut bytes = request.data.into_bytes();
+                for key in &request.keys {
+                    bytes.extend(key_bytes(key).unwrap_or_default());
+                }
+                let written = session.write(&bytes).await?;
+                Ok(write_result(
+                    &session,
+                    &request.action_name,
+                    written,
+                    Some(&request.keys),
+                ))
+            }
+            Action::Kill => {
+                match session.kill(KillReason::Requested) {
+                    KillOutcome::Finished => {
+                        session.ensure_running()?;
+                    }
+                    KillOutcome::Started | KillOutcome::AlreadyKilling => {}
+                }
+                let settle = (KILL_GRACE + KILL_SETTLE).min(ctx.remaining());
+                tokio::select! {
+                    _ = tokio::time::timeout(settle, session.wait_finished()) => {}
+                    _ = ctx.cancel.cancelled() => {}
+                }
+                Ok(poll_result(&session.snapshot(), Some(true)))
+            }
+            Action::Remove => {
+                self.sessions.remove(id)?;
+                Ok(ToolResult {
+                    content: vec![ContentBlock::Text {
+                        text: format!("Session {id} removed."),
+                    }],
+                    structured_content: Some(json!({"sessionId": id, "removed": true})),
+                    is_error: false,
+                })
+            }
+        }
+    }
+}
+
+fn text_result(text: String, structured: Value) -> ToolResult {
+    ToolResult {
+        content: vec![ContentBlock::Text { text }],
+        structured_content: Some(structured),
+        is_error: false,
+    }
+}
+
+fn status_line(s: &Snapshot) -> String {
+    match s.status {
+        Status::Running => format!(
+            "Session {}: running (pid {}, {} ms so far)",
+            s.session_id, s.pid, s.duration_ms
+        ),
+        _ => format!(
+            "Session {}: {} after {} ms",
+            s.session_id,
+            describe_end(s),
+            s.duration_ms
+        ),
+    }
+}
+
+/// `{sessions: [...], count}`.
+fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
+    let mut text = String::new();
+    let mut items = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        let s = session.snapshot();
+        let command: String = s.command.chars().take(LIST_COMMAND_CHARS).collect();
+        let short: String = s.command.chars().take(80).collect();
+        text.push_str(&format!(
+            "{}  {:<9}  pid {:<7}  {}\n",
+            s.session_id,
+            s.status.as_str(),
+            s.pid,
+            short.replace('\n', " ")
+        ));
+        items.push(json!({
+            "sessionId": s.session_id,
+            "status": s.status,
+            "pid": s.pid,
+            "command": command,
+            "workdir": s.workdir,
+            "pty": s.pty,
+            "startedAt": s.started_at,
+            "endedAt": s.ended_at,
+            "durationMs": s.duration_ms,
+            "exitCode": s.exit_code,
+            "signal": s.signal,
+            "timedOut": s.timed_out,
+            "truncated": s.truncated,
+        }));
+    }
+    if text.is_empty() {
+        text.push_str("No background sessions.");
+    }
+    let count = items.len();
+    text_result(
+        text.trim_end().to_owned(),
+        json!({"sessions": items, "count": count}),
+    )
+}
+
+/// The poll shape (also `kill`'s, with `killed: true`).
+fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
+    let mut text = status_line(s);
+    if !s.tail.is_empty() {
+        text.push_str("\n--- output (tail) ---\n");
+        text.push_str(&s.tail);
+    }
+    let mut value = json!({
+        "sessionId": s.session_id,
+        "status": s.status,
+        "running": s.status == Status::Running,
+        "pid": s.pid,
+        "exitCode": s.exit_code,
+        "signal": s.signal,
+        "timedOut": s.timed_out,
+        "startedAt": s.started_at,
+        "endedAt": s.ended_at,
+        "durationMs": s.duration_ms,
+        "tail": s.tail,
+        "truncated": s.truncated,
+        "totalChars": s.total_chars,
+        "command": s.command,
+        "workdir": s.workdir,
+        "pty": s.pty,
+    });
+    if let Some(killed) = killed {
+        value["killed"] = json!(killed);
+    }
+    text_result(text, value)
+}
+
+fn log_result(
+    s: &Snapshot,
+    request: &Request,
+    view: LogView,
+    log: crate::sessions::LogPage,
+) -> ToolResult {
+    let page = log.page;
+    let stream = match view {
+        LogView::Combined | LogView::Raw => "combined",
+        LogView::Stdout => "stdout",
+        LogView::Stderr => "stderr",
+    };
+    let mut text = page.text.clone();
+    let end = request.offset.saturating_add(page.lines);
+    let footer = if page.lines == 0 {
+        format!(
+            "[no lines from offset {}: {} line(s) retained; session {}]",
+            request.offset,
+            page.total_lines,
+            s.status.as_str()
+        )
+    } else {
+        let more = match page.next_offset {
+            Some(next) => format!("; continue with offset={next}"),
+            None => String::new(),
+        };
+        format!(
+            "[lines {}-{} of {}{}{}; session {}]",
+            request.offset,
+            end.saturating_sub(1),
+            page.total_lines,
+            if log.truncated {
+                " retained (earlier output dropped)"
+            } else {
+                ""
+            },
+            more,
+            s.status.as_str()
+        )
+    };
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&footer);
+    text_result(
+        text,
+        json!({
+            "sessionId": s.session_id,
+            "status": s.status,
+            "stream": stream,
+            "raw": view == LogView::Raw,
+            "offset": request.offset,
+            "limit": request.limit,
+            "lines": page.lines,
+            "output": page.text,
+            "totalLines": page.total_lines,
+            "totalChars": page.total_chars,
+            "truncated": log.truncated,
+            "nextOffset": page.next_offset,
+        }),
+    )
+}
+
+fn write_result(
+    session: &Session,
+    action: &str,
+    bytes: usize,
+    keys: Option<&[String]>,
+) -> ToolResult {
+    let id = session.id();
+    let mut value = json!({
+        "sessionId": id,
+        "status": session.snapshot().status,
+        "bytes": bytes,
+    });
+    if let Some(keys) = keys {
+        value["keys"] = json!(keys);
+    }
+    text_result(
+        format!("{action}: sent {bytes} byte(s) to session {id}."),
+        value,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<Request, String> {
+        Request::parse(&v)
+    }
+
+    #[test]
+    fn arguments() {
+        let r = parse(json!({"action": "list"})).unwrap();
+        assert_eq!(r.action, Action::List);
+        let r = parse(json!({"action": "log", "sessionId": "s"})).unwrap();
+        assert_eq!(
+            (r.offset, r.limit, r.stream),
+            (0, DEFAULT_LOG_LIMIT, LogView::Combined)
+        );
+        let r = parse(json!({"action": "send-keys", "sessionId": "s", "keys": ["C-c", "Enter"]}))
+            .unwrap();
+        assert_eq!(r.keys, ["C-c", "Enter"]);
+        for bad in [
+            json!({}),
+            json!({"action": "frobnicate"}),
+            json!({"action": "poll"}),
+            json!({"action": "poll", "sessionId": ""}),
+            json!({"action": "poll", "sessionId": "s", "waitMs": 30_001}),
+            json!({"action": "log", "sessionId": "s", "limit": 0}),
+            json!({"action": "log", "sessionId": "s", "stream": "both"}),
+            json!({"action": "send-keys", "sessionId": "s", "keys": "C-c"}),
+            json!({"action": "send-keys", "sessionId": "s", "keys": ["C-%"]}),
+            json!({"action": "send-keys", "sessionId": "s", "keys": [1]}),
+            json!({"action": "list", "extra": 1}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+        let err = parse(json!({"action": "kill"})).err().unwrap();
+        assert!(err.contains("needs \"sessionId\""), "{err}");
+    }
+
+    #[test]
+    fn declaration() {
+        let def = Process::new(SessionManager::new(crate::EventSender::detached())).def();
+        assert_eq!(def.name, "Process");
+        assert_eq!(def.capability, "process.manage");
+        assert_eq!(
+            def.input_schema["properties"]["action"]["enum"],
+            json!(ACTIONS)
+        );
+        assert_eq!(def.input_schema["additionalProperties"], json!(false));
+        assert_eq!(def.annotations.read_only_hint, Some(false));
+    }
+}

@@ -1,0 +1,45 @@
+//! `gsv bench SCENARIO [--json]`: loopback-only benchmarks (DESIGN §8).
+//!
+//! Every scenario measures a figure and its baseline in the same run and reports the
+//! ratio, so the numbers mean the same thing on any machine. Workloads are bounded in
+//! count and time and stop by themselves; nothing leaves 127.0.0.1.
+
+pub mod grep_glob;
+pub mod report;
+pub mod stats;
+
+use report::Report;
+
+/// The scenarios `gsv bench` knows, with a one-line description each.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    (
+        "grep",
+        "Grep tool vs `rg` on the cargo registry sources (rare and common patterns)",
+    ),
+    ("glob", "Glob tool vs `fd -g` on the cargo registry sources"),
+];
+
+/// Options shared by every scenario.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Tiny sizes for a smoke run (seconds), as the test suite uses.
+    pub quick: bool,
+    /// Directory to build fixtures in (a fresh temp dir when `None`).
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// Runs one scenario by name.
+pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
+    match name {
+        "grep" => grep_glob::grep(opts).await,
+        "glob" => grep_glob::glob(opts).await,
+        _ => Err(format!(
+            "unknown scenario {name:?}; known: {}",
+            SCENARIOS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}

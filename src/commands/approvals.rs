@@ -1,0 +1,124 @@
+//! `gsv approvals list|approve|deny`: the operator's side of approval requests.
+//!
+//! Talks to the running gateway over the agent WebSocket with the admin token (found in
+//! the data directory like the other commands), because a decision must reach the call
+//! that is waiting for it in the gateway's memory.
+
+use crate::client::{AgentClient, ClientError};
+use crate::exit;
+use crate::resolve;
+use gsv_gateway::approvals::ApprovalRequest;
+use gsv_gateway::datadir;
+use gsv_protocol::Method;
+use std::path::PathBuf;
+
+/// Where the gateway is and which token to use (the admin token by default).
+pub struct OperatorTarget {
+    pub gateway: Option<String>,
+    pub token: Option<String>,
+    pub data: Option<PathBuf>,
+}
+
+fn fail(e: &ClientError) -> u8 {
+    match e {
+        ClientError::Remote(r) => {
+            eprintln!("error: {}: {}", r.code, r.message);
+            exit::for_code(r.code)
+        }
+        other => {
+            eprintln!("error: unreachable: {other}");
+            exit::UNREACHABLE
+        }
+    }
+}
+
+async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
+    let data = resolve::data_dir(t.data.as_deref());
+    let gateway = resolve::gateway(t.gateway.as_deref(), &data);
+    let token = t
+        .token
+        .clone()
+        .or_else(|| datadir::read_line(&data.join(datadir::ADMIN_TOKEN_FILE)));
+    let Some(token) = token else {
+        eprintln!(
+            "error: unauthorized: no admin token: pass --token or run this where {} exists",
+            data.join(datadir::ADMIN_TOKEN_FILE).display()
+        );
+        return Err(exit::AUTH);
+    };
+    AgentClient::connect(&gateway, &token)
+        .await
+        .map_err(|e| fail(&e))
+}
+
+/// `gsv approvals list [--all] [--json]`.
+pub async fn list(t: OperatorTarget, all: bool, json: bool) -> u8 {
+    let client = match connect(&t).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let raw = match client
+        .request(Method::ApprovalsList, &serde_json::json!({ "all": all }))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    #[derive(serde::Deserialize)]
+    struct List {
+        approvals: Vec<ApprovalRequest>,
+    }
+    let list: List = match serde_json::from_str(raw.get()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: protocol: {e}");
+            return exit::UNREACHABLE;
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list.approvals).unwrap_or_default()
+        );
+    } else if list.approvals.is_empty() {
+        eprintln!("no pending approval requests");
+    } else {
+        for a in list.approvals {
+            println!(
+                "{}  {:<8} agent={}  {}  (expires {})",
+                a.id,
+                a.state,
+                a.agent,
+                a.summary,
+                gsv_gateway::time::rfc3339(a.expires_at)
+            );
+        }
+    }
+    exit::OK
+}
+
+/// `gsv approvals approve|deny ID`.
+pub async fn decide(t: OperatorTarget, id: &str, approve: bool) -> u8 {
+    let client = match connect(&t).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let decision = if approve { "approve" } else { "deny" };
+    match client
+        .request(
+            Method::ApprovalsDecide,
+            &serde_json::json!({ "id": id, "decision": decision }),
+        )
+        .await
+    {
+        Ok(raw) => {
+            let req: Result<ApprovalRequest, _> = serde_json::from_str(raw.get());
+            match req {
+                Ok(r) => eprintln!("{} {}: {}", r.state, r.id, r.summary),
+                Err(_) => eprintln!("{decision}d {id}"),
+            }
+            exit::OK
+        }
+        Err(e) => fail(&e),
+    }
+}
