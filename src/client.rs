@@ -65,6 +65,8 @@ pub struct AgentClient {
     waiters: Waiters,
     next_id: AtomicU64,
     events: tokio::sync::Mutex<mpsc::Receiver<Event>>,
+    /// Cancelled when the connection is gone (read side ended).
+    closed: tokio_util::sync::CancellationToken,
     /// What the gateway answered in `hello-ok`.
     pub hello: HelloOk,
 }
@@ -158,6 +160,8 @@ impl AgentClient {
         let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
         let (ev_tx, ev_rx) = mpsc::channel(1024);
         let w = waiters.clone();
+        let closed = tokio_util::sync::CancellationToken::new();
+        let closed_by_reader = closed.clone();
         tokio::spawn(async move {
             while let Some(Ok(msg)) = stream.next().await {
                 let Message::Text(t) = msg else { continue };
@@ -185,7 +189,8 @@ impl AgentClient {
                     _ => {}
                 }
             }
-            // Connection gone: dropping the waiters fails every open request.
+            // Connection gone: every open and future request fails.
+            closed_by_reader.cancel();
             if let Ok(mut m) = w.lock() {
                 m.clear();
             }
@@ -195,6 +200,7 @@ impl AgentClient {
             waiters,
             next_id: AtomicU64::new(1),
             events: tokio::sync::Mutex::new(ev_rx),
+            closed,
             hello,
         })
     }
@@ -211,6 +217,9 @@ impl AgentClient {
         method: Method,
         params: &P,
     ) -> Result<Box<RawValue>, ClientError> {
+        if self.closed.is_cancelled() {
+            return Err(ClientError::Closed);
+        }
         let (tx, rx) = oneshot::channel();
         if let Ok(mut m) = self.waiters.lock() {
             m.insert(id.to_owned(), tx);
@@ -219,7 +228,16 @@ impl AgentClient {
             .send(Message::Text(encode_req(id, method, params).into()))
             .await
             .map_err(|_| ClientError::Closed)?;
-        match rx.await {
+        let outcome = tokio::select! {
+            r = rx => r,
+            _ = self.closed.cancelled() => {
+                if let Ok(mut m) = self.waiters.lock() {
+                    m.remove(id);
+                }
+                return Err(ClientError::Closed);
+            }
+        };
+        match outcome {
             Ok(Ok(raw)) => Ok(raw),
             Ok(Err(e)) => Err(ClientError::Remote(e)),
             Err(_) => Err(ClientError::Closed),
@@ -296,6 +314,11 @@ impl AgentClient {
         let r: NodesListResult = serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad nodes.list result: {e}")))?;
         Ok(r.nodes)
+    }
+
+    /// Whether the connection to the gateway is gone.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
     }
 
     /// The next event, waiting up to `timeout`.

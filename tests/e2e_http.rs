@@ -143,7 +143,7 @@ async fn gsv_up_then_gsv_call_with_no_flags() {
         l.local_addr().unwrap().port()
     };
     let mut up = Proc(
-        Command::new(gsv_bin())
+        common::die_with_parent(&mut Command::new(gsv_bin()))
             .args([
                 "up",
                 "--listen",

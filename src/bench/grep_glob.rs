@@ -10,8 +10,11 @@
 //!
 //! Both sides walk the same files: hidden files skipped, ignore files honoured outside
 //! git repositories too (`--no-require-git`), symlinks followed by Grep (`rg -L`) and
-//! not by Glob (fd's default), line numbers computed (`rg -n`), two threads per core
-//! count as each tool chooses. Each figure is the median of N runs (5; `--quick`: 2)
+//! not by Glob (fd's default), line numbers computed (`rg -n`), one walker thread
+//! per core on both sides. Where our result is not truncated, its match count is
+//! checked against the number of lines the baseline prints, so both sides provably
+//! searched the same files (skipped for fd releases without `--no-require-git`). Each
+//! figure is the median of N runs (5; `--quick`: 2)
 //! after one warm-up run of each side, runs alternating between the two.
 //!
 //! Labelling matters: Grep stops once it has more than 100 matching lines and Glob
@@ -43,48 +46,55 @@ pub async fn grep(opts: &BenchOptions) -> Result<Report, String> {
     )?;
     let tree = Tree::pick(opts).await?;
     let runs = if opts.quick { 2 } else { 5 };
+    // (figure label, baseline label, pattern, include)
     let cases = [
         (
-            "rare literal (full scan)",
-            RARE_NEEDLE.to_owned(),
+            "rare literal, full scan",
+            "rg, 0 matches",
+            RARE_NEEDLE,
             None::<&str>,
         ),
         (
-            "rare regex (full scan)",
-            r"\bfn\s+gsv_[a-z]+_bench\b".to_owned(),
+            "rare regex, full scan",
+            "rg, 0 matches",
+            r"\bfn\s+gsv_[a-z]+_bench\b",
             None,
         ),
         (
-            "rare literal, include *.{rs,toml}",
-            RARE_NEEDLE.to_owned(),
+            "few: `unsafe impl Sync for`",
+            "rg, same matches (count checked)",
+            "unsafe impl Sync for",
+            None,
+        ),
+        (
+            "rare, include *.{rs,toml}",
+            "rg -g '*.{rs,toml}'",
+            RARE_NEEDLE,
             Some("*.{rs,toml}"),
         ),
         (
-            "many matches (we stop at 100, rg lists all)",
-            r"fn \w+".to_owned(),
+            r"many: `fn \w+` (stops at 100)",
+            "rg, prints every match",
+            r"fn \w+",
             None,
         ),
     ];
     let mut rows = Vec::new();
-    for (label, pattern, include) in cases {
+    for (label, baseline, pattern, include) in cases {
         let mut args = json!({ "pattern": pattern });
-        let mut rg_args: Vec<String> = vec![
-            "-n".into(),
-            "-L".into(),
-            "--no-require-git".into(),
-            "-e".into(),
-            pattern.clone(),
-        ];
+        let mut rg_args: Vec<String> = ["-n", "-L", "--no-require-git", "-e", pattern]
+            .map(String::from)
+            .into();
         if let Some(include) = include {
             args["include"] = json!(include);
             rg_args.extend(["-g".into(), include.into()]);
         }
         rg_args.push(tree.root.display().to_string());
-        let (ours, theirs) = race(&Grep, &tree.root, args, &rg, &rg_args, runs).await?;
+        let (ours, theirs) = race(&Grep, &tree.root, args, &rg, &rg_args, runs, true).await?;
         rows.push(Row::at_most(
             format!("Grep {label}, p50"),
             ours,
-            format!("rg {label}, p50"),
+            format!("{baseline}, p50"),
             theirs,
             "ms",
             TARGET,
@@ -103,6 +113,9 @@ pub async fn glob(opts: &BenchOptions) -> Result<Report, String> {
     let fd = find_bin(&["fd", "fdfind"]).ok_or(
         "fd is not installed: `apt-get install fd-find` (Debian/Ubuntu; the binary is `fdfind`) to run this benchmark",
     )?;
+    // fd before 9 has no `--no-require-git` (and then honours .gitignore only in git
+    // repositories, which makes it walk slightly more than we do on such trees).
+    let no_require_git = help_mentions(&fd, "--no-require-git");
     let tree = Tree::pick(opts).await?;
     let runs = if opts.quick { 2 } else { 5 };
     let cases = [
@@ -112,18 +125,15 @@ pub async fn glob(opts: &BenchOptions) -> Result<Report, String> {
     ];
     let mut rows = Vec::new();
     for (label, pattern, fd_glob) in cases {
-        let fd_args: Vec<String> = vec![
-            "-g".into(),
-            fd_glob.into(),
-            "--no-require-git".into(),
-            "-t".into(),
-            "f".into(),
-            "-t".into(),
-            "l".into(),
-            tree.root.display().to_string(),
-        ];
+        let mut fd_args: Vec<String> = vec!["-g".into(), fd_glob.into()];
+        if no_require_git {
+            fd_args.push("--no-require-git".into());
+        }
+        fd_args.extend(["-t", "f", "-t", "l"].map(String::from));
+        fd_args.push(tree.root.display().to_string());
         let args = json!({ "pattern": pattern });
-        let (ours, theirs) = race(&Glob, &tree.root, args, &fd, &fd_args, runs).await?;
+        let (ours, theirs) =
+            race(&Glob, &tree.root, args, &fd, &fd_args, runs, no_require_git).await?;
         rows.push(Row::at_most(
             format!("Glob {label}, p50"),
             ours,
@@ -133,16 +143,19 @@ pub async fn glob(opts: &BenchOptions) -> Result<Report, String> {
             TARGET,
         ));
     }
-    let workload = format!(
-        "{}; {runs} runs per side after a warm-up, median wall time; fd flags: -g GLOB --no-require-git -t f -t l",
-        tree.describe()
+    let workload =
+        format!(
+        "{}; {runs} runs per side after a warm-up, median wall time; fd flags: -g GLOB{} -t f -t l",
+        tree.describe(),
+        if no_require_git { " --no-require-git" } else { "" }
     );
     tree.cleanup();
     Ok(Report::new("glob", workload, rows))
 }
 
 /// Runs our tool and the baseline `runs` times each (alternating, after a warm-up) and
-/// returns their median wall times in milliseconds.
+/// returns their median wall times in milliseconds. With `check`, an untruncated result
+/// of ours must have as many matches as the baseline prints lines (same files walked).
 async fn race(
     tool: &dyn Tool,
     root: &Path,
@@ -150,6 +163,7 @@ async fn race(
     bin: &Path,
     bin_args: &[String],
     runs: usize,
+    check: bool,
 ) -> Result<(f64, f64), String> {
     let mut ours = Vec::with_capacity(runs);
     let mut theirs = Vec::with_capacity(runs);
@@ -162,7 +176,18 @@ async fn race(
         if result.is_error {
             return Err(format!("our tool failed: {}", result.joined_text()));
         }
-        let baseline = spawn_timed(bin, bin_args).await?;
+        let (baseline, lines) = spawn_timed(bin, bin_args).await?;
+        let structured = result.structured_content.unwrap_or_default();
+        let truncated = structured.get("truncated").is_some();
+        let count = structured["count"].as_u64().unwrap_or(0) as usize;
+        if check && !truncated && count != lines {
+            return Err(format!(
+                "our tool found {count} matches, {} printed {lines} lines for {}: the two do \
+                 not search the same files",
+                bin.display(),
+                bin_args.join(" ")
+            ));
+        }
         if i > 0 {
             ours.push(elapsed);
             theirs.push(baseline);
@@ -171,8 +196,9 @@ async fn race(
     Ok((median_ms(&mut ours), median_ms(&mut theirs)))
 }
 
-/// Runs `bin args`, reading its output through a pipe; returns the wall time.
-async fn spawn_timed(bin: &Path, args: &[String]) -> Result<Duration, String> {
+/// Runs `bin args`, reading its output through a pipe; returns the wall time and the
+/// number of lines printed.
+async fn spawn_timed(bin: &Path, args: &[String]) -> Result<(Duration, usize), String> {
     let bin = bin.to_path_buf();
     let args = args.to_vec();
     tokio::task::spawn_blocking(move || {
@@ -185,7 +211,7 @@ async fn spawn_timed(bin: &Path, args: &[String]) -> Result<Duration, String> {
         let elapsed = started.elapsed();
         // rg exits 1 for "no match"; anything else is a failure.
         match output.status.code() {
-            Some(0 | 1) => Ok(elapsed),
+            Some(0 | 1) => Ok((elapsed, output.stdout.split(|&b| b == b'\n').count() - 1)),
             _ => Err(format!(
                 "{} {} failed: {}",
                 bin.display(),
@@ -216,6 +242,15 @@ fn find_bin(names: &[&str]) -> Option<PathBuf> {
             .status()
             .is_ok_and(|s| s.success())
     })
+}
+
+/// Whether `bin --help` mentions `flag`.
+fn help_mentions(bin: &Path, flag: &str) -> bool {
+    Command::new(bin)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(flag))
 }
 
 /// The tree searched, and whether it was generated (and so is removed afterwards).

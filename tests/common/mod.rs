@@ -37,6 +37,23 @@ impl Drop for TempDir {
     }
 }
 
+/// Makes a spawned `gsv` die with the test process, even if the test is killed before
+/// its `Proc` handles drop (Linux: parent-death signal).
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe and touches only the child being set up.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
 /// A child process killed on drop.
 pub struct Proc(pub Child);
 
@@ -61,7 +78,9 @@ where
 {
     let start = Instant::now();
     loop {
-        if let Some(v) = f().await {
+        // Each attempt is bounded too, so a hung attempt cannot hang the test.
+        let left = limit.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
+        if let Ok(Some(v)) = tokio::time::timeout(left, f()).await {
             return v;
         }
         if start.elapsed() > limit {
@@ -93,7 +112,7 @@ fn spawn_gateway(data: &Path, listen: &str, extra: &[String]) -> Proc {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    Proc(cmd.spawn().expect("spawn gsv gateway"))
+    Proc(die_with_parent(&mut cmd).spawn().expect("spawn gsv gateway"))
 }
 
 async fn wait_addr(data: &Path, previous: Option<&str>) -> String {
@@ -243,7 +262,7 @@ impl Gateway {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        Proc(cmd.spawn().expect("spawn gsv node"))
+        Proc(die_with_parent(&mut cmd).spawn().expect("spawn gsv node"))
     }
 
     /// Waits until `id` is listed online (through a fresh admin connection each poll,
