@@ -475,3 +475,24 @@ async fn an_in_process_node_with_a_custom_tool() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_node_replaced_by_another_process_with_its_id_stops() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let token = gw.node_token("dup");
+    let mut first = gw.spawn_node("dup", &token, ws.path(), &[]);
+    gw.wait_online("dup").await;
+    let _second = gw.spawn_node("dup", &token, ws.path(), &[]);
+    let status = eventually("the replaced node to exit", Duration::from_secs(20), || {
+        let s = first.0.try_wait().ok().flatten();
+        async move { s }
+    })
+    .await;
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    // The newer one stays online and serves calls.
+    gw.wait_online("dup").await;
+    let agent = gw.agent().await;
+    let r = agent.call("dup__Echo", json!({"text": "still"}), None).await.unwrap();
+    assert_eq!(r.joined_text(), "still");
+}

@@ -121,7 +121,7 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
         old.out.close_with(
             CloseCode::Policy,
-            "replaced by a newer connection of this node",
+            gsv_protocol::limits::CLOSE_REPLACED,
         );
         // Its calls fail now, not when its read loop notices.
         old.fail_all_pending();

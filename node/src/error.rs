@@ -22,6 +22,10 @@ pub enum NodeError {
     /// The tools this node was asked to offer do not form a valid set.
     #[error("invalid tool set: {0}")]
     Registry(#[from] RegistryError),
+    /// The gateway closed the live connection because another process connected with
+    /// this node id, or because this node's token was revoked.
+    #[error("the gateway closed this node's connection for good: {0}")]
+    Evicted(String),
     /// TLS could not be set up for a `wss://` gateway.
     #[error("TLS setup failed: {0}")]
     Tls(String),
@@ -38,6 +42,7 @@ impl NodeError {
                 _ => 4,
             },
             NodeError::Tls(_) => 4,
+            NodeError::Evicted(_) => 3,
         }
     }
 }

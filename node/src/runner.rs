@@ -108,6 +108,10 @@ async fn reconnect_loop(
                 info!("node stopped");
                 return Ok(());
             }
+            Attempt::Served(SessionEnd::Evicted(reason)) => {
+                error!(%reason, "the gateway closed this node's connection for good");
+                return Err(NodeError::Evicted(reason));
+            }
             Attempt::Served(SessionEnd::Lost(reason)) => {
                 registered_once = true;
                 failures = 0;

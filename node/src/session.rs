@@ -31,6 +31,9 @@ pub(crate) enum SessionEnd {
     Shutdown,
     /// The connection was lost or closed; the reason is for the log.
     Lost(String),
+    /// The gateway closed the connection for a reason reconnecting cannot fix: another
+    /// process connected with this node id, or the token was revoked.
+    Evicted(String),
 }
 
 /// Serves a registered connection until it ends or `shutdown` is cancelled.
@@ -72,6 +75,12 @@ pub(crate) async fn serve(
             None => break SessionEnd::Lost("connection closed".into()),
             Some(Err(e)) => break SessionEnd::Lost(e.to_string()),
             Some(Ok(Message::Text(text))) => dispatcher.handle_text(text.as_str()),
+            Some(Ok(Message::Close(Some(frame))))
+                if frame.reason.as_str() == gsv_protocol::limits::CLOSE_REPLACED
+                    || frame.reason.as_str() == gsv_protocol::limits::CLOSE_REVOKED =>
+            {
+                break SessionEnd::Evicted(frame.reason.as_str().to_owned());
+            }
             Some(Ok(Message::Close(frame))) => {
                 let why = frame
                     .map(|f| format!("{}: {}", f.code, f.reason))

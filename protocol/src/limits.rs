@@ -31,6 +31,13 @@ pub const MAX_ID_LEN: usize = 128;
 /// Most tools one node may register.
 pub const MAX_TOOLS_PER_NODE: usize = 256;
 
+/// Close reason the gateway gives a node connection replaced by a newer connection
+/// with the same node id. A node that receives it on its live connection knows another
+/// process took its id, and stops instead of fighting for it.
+pub const CLOSE_REPLACED: &str = "replaced by a newer connection of this node";
+/// Close reason for a connection whose token was revoked.
+pub const CLOSE_REVOKED: &str = "token revoked";
+
 /// Limits announced in `hello-ok`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
