@@ -18,6 +18,7 @@ use gsv_protocol::method::{NodesListResult, ProbeParams, ToolsListResult};
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 type AppState = Arc<Shared>;
 
@@ -29,6 +30,7 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/agent", get(agent_ws))
         .route("/v1/nodes", get(nodes))
         .route("/v1/tools", get(tools))
+        .route("/v1/sessions", get(sessions))
         .route("/v1/nodes/{id}/probe", post(probe))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide));
@@ -74,15 +76,19 @@ impl IntoResponse for ApiError {
 
 /// Who is calling the admin API.
 enum Principal {
-    Admin,
-    Agent(Policy),
+    Admin { token_id: String },
+    Agent {
+        policy: Policy,
+        name: String,
+        token_id: String,
+    },
 }
 
 impl Principal {
     fn policy(&self) -> Policy {
         match self {
-            Principal::Admin => Policy::full_access(),
-            Principal::Agent(p) => p.clone(),
+            Principal::Admin { .. } => Policy::full_access(),
+            Principal::Agent { policy, .. } => policy.clone(),
         }
     }
 }
@@ -127,12 +133,18 @@ async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, 
         .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
         .ok_or_else(|| unauthorized("invalid or revoked token"))?;
     match record.kind {
-        TokenKind::Admin => Ok(Principal::Admin),
+        TokenKind::Admin => Ok(Principal::Admin {
+            token_id: record.id,
+        }),
         TokenKind::Agent => {
             let spec = record.policy.unwrap_or_else(PolicySpec::default);
-            Policy::compile(&spec)
-                .map(Principal::Agent)
-                .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))
+            let policy = Policy::compile(&spec)
+                .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+            Ok(Principal::Agent {
+                policy,
+                name: record.subject,
+                token_id: record.id,
+            })
         }
         TokenKind::Node => Err(ApiError(ErrorShape::new(
             ErrorCode::Forbidden,
@@ -184,6 +196,81 @@ async fn tools(
     Ok(Json(ToolsListResult { tools }))
 }
 
+/// `GET /v1/sessions`: the background process sessions of every node the caller may
+/// run `Process` on, gathered with one `Process {action: list}` call per node (each
+/// an ordinary, audited call). A node that does not answer is listed under `errors`.
+async fn sessions(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let principal = authorize(&shared, &headers, peer).await?;
+    let policy = principal.policy();
+    let (name, token_id) = match &principal {
+        Principal::Admin { token_id } => ("admin-api".to_owned(), token_id.clone()),
+        Principal::Agent { name, token_id, .. } => (name.clone(), token_id.clone()),
+    };
+    let caller = crate::router::Caller {
+        name: &name,
+        token_id: &token_id,
+        policy: &policy,
+        agent: None,
+    };
+    let nodes: Vec<String> = shared
+        .registry
+        .all()
+        .into_iter()
+        .filter(|n| n.tools.get("Process").is_some())
+        .map(|n| n.id.to_string())
+        .filter(|id| {
+            policy.decide(&gsv_protocol::names::NamespacedName::join(id, "Process"))
+                == crate::policy::Decision::Allow
+        })
+        .collect();
+    let calls = nodes.iter().map(|node| {
+        let params = gsv_protocol::method::ToolsCallParams {
+            name: gsv_protocol::names::NamespacedName::join(node, "Process"),
+            args: serde_json::value::to_raw_value(&serde_json::json!({"action": "list"}))
+                .unwrap_or_default(),
+            timeout_ms: Some(10_000),
+        };
+        let caller = &caller;
+        let shared = &shared;
+        async move {
+            let outcome = crate::router::call(shared, caller, params, CancellationToken::new()).await;
+            (node.clone(), outcome)
+        }
+    });
+    let mut sessions = Vec::new();
+    let mut errors = Vec::new();
+    for (node, outcome) in futures_util::future::join_all(calls).await {
+        let listed = outcome.and_then(|raw| {
+            serde_json::from_str::<gsv_protocol::ToolResult>(raw.get())
+                .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))
+        });
+        match listed {
+            Ok(r) if !r.is_error => {
+                let list = r
+                    .structured_content
+                    .as_ref()
+                    .and_then(|v| v.get("sessions"))
+                    .and_then(|v| v.as_array())
+                    .cloned()
+                    .unwrap_or_default();
+                for mut s in list {
+                    if let Some(obj) = s.as_object_mut() {
+                        obj.insert("node".into(), serde_json::Value::String(node.clone()));
+                    }
+                    sessions.push(s);
+                }
+            }
+            Ok(r) => errors.push(serde_json::json!({ "node": node, "error": r.joined_text() })),
+            Err(e) => errors.push(serde_json::json!({ "node": node, "error": e })),
+        }
+    }
+    Ok(Json(serde_json::json!({ "sessions": sessions, "errors": errors })).into_response())
+}
+
 /// Requires the admin token.
 async fn admin_only(
     shared: &Shared,
@@ -192,8 +279,8 @@ async fn admin_only(
     what: &str,
 ) -> Result<(), ApiError> {
     match authorize(shared, headers, peer).await? {
-        Principal::Admin => Ok(()),
-        Principal::Agent(_) => Err(ApiError(ErrorShape::new(
+        Principal::Admin { .. } => Ok(()),
+        Principal::Agent { .. } => Err(ApiError(ErrorShape::new(
             ErrorCode::Forbidden,
             format!("{what} needs the admin token"),
         ))),
