@@ -169,8 +169,24 @@ async fn handshake_declares_the_node_and_calls_are_served() {
     let node = connect.node.expect("node info");
     assert_eq!(node.id, "test-node");
     let names: Vec<&str> = node.tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["Echo", "Read"]);
-    assert_eq!(node.capabilities, ["diagnostics.echo", "filesystem.read"]);
+    // The standard set (sorted by name) plus Echo; its full contents are checked by the
+    // registry's own tests.
+    for name in ["Bash", "Echo", "Process", "Read"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    assert!(names.is_sorted(), "{names:?}");
+    for capability in [
+        "diagnostics.echo",
+        "filesystem.read",
+        "process.manage",
+        "shell.exec",
+    ] {
+        assert!(
+            node.capabilities.iter().any(|c| c == capability),
+            "{capability} missing from {:?}",
+            node.capabilities
+        );
+    }
     assert_eq!(node.runtime.host_bin_status.get("sh"), Some(&true));
     assert!(node.runtime.host_env.iter().any(|n| n == "PATH"));
     ws.send(Message::text(encode_ok(

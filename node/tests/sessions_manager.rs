@@ -27,7 +27,7 @@ async fn finished_sessions_expire() {
     node.wait_done(&id).await;
     assert_eq!(node.sessions.list().len(), 1);
     // Expired by the timer even if nothing else happens.
-    until("the session expired", || node.sessions.len() == 0).await;
+    until("the session expired", || node.sessions.is_empty()).await;
     let err = node
         .process_err(json!({"action": "poll", "sessionId": id}))
         .await;

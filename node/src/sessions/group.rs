@@ -6,7 +6,7 @@
 //! signalled at once with `killpg`. Killing only the shell would leave those
 //! grandchildren running and holding the output pipes open.
 //!
-//! Termination sends SIGTERM to the group, then checks every [`POLL`] whether any
+//! Termination sends SIGTERM to the group, then checks every 20 ms whether any
 //! member is left; if one still is after [`KILL_GRACE`], the group gets SIGKILL. The
 //! waiting happens on a dedicated thread, so it runs even when it is started from a
 //! `Drop` (a cancelled call) or while the async runtime shuts down. A group with no

@@ -14,8 +14,8 @@
 //! is announced to the gateway with a `process.exited` event (queued while the node is
 //! disconnected).
 //!
-//! Caps ([`Limits`], defaults in brackets): running sessions [64], finished sessions
-//! kept [256], output held in memory by all sessions together [64 MiB]. Past the
+//! Caps ([`Limits`], defaults in parentheses): running sessions (64), finished sessions
+//! kept (256), output held in memory by all sessions together (64 MiB). Past the
 //! finished and memory caps the oldest finished sessions are dropped first; a new
 //! command is refused with a clear error only when 64 are already running, or when
 //! running sessions alone hold the whole memory cap. Per session, output is bounded by
@@ -136,14 +136,6 @@ impl SessionManager {
 
     /// Starts `spec` as a new session.
     pub async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<Session>, SessionError> {
-        match tokio::fs::metadata(&spec.workdir).await {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(workdir_error(&spec, "is not a directory")),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(workdir_error(&spec, "does not exist"))
-            }
-            Err(e) => return Err(workdir_error(&spec, &format!("cannot be used: {e}"))),
-        }
         self.prune();
         let reservation = self.reserve()?;
         let env = probe::login_env().await;
@@ -158,10 +150,7 @@ impl SessionManager {
             spec.pty,
             spec.stdin,
         )
-        .map_err(|error| SessionError::Spawn {
-            shell: shell.display().to_string(),
-            error,
-        })?;
+        .map_err(|error| spawn_error(&spec, &shell, error))?;
         let session = Arc::new(Session::new(NewSession {
             id: uuid::Uuid::new_v4().to_string(),
             serial: self.serial.fetch_add(1, Ordering::Relaxed),
@@ -306,11 +295,18 @@ impl SessionManager {
         }
     }
 
+    /// Forgets a finished foreground session (its call has the result). Called by the
+    /// call and by the supervisor, whichever comes first.
+    pub(crate) fn forget_foreground(&self, session: &Session) {
+        if session.is_finished() && !session.is_background() {
+            self.lock().sessions.remove(session.id());
+        }
+    }
+
     /// Called by a session's supervisor once it has finished.
     pub(crate) fn on_finished(&self, session: &Arc<Session>) {
         if !session.is_background() {
-            // A synchronous call holds its own reference for the result.
-            self.lock().sessions.remove(session.id());
+            self.forget_foreground(session);
             return;
         }
         self.prune();
@@ -390,9 +386,20 @@ impl Drop for Reservation {
     }
 }
 
-fn workdir_error(spec: &SpawnSpec, problem: &str) -> SessionError {
-    SessionError::Workdir {
+/// Explains a failed spawn. The workdir is checked only now, off the fast path: a
+/// missing directory and a missing shell both surface as `ENOENT` from the spawn.
+fn spawn_error(spec: &SpawnSpec, shell: &std::path::Path, error: std::io::Error) -> SessionError {
+    let workdir = |problem: String| SessionError::Workdir {
         path: spec.workdir.display().to_string(),
-        problem: problem.to_owned(),
+        problem,
+    };
+    match std::fs::metadata(&spec.workdir) {
+        Ok(meta) if !meta.is_dir() => workdir("is not a directory".to_owned()),
+        Ok(_) => SessionError::Spawn {
+            shell: shell.display().to_string(),
+            error,
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => workdir("does not exist".to_owned()),
+        Err(e) => workdir(format!("cannot be used: {e}")),
     }
 }

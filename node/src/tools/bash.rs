@@ -177,6 +177,7 @@ impl Tool for Bash {
                     _ = ctx.cancel.cancelled() => return cancelled(),
                 }
                 guard.disarm();
+                self.sessions.forget_foreground(&session);
                 finished_result(&session)
             }
             Mode::Yield(yield_ms) => {
@@ -197,6 +198,7 @@ impl Tool for Bash {
                 // It finished just now: wait for the last output to be drained.
                 session.wait_finished().await;
                 guard.disarm();
+                self.sessions.forget_foreground(&session);
                 finished_result(&session)
             }
         }

@@ -33,6 +33,7 @@ use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResul
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::debug;
 
 /// Longest `waitMs` of `poll`.
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -153,6 +154,12 @@ impl Tool for Process {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Process: {message}")),
         };
+        debug!(
+            call = %ctx.call_id,
+            action = %request.action_name,
+            session = request.session_id.as_deref().unwrap_or(""),
+            "process action"
+        );
         match self.run(request, &ctx).await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("Process: {e}")),
