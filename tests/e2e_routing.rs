@@ -493,6 +493,9 @@ async fn a_node_replaced_by_another_process_with_its_id_stops() {
     // The newer one stays online and serves calls.
     gw.wait_online("dup").await;
     let agent = gw.agent().await;
-    let r = agent.call("dup__Echo", json!({"text": "still"}), None).await.unwrap();
+    let r = agent
+        .call("dup__Echo", json!({"text": "still"}), None)
+        .await
+        .unwrap();
     assert_eq!(r.joined_text(), "still");
 }

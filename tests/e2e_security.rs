@@ -19,11 +19,26 @@ async fn next_request(client: &AgentClient) -> Value {
     .await
 }
 
-async fn setup(extra: &[&str]) -> (Gateway, TempDir, common::Proc, Arc<AgentClient>, AgentClient) {
+async fn setup(
+    extra: &[&str],
+) -> (
+    Gateway,
+    TempDir,
+    common::Proc,
+    Arc<AgentClient>,
+    AgentClient,
+) {
     let gw = Gateway::start_with(extra).await;
     let ws = TempDir::new("ws");
     let node = gw.node("box", ws.path()).await;
-    let token = gw.token(&["agent", "careful", "--allow", "box__*", "--confirm", "box__Echo"]);
+    let token = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "box__*",
+        "--confirm",
+        "box__Echo",
+    ]);
     let agent = Arc::new(gw.agent_with(&token).await);
     let operator = gw.agent_with(&gw.admin_token()).await;
     (gw, ws, node, agent, operator)
@@ -33,7 +48,10 @@ async fn setup(extra: &[&str]) -> (Gateway, TempDir, common::Proc, Arc<AgentClie
 async fn confirm_then_approve_runs_the_call() {
     let (gw, _ws, _node, agent, operator) = setup(&[]).await;
     let a = agent.clone();
-    let call = tokio::spawn(async move { a.call("box__Echo", json!({"text": "approved!"}), Some(60_000)).await });
+    let call = tokio::spawn(async move {
+        a.call("box__Echo", json!({"text": "approved!"}), Some(60_000))
+            .await
+    });
     let req = next_request(&operator).await;
     assert_eq!(req["node"], "box");
     assert_eq!(req["tool"], "Echo");
@@ -53,16 +71,28 @@ async fn confirm_then_approve_runs_the_call() {
     assert_ne!(code, 0);
     assert!(err.contains("already decided"), "{err}");
     // Calls that need no confirmation run at once.
-    let r = agent.call("box__Read", json!({"path": "."}), None).await.unwrap();
-    assert!(r.is_error, "reading a directory is a tool error, but it ran");
+    let r = agent
+        .call("box__Read", json!({"path": "."}), None)
+        .await
+        .unwrap();
+    assert!(
+        r.is_error,
+        "reading a directory is a tool error, but it ran"
+    );
 }
 
 #[tokio::test]
 async fn confirm_then_deny_fails_with_denied() {
     let (gw, _ws, _node, agent, operator) = setup(&[]).await;
     let a = agent.clone();
-    let call = tokio::spawn(async move { a.call("box__Echo", json!({"text": "no"}), Some(60_000)).await });
-    let id = next_request(&operator).await["id"].as_str().unwrap().to_owned();
+    let call = tokio::spawn(async move {
+        a.call("box__Echo", json!({"text": "no"}), Some(60_000))
+            .await
+    });
+    let id = next_request(&operator).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (status, body) = common::http_request(
         &gw.addr,
         "POST",
@@ -96,12 +126,21 @@ async fn confirm_then_deny_fails_with_denied() {
 async fn approving_call_a_does_not_release_call_b() {
     let (gw, _ws, _node, agent, operator) = setup(&[]).await;
     let (a1, a2) = (agent.clone(), agent.clone());
-    let call_a = tokio::spawn(async move { a1.call("box__Echo", json!({"text": "A"}), Some(60_000)).await });
+    let call_a = tokio::spawn(async move {
+        a1.call("box__Echo", json!({"text": "A"}), Some(60_000))
+            .await
+    });
     let req_a = next_request(&operator).await;
-    let call_b = tokio::spawn(async move { a2.call("box__Echo", json!({"text": "B"}), Some(60_000)).await });
+    let call_b = tokio::spawn(async move {
+        a2.call("box__Echo", json!({"text": "B"}), Some(60_000))
+            .await
+    });
     let req_b = next_request(&operator).await;
     assert_ne!(req_a["id"], req_b["id"]);
-    assert_ne!(req_a["argsHash"], req_b["argsHash"], "each request is bound to its own arguments");
+    assert_ne!(
+        req_a["argsHash"], req_b["argsHash"],
+        "each request is bound to its own arguments"
+    );
     let (code, _, err) = gw.cli(&["approvals", "approve", req_a["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(call_a.await.unwrap().unwrap().joined_text(), "A");
@@ -119,14 +158,23 @@ async fn an_expired_approval_cannot_be_approved() {
     let (gw, _ws, _node, agent, operator) = setup(&["--approval-ttl-ms", "500"]).await;
     let started = Instant::now();
     let a = agent.clone();
-    let call = tokio::spawn(async move { a.call("box__Echo", json!({"text": "late"}), Some(60_000)).await });
-    let id = next_request(&operator).await["id"].as_str().unwrap().to_owned();
+    let call = tokio::spawn(async move {
+        a.call("box__Echo", json!({"text": "late"}), Some(60_000))
+            .await
+    });
+    let id = next_request(&operator).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let e = call.await.unwrap().unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::Timeout);
     assert!(started.elapsed() < Duration::from_secs(10));
     let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
     assert_ne!(code, 0, "approving an expired request must fail");
-    assert!(err.contains("expired") || err.contains("already decided"), "{err}");
+    assert!(
+        err.contains("expired") || err.contains("already decided"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -136,7 +184,10 @@ async fn a_revoked_token_is_disconnected_at_once() {
     let _node = gw.node("rv", ws.path()).await;
     let token = gw.token(&["agent", "doomed", "--allow", "*"]);
     let agent = gw.agent_with(&token).await;
-    agent.call("rv__Echo", json!({"text": "ok"}), None).await.unwrap();
+    agent
+        .call("rv__Echo", json!({"text": "ok"}), None)
+        .await
+        .unwrap();
     let (_, out, _) = gw.cli(&["token", "list", "--json"]);
     let tokens: Value = serde_json::from_str(&out).unwrap();
     let id = tokens
@@ -151,12 +202,16 @@ async fn a_revoked_token_is_disconnected_at_once() {
     let (code, _, err) = gw.cli(&["token", "revoke", &id]);
     assert_eq!(code, 0, "{err}");
     let started = Instant::now();
-    eventually("the revoked connection to close", Duration::from_secs(10), || async {
-        match agent.call("rv__Echo", json!({"text": "x"}), None).await {
-            Err(gsv::client::ClientError::Closed) => Some(()),
-            _ => None,
-        }
-    })
+    eventually(
+        "the revoked connection to close",
+        Duration::from_secs(10),
+        || async {
+            match agent.call("rv__Echo", json!({"text": "x"}), None).await {
+                Err(gsv::client::ClientError::Closed) => Some(()),
+                _ => None,
+            }
+        },
+    )
     .await;
     assert!(started.elapsed() < Duration::from_secs(5));
     // And it cannot connect again.
@@ -179,9 +234,13 @@ async fn brute_force_is_rate_limited() {
             Ok(_) => panic!("a guessed token connected"),
         }
     }
-    assert!(limited >= 5, "only {limited} of 30 guesses were rate-limited");
+    assert!(
+        limited >= 5,
+        "only {limited} of 30 guesses were rate-limited"
+    );
     // The HTTP API shares the limit.
-    let (status, _) = common::http_get(&gw.addr, "/v1/nodes", Some("gsv_admin_0123456789ab_x")).await;
+    let (status, _) =
+        common::http_get(&gw.addr, "/v1/nodes", Some("gsv_admin_0123456789ab_x")).await;
     assert_eq!(status, 429);
 }
 
@@ -191,23 +250,39 @@ async fn audit_chain_records_calls_verifies_and_detects_edits() {
     let ws = TempDir::new("ws");
     let _node = gw.node("aud", ws.path()).await;
     let agent = gw.agent().await;
-    agent.call("aud__Echo", json!({"text": "secret-value"}), None).await.unwrap();
+    agent
+        .call("aud__Echo", json!({"text": "secret-value"}), None)
+        .await
+        .unwrap();
     let _ = agent.call("aud__Nope", json!({}), None).await;
-    let (code, out, err) = eventually("the call row in the audit log", Duration::from_secs(10), || {
-        let r = gw.cli(&["audit", "tail", "--lines", "100", "--json"]);
-        async move { r.1.contains("\"tool\":\"Echo\"").then_some(r) }
-    })
+    let (code, out, err) = eventually(
+        "the call row in the audit log",
+        Duration::from_secs(10),
+        || {
+            let r = gw.cli(&["audit", "tail", "--lines", "100", "--json"]);
+            async move { r.1.contains("\"tool\":\"Echo\"").then_some(r) }
+        },
+    )
     .await;
     assert_eq!(code, 0, "{err}");
-    let rows: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let call = rows.iter().find(|r| r["kind"] == "call" && r["tool"] == "Echo").unwrap();
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = rows
+        .iter()
+        .find(|r| r["kind"] == "call" && r["tool"] == "Echo")
+        .unwrap();
     assert_eq!(call["actor"], "agent:test");
     assert_eq!(call["outcome"], "ok");
     assert_eq!(call["argsHash"].as_str().unwrap().len(), 64);
     // Argument values are not stored by default.
     assert!(!out.contains("secret-value"));
     for kind in ["connect", "policy", "call"] {
-        assert!(rows.iter().any(|r| r["kind"] == kind), "no {kind} row in {out}");
+        assert!(
+            rows.iter().any(|r| r["kind"] == kind),
+            "no {kind} row in {out}"
+        );
     }
     let (code, out, _) = gw.cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");

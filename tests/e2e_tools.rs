@@ -22,11 +22,17 @@ fn sc(r: &ToolResult) -> &Value {
 }
 
 async fn bash(agent: &AgentClient, args: Value) -> ToolResult {
-    agent.call("box__Bash", args, None).await.expect("Bash call")
+    agent
+        .call("box__Bash", args, None)
+        .await
+        .expect("Bash call")
 }
 
 async fn process(agent: &AgentClient, args: Value) -> ToolResult {
-    agent.call("box__Process", args, None).await.expect("Process call")
+    agent
+        .call("box__Process", args, None)
+        .await
+        .expect("Process call")
 }
 
 fn pid_alive(pid: u64) -> bool {
@@ -43,7 +49,11 @@ fn pid_alive(pid: u64) -> bool {
 #[tokio::test]
 async fn bash_sync_yield_and_background() {
     let (_gw, ws, _node, agent) = setup().await;
-    let r = bash(&agent, json!({"command": "echo hello; echo oops >&2; pwd; exit 3"})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "echo hello; echo oops >&2; pwd; exit 3"}),
+    )
+    .await;
     assert!(!r.is_error);
     let s = sc(&r);
     assert_eq!(s["status"], "failed");
@@ -51,8 +61,20 @@ async fn bash_sync_yield_and_background() {
     assert_eq!(s["timedOut"], false);
     let out = s["output"].as_str().unwrap();
     assert!(out.contains("hello") && out.contains("oops"), "{out}");
-    assert!(out.contains(ws.path().to_str().unwrap()), "runs in the workspace: {out}");
-    for field in ["sessionId", "startedAt", "endedAt", "durationMs", "tail", "truncated", "workdir", "signal"] {
+    assert!(
+        out.contains(ws.path().to_str().unwrap()),
+        "runs in the workspace: {out}"
+    );
+    for field in [
+        "sessionId",
+        "startedAt",
+        "endedAt",
+        "durationMs",
+        "tail",
+        "truncated",
+        "workdir",
+        "signal",
+    ] {
         assert!(s.get(field).is_some(), "missing {field}");
     }
 
@@ -62,7 +84,11 @@ async fn bash_sync_yield_and_background() {
     assert_eq!(sc(&r)["output"].as_str().unwrap().trim(), "quick");
 
     // One that does not backgrounds, and poll with waitMs returns when it ends.
-    let r = bash(&agent, json!({"command": "sleep 0.6; echo done", "yieldMs": 50})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "sleep 0.6; echo done", "yieldMs": 50}),
+    )
+    .await;
     let s = sc(&r).clone();
     assert_eq!(s["status"], "running");
     assert!(s["pid"].as_u64().unwrap() > 0);
@@ -70,7 +96,11 @@ async fn bash_sync_yield_and_background() {
     let started = Instant::now();
     let mut status = Value::Null;
     for _ in 0..10 {
-        let p = process(&agent, json!({"action": "poll", "sessionId": id, "waitMs": 5000})).await;
+        let p = process(
+            &agent,
+            json!({"action": "poll", "sessionId": id, "waitMs": 5000}),
+        )
+        .await;
         status = sc(&p)["status"].clone();
         if status != "running" {
             break;
@@ -88,7 +118,12 @@ async fn bash_sync_yield_and_background() {
     assert!(started.elapsed() < Duration::from_secs(3));
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
     let list = process(&agent, json!({"action": "list"})).await;
-    let ids: Vec<&str> = sc(&list)["sessions"].as_array().unwrap().iter().map(|s| s["sessionId"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = sc(&list)["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
     assert!(ids.contains(&id.as_str()));
     let k = process(&agent, json!({"action": "kill", "sessionId": id})).await;
     assert!(!k.is_error, "{}", k.joined_text());
@@ -97,13 +132,29 @@ async fn bash_sync_yield_and_background() {
 #[tokio::test]
 async fn write_and_submit_to_stdin() {
     let (_gw, _ws, _node, agent) = setup().await;
-    let r = bash(&agent, json!({"command": "read x; echo got $x", "background": true})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "read x; echo got $x", "background": true}),
+    )
+    .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    let w = process(&agent, json!({"action": "submit", "sessionId": id, "data": "42"})).await;
+    let w = process(
+        &agent,
+        json!({"action": "submit", "sessionId": id, "data": "42"}),
+    )
+    .await;
     assert!(!w.is_error, "{}", w.joined_text());
-    let p = process(&agent, json!({"action": "poll", "sessionId": id, "waitMs": 5000})).await;
+    let p = process(
+        &agent,
+        json!({"action": "poll", "sessionId": id, "waitMs": 5000}),
+    )
+    .await;
     let p = if sc(&p)["status"] == "running" {
-        process(&agent, json!({"action": "poll", "sessionId": id, "waitMs": 5000})).await
+        process(
+            &agent,
+            json!({"action": "poll", "sessionId": id, "waitMs": 5000}),
+        )
+        .await
     } else {
         p
     };
@@ -113,8 +164,16 @@ async fn write_and_submit_to_stdin() {
 
     let r = bash(&agent, json!({"command": "cat", "background": true})).await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    process(&agent, json!({"action": "write", "sessionId": id, "data": "abc"})).await;
-    process(&agent, json!({"action": "submit", "sessionId": id, "data": "def"})).await;
+    process(
+        &agent,
+        json!({"action": "write", "sessionId": id, "data": "abc"}),
+    )
+    .await;
+    process(
+        &agent,
+        json!({"action": "submit", "sessionId": id, "data": "def"}),
+    )
+    .await;
     let text = eventually("cat to echo its input", Duration::from_secs(10), || async {
         let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
         let out = sc(&log)["output"].as_str().unwrap_or("").to_owned();
@@ -124,7 +183,11 @@ async fn write_and_submit_to_stdin() {
     assert!(text.contains("abcdef"));
     process(&agent, json!({"action": "kill", "sessionId": id})).await;
     // Writing to an exited session is an error the agent can read.
-    let w = process(&agent, json!({"action": "write", "sessionId": id, "data": "x"})).await;
+    let w = process(
+        &agent,
+        json!({"action": "write", "sessionId": id, "data": "x"}),
+    )
+    .await;
     assert!(w.is_error);
     assert!(w.joined_text().contains("exited"), "{}", w.joined_text());
 }
@@ -133,32 +196,58 @@ async fn write_and_submit_to_stdin() {
 async fn kill_and_timeout_take_the_whole_process_tree() {
     let (_gw, _ws, _node, agent) = setup().await;
     // kill: the grandchild started with `&` dies too.
-    let r = bash(&agent, json!({"command": "sleep 1000 & echo $!; sleep 1000", "background": true})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "sleep 1000 & echo $!; sleep 1000", "background": true}),
+    )
+    .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
     let grandchild: u64 = eventually("the grandchild pid", Duration::from_secs(10), || async {
         let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
-        sc(&log)["output"].as_str()?.trim().lines().next()?.parse().ok()
+        sc(&log)["output"]
+            .as_str()?
+            .trim()
+            .lines()
+            .next()?
+            .parse()
+            .ok()
     })
     .await;
     assert!(pid_alive(grandchild));
     let k = process(&agent, json!({"action": "kill", "sessionId": id})).await;
     assert!(!k.is_error);
-    eventually("the grandchild to die after kill", Duration::from_secs(10), || async {
-        (!pid_alive(grandchild)).then_some(())
-    })
+    eventually(
+        "the grandchild to die after kill",
+        Duration::from_secs(10),
+        || async { (!pid_alive(grandchild)).then_some(()) },
+    )
     .await;
 
     // timeout: a synchronous call past its timeout kills the tree and says so.
     let started = Instant::now();
-    let r = bash(&agent, json!({"command": "sleep 1000 & echo $!; sleep 1000", "timeout": 700})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "sleep 1000 & echo $!; sleep 1000", "timeout": 700}),
+    )
+    .await;
     let s = sc(&r);
     assert_eq!(s["timedOut"], true);
     assert_eq!(s["status"], "failed");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let grandchild: u64 = s["output"].as_str().unwrap().trim().lines().next().unwrap().parse().unwrap();
-    eventually("the grandchild to die after timeout", Duration::from_secs(10), || async {
-        (!pid_alive(grandchild)).then_some(())
-    })
+    let grandchild: u64 = s["output"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    eventually(
+        "the grandchild to die after timeout",
+        Duration::from_secs(10),
+        || async { (!pid_alive(grandchild)).then_some(()) },
+    )
     .await;
 }
 
@@ -169,7 +258,10 @@ async fn cancelling_a_call_kills_its_process() {
     let marker = format!("gsv-cancel-{}", uuid::Uuid::new_v4().simple());
     let a = agent.clone();
     let cmd = format!("sleep 1000 & echo $! > /tmp/{marker}; wait");
-    let call = tokio::spawn(async move { a.call_with_id("c1", "box__Bash", json!({"command": cmd}), None).await });
+    let call = tokio::spawn(async move {
+        a.call_with_id("c1", "box__Bash", json!({"command": cmd}), None)
+            .await
+    });
     let path = format!("/tmp/{marker}");
     let pid: u64 = eventually("the pid file", Duration::from_secs(10), || {
         let path = path.clone();
@@ -179,9 +271,11 @@ async fn cancelling_a_call_kills_its_process() {
     agent.cancel("c1").await.unwrap();
     let e = call.await.unwrap().unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::Cancelled);
-    eventually("the cancelled call's process to die", Duration::from_secs(10), || async {
-        (!pid_alive(pid)).then_some(())
-    })
+    eventually(
+        "the cancelled call's process to die",
+        Duration::from_secs(10),
+        || async { (!pid_alive(pid)).then_some(()) },
+    )
     .await;
     let _ = std::fs::remove_file(path);
 }
@@ -201,7 +295,11 @@ async fn five_megabytes_of_output_stay_within_the_caps() {
     let pid = node.0.id();
     let before = rss(pid);
     for _ in 0..3 {
-        let r = bash(&agent, json!({"command": "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo END"})).await;
+        let r = bash(
+            &agent,
+            json!({"command": "head -c 5000000 /dev/zero | tr '\\0' a; echo; echo END"}),
+        )
+        .await;
         let s = sc(&r);
         assert_eq!(s["truncated"], true);
         let out = s["output"].as_str().unwrap();
@@ -211,7 +309,10 @@ async fn five_megabytes_of_output_stay_within_the_caps() {
     }
     let after = rss(pid);
     // Three 5 MB jobs retained in the session list cost the caps (~1 MB each), not 15 MB.
-    assert!(after < before + 16 * 1024, "node RSS grew from {before} KiB to {after} KiB");
+    assert!(
+        after < before + 16 * 1024,
+        "node RSS grew from {before} KiB to {after} KiB"
+    );
 }
 
 #[tokio::test]
@@ -221,17 +322,33 @@ async fn pty_sessions_and_send_keys() {
     let out = sc(&r)["output"].as_str().unwrap().trim().to_owned();
     assert!(out.starts_with("/dev/pts/"), "{out}");
     // send-keys C-c interrupts a program in a pty.
-    let r = bash(&agent, json!({"command": "sleep 100", "pty": true, "background": true})).await;
+    let r = bash(
+        &agent,
+        json!({"command": "sleep 100", "pty": true, "background": true}),
+    )
+    .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let k = process(&agent, json!({"action": "send-keys", "sessionId": id, "keys": ["C-c"]})).await;
+    let k = process(
+        &agent,
+        json!({"action": "send-keys", "sessionId": id, "keys": ["C-c"]}),
+    )
+    .await;
     assert!(!k.is_error, "{}", k.joined_text());
-    let p = process(&agent, json!({"action": "poll", "sessionId": id, "waitMs": 5000})).await;
+    let p = process(
+        &agent,
+        json!({"action": "poll", "sessionId": id, "waitMs": 5000}),
+    )
+    .await;
     assert_ne!(sc(&p)["status"], "running");
     // send-keys to a session without a pty is an error.
     let r = bash(&agent, json!({"command": "sleep 100", "background": true})).await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    let k = process(&agent, json!({"action": "send-keys", "sessionId": id, "keys": ["Enter"]})).await;
+    let k = process(
+        &agent,
+        json!({"action": "send-keys", "sessionId": id, "keys": ["Enter"]}),
+    )
+    .await;
     assert!(k.is_error);
     process(&agent, json!({"action": "kill", "sessionId": id})).await;
 }
@@ -240,25 +357,49 @@ async fn pty_sessions_and_send_keys() {
 async fn process_error_conditions() {
     let (_gw, _ws, _node, agent) = setup().await;
     for action in ["poll", "log", "write", "submit", "kill"] {
-        let r = agent.call("box__Process", json!({"action": action}), None).await;
+        let r = agent
+            .call("box__Process", json!({"action": action}), None)
+            .await;
         match r {
             Ok(r) => assert!(r.is_error, "{action} without sessionId"),
             Err(e) => assert_eq!(e.remote().unwrap().code, ErrorCode::InvalidArgs),
         }
-        let r = process(&agent, json!({"action": action, "sessionId": "no-such-session"})).await;
+        let r = process(
+            &agent,
+            json!({"action": action, "sessionId": "no-such-session"}),
+        )
+        .await;
         assert!(r.is_error, "{action} on an unknown session");
     }
-    let e = agent.call("box__Process", json!({"action": "explode"}), None).await.unwrap_err();
+    let e = agent
+        .call("box__Process", json!({"action": "explode"}), None)
+        .await
+        .unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::InvalidArgs);
-    let e = agent.call("box__Bash", json!({"command": ""}), None).await.unwrap_err();
+    let e = agent
+        .call("box__Bash", json!({"command": ""}), None)
+        .await
+        .unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::InvalidArgs);
     // remove forgets a finished session; a running one must be killed first.
     let r = bash(&agent, json!({"command": "sleep 100", "background": true})).await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    assert!(process(&agent, json!({"action": "remove", "sessionId": id})).await.is_error);
+    assert!(
+        process(&agent, json!({"action": "remove", "sessionId": id}))
+            .await
+            .is_error
+    );
     process(&agent, json!({"action": "kill", "sessionId": id})).await;
-    assert!(!process(&agent, json!({"action": "remove", "sessionId": id})).await.is_error);
-    assert!(process(&agent, json!({"action": "poll", "sessionId": id})).await.is_error);
+    assert!(
+        !process(&agent, json!({"action": "remove", "sessionId": id}))
+            .await
+            .is_error
+    );
+    assert!(
+        process(&agent, json!({"action": "poll", "sessionId": id}))
+            .await
+            .is_error
+    );
 }
 
 #[tokio::test]
@@ -286,11 +427,18 @@ async fn background_job_survives_a_gateway_restart() {
     let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
     let out = sc(&log)["output"].as_str().unwrap().to_owned();
     for i in 1..=8 {
-        assert!(out.contains(&format!("line{i}")), "line{i} missing from {out}");
+        assert!(
+            out.contains(&format!("line{i}")),
+            "line{i} missing from {out}"
+        );
     }
     // The gateway lists sessions across nodes.
     let (status, body) = common::http_get(&gw.addr, "/v1/sessions", Some(&gw.admin_token())).await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
-    assert!(v["sessions"].as_array().unwrap().iter().any(|s| s["sessionId"] == id.as_str() && s["node"] == "box"));
+    assert!(v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["sessionId"] == id.as_str() && s["node"] == "box"));
 }

@@ -76,7 +76,9 @@ impl IntoResponse for ApiError {
 
 /// Who is calling the admin API.
 enum Principal {
-    Admin { token_id: String },
+    Admin {
+        token_id: String,
+    },
     Agent {
         policy: Policy,
         name: String,
@@ -237,7 +239,8 @@ async fn sessions(
         let caller = &caller;
         let shared = &shared;
         async move {
-            let outcome = crate::router::call(shared, caller, params, CancellationToken::new()).await;
+            let outcome =
+                crate::router::call(shared, caller, params, CancellationToken::new()).await;
             (node.clone(), outcome)
         }
     });

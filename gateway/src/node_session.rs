@@ -119,10 +119,8 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     let replaced = shared.registry.insert(handle.clone());
     if let Some(old) = &replaced {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
-        old.out.close_with(
-            CloseCode::Policy,
-            gsv_protocol::limits::CLOSE_REPLACED,
-        );
+        old.out
+            .close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REPLACED);
         // Its calls fail now, not when its read loop notices.
         old.fail_all_pending();
     }

@@ -55,13 +55,15 @@ fn close_token(shared: &Shared, token_id: &str) {
     for a in shared.agents.iter() {
         if a.token_id == token_id {
             tracing::info!(agent = %a.name, token_id, "token revoked: closing agent connection");
-            a.out.close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REVOKED);
+            a.out
+                .close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REVOKED);
         }
     }
     for n in shared.registry.all() {
         if n.token_id == token_id {
             tracing::info!(node = %n.id, token_id, "token revoked: closing node connection");
-            n.out.close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REVOKED);
+            n.out
+                .close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REVOKED);
         }
     }
 }

@@ -41,7 +41,10 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     // Warm up: the login environment capture and the page cache.
     for _ in 0..5 {
         let _ = bash
-            .execute(json!({"command": "true"}), ToolContext::new(&workspace, "warm"))
+            .execute(
+                json!({"command": "true"}),
+                ToolContext::new(&workspace, "warm"),
+            )
             .await;
         spawn_direct("sh").await?;
         spawn_direct(&shell).await?;
@@ -51,7 +54,10 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     for i in 0..n {
         let t = Instant::now();
         let r = bash
-            .execute(json!({"command": "true"}), ToolContext::new(&workspace, format!("b{i}")))
+            .execute(
+                json!({"command": "true"}),
+                ToolContext::new(&workspace, format!("b{i}")),
+            )
             .await;
         tool.push(t.elapsed());
         if r.is_error {

@@ -4,6 +4,7 @@
 //! ratio, so the numbers mean the same thing on any machine. Workloads are bounded in
 //! count and time and stop by themselves; nothing leaves 127.0.0.1.
 
+pub mod bash_spawn;
 pub mod grep_glob;
 pub mod report;
 pub mod stats;
@@ -12,6 +13,10 @@ use report::Report;
 
 /// The scenarios `gsv bench` knows, with a one-line description each.
 pub const SCENARIOS: &[(&str, &str)] = &[
+    (
+        "bash-spawn",
+        "Bash tool running `true` vs `sh -c true` (and `$SHELL -c true`) spawned directly",
+    ),
     (
         "grep",
         "Grep tool vs `rg` on the cargo registry sources (rare and common patterns)",
@@ -31,6 +36,7 @@ pub struct BenchOptions {
 /// Runs one scenario by name.
 pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
     match name {
+        "bash-spawn" => bash_spawn::run(opts).await,
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
         _ => Err(format!(

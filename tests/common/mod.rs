@@ -79,7 +79,9 @@ where
     let start = Instant::now();
     loop {
         // Each attempt is bounded too, so a hung attempt cannot hang the test.
-        let left = limit.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
+        let left = limit
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(100));
         if let Ok(Some(v)) = tokio::time::timeout(left, f()).await {
             return v;
         }
@@ -112,7 +114,11 @@ fn spawn_gateway(data: &Path, listen: &str, extra: &[String]) -> Proc {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    Proc(die_with_parent(&mut cmd).spawn().expect("spawn gsv gateway"))
+    Proc(
+        die_with_parent(&mut cmd)
+            .spawn()
+            .expect("spawn gsv gateway"),
+    )
 }
 
 async fn wait_addr(data: &Path, previous: Option<&str>) -> String {
