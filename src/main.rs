@@ -102,6 +102,9 @@ enum Command {
         /// Also register the Echo tool (tests, benchmarks)
         #[arg(long)]
         echo_tool: bool,
+        /// Confine the local node's file tools to the workspace
+        #[arg(long)]
+        confine: bool,
     },
     /// Run the gateway alone
     Gateway {
@@ -332,6 +335,7 @@ fn main() -> ExitCode {
             node_id,
             workspace,
             echo_tool,
+            confine,
         } => run_async(
             "info",
             commands::up::run(commands::up::UpOptions {
@@ -339,6 +343,7 @@ fn main() -> ExitCode {
                 node_id,
                 workspace,
                 echo_tool,
+                confine,
             }),
         ),
         Command::Gateway { gateway } => run_async("info", commands::gateway::run(gateway.config())),

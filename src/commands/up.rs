@@ -18,6 +18,8 @@ pub struct UpOptions {
     pub node_id: Option<String>,
     pub workspace: Option<PathBuf>,
     pub echo_tool: bool,
+    /// Confine the local node's file tools to its workspace.
+    pub confine: bool,
 }
 
 /// The default node id: the host name, lower-cased, other characters mapped to `-`.
@@ -116,6 +118,7 @@ pub async fn run(opts: UpOptions) -> u8 {
     let url = format!("http://{}", gw.addr);
     let mut node = NodeConfig::new(url.clone(), node_id.clone(), node_token, workspace.clone());
     node.echo_tool = opts.echo_tool;
+    node.confine = opts.confine;
     let stop = CancellationToken::new();
     let node_task = tokio::spawn(gsv_node::run(node, stop.clone()));
 
