@@ -1,0 +1,65 @@
+//! The benchmark harness in its smoke size: every scenario runs end to end in seconds,
+//! so the harness cannot rot. Figures are not asserted (tests never assert timings);
+//! the shape of the report is.
+
+mod common;
+
+use serde_json::Value;
+use std::process::Command;
+
+fn bench(scenario: &str) -> Value {
+    let out = Command::new(common::gsv_bin())
+        .args(["bench", scenario, "--quick", "--json"])
+        .output()
+        .expect("run gsv bench");
+    assert!(
+        out.status.success(),
+        "gsv bench {scenario} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(v["scenario"], scenario);
+    let rows = v["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["baselineValue"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["ratio"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["met"].is_boolean());
+    }
+    v
+}
+
+fn have(bin: &str) -> bool {
+    Command::new(bin).arg("--version").output().is_ok()
+}
+
+#[test]
+fn bash_spawn_smoke() {
+    bench("bash-spawn");
+}
+
+#[test]
+fn grep_and_glob_smoke() {
+    let fd = have("fd") || have("fdfind");
+    if !(have("rg") && fd) {
+        // CI installs both (.ci/run); elsewhere say what is missing instead of failing.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have ripgrep and fd-find installed"
+        );
+        eprintln!("skipping: install ripgrep and fd-find to run the grep/glob benchmarks");
+        return;
+    }
+    bench("grep");
+    bench("glob");
+}
+
+#[test]
+fn unknown_scenario_is_a_usage_error() {
+    let out = Command::new(common::gsv_bin())
+        .args(["bench", "no-such-scenario"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
