@@ -22,8 +22,12 @@ pub struct NodeConfig {
     pub gateway: String,
     /// This node's id (the namespace of its tools).
     pub id: NodeId,
-    /// The node token, bound to `id` by the gateway.
+    /// The token given on the command line: a one-time join token (exchanged at the
+    /// first connect for a node credential) or a node credential.
     pub token: String,
+    /// Where the node keeps the credential it enrolled with (`node-<id>.credential`,
+    /// 0600). `None` keeps it in memory only (tests, embedding).
+    pub data_dir: Option<PathBuf>,
     /// Directory that relative tool paths resolve against.
     pub workspace: PathBuf,
     /// Register the `Echo` diagnostics tool (tests and benchmarks).
@@ -47,6 +51,7 @@ impl NodeConfig {
             gateway,
             id,
             token,
+            data_dir: None,
             workspace,
             echo_tool: false,
             confine: false,
