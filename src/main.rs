@@ -119,7 +119,8 @@ enum Command {
         /// This node's id
         #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
         id: String,
-        /// This node's token (from `gsv token create node ID`)
+        /// This node's join token (from `gsv token create node ID`; exchanged for a
+        /// stored credential at the first connect) or its credential
         #[arg(long, env = "GSV_TOKEN", value_name = "TOKEN", hide_env_values = true)]
         token: String,
         /// Directory relative tool paths resolve against [default: the current directory]
@@ -128,6 +129,9 @@ enum Command {
         /// Register the Echo tool (tests, benchmarks)
         #[arg(long)]
         echo_tool: bool,
+        /// Where the node keeps the credential it enrolls with [default: the data dir]
+        #[arg(long = "data", env = "GSV_NODE_DATA", value_name = "DIR")]
+        node_data: Option<PathBuf>,
         /// Confine the file tools (Read, Write, Edit, Glob, Grep) to the workspace: paths
         /// are canonicalised, and anything outside it (`..`, absolute paths, symlinks
         /// pointing out) is refused [default: off]
@@ -352,6 +356,7 @@ fn main() -> ExitCode {
             id,
             token,
             workspace,
+            node_data,
             echo_tool,
             confine,
             role,
@@ -384,6 +389,7 @@ fn main() -> ExitCode {
             let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
             config.echo_tool = echo_tool;
             config.confine = confine;
+            config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
             config.host_role = host_role;
             config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
             run_async("info", commands::node::run(config))

@@ -142,7 +142,9 @@ async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
         json!([tool("Slow", "diagnostics.echo")]),
     )
     .await;
-    r.unwrap();
+    // The join token was exchanged for the node's credential; the node reconnects
+    // with that.
+    let credential = r.unwrap()["credential"].as_str().unwrap().to_owned();
     let agent = gw.agent().await;
     let call = tokio::spawn({
         let url = gw.url();
@@ -160,7 +162,7 @@ async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
     let (_second, r) = Raw::node(
         &gw.addr,
         "twin",
-        &token,
+        &credential,
         json!([tool("Slow", "diagnostics.echo")]),
     )
     .await;

@@ -297,3 +297,70 @@ async fn audit_chain_records_calls_verifies_and_detects_edits() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("row {seq}")), "{out}");
 }
+
+#[tokio::test]
+async fn join_tokens_are_single_use_and_enrolled_ids_cannot_be_taken_over() {
+    use common::fake::{tool, Raw};
+    let gw = Gateway::start().await;
+    let join = gw.node_token("enr");
+    assert!(join.starts_with("gsv_join_"), "{join}");
+    let (_first, hello) = Raw::node(&gw.addr, "enr", &join, json!([tool("T", "diagnostics.echo")])).await;
+    let credential = hello.unwrap()["credential"].as_str().unwrap().to_owned();
+    assert!(credential.starts_with("gsv_node_"));
+    // Replaying the join token is refused.
+    let (_, r) = Raw::node(&gw.addr, "enr", &join, json!([tool("T", "diagnostics.echo")])).await;
+    assert_eq!(r.unwrap_err().code, ErrorCode::Unauthorized);
+    // A second join token for the enrolled id cannot take it over (and is not spent).
+    let second = gw.node_token("enr");
+    let (_, r) = Raw::node(&gw.addr, "enr", &second, json!([tool("T", "diagnostics.echo")])).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Forbidden);
+    assert!(e.message.contains("already enrolled"), "{}", e.message);
+    // The credential works, and no other credential is issued with it.
+    let (_, r) = Raw::node(&gw.addr, "enr", &credential, json!([tool("T", "diagnostics.echo")])).await;
+    assert!(r.unwrap().get("credential").is_none());
+    // All of it is on record.
+    gw.cli(&["audit", "verify"]);
+    let (_, out, _) = gw.cli(&["audit", "tail", "--lines", "200", "--json"]);
+    assert!(out.contains("\"outcome\":\"enrolled\""), "{out}");
+    assert!(out.contains("refused:already_enrolled"), "{out}");
+    // After revoking the credential, the second join token enrolls the id again.
+    let (_, list, _) = gw.cli(&["token", "list", "--json"]);
+    let tokens: Value = serde_json::from_str(&list).unwrap();
+    let cred_id = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["kind"] == "node" && t["subject"] == "enr")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(gw.cli(&["token", "revoke", &cred_id]).0, 0);
+    let (_, r) = Raw::node(&gw.addr, "enr", &second, json!([tool("T", "diagnostics.echo")])).await;
+    assert!(r.unwrap()["credential"].is_string());
+}
+
+#[tokio::test]
+async fn a_restarted_node_uses_its_stored_credential() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let join = gw.node_token("keeper");
+    let mut node = gw.spawn_node("keeper", &join, ws.path(), &[]);
+    gw.wait_online("keeper").await;
+    let file = gw.node_data.path().join("node-keeper.credential");
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(stored.trim().starts_with("gsv_node_"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    node.kill();
+    // Started again with the spent join token: the stored credential is used.
+    let _node = gw.spawn_node("keeper", &join, ws.path(), &[]);
+    gw.wait_online("keeper").await;
+    let agent = gw.agent().await;
+    let r = agent.call("keeper__Echo", json!({"text": "back"}), None).await.unwrap();
+    assert_eq!(r.joined_text(), "back");
+}

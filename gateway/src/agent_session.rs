@@ -44,7 +44,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
                 }
             }
         }
-        TokenKind::Node => {
+        TokenKind::Node | TokenKind::Join => {
             let err = ErrorShape::new(
                 ErrorCode::Forbidden,
                 "a node token cannot connect as an agent",
@@ -61,7 +61,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
         shared.config.heartbeat.as_millis() as u64,
     );
-    let Some(ws) = hs.hello(&conn_id, limits).await else {
+    let Some(ws) = hs.hello(&conn_id, limits, None).await else {
         return;
     };
     let (sink, stream) = ws.split();

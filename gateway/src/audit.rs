@@ -254,9 +254,8 @@ pub fn verify(conn: &Connection) -> Result<VerifyReport, StoreError> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))?;
     let rows = stmt.query_map([], read_row)?;
     let mut prev = GENESIS.to_owned();
-    let mut expected_seq = 1;
     let mut n = 0u64;
-    for row in rows {
+    for (expected_seq, row) in (1i64..).zip(rows) {
         let row = row?;
         n += 1;
         let bad = |problem: String| VerifyReport {
@@ -284,7 +283,6 @@ pub fn verify(conn: &Connection) -> Result<VerifyReport, StoreError> {
             )));
         }
         prev = row.hash;
-        expected_seq += 1;
     }
     Ok(VerifyReport {
         rows: n,

@@ -282,9 +282,10 @@ impl Handshake {
     }
 
     /// Switches to the session limits and sends `hello-ok`.
-    pub async fn hello(self, conn_id: &str, limits: Limits) -> Option<Ws> {
+    pub async fn hello(self, conn_id: &str, limits: Limits, credential: Option<String>) -> Option<Ws> {
         let mut ws = crate::upgrade::into_session(self.ws).await;
-        let hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
+        let mut hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
+        hello.credential = credential;
         ws.send(Message::Text(encode_ok(&self.req_id, &hello).into()))
             .await
             .ok()?;

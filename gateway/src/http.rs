@@ -148,7 +148,7 @@ async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, 
                 token_id: record.id,
             })
         }
-        TokenKind::Node => Err(ApiError(ErrorShape::new(
+        TokenKind::Node | TokenKind::Join => Err(ApiError(ErrorShape::new(
             ErrorCode::Forbidden,
             "node tokens cannot use the admin API",
         ))),

@@ -9,6 +9,7 @@ use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
 use crate::handshake::{self, Handshake};
 use crate::registry::{Completion, NodeHandle};
+use crate::store::Redeem;
 use crate::state::Shared;
 use crate::token::TokenKind;
 use futures_util::StreamExt;
@@ -61,7 +62,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             return None;
         }
     };
-    if hs.token.kind != TokenKind::Node {
+    if !matches!(hs.token.kind, TokenKind::Node | TokenKind::Join) {
         let msg = format!("{} tokens cannot connect as nodes", hs.token.kind);
         hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
             .await;
@@ -91,14 +92,27 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             return None;
         }
     };
+    let mut token_id = hs.token.id.clone();
+    let mut credential = None;
+    if hs.token.kind == TokenKind::Join {
+        match enroll(shared, hs.token.id.clone(), hs.peer, &id).await {
+            Ok((token, id)) => {
+                credential = Some(token);
+                token_id = id;
+            }
+            Err(e) => {
+                hs.refuse(shared, e).await;
+                return None;
+            }
+        }
+    }
     let conn_id = uuid::Uuid::new_v4().to_string();
     let peer = hs.peer;
-    let token_id = hs.token.id.clone();
     let limits = Limits::standard(
         gsv_protocol::limits::MAX_PENDING_PER_NODE,
         shared.config.heartbeat.as_millis() as u64,
     );
-    let ws = hs.hello(&conn_id, limits).await?;
+    let ws = hs.hello(&conn_id, limits, credential).await?;
     let (sink, stream) = ws.split();
     let close = shared.shutdown.child_token();
     let (out, _writer) = spawn_writer(sink, close, shared.config.heartbeat);
@@ -113,6 +127,47 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         peer,
     ));
     Some((handle, stream))
+}
+
+/// Exchanges the connection's join token for the node's credential. Done last, after
+/// everything else about the connect was validated, so a refused connect never burns
+/// the join token.
+async fn enroll(
+    shared: &Shared,
+    join_id: String,
+    peer: SocketAddr,
+    id: &NodeId,
+) -> Result<(String, String), ErrorShape> {
+    let store = shared.store.clone();
+    let (join, node) = (join_id.clone(), id.to_string());
+    let redeemed = tokio::task::spawn_blocking(move || store.redeem_join(&join, &node))
+        .await
+        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?
+        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?;
+    let mut entry = AuditEntry::new(AuditKind::Policy, format!("node:{id}"), "");
+    entry.node = Some(id.to_string());
+    entry.detail = Some(serde_json::json!({ "joinTokenId": join_id, "remote": peer.to_string() }));
+    let result = match redeemed {
+        Redeem::Credential { token, id: cred_id } => {
+            tracing::info!(node = %id, credential = %cred_id, "node enrolled with a join token");
+            entry.outcome = "enrolled".into();
+            Ok((token, cred_id))
+        }
+        Redeem::AlreadyEnrolled => {
+            tracing::warn!(node = %id, %peer, "join token presented for a node that is already enrolled");
+            entry.outcome = "refused:already_enrolled".into();
+            Err(ErrorShape::new(
+                ErrorCode::Forbidden,
+                format!("node {id} is already enrolled with another credential; revoke it (gsv token list / revoke) to enroll again"),
+            ))
+        }
+        Redeem::AlreadyUsed => {
+            entry.outcome = "refused:join_token_used".into();
+            Err(ErrorShape::new(ErrorCode::Unauthorized, "this join token was already used"))
+        }
+    };
+    shared.audit.record(entry);
+    result
 }
 
 async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {

@@ -38,6 +38,17 @@ pub struct TokenRecord {
     pub policy: Option<PolicySpec>,
 }
 
+/// What redeeming a join token came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redeem {
+    /// The node's new credential (shown once, in `hello-ok`).
+    Credential { token: String, id: String },
+    /// The node id already has an active credential.
+    AlreadyEnrolled,
+    /// The join token was used by another connection first.
+    AlreadyUsed,
+}
+
 /// One row of `gsv token list`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -50,7 +61,7 @@ pub struct TokenInfo {
     pub revoked_at: Option<u64>,
 }
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// The database handle. One connection behind a mutex: every query is a point lookup
 /// or a single insert, far cheaper than the network round trip around it.
@@ -166,6 +177,39 @@ impl Store {
         }))
     }
 
+    /// Exchanges a join token for a node credential, once. Refused when the node id
+    /// already has an active credential (revoke it first to enroll again) — the join
+    /// token then stays usable — or when the join token was used meanwhile.
+    pub fn redeem_join(&self, join_id: &str, node_id: &str) -> Result<Redeem, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let enrolled: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM tokens WHERE kind = 'node' AND subject = ?1 AND revoked_at IS NULL",
+            params![node_id],
+            |r| r.get(0),
+        )?;
+        if enrolled > 0 {
+            return Ok(Redeem::AlreadyEnrolled);
+        }
+        let used = tx.execute(
+            "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND kind = 'join' AND revoked_at IS NULL",
+            params![join_id, now_ms() as i64],
+        )?;
+        if used == 0 {
+            return Ok(Redeem::AlreadyUsed);
+        }
+        let t = token::generate(TokenKind::Node);
+        tx.execute(
+            "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, 'node', ?2, ?3, NULL, ?4)",
+            params![t.id, node_id, &t.hash[..], now_ms() as i64],
+        )?;
+        tx.commit()?;
+        Ok(Redeem::Credential {
+            token: t.token,
+            id: t.id,
+        })
+    }
+
     /// Every token, newest first.
     pub fn list_tokens(&self) -> Result<Vec<TokenInfo>, StoreError> {
         let conn = self.conn();
@@ -226,12 +270,33 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
             PRAGMA user_version = 1;",
         )?;
     }
+    if version < 3 {
+        // Version 3 adds one-time join tokens: widen the kind check (SQLite cannot
+        // alter a CHECK constraint, so the table is rebuilt).
+        conn.execute_batch(
+            "CREATE TABLE tokens_v3 (
+                id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL CHECK (kind IN ('admin', 'node', 'join', 'agent')),
+                subject TEXT NOT NULL,
+                hash BLOB NOT NULL,
+                policy TEXT,
+                created_at INTEGER NOT NULL,
+                revoked_at INTEGER
+            );
+            INSERT INTO tokens_v3 SELECT id, kind, subject, hash, policy, created_at, revoked_at FROM tokens;
+            DROP TABLE tokens;
+            ALTER TABLE tokens_v3 RENAME TO tokens;",
+        )?;
+    }
     if version < 2 {
         conn.execute_batch(&format!(
             "{}\n{}\nPRAGMA user_version = 2;",
             crate::audit::SCHEMA,
             crate::approvals::SCHEMA
         ))?;
+    }
+    if version < SCHEMA_VERSION {
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
     Ok(())
 }

@@ -15,8 +15,11 @@ use subtle::ConstantTimeEq;
 pub enum TokenKind {
     /// The gateway's own operator token (`admin.token`): everything.
     Admin,
-    /// A node's token, bound to one node id.
+    /// A node's credential, bound to one node id.
     Node,
+    /// A one-time join token for one node id, exchanged at the node's first connect
+    /// for its node credential.
+    Join,
     /// An agent's token, carrying a policy.
     Agent,
 }
@@ -26,6 +29,7 @@ impl TokenKind {
         match self {
             TokenKind::Admin => "admin",
             TokenKind::Node => "node",
+            TokenKind::Join => "join",
             TokenKind::Agent => "agent",
         }
     }
@@ -34,6 +38,7 @@ impl TokenKind {
         match s {
             "admin" => Some(TokenKind::Admin),
             "node" => Some(TokenKind::Node),
+            "join" => Some(TokenKind::Join),
             "agent" => Some(TokenKind::Agent),
             _ => None,
         }
@@ -122,7 +127,7 @@ mod tests {
 
     #[test]
     fn generated_tokens_parse_and_match() {
-        for kind in [TokenKind::Admin, TokenKind::Node, TokenKind::Agent] {
+        for kind in [TokenKind::Admin, TokenKind::Node, TokenKind::Join, TokenKind::Agent] {
             let t = generate(kind);
             let p = parse(&t.token).expect("parses");
             assert_eq!(p.kind, kind);

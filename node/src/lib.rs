@@ -18,6 +18,7 @@
 
 pub mod backoff;
 pub mod config;
+mod credential;
 mod connection;
 mod dispatch;
 pub mod error;

@@ -17,6 +17,7 @@ use crate::session::{self, SessionEnd};
 use crate::state::NodeState;
 use crate::tls;
 use gsv_protocol::endpoint::{Gateway, NODE_PATH};
+use gsv_protocol::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::Connector;
@@ -74,6 +75,7 @@ pub async fn run_with_registry(
         // The registry's sender: the tools (the session manager) already hold it.
         let events: EventSender = registry.events().clone();
         let node = Arc::new(NodeState {
+            credentials: crate::credential::Credentials::load(&config),
             config,
             registry,
             probe,
@@ -117,6 +119,12 @@ async fn reconnect_loop(
                 failures = 0;
                 backoff.reset();
                 warn!(%reason, "lost the connection to the gateway");
+            }
+            Attempt::Failed(ConnectError::Refused(shape))
+                if shape.code == ErrorCode::Unauthorized && node.credentials.fall_back_to_join() =>
+            {
+                // Try the join token at once; it is not a failure of the given token.
+                continue;
             }
             Attempt::Failed(ConnectError::Refused(shape)) => {
                 failures = failures.saturating_add(1);
@@ -171,5 +179,8 @@ async fn attempt(
         limits = ?hello.limits,
         "registered with the gateway"
     );
+    if let Some(credential) = hello.credential.clone() {
+        node.credentials.adopt(credential);
+    }
     Attempt::Served(session::serve(ws, &hello, Arc::clone(node), shutdown).await)
 }

@@ -5,6 +5,7 @@
 //! rebuilds nothing but the socket.
 
 use crate::config::NodeConfig;
+use crate::credential::Credentials;
 use crate::events::EventSender;
 use crate::probe::Probe;
 use crate::registry::Registry;
@@ -14,6 +15,7 @@ use gsv_protocol::{ConnectParams, NodeInfo, Role, MIN_PROTOCOL_VERSION, PROTOCOL
 /// Shared, read-mostly node state.
 pub(crate) struct NodeState {
     pub config: NodeConfig,
+    pub credentials: Credentials,
     pub registry: Registry,
     pub probe: Probe,
     pub events: EventSender,
@@ -27,7 +29,7 @@ impl NodeState {
             max_protocol: PROTOCOL_VERSION,
             role: Role::Node,
             auth: Auth {
-                token: self.config.token.clone(),
+                token: self.credentials.current(),
                 nonce,
             },
             client: ClientInfo {

@@ -103,6 +103,10 @@ pub struct HelloOk {
     pub protocol: u32,
     pub conn_id: String,
     pub limits: Limits,
+    /// Only when a node enrolled with a one-time join token: the long-lived node
+    /// credential it must use from now on (and store; it is shown once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 impl HelloOk {
@@ -112,6 +116,7 @@ impl HelloOk {
             protocol,
             conn_id,
             limits,
+            credential: None,
         }
     }
 }

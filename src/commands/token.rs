@@ -23,7 +23,8 @@ fn open(data: &Path) -> Result<Store, u8> {
     })
 }
 
-/// `gsv token create node ID`: prints the token alone on stdout.
+/// `gsv token create node ID`: prints a one-time join token alone on stdout. The node
+/// exchanges it at its first connect for its own credential.
 pub fn create_node(data: &Path, id: &str) -> u8 {
     let id = match NodeId::parse(id) {
         Ok(id) => id,
@@ -36,15 +37,17 @@ pub fn create_node(data: &Path, id: &str) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store.create_token(TokenKind::Node, id.as_str(), None) {
+    match store.create_token(TokenKind::Join, id.as_str(), None) {
         Ok((token, token_id)) => {
             record(
                 &store,
                 "token_created",
-                serde_json::json!({ "tokenId": token_id, "kind": "node", "subject": id.as_str() }),
+                serde_json::json!({ "tokenId": token_id, "kind": "join", "subject": id.as_str() }),
             );
             println!("{token}");
-            eprintln!("node token {token_id} for node {id} (shown once; stored hashed)");
+            eprintln!(
+                "join token {token_id} for node {id}: one use; the node exchanges it for its own credential at its first connect (shown once; stored hashed)"
+            );
             exit::OK
         }
         Err(e) => {

@@ -95,6 +95,8 @@ where
 /// A `gsv gateway` process.
 pub struct Gateway {
     pub data: TempDir,
+    /// Data directory of the nodes this test starts (their enrolled credentials).
+    pub node_data: TempDir,
     pub addr: String,
     pub proc: Proc,
     extra: Vec<String>,
@@ -160,6 +162,7 @@ impl Gateway {
         let addr = wait_addr(data.path(), None).await;
         Gateway {
             data,
+            node_data: TempDir::new("nodedata"),
             addr,
             proc,
             extra,
@@ -258,6 +261,8 @@ impl Gateway {
             .arg(token)
             .arg("--workspace")
             .arg(workspace)
+            .arg("--data")
+            .arg(self.node_data.path())
             .arg("--echo-tool")
             .arg("--heartbeat-ms")
             .arg("1000")
