@@ -2,7 +2,8 @@
 //!
 //! Used by `gsv call`, `gsv nodes`, `gsv tools`, the examples and the end-to-end tests.
 //! One reader task matches each `res` to its request by id and queues events; requests
-//! can run concurrently over one connection.
+//! can run concurrently over one connection. `https://` / `wss://` gateways are trusted
+//! the same ways a node trusts them ([`TlsOptions`]: system roots, `--ca`, `--pin`).
 
 use futures_util::{SinkExt, StreamExt};
 use gsv_protocol::endpoint::{Gateway, AGENT_PATH};
@@ -16,6 +17,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +33,12 @@ pub enum ClientError {
     Url(#[from] gsv_protocol::endpoint::EndpointError),
     #[error("cannot reach the gateway at {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    /// `--ca` / `--pin` could not be used (unreadable file, malformed pin).
+    #[error("{0}")]
+    Tls(#[from] gsv_node::tls::TlsError),
+    /// The gateway's certificate was rejected (pin mismatch, untrusted issuer...).
+    #[error("{url}: {reason}")]
+    Certificate { url: String, reason: String },
     #[error("{0}")]
     Remote(ErrorShape),
     #[error("connection to the gateway closed")]
@@ -73,6 +81,17 @@ pub struct AgentClient {
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Which certificates an `https://` / `wss://` gateway may present. The default
+/// (neither set) trusts the system's root certificates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM file whose certificates are the only trusted roots (`--ca`).
+    pub ca: Option<PathBuf>,
+    /// SHA-256 fingerprint of the gateway's leaf certificate (`--pin`): only it is
+    /// checked, not the chain or name.
+    pub pin: Option<String>,
+}
+
 fn ws_config() -> WebSocketConfig {
     let max = gsv_protocol::limits::MAX_FRAME_BYTES;
     WebSocketConfig::default()
@@ -84,20 +103,48 @@ fn ws_config() -> WebSocketConfig {
 }
 
 impl AgentClient {
-    /// Dials `gateway` (any accepted spelling) and authenticates with `token`.
+    /// Dials `gateway` (any accepted spelling) and authenticates with `token`; a TLS
+    /// gateway must present a certificate the system's roots trust.
     pub async fn connect(gateway: &str, token: &str) -> Result<AgentClient, ClientError> {
-        let url = Gateway::parse(gateway)?.ws_url(AGENT_PATH);
+        Self::connect_with(gateway, token, &TlsOptions::default()).await
+    }
+
+    /// [`AgentClient::connect`] with chosen TLS trust (`--ca` or `--pin`).
+    pub async fn connect_with(
+        gateway: &str,
+        token: &str,
+        tls: &TlsOptions,
+    ) -> Result<AgentClient, ClientError> {
+        let gateway = Gateway::parse(gateway)?;
+        let url = gateway.ws_url(AGENT_PATH);
         let unreachable = |reason: String| ClientError::Unreachable {
             url: url.clone(),
             reason,
         };
+        let connector = if gateway.tls {
+            let config = gsv_node::tls::client_config(tls.ca.as_deref(), tls.pin.as_deref())?;
+            Some(tokio_tungstenite::Connector::Rustls(config))
+        } else {
+            None
+        };
         let (mut ws, _) = tokio::time::timeout(
             CONNECT_TIMEOUT,
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config()), true),
+            tokio_tungstenite::connect_async_tls_with_config(
+                url.as_str(),
+                Some(ws_config()),
+                true,
+                connector,
+            ),
         )
         .await
         .map_err(|_| unreachable("timed out".into()))?
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| match gsv_node::tls::certificate_failure(&e) {
+            Some(reason) => ClientError::Certificate {
+                url: url.clone(),
+                reason,
+            },
+            None => unreachable(e.to_string()),
+        })?;
 
         let nonce = loop {
             match next_frame(&mut ws).await? {

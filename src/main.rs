@@ -27,6 +27,41 @@ struct DataArg {
     data: Option<PathBuf>,
 }
 
+/// How a TLS gateway's certificate is trusted [default: the system's root certificates]
+#[derive(Args, Clone)]
+struct TrustArgs {
+    /// PEM file with the CA certificate(s) to trust instead of the system roots (a
+    /// self-signed gateway's tls-cert.pem works too)
+    #[arg(long, env = "GSV_CA", value_name = "FILE", conflicts_with = "pin")]
+    ca: Option<PathBuf>,
+    /// SHA-256 fingerprint of the gateway's certificate, as `gsv gateway` prints it
+    /// (colons and case optional): only that certificate is trusted
+    #[arg(long, env = "GSV_PIN", value_name = "SHA256")]
+    pin: Option<String>,
+}
+
+/// Node-side guards, set on the node's own command line (no gateway can lift them)
+#[derive(Args, Clone)]
+struct NodeGuardArgs {
+    /// Offer only read-only tools (Read, Glob, Grep; no Bash, Process, Write, Edit)
+    #[arg(long)]
+    read_only: bool,
+    /// Auto-approve regex for Bash commands (repeatable). With any, every simple
+    /// command of a Bash call must fully match one of them, or the call waits for an
+    /// operator's approval
+    #[arg(long, value_name = "REGEX")]
+    approve_shell: Vec<String>,
+}
+
+impl NodeGuardArgs {
+    /// Checks the patterns now, so a typo is a usage error before anything starts.
+    fn validate(&self) -> Result<(), String> {
+        gsv_node::guards::ApproveShell::new(&self.approve_shell)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 #[derive(Args, Clone)]
 struct GatewayArgs {
     #[command(flatten)]
@@ -49,6 +84,16 @@ struct GatewayArgs {
     /// How long an approval request stays open, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = 600_000, hide = true)]
     approval_ttl_ms: u64,
+    /// Serve TLS with this certificate chain (PEM, leaf first; needs --tls-key)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve TLS with a self-signed certificate kept in the data dir; prints its
+    /// fingerprint for `gsv node --pin`
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    tls_self_signed: bool,
 }
 
 impl GatewayArgs {
@@ -59,6 +104,14 @@ impl GatewayArgs {
         c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
         c.audit_args = self.audit_args;
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
+        c.tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ if self.tls_self_signed => Some(gsv_gateway::TlsSetup::SelfSigned),
+            _ => None,
+        };
         c
     }
 }
@@ -75,6 +128,8 @@ struct TargetArgs {
     token: Option<String>,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    trust: TrustArgs,
 }
 
 impl TargetArgs {
@@ -83,6 +138,8 @@ impl TargetArgs {
             gateway: self.gateway,
             token: self.token,
             data: self.data.data,
+            ca: self.trust.ca,
+            pin: self.trust.pin,
         }
     }
 }
@@ -105,6 +162,8 @@ enum Command {
         /// Confine the local node's file tools to the workspace
         #[arg(long)]
         confine: bool,
+        #[command(flatten)]
+        guards: NodeGuardArgs,
     },
     /// Run the gateway alone
     Gateway {
@@ -137,12 +196,20 @@ enum Command {
         /// pointing out) is refused [default: off]
         #[arg(long)]
         confine: bool,
+        #[command(flatten)]
+        guards: NodeGuardArgs,
         /// Host role: execution or specialized
         #[arg(long, value_name = "ROLE", default_value = "execution")]
         role: String,
         /// WebSocket heartbeat interval in milliseconds
         #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
         heartbeat_ms: u64,
+        #[command(flatten)]
+        trust: TrustArgs,
+        /// Allow a plain ws:// or http:// gateway that is not on loopback (the token
+        /// then travels unencrypted); refused without this flag
+        #[arg(long)]
+        insecure: bool,
     },
     /// Manage tokens
     Token {
@@ -178,6 +245,12 @@ enum Command {
         target: TargetArgs,
         #[arg(long)]
         json: bool,
+    },
+    /// MCP server on stdin/stdout, forwarding to the gateway: for MCP clients that only
+    /// launch stdio servers (the gateway serves MCP itself at /mcp)
+    Mcp {
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// Operator decisions on calls waiting for approval
     Approvals {
@@ -215,6 +288,8 @@ struct OperatorArgs {
     token: Option<String>,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    trust: TrustArgs,
 }
 
 impl OperatorArgs {
@@ -223,6 +298,8 @@ impl OperatorArgs {
             gateway: self.gateway,
             token: self.token,
             data: self.data.data,
+            ca: self.trust.ca,
+            pin: self.trust.pin,
         }
     }
 }
@@ -340,16 +417,25 @@ fn main() -> ExitCode {
             workspace,
             echo_tool,
             confine,
-        } => run_async(
-            "info",
-            commands::up::run(commands::up::UpOptions {
-                gateway: gateway.config(),
-                node_id,
-                workspace,
-                echo_tool,
-                confine,
-            }),
-        ),
+            guards,
+        } => {
+            if let Err(e) = guards.validate() {
+                eprintln!("error: invalid_args: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+            run_async(
+                "info",
+                commands::up::run(commands::up::UpOptions {
+                    gateway: gateway.config(),
+                    node_id,
+                    workspace,
+                    echo_tool,
+                    confine,
+                    read_only: guards.read_only,
+                    approve_shell: guards.approve_shell,
+                }),
+            )
+        }
         Command::Gateway { gateway } => run_async("info", commands::gateway::run(gateway.config())),
         Command::Node {
             gateway,
@@ -359,8 +445,11 @@ fn main() -> ExitCode {
             node_data,
             echo_tool,
             confine,
+            guards,
             role,
             heartbeat_ms,
+            trust,
+            insecure,
         } => {
             let id = match gsv_protocol::NodeId::parse(&id) {
                 Ok(id) => id,
@@ -386,12 +475,21 @@ fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
+            if let Err(e) = guards.validate() {
+                eprintln!("error: invalid_args: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
             let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
             config.echo_tool = echo_tool;
             config.confine = confine;
+            config.read_only = guards.read_only;
+            config.approve_shell = guards.approve_shell;
             config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
             config.host_role = host_role;
             config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
+            config.ca = trust.ca;
+            config.pin = trust.pin;
+            config.insecure = insecure;
             run_async("info", commands::node::run(config))
         }
         Command::Token { command } => match command {
@@ -453,6 +551,7 @@ fn main() -> ExitCode {
         Command::Tools { target, json } => {
             run_async("warn", commands::agent::tools(target.target(), json))
         }
+        Command::Mcp { target } => run_async("warn", commands::mcp::run(target.target())),
         Command::Approvals { command } => match command {
             ApprovalsCommand::List { target, all, json } => run_async(
                 "warn",

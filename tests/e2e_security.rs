@@ -304,20 +304,44 @@ async fn join_tokens_are_single_use_and_enrolled_ids_cannot_be_taken_over() {
     let gw = Gateway::start().await;
     let join = gw.node_token("enr");
     assert!(join.starts_with("gsv_join_"), "{join}");
-    let (_first, hello) = Raw::node(&gw.addr, "enr", &join, json!([tool("T", "diagnostics.echo")])).await;
+    let (_first, hello) = Raw::node(
+        &gw.addr,
+        "enr",
+        &join,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
     let credential = hello.unwrap()["credential"].as_str().unwrap().to_owned();
     assert!(credential.starts_with("gsv_node_"));
     // Replaying the join token is refused.
-    let (_, r) = Raw::node(&gw.addr, "enr", &join, json!([tool("T", "diagnostics.echo")])).await;
+    let (_, r) = Raw::node(
+        &gw.addr,
+        "enr",
+        &join,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
     assert_eq!(r.unwrap_err().code, ErrorCode::Unauthorized);
     // A second join token for the enrolled id cannot take it over (and is not spent).
     let second = gw.node_token("enr");
-    let (_, r) = Raw::node(&gw.addr, "enr", &second, json!([tool("T", "diagnostics.echo")])).await;
+    let (_, r) = Raw::node(
+        &gw.addr,
+        "enr",
+        &second,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
     let e = r.unwrap_err();
     assert_eq!(e.code, ErrorCode::Forbidden);
     assert!(e.message.contains("already enrolled"), "{}", e.message);
     // The credential works, and no other credential is issued with it.
-    let (_, r) = Raw::node(&gw.addr, "enr", &credential, json!([tool("T", "diagnostics.echo")])).await;
+    let (_, r) = Raw::node(
+        &gw.addr,
+        "enr",
+        &credential,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
     assert!(r.unwrap().get("credential").is_none());
     // All of it is on record.
     gw.cli(&["audit", "verify"]);
@@ -337,7 +361,13 @@ async fn join_tokens_are_single_use_and_enrolled_ids_cannot_be_taken_over() {
         .unwrap()
         .to_owned();
     assert_eq!(gw.cli(&["token", "revoke", &cred_id]).0, 0);
-    let (_, r) = Raw::node(&gw.addr, "enr", &second, json!([tool("T", "diagnostics.echo")])).await;
+    let (_, r) = Raw::node(
+        &gw.addr,
+        "enr",
+        &second,
+        json!([tool("T", "diagnostics.echo")]),
+    )
+    .await;
     assert!(r.unwrap()["credential"].is_string());
 }
 
@@ -354,13 +384,19 @@ async fn a_restarted_node_uses_its_stored_credential() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
     node.kill();
     // Started again with the spent join token: the stored credential is used.
     let _node = gw.spawn_node("keeper", &join, ws.path(), &[]);
     gw.wait_online("keeper").await;
     let agent = gw.agent().await;
-    let r = agent.call("keeper__Echo", json!({"text": "back"}), None).await.unwrap();
+    let r = agent
+        .call("keeper__Echo", json!({"text": "back"}), None)
+        .await
+        .unwrap();
     assert_eq!(r.joined_text(), "back");
 }

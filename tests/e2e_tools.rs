@@ -442,3 +442,36 @@ async fn background_job_survives_a_gateway_restart() {
         .iter()
         .any(|s| s["sessionId"] == id.as_str() && s["node"] == "box"));
 }
+
+#[tokio::test]
+async fn stopping_the_node_ends_its_sessions_even_if_they_ignore_sigterm() {
+    let (_gw, _ws, mut node, agent) = setup().await;
+    let r = bash(
+        &agent,
+        json!({"command": "trap '' TERM; sleep 1000 & echo $!; wait", "background": true}),
+    )
+    .await;
+    let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
+    let pid: u64 = eventually("the stubborn pid", Duration::from_secs(10), || async {
+        let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
+        sc(&log)["output"]
+            .as_str()?
+            .trim()
+            .lines()
+            .next()?
+            .parse()
+            .ok()
+    })
+    .await;
+    // SAFETY: sending a signal to our own child process.
+    unsafe {
+        libc::kill(node.0.id() as i32, libc::SIGTERM);
+    }
+    let status = eventually("the node to stop", Duration::from_secs(15), || {
+        let s = node.0.try_wait().ok().flatten();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "{status:?}");
+    assert!(!pid_alive(pid), "a session outlived the node");
+}

@@ -23,6 +23,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+/// Progress events buffered per call before the slowest are dropped.
+const PROGRESS_BUFFER: usize = 16;
+
 /// The agent's calls in flight, by request id.
 type InFlight = Arc<DashMap<String, CancellationToken>>;
 
@@ -92,6 +95,9 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             call.value().cancel();
         }
         tracing::info!(?reason, "agent disconnected");
+        let mut entry = AuditEntry::new(AuditKind::Disconnect, format!("agent:{}", agent.name), format!("{reason:?}"));
+        entry.detail = Some(serde_json::json!({ "tokenId": agent.token_id, "connId": conn_id }));
+        shared.audit.record(entry);
     }
     .instrument(span)
     .await;
@@ -209,8 +215,31 @@ fn start_call(
     let agent = agent.clone();
     let in_flight = in_flight.clone();
     tokio::spawn(async move {
-        let caller = router::Caller::from_agent(&agent);
-        let outcome = router::call(&shared, &caller, params, cancel).await;
+        // The node's progress events reach the agent as `call.progress` events named by
+        // the agent's own request id, always before the call's `res`.
+        let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+        let relay = |p: gsv_protocol::event::CallProgress| {
+            let payload = gsv_protocol::event::CallProgress {
+                call_id: id.clone(),
+                ..p
+            };
+            agent.send_event(gsv_protocol::EventName::CallProgress, &payload);
+        };
+        let outcome = {
+            let caller = router::Caller::from_agent(&agent).with_progress(progress_tx);
+            let call = router::call(&shared, &caller, params, cancel);
+            tokio::pin!(call);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(p) = progress_rx.recv() => relay(p),
+                    outcome = &mut call => break outcome,
+                }
+            }
+        };
+        while let Ok(p) = progress_rx.try_recv() {
+            relay(p);
+        }
         in_flight.remove(&id);
         let frame = match outcome {
             Ok(raw) => encode_ok(&id, &raw),

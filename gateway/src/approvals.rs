@@ -190,6 +190,9 @@ impl Approvals {
                         )
                         .optional()?;
                     let Some(mut row) = row else { return Ok(Err(ErrorCode::NotFound)) };
+                    if row.state == "expired" {
+                        return Ok(Err(ErrorCode::Timeout));
+                    }
                     if row.state != "pending" {
                         return Ok(Err(ErrorCode::InvalidArgs));
                     }

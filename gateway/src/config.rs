@@ -25,6 +25,11 @@ pub struct GatewayConfig {
     pub approval_ttl: Duration,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
+    /// Serve the port over TLS with this certificate (`None`: plain TCP).
+    pub tls: Option<crate::tls::TlsSetup>,
+    /// `Host` names `/mcp` accepts besides loopback ones (DNS-rebinding protection);
+    /// empty: loopback names when listening on loopback, any host otherwise.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 impl GatewayConfig {
@@ -39,6 +44,8 @@ impl GatewayConfig {
             audit_args: false,
             approval_ttl: crate::approvals::DEFAULT_TTL,
             auth_failures_per_minute: 20,
+            tls: None,
+            mcp_allowed_hosts: Vec::new(),
         }
     }
 }

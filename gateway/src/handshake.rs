@@ -220,15 +220,6 @@ async fn read_connect(
             ),
         ));
     }
-    if shared.auth_limiter.is_limited(peer.ip()) {
-        return Err((
-            id,
-            ErrorShape::new(
-                ErrorCode::RateLimited,
-                "too many failed authentications from this address; wait a minute",
-            ),
-        ));
-    }
     let store = shared.store.clone();
     let presented = params.auth.token.clone();
     let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
@@ -242,12 +233,21 @@ async fn read_connect(
     let token = match verified {
         Ok(Some(t)) => t,
         Ok(None) => {
+            // A limited address still gets in with a valid token (so clients behind one
+            // NAT cannot lock each other out); its wrong guesses are answered with
+            // `rate_limited` until the window ends.
+            let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
-            tracing::warn!(%peer, "connect with an invalid or revoked token");
-            return Err((
-                id,
-                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token"),
-            ));
+            tracing::warn!(%peer, limited, "connect with an invalid or revoked token");
+            let err = if limited {
+                ErrorShape::new(
+                    ErrorCode::RateLimited,
+                    "too many failed authentications from this address; wait a minute",
+                )
+            } else {
+                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token")
+            };
+            return Err((id, err));
         }
         Err(e) => {
             tracing::error!(error = %e, "token store failed");
@@ -282,7 +282,12 @@ impl Handshake {
     }
 
     /// Switches to the session limits and sends `hello-ok`.
-    pub async fn hello(self, conn_id: &str, limits: Limits, credential: Option<String>) -> Option<Ws> {
+    pub async fn hello(
+        self,
+        conn_id: &str,
+        limits: Limits,
+        credential: Option<String>,
+    ) -> Option<Ws> {
         let mut ws = crate::upgrade::into_session(self.ws).await;
         let mut hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
         hello.credential = credential;

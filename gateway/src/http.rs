@@ -5,6 +5,7 @@
 //! `Authorization: Bearer` with the admin token or an agent token; an agent token sees
 //! only what its policy allows.
 
+use crate::audit::{AuditEntry, AuditKind};
 use crate::policy::{Policy, PolicySpec};
 use crate::state::Shared;
 use crate::token::TokenKind;
@@ -37,6 +38,7 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
+    r = r.merge(crate::mcp::router(shared.clone()));
     r.with_state(shared)
 }
 
@@ -74,8 +76,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Who is calling the admin API.
-enum Principal {
+/// Who is calling the admin API (or `/mcp`).
+pub(crate) enum Principal {
     Admin {
         token_id: String,
     },
@@ -87,7 +89,7 @@ enum Principal {
 }
 
 impl Principal {
-    fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         match self {
             Principal::Admin { .. } => Policy::full_access(),
             Principal::Agent { policy, .. } => policy.clone(),
@@ -95,23 +97,42 @@ impl Principal {
     }
 }
 
-async fn authorize(
+/// Checks the request's `Authorization: Bearer` token (rate-limited per address; a
+/// missing or bad token counts as a failed authentication).
+pub(crate) async fn authorize(
     shared: &Shared,
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<Principal, ApiError> {
-    if shared.auth_limiter.is_limited(peer.ip()) {
-        return Err(ApiError(ErrorShape::new(
-            ErrorCode::RateLimited,
-            "too many failed authentications from this address; wait a minute",
-        )));
-    }
     let result = check_token(shared, headers).await;
     if let Err(ApiError(e)) = &result {
         if e.code == ErrorCode::Unauthorized {
+            // As for WebSocket connects: valid tokens always pass; wrong ones from an
+            // address over its limit get 429.
+            let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
+            tracing::warn!(%peer, limited, "HTTP API request with a missing or invalid token");
+            let mut entry = AuditEntry::new(
+                AuditKind::Refused,
+                peer.to_string(),
+                if limited {
+                    "rate_limited"
+                } else {
+                    "unauthorized"
+                },
+            );
+            entry.detail = Some(serde_json::json!({ "role": "http", "message": e.message }));
+            shared.audit.record(entry);
+            if limited {
+                shared
+                    .metrics
+                    .refused("http", ErrorCode::RateLimited.as_str());
+                return Err(ApiError(ErrorShape::new(
+                    ErrorCode::RateLimited,
+                    "too many failed authentications from this address; wait a minute",
+                )));
+            }
             shared.metrics.refused("http", e.code.as_str());
-            tracing::warn!(%peer, "HTTP API request with a missing or invalid token");
         }
     }
     result
@@ -217,6 +238,8 @@ async fn sessions(
         token_id: &token_id,
         policy: &policy,
         agent: None,
+        progress: None,
+        asker: None,
     };
     let nodes: Vec<String> = shared
         .registry
@@ -268,7 +291,7 @@ async fn sessions(
                 }
             }
             Ok(r) => errors.push(serde_json::json!({ "node": node, "error": r.joined_text() })),
-            Err(e) => errors.push(serde_json::json!({ "node": node, "error": e })),
+            Err(e) => errors.push(serde_json::json!({ "node": node, "error": e.to_string() })),
         }
     }
     Ok(Json(serde_json::json!({ "sessions": sessions, "errors": errors })).into_response())

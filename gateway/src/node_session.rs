@@ -9,8 +9,8 @@ use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
 use crate::handshake::{self, Handshake};
 use crate::registry::{Completion, NodeHandle};
-use crate::store::Redeem;
 use crate::state::Shared;
+use crate::store::Redeem;
 use crate::token::TokenKind;
 use futures_util::StreamExt;
 use gsv_protocol::event::NodeEvent;
@@ -163,7 +163,10 @@ async fn enroll(
         }
         Redeem::AlreadyUsed => {
             entry.outcome = "refused:join_token_used".into();
-            Err(ErrorShape::new(ErrorCode::Unauthorized, "this join token was already used"))
+            Err(ErrorShape::new(
+                ErrorCode::Unauthorized,
+                "this join token was already used",
+            ))
         }
     };
     shared.audit.record(entry);
@@ -235,6 +238,11 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
             payload,
             ..
         } => relay_process_exited(shared, handle, payload),
+        Frame::Event {
+            event: EventName::CallProgress,
+            payload,
+            ..
+        } => relay_progress(handle, payload),
         Frame::Event { event, .. } => {
             tracing::debug!(event = event.as_str(), "event from node ignored");
         }
@@ -289,6 +297,26 @@ fn on_result(
                 call_id = id,
                 "result for a call id this connection was never sent; dropped"
             );
+        }
+    }
+}
+
+/// Hands a `call.progress` event to the caller of that call on this connection (if it
+/// asked for progress). Progress for a call this connection does not have pending is
+/// dropped: a node can only report on its own calls.
+fn relay_progress(handle: &NodeHandle, payload: Option<Box<RawValue>>) {
+    let Some(progress) = payload
+        .and_then(|p| serde_json::from_str::<gsv_protocol::event::CallProgress>(p.get()).ok())
+    else {
+        tracing::debug!("malformed call.progress from node ignored");
+        return;
+    };
+    match progress.call_id.parse::<u64>() {
+        Ok(id) => {
+            handle.progress(id, progress);
+        }
+        Err(_) => {
+            tracing::debug!(call_id = %progress.call_id, "call.progress for a foreign call id ignored")
         }
     }
 }

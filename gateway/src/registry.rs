@@ -23,6 +23,10 @@ use tokio::sync::oneshot;
 /// What a pending call receives: the node's raw result, or an error.
 pub type CallOutcome = Result<Box<RawValue>, ErrorShape>;
 
+/// Where the `call.progress` events of one pending call go (bounded: when the caller
+/// reads too slowly, progress is dropped, never the node's read loop blocked).
+pub type ProgressSink = tokio::sync::mpsc::Sender<gsv_protocol::event::CallProgress>;
+
 /// A connected node.
 pub struct NodeHandle {
     pub id: NodeId,
@@ -49,6 +53,8 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 #[derive(Default)]
 struct Calls {
     pending: HashMap<u64, oneshot::Sender<CallOutcome>>,
+    /// Progress sinks of the pending calls whose caller wants progress.
+    progress: HashMap<u64, ProgressSink>,
     abandoned: std::collections::VecDeque<u64>,
 }
 
@@ -106,6 +112,14 @@ impl NodeHandle {
 
     /// Registers a new pending call on this connection; returns its id and receiver.
     pub fn begin_call(&self) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
+        self.begin_call_with_progress(None)
+    }
+
+    /// [`NodeHandle::begin_call`], with a sink for the call's `call.progress` events.
+    pub fn begin_call_with_progress(
+        &self,
+        progress: Option<ProgressSink>,
+    ) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
         if self.out.is_closed() {
             return Err(PendingError::Closed);
         }
@@ -116,12 +130,26 @@ impl NodeHandle {
             return Err(PendingError::Full);
         }
         calls.pending.insert(id, tx);
+        if let Some(sink) = progress {
+            calls.progress.insert(id, sink);
+        }
         Ok((id, rx))
+    }
+
+    /// Hands a `call.progress` event to the pending call's sink, if it has one. A full
+    /// sink drops the event (progress is advisory); returns whether it was delivered.
+    pub fn progress(&self, id: u64, event: gsv_protocol::event::CallProgress) -> bool {
+        let calls = self.calls();
+        match calls.progress.get(&id) {
+            Some(sink) => sink.try_send(event).is_ok(),
+            None => false,
+        }
     }
 
     /// Forgets a pending call (timed out or cancelled by the caller).
     pub fn abandon_call(&self, id: u64) {
         let mut calls = self.calls();
+        calls.progress.remove(&id);
         if calls.pending.remove(&id).is_some() {
             if calls.abandoned.len() >= ABANDONED_MEMORY {
                 calls.abandoned.pop_front();
@@ -133,6 +161,7 @@ impl NodeHandle {
     /// Completes a pending call with what the node sent.
     pub fn complete_call(&self, id: u64, outcome: CallOutcome) -> Completion {
         let mut calls = self.calls();
+        calls.progress.remove(&id);
         match calls.pending.remove(&id) {
             Some(tx) => {
                 drop(calls);
@@ -147,7 +176,11 @@ impl NodeHandle {
 
     /// Fails every pending call: the connection is gone after they were dispatched.
     pub fn fail_all_pending(&self) -> usize {
-        let drained: Vec<_> = self.calls().pending.drain().collect();
+        let drained: Vec<_> = {
+            let mut calls = self.calls();
+            calls.progress.clear();
+            calls.pending.drain().collect()
+        };
         let n = drained.len();
         for (_, tx) in drained {
             let _ = tx.send(Err(disconnected(&self.id)));

@@ -1,17 +1,22 @@
 //! Routing one agent call to the node its name points at, and back.
 //!
 //! Order of checks: name → policy (deny) → node → tool → arguments (against the tool's
-//! JSON Schema) → approval (policy `confirm`) → dispatch. Arguments and the result
+//! JSON Schema) → approval (policy `confirm`) → dispatch. A node guard may still answer
+//! `approval_required` (e.g. a node in `--approve-shell` mode): the call then waits for
+//! an approval exactly as for `confirm` and is sent again, with a new call id, carrying
+//! the approval's id in `tool.invoke.approval`. A call approved once (by `confirm`)
+//! carries that approval from its first dispatch: one human decision per call. Arguments and the result
 //! cross the gateway as the exact bytes received; only validation parses the
 //! arguments. One deadline covers the whole call, approval wait included; the node gets
 //! what is left of it, and the gateway waits a short slack past it so a node's own
 //! timeout answer arrives first. Every call ends in one audit row.
 
-use crate::approvals::{Decision as Approval, NewRequest};
+use crate::approvals::{ApprovalRequest, Decision as Approval, NewRequest};
 use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::policy::{Decision, Policy};
-use crate::registry::{CallOutcome, NodeHandle, PendingError};
+use crate::registry::{CallOutcome, NodeHandle, PendingError, ProgressSink};
 use crate::state::{AgentHandle, Shared};
+use futures_util::future::BoxFuture;
 use gsv_protocol::frame::{encode_cancel, encode_req};
 use gsv_protocol::method::{ToolInvokeOut, ToolsCallParams};
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method, NamespacedName};
@@ -30,6 +35,31 @@ pub struct Caller<'a> {
     pub policy: &'a Policy,
     /// The caller's WebSocket connection, for approval events.
     pub agent: Option<&'a AgentHandle>,
+    /// Where the node's `call.progress` events for this call go, if the caller wants them.
+    pub progress: Option<ProgressSink>,
+    /// Asks the caller's own user to approve a call that needs approval, before (or
+    /// instead of) the operator queue: the MCP client's user through elicitation.
+    pub asker: Option<&'a dyn ApprovalAsker>,
+}
+
+/// A call that needs approval, as put to the caller's user.
+pub struct ApprovalQuestion<'a> {
+    pub name: &'a NamespacedName,
+    pub args: &'a Value,
+    /// A short, human-readable form of the call, e.g. `laptop__Bash: rm -r build/`.
+    pub summary: String,
+    /// Why approval is needed.
+    pub reason: &'a str,
+}
+
+/// Asks the caller's own user whether a call may run, in place of the operator queue.
+pub trait ApprovalAsker: Send + Sync {
+    /// The user's answer, or `None` when the user cannot be asked (the call then waits
+    /// in the operator queue, as for any other caller).
+    fn ask<'a>(&'a self, question: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Approval>>;
+
+    /// Told when the call waits in the operator queue instead, so the caller can say so.
+    fn queued(&self, _request: &ApprovalRequest) {}
 }
 
 impl<'a> Caller<'a> {
@@ -39,7 +69,15 @@ impl<'a> Caller<'a> {
             token_id: &agent.token_id,
             policy: &agent.policy,
             agent: Some(agent),
+            progress: None,
+            asker: None,
         }
+    }
+
+    /// The same caller, with a sink for the call's progress events.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
     }
 }
 
@@ -151,12 +189,86 @@ async fn route(
     let deadline = started + Duration::from_millis(timeout_ms);
     trace.args = Some(args);
 
+    // One human decision per call: an approval obtained for the policy's `confirm`
+    // travels with the first dispatch, so a node guard that would ask again accepts it.
+    let mut approval = None;
     if decision == Decision::Confirm {
         let reason = format!("the token's policy requires approval for {full}");
         let args = trace.args.as_ref().unwrap_or(&Value::Null);
-        await_approval(shared, caller, name, args, reason, deadline, &cancel).await?;
+        approval =
+            Some(await_approval(shared, caller, name, args, reason, deadline, &cancel).await?);
     }
 
+    let outcome = send(
+        shared,
+        caller,
+        &node,
+        name,
+        params,
+        approval.as_deref(),
+        deadline,
+        cancel.clone(),
+    )
+    .await;
+    match outcome {
+        // A node-side guard asks for approval (e.g. `--approve-shell`): open a request
+        // as for `confirm`, then send the same call again carrying its id.
+        Err(e) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
+            let reason = node_reason(&e);
+            let args = trace.args.as_ref().unwrap_or(&Value::Null);
+            let approval =
+                await_approval(shared, caller, name, args, reason, deadline, &cancel).await?;
+            // The node may have reconnected while the operator decided.
+            let Some(node) = shared.registry.get(node_id) else {
+                return Err(ErrorShape::new(
+                    ErrorCode::NodeOffline,
+                    format!("node {node_id} went away while the call waited for approval"),
+                )
+                .with_details(json!({ "node": node_id })));
+            };
+            send(
+                shared,
+                caller,
+                &node,
+                name,
+                params,
+                Some(&approval),
+                deadline,
+                cancel,
+            )
+            .await
+        }
+        other => other,
+    }
+}
+
+/// Why a node asked for approval: its `details.reason`, else its message.
+fn node_reason(e: &ErrorShape) -> String {
+    let reason = e
+        .details
+        .as_ref()
+        .and_then(|d| d.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or(&e.message);
+    format!(
+        "node guard: {}",
+        reason.chars().take(500).collect::<String>()
+    )
+}
+
+/// Sends one `tool.invoke` for the call and waits for its answer (or the deadline).
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    node: &NodeHandle,
+    name: &NamespacedName,
+    params: &ToolsCallParams,
+    approval: Option<&str>,
+    deadline: Instant,
+    cancel: CancellationToken,
+) -> CallOutcome {
+    let node_id = name.node.as_str();
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
         return Err(ErrorShape::new(
@@ -165,7 +277,7 @@ async fn route(
         ));
     }
     let remaining_ms = (remaining.as_millis() as u64).max(1);
-    let (call_id, rx) = match node.begin_call() {
+    let (call_id, rx) = match node.begin_call_with_progress(caller.progress.clone()) {
         Ok(x) => x,
         Err(PendingError::Full) => {
             return Err(ErrorShape::new(
@@ -189,6 +301,7 @@ async fn route(
             tool: name.tool.as_str(),
             args: &params.args,
             timeout_ms: remaining_ms,
+            approval,
         },
     );
     if frame.len() > gsv_protocol::limits::MAX_FRAME_BYTES {
@@ -202,13 +315,19 @@ async fn route(
         ));
     }
     shared.metrics.pending_calls.inc();
-    let outcome = dispatch(&node, call_id, &id, frame, rx, remaining_ms, cancel).await;
+    let outcome = dispatch(node, call_id, &id, frame, rx, remaining_ms, cancel).await;
     shared.metrics.pending_calls.dec();
     outcome
 }
 
 /// A short, human-readable form of a call for the operator.
 fn summary(name: &NamespacedName, args: &Value) -> String {
+    summary_of(&name.to_string(), args)
+}
+
+/// [`summary`] for a namespaced name given as text, e.g. `laptop__Bash: rm -r build/`
+/// (the MCP handler asks 2026-07-28 clients before routing).
+pub fn summary_of(name: &str, args: &Value) -> String {
     let detail = match args.get("command").and_then(Value::as_str) {
         Some(cmd) => cmd.to_owned(),
         None => args.to_string(),
@@ -220,6 +339,13 @@ fn summary(name: &NamespacedName, args: &Value) -> String {
     s
 }
 
+/// What `tool.invoke.approval` carries when the caller's own user approved (MCP
+/// elicitation): no operator request exists then.
+const CALLER_APPROVAL: &str = "caller";
+
+/// Waits for a human's decision on a call that needs one: the policy's `confirm`, or a
+/// node guard's `approval_required`. Returns the approval's id (the operator request's
+/// id, or [`CALLER_APPROVAL`]) for `tool.invoke.approval`.
 async fn await_approval(
     shared: &Shared,
     caller: &Caller<'_>,
@@ -228,7 +354,14 @@ async fn await_approval(
     reason: String,
     deadline: Instant,
     cancel: &CancellationToken,
-) -> Result<(), ErrorShape> {
+) -> Result<String, ErrorShape> {
+    if let Some(asker) = caller.asker {
+        if let Some(answer) =
+            ask_caller(shared, caller, asker, name, args, &reason, deadline, cancel).await?
+        {
+            return answer.map(|()| CALLER_APPROVAL.to_owned());
+        }
+    }
     let (request, rx) = shared
         .approvals
         .open(NewRequest {
@@ -254,13 +387,16 @@ async fn await_approval(
     shared.audit.record(entry);
     let conn = caller.agent.map(|a| a.conn_id.as_str());
     shared.notify_operators(EventName::ApprovalRequested, &request, conn);
+    if let Some(asker) = caller.asker {
+        asker.queued(&request);
+    }
 
     let ttl = shared.approvals.ttl;
     let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
     let resolved = |state: &str| json!({ "id": request.id, "state": state });
     tokio::select! {
         d = rx => match d {
-            Ok(Approval::Approve) => Ok(()),
+            Ok(Approval::Approve) => Ok(request.id.clone()),
             Ok(Approval::Deny) => Err(ErrorShape::new(
                 ErrorCode::Denied,
                 format!("an operator denied approval request {}", request.id),
@@ -281,6 +417,71 @@ async fn await_approval(
             Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller while waiting for approval"))
         }
     }
+}
+
+/// Puts the question to the caller's own user. `Ok(None)`: they cannot be asked (use
+/// the operator queue); `Ok(Some(answer))`: their decision, already audited.
+#[allow(clippy::too_many_arguments)]
+async fn ask_caller(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    asker: &dyn ApprovalAsker,
+    name: &NamespacedName,
+    args: &Value,
+    reason: &str,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Option<Result<(), ErrorShape>>, ErrorShape> {
+    let question = ApprovalQuestion {
+        name,
+        args,
+        summary: summary(name, args),
+        reason,
+    };
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .min(shared.approvals.ttl);
+    let answer = tokio::select! {
+        a = asker.ask(&question) => a,
+        _ = tokio::time::sleep(wait) => {
+            return Err(ErrorShape::new(
+                ErrorCode::Timeout,
+                format!("nobody answered whether {name} may run in time"),
+            ))
+        }
+        _ = cancel.cancelled() => {
+            return Err(ErrorShape::new(
+                ErrorCode::Cancelled,
+                "cancelled by the caller while waiting for approval",
+            ))
+        }
+    };
+    let Some(decision) = answer else {
+        return Ok(None);
+    };
+    let outcome = match decision {
+        Approval::Approve => "approved",
+        Approval::Deny => "denied",
+    };
+    tracing::info!(outcome, "the caller's user decided on the call");
+    let mut entry = AuditEntry::new(
+        AuditKind::Approval,
+        format!("agent:{}", caller.name),
+        outcome,
+    );
+    entry.node = Some(name.node.to_string());
+    entry.tool = Some(name.tool.to_string());
+    entry.args_hash = Some(args_hash(args));
+    entry.detail = Some(json!({ "via": "caller", "tokenId": caller.token_id }));
+    shared.audit.record(entry);
+    Ok(Some(match decision {
+        Approval::Approve => Ok(()),
+        Approval::Deny => Err(ErrorShape::new(
+            ErrorCode::Denied,
+            format!("the user declined to run {name} when asked"),
+        )
+        .with_details(json!({ "via": "caller" }))),
+    }))
 }
 
 async fn dispatch(

@@ -1,7 +1,8 @@
 //! Starting and stopping a gateway.
 //!
-//! `start` opens the store, makes sure an admin token exists, binds the port(s),
-//! records the address in the data directory, and serves until `shutdown`. It returns
+//! `start` opens the store, makes sure an admin token exists, loads or makes the TLS
+//! certificate when configured, binds the port(s), records the address in the data
+//! directory (`https://ADDR` when TLS is on), and serves until `shutdown`. It returns
 //! the bound address, so tests and `gsv up` can listen on port 0.
 
 use crate::config::GatewayConfig;
@@ -32,6 +33,8 @@ pub enum GatewayError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A gateway that is serving.
@@ -42,6 +45,9 @@ pub struct RunningGateway {
     pub metrics_addr: Option<SocketAddr>,
     /// The admin token (also in `admin.token` in the data directory).
     pub admin_token: String,
+    /// SHA-256 of the TLS leaf certificate (64 lowercase hex digits) when the port is
+    /// served over TLS: what `gsv node --pin` takes.
+    pub tls_fingerprint: Option<String>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -71,6 +77,10 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, GatewayError> {
 pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError> {
     let store = Arc::new(Store::open(&config.data_dir)?);
     let admin_token = ensure_admin_token(&store, &config)?;
+    let tls = match &config.tls {
+        Some(setup) => Some(crate::tls::load(setup, &config.data_dir, config.listen)?),
+        None => None,
+    };
     let listener = bind(config.listen).await?;
     let addr = listener.local_addr().map_err(|source| GatewayError::Bind {
         addr: config.listen,
@@ -83,27 +93,37 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     if config.write_addr_file {
         let path = config.data_dir.join(datadir::ADDR_FILE);
-        std::fs::write(&path, format!("{addr}\n"))
+        std::fs::write(&path, format!("{}\n", addr_line(addr, tls.is_some())))
             .map_err(|source| GatewayError::Write { path, source })?;
     }
     let audit = crate::audit::AuditLog::start(&config.data_dir, config.audit_args)?;
     let shared = Arc::new(Shared::new(config, store, audit));
     tokio::spawn(crate::revocation::watch(shared.clone()));
     let mut tasks = Vec::new();
-    let app = http::router(shared.clone(), metrics_listener.is_none())
-        .into_make_service_with_connect_info::<SocketAddr>();
+    let router = http::router(shared.clone(), metrics_listener.is_none());
     let stop = shared.shutdown.clone();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tasks.push(tokio::spawn(async move {
-        let r = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "gateway server stopped with an error");
+    let tls_fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
+    match tls {
+        Some(tls) => {
+            tasks.push(tokio::spawn(crate::tls::serve(
+                listener, tls.config, router, stop,
+            )));
         }
-    }));
+        None => {
+            let app = router.into_make_service_with_connect_info::<SocketAddr>();
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            tasks.push(tokio::spawn(async move {
+                let r = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "gateway server stopped with an error");
+                }
+            }));
+        }
+    }
     if let Some(ml) = metrics_listener {
         let app = http::metrics_router(shared.clone());
         let stop = shared.shutdown.clone();
@@ -116,17 +136,43 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             }
         }));
     }
-    tracing::info!(%addr, data = %shared.config.data_dir.display(), "gateway listening");
+    tracing::info!(
+        %addr,
+        tls = tls_fingerprint.is_some(),
+        data = %shared.config.data_dir.display(),
+        "gateway listening"
+    );
     Ok(RunningGateway {
         addr,
         metrics_addr,
         admin_token,
+        tls_fingerprint,
         shared,
         tasks,
     })
 }
 
+/// What `gateway.addr` holds: the bare address for plain TCP (as before TLS existed),
+/// `https://ADDR` when TLS is on.
+fn addr_line(addr: SocketAddr, tls: bool) -> String {
+    if tls {
+        format!("https://{addr}")
+    } else {
+        addr.to_string()
+    }
+}
+
 impl RunningGateway {
+    /// The URL nodes, agents and the CLI use: `http://ADDR` or `https://ADDR`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_fingerprint.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
     /// How many nodes are connected now.
     pub fn connected_nodes(&self) -> usize {
         self.shared.registry.online_count()
@@ -155,7 +201,8 @@ impl RunningGateway {
         self.shared.audit.flush().await;
         if self.shared.config.write_addr_file {
             let path = self.shared.config.data_dir.join(datadir::ADDR_FILE);
-            if datadir::read_line(&path).as_deref() == Some(self.addr.to_string().as_str()) {
+            let ours = addr_line(self.addr, self.tls_fingerprint.is_some());
+            if datadir::read_line(&path).as_deref() == Some(ours.as_str()) {
                 let _ = std::fs::remove_file(path);
             }
         }

@@ -83,6 +83,9 @@ pub struct Shared {
     pub approvals: Approvals,
     pub auth_limiter: AuthLimiter,
     pub shutdown: CancellationToken,
+    /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
+    /// it to send `notifications/tools/list_changed`.
+    pub tools_epoch: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -97,6 +100,7 @@ impl Shared {
             metrics: Metrics::new(),
             audit,
             shutdown: CancellationToken::new(),
+            tools_epoch: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -126,5 +130,6 @@ impl Shared {
                 a.send_event(EventName::ToolsChanged, &payload);
             }
         }
+        self.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
     }
 }

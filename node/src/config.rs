@@ -36,12 +36,29 @@ pub struct NodeConfig {
     /// are canonicalised and anything outside it, through `..` or a symlink, is
     /// refused (`gsv node --confine`). Off by default.
     pub confine: bool,
+    /// Offer only the tools that declare `readOnlyHint: true` (Read, Glob, Grep, Echo):
+    /// no Bash, Process, Write or Edit (`gsv node --read-only`).
+    pub read_only: bool,
+    /// Auto-approve regexes for Bash (`gsv node --approve-shell`, repeatable). When not
+    /// empty the node runs in approve-shell mode: a command some simple command of
+    /// which matches none of them needs an operator's approval; see
+    /// [`crate::guards::approve`].
+    pub approve_shell: Vec<String>,
     /// How the node wants to be used.
     pub host_role: HostRole,
     /// WebSocket ping interval.
     pub heartbeat: Duration,
     /// Timeout of one dial (TCP + TLS + upgrade).
     pub connect_timeout: Duration,
+    /// PEM file whose certificates are the only trusted roots for a `wss://` gateway
+    /// (instead of the system's). `gsv node --ca`.
+    pub ca: Option<PathBuf>,
+    /// SHA-256 fingerprint of the gateway's leaf certificate: when set, only the pin is
+    /// checked (not the chain, name or dates). `gsv node --pin`.
+    pub pin: Option<String>,
+    /// Allow plain `ws://` / `http://` to a non-loopback gateway (the token then
+    /// travels unencrypted). `gsv node --insecure`.
+    pub insecure: bool,
 }
 
 impl NodeConfig {
@@ -55,9 +72,14 @@ impl NodeConfig {
             workspace,
             echo_tool: false,
             confine: false,
+            read_only: false,
+            approve_shell: Vec::new(),
             host_role: HostRole::default(),
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            ca: None,
+            pin: None,
+            insecure: false,
         }
     }
 }
@@ -72,9 +94,14 @@ impl fmt::Debug for NodeConfig {
             .field("workspace", &self.workspace)
             .field("echo_tool", &self.echo_tool)
             .field("confine", &self.confine)
+            .field("read_only", &self.read_only)
+            .field("approve_shell", &self.approve_shell)
             .field("host_role", &self.host_role)
             .field("heartbeat", &self.heartbeat)
             .field("connect_timeout", &self.connect_timeout)
+            .field("ca", &self.ca)
+            .field("pin", &self.pin)
+            .field("insecure", &self.insecure)
             .finish()
     }
 }
@@ -94,6 +121,8 @@ mod tests {
         );
         assert!(!c.echo_tool);
         assert!(!c.confine);
+        assert!(!c.read_only);
+        assert!(c.approve_shell.is_empty());
         assert_eq!(c.heartbeat, Duration::from_secs(15));
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.host_role, HostRole::Execution);

@@ -25,8 +25,8 @@ pub(crate) type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// The request id of the handshake's `connect`.
 pub(crate) const CONNECT_ID: &str = "connect";
 
-/// Why one attempt failed. All of these are retried, except a refusal before the
-/// node's first successful session (see `runner`).
+/// Why one attempt failed. All of these are retried, except a refusal or a rejected
+/// certificate before the node's first successful session (see `runner`).
 #[derive(Debug, Error)]
 pub(crate) enum ConnectError {
     #[error("no connection within {0:?}")]
@@ -39,6 +39,9 @@ pub(crate) enum ConnectError {
     Handshake(String),
     #[error("handshake did not finish within {0:?}")]
     HandshakeTimeout(Duration),
+    /// The gateway's TLS certificate was rejected (pin mismatch, untrusted issuer...).
+    #[error("{0}")]
+    Certificate(String),
 }
 
 /// WebSocket settings: small buffers (a node idles most of the time, and benchmarks
@@ -88,7 +91,10 @@ pub(crate) async fn dial(
                 _ => Err(ConnectError::Handshake(message)),
             }
         }
-        Ok(Err(e)) => Err(e.into()),
+        Ok(Err(e)) => match crate::tls::certificate_failure(&e) {
+            Some(reason) => Err(ConnectError::Certificate(reason)),
+            None => Err(e.into()),
+        },
     }
 }
 

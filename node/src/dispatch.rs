@@ -202,8 +202,16 @@ impl Call {
             cancel: self.token.clone(),
             deadline,
             events: self.node.events.clone(),
+            approval: self.params.approval.clone(),
         };
-        let execute = AssertUnwindSafe(self.tool.execute(self.params.args, ctx)).catch_unwind();
+        // The tool's own guards first: a refusal is the call's protocol error.
+        let tool = Arc::clone(&self.tool);
+        let args = self.params.args;
+        let execute = AssertUnwindSafe(async move {
+            tool.check(&args, &ctx).await?;
+            Ok(tool.execute(args, ctx).await)
+        })
+        .catch_unwind();
         let outcome = tokio::select! {
             biased;
             _ = self.token.cancelled() => Err(if self.shutdown.is_cancelled() {
@@ -212,7 +220,7 @@ impl Call {
                 ErrorShape::new(ErrorCode::Cancelled, "the call was cancelled")
             }),
             r = tokio::time::timeout_at(deadline, execute) => match r {
-                Ok(Ok(result)) => Ok(result),
+                Ok(Ok(checked)) => checked,
                 Ok(Err(_panic)) => Err(ErrorShape::new(
                     ErrorCode::Internal,
                     format!("tool {} panicked", self.params.tool),

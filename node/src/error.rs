@@ -26,9 +26,17 @@ pub enum NodeError {
     /// this node id, or because this node's token was revoked.
     #[error("the gateway closed this node's connection for good: {0}")]
     Evicted(String),
-    /// TLS could not be set up for a `wss://` gateway.
+    /// TLS could not be set up for a `wss://` gateway (unreadable `--ca`, bad `--pin`).
     #[error("TLS setup failed: {0}")]
-    Tls(String),
+    Tls(#[from] crate::tls::TlsError),
+    /// A plain `ws://` / `http://` gateway that is not on loopback, without
+    /// `--insecure`: refused before any connection is attempted.
+    #[error("refusing to connect to {url}: the node token would travel unencrypted to a non-loopback address; use https:// or wss:// (or --insecure on a network you trust)")]
+    Insecure { url: String },
+    /// The gateway's certificate was rejected on the first attempt of this process
+    /// (pin mismatch, unknown issuer, wrong name).
+    #[error("{0} (check --pin / --ca: `gsv gateway` prints its certificate's fingerprint)")]
+    Certificate(String),
 }
 
 impl NodeError {
@@ -41,7 +49,8 @@ impl NodeError {
                 ErrorCode::InvalidArgs | ErrorCode::UnsupportedProtocol => 2,
                 _ => 4,
             },
-            NodeError::Tls(_) => 4,
+            NodeError::Tls(_) | NodeError::Insecure { .. } => 2,
+            NodeError::Certificate(_) => 3,
             NodeError::Evicted(_) => 3,
         }
     }
@@ -85,6 +94,16 @@ mod tests {
         assert_eq!(refused(ErrorCode::Internal).exit_code(), 4);
         let bad = gsv_protocol::endpoint::Gateway::parse("ftp://x").unwrap_err();
         assert_eq!(NodeError::from(bad).exit_code(), 2);
+        let insecure = NodeError::Insecure {
+            url: "ws://10.0.0.1:1/v1/node".into(),
+        };
+        assert_eq!(insecure.exit_code(), 2);
+        assert!(insecure.to_string().contains("refusing to connect"));
+        assert_eq!(NodeError::Certificate("mismatch".into()).exit_code(), 3);
+        assert_eq!(
+            NodeError::from(crate::tls::TlsError::Conflict).exit_code(),
+            2
+        );
     }
 
     #[test]

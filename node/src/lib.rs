@@ -15,6 +15,8 @@
 //! - [`probe`]: which binaries the host has, reported as runtime facts.
 //! - [`events`]: node → gateway events from tools (queued while disconnected).
 //! - [`sessions`]: the process session manager behind the Bash and Process tools.
+//! - [`guards`]: node-side guards no gateway can switch off (the shell blocklist,
+//!   `--approve-shell`; `--read-only` is applied by the registry).
 
 pub mod backoff;
 pub mod config;
@@ -23,13 +25,14 @@ mod connection;
 mod dispatch;
 pub mod error;
 pub mod events;
+pub mod guards;
 pub mod probe;
 pub mod registry;
 pub mod runner;
 mod session;
 pub mod sessions;
 mod state;
-mod tls;
+pub mod tls;
 pub mod tool;
 pub mod tools;
 

@@ -4,9 +4,14 @@
 //! closed capability set, object schema, binary names) before the node ever connects,
 //! so a bad tool is a startup error with a precise message instead of a refused
 //! connect. Adding a tool to the standard set is one line in [`Registry::standard`].
+//!
+//! `--read-only` is applied here, from the tools' own declarations: a read-only node
+//! offers only the tools whose `annotations.readOnlyHint` is `true`, so a tool that
+//! forgets the hint is left out rather than let in.
 
 use crate::config::NodeConfig;
 use crate::events::EventSender;
+use crate::guards::{GuardError, ShellGuard};
 use crate::probe::valid_bin_name;
 use crate::sessions::SessionManager;
 use crate::tool::Tool;
@@ -32,6 +37,9 @@ pub enum RegistryError {
     Schema(String),
     #[error("tool {tool}: required binary name {bin:?} is invalid")]
     Bin { tool: String, bin: String },
+    /// The node-side guards could not be set up (a bad `--approve-shell` pattern).
+    #[error(transparent)]
+    Guard(#[from] GuardError),
 }
 
 struct Entry {
@@ -46,6 +54,8 @@ pub struct Registry {
     /// The node's event sender, shared with tools that report outside a call (the
     /// session manager); the runner attaches it to each connection.
     events: EventSender,
+    /// The session manager of Bash and Process, ended when the node stops.
+    sessions: Option<Arc<SessionManager>>,
 }
 
 impl Registry {
@@ -54,21 +64,34 @@ impl Registry {
         Registry::default()
     }
 
-    /// The standard tool set for `config`.
+    /// The standard tool set for `config`: with `read_only`, only its read-only
+    /// tools; Bash with the node's shell guard (`approve_shell`).
     pub fn standard(config: &NodeConfig) -> Result<Self, RegistryError> {
+        let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
         let mut registry = Registry::new();
-        registry.register(tools::read::Read)?;
-        registry.register(tools::write::Write)?;
-        registry.register(tools::edit::Edit)?;
-        registry.register(tools::glob::Glob)?;
-        registry.register(tools::grep::Grep)?;
+        let read_only = config.read_only;
+        registry.register_standard(tools::read::Read, read_only)?;
+        registry.register_standard(tools::write::Write, read_only)?;
+        registry.register_standard(tools::edit::Edit, read_only)?;
+        registry.register_standard(tools::glob::Glob, read_only)?;
+        registry.register_standard(tools::grep::Grep, read_only)?;
         let sessions = SessionManager::new(registry.events.clone());
-        registry.register(tools::bash::Bash::new(Arc::clone(&sessions)))?;
-        registry.register(tools::process::Process::new(sessions))?;
+        registry.sessions = Some(Arc::clone(&sessions));
+        let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard);
+        registry.register_standard(bash, read_only)?;
+        registry.register_standard(tools::process::Process::new(sessions), read_only)?;
         if config.echo_tool {
-            registry.register(tools::echo::Echo)?;
+            registry.register_standard(tools::echo::Echo, read_only)?;
         }
         Ok(registry)
+    }
+
+    /// [`Registry::register`], skipping a tool that is not read-only when `read_only`.
+    fn register_standard(&mut self, tool: impl Tool, read_only: bool) -> Result<(), RegistryError> {
+        if read_only && tool.def().annotations.read_only_hint != Some(true) {
+            return Ok(());
+        }
+        self.register(tool)
     }
 
     /// Validates `tool`'s declaration and adds it.
@@ -92,6 +115,13 @@ impl Registry {
 
     /// The event sender the tools were given; the runner sends the node's events
     /// through it.
+    /// Ends the running process sessions (node shutdown): SIGTERM, grace, SIGKILL.
+    pub async fn shutdown(&self) {
+        if let Some(sessions) = &self.sessions {
+            sessions.shutdown().await;
+        }
+    }
+
     pub fn events(&self) -> &EventSender {
         &self.events
     }
@@ -232,6 +262,29 @@ mod tests {
             assert_eq!(v["inputSchema"]["additionalProperties"], json!(false));
             assert!(!d.description.is_empty());
         }
+    }
+
+    #[test]
+    fn read_only_nodes_offer_only_read_only_tools() {
+        let mut c = config(true);
+        c.read_only = true;
+        let r = Registry::standard(&c).unwrap();
+        assert_eq!(r.names(), ["Echo", "Glob", "Grep", "Read"]);
+        for d in r.defs() {
+            assert_eq!(d.annotations.read_only_hint, Some(true), "{}", d.name);
+        }
+        assert!(!r.capabilities().contains(&"shell.exec".to_owned()));
+    }
+
+    #[test]
+    fn a_bad_approve_shell_pattern_is_a_startup_error() {
+        let mut c = config(false);
+        c.approve_shell = vec!["^git status$".into()];
+        assert!(Registry::standard(&c).is_ok());
+        c.approve_shell.push("(unclosed".into());
+        let e = Registry::standard(&c).err().unwrap();
+        assert!(matches!(e, RegistryError::Guard(_)), "{e}");
+        assert!(e.to_string().contains("(unclosed"), "{e}");
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! again, until shut down.
 //!
 //! Only a handful of failures stop the node (see [`NodeError`]); in particular a
-//! refusal is fatal only before the first successful registration of the process, so a
-//! mistyped token exits with a clear message while a node that once worked rides out
-//! gateway restarts and maintenance forever.
+//! refusal (or a rejected TLS certificate) is fatal only before the first successful
+//! registration of the process, so a mistyped token or pin exits with a clear message
+//! while a node that once worked rides out gateway restarts and maintenance forever. A
+//! plain `ws://` gateway off loopback is refused before anything is dialled, unless
+//! the node runs with `--insecure`.
 
 use crate::backoff::Backoff;
 use crate::config::NodeConfig;
@@ -54,16 +56,25 @@ pub async fn run_with_registry(
         warn!(heartbeat = ?config.heartbeat, "heartbeat too short; using {MIN_HEARTBEAT:?}");
         config.heartbeat = MIN_HEARTBEAT;
     }
+    // Refused before any connection attempt: the token must not leave in clear text.
     if !gateway.tls && !gateway.is_loopback() {
-        warn!(%url, "the node token travels unencrypted: use wss:// or https:// off loopback");
+        if !config.insecure {
+            return Err(NodeError::Insecure { url });
+        }
+        warn!(%url, "--insecure: the node token travels unencrypted");
+    }
+    if !gateway.tls && (config.ca.is_some() || config.pin.is_some()) {
+        warn!(%url, "--ca / --pin are ignored: the gateway address is not https:// or wss://");
     }
     let span = info_span!("node", node = %config.id);
     async move {
         let tls = if gateway.tls {
-            let config = tokio::task::spawn_blocking(tls::client_config)
-                .await
-                .map_err(|e| NodeError::Tls(e.to_string()))?
-                .map_err(NodeError::Tls)?;
+            let (ca, pin) = (config.ca.clone(), config.pin.clone());
+            let config = tokio::task::spawn_blocking(move || {
+                tls::client_config(ca.as_deref(), pin.as_deref())
+            })
+            .await
+            .map_err(|e| tls::TlsError::Setup(e.to_string()))??;
             Some(Connector::Rustls(config))
         } else {
             None
@@ -82,7 +93,9 @@ pub async fn run_with_registry(
             events,
         });
         info!(%url, tools = ?node.registry.names(), "starting node");
-        reconnect_loop(node, &url, tls, &shutdown).await
+        let result = reconnect_loop(Arc::clone(&node), &url, tls, &shutdown).await;
+        node.registry.shutdown().await;
+        result
     }
     .instrument(span)
     .await
@@ -121,7 +134,8 @@ async fn reconnect_loop(
                 warn!(%reason, "lost the connection to the gateway");
             }
             Attempt::Failed(ConnectError::Refused(shape))
-                if shape.code == ErrorCode::Unauthorized && node.credentials.fall_back_to_join() =>
+                if shape.code == ErrorCode::Unauthorized
+                    && node.credentials.fall_back_to_join() =>
             {
                 // Try the join token at once; it is not a failure of the given token.
                 continue;
@@ -131,6 +145,13 @@ async fn reconnect_loop(
                 error!(code = %shape.code, message = %shape.message, "the gateway refused this node");
                 if !registered_once && is_fatal_refusal(shape.code) {
                     return Err(NodeError::Refused(shape));
+                }
+            }
+            Attempt::Failed(ConnectError::Certificate(reason)) => {
+                failures = failures.saturating_add(1);
+                error!(%reason, "the gateway's TLS certificate was rejected");
+                if !registered_once {
+                    return Err(NodeError::Certificate(reason));
                 }
             }
             Attempt::Failed(e) => {

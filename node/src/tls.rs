@@ -326,12 +326,12 @@ mod tests {
 
     #[test]
     fn pin_mismatch_is_recognised_through_the_io_error() {
-        let e = rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(
-            Arc::new(PinMismatch {
+        let e = rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(
+            PinMismatch {
                 expected: "aa".into(),
                 presented: "bb".into(),
-            }),
-        )));
+            },
+        ))));
         let io = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
         let msg = certificate_failure(&tungstenite::Error::Io(io)).unwrap();
         assert!(msg.contains("certificate fingerprint mismatch"), "{msg}");

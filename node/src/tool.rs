@@ -3,11 +3,14 @@
 //! A tool declares itself once ([`Tool::def`]: name, schema, capability, hints) and then
 //! runs calls ([`Tool::execute`]). Failures the model should read are returned as
 //! `ToolResult::error` (`isError: true`); protocol failures (unknown tool, timeout,
-//! cancellation, oversized results) are the runner's business, not the tool's.
+//! cancellation, oversized results) are the runner's business, not the tool's — with
+//! one exception: a tool may refuse a call *before* it runs ([`Tool::check`]) with a
+//! protocol error, which is how node-side guards answer `denied` or
+//! `approval_required` (see [`crate::guards`]).
 
 use crate::events::EventSender;
 use gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS;
-use gsv_protocol::{ToolDef, ToolResult};
+use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,6 +28,16 @@ use tokio_util::sync::CancellationToken;
 pub trait Tool: Send + Sync + 'static {
     /// The declaration sent to the gateway in `connect`. Called once, at registration.
     fn def(&self) -> ToolDef;
+
+    /// Decides whether a call may run at all, before [`Tool::execute`]. The node's
+    /// dispatcher always calls it first; an `Err` becomes the call's protocol error
+    /// (e.g. `denied` from the shell blocklist, `approval_required` from
+    /// `--approve-shell`) and `execute` is not called. Malformed arguments are not
+    /// its business: let them through for `execute` to report as a tool error. The
+    /// default admits every call.
+    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
+        Ok(())
+    }
 
     /// Runs one call.
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult;
@@ -46,6 +59,10 @@ pub struct ToolContext {
     pub deadline: Instant,
     /// Sends events to the gateway on the current connection.
     pub events: EventSender,
+    /// The id of the operator's approval this call carries (`tool.invoke.approval`),
+    /// if the gateway obtained one. Node-side guards that ask for approval accept it
+    /// as the gateway's word; see [`crate::guards::approve`].
+    pub approval: Option<String>,
 }
 
 impl ToolContext {
@@ -59,6 +76,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             deadline: Instant::now() + Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
             events: EventSender::detached(),
+            approval: None,
         }
     }
 

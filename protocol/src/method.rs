@@ -83,6 +83,11 @@ pub struct ToolInvokeOut<'a> {
     pub tool: &'a str,
     pub args: &'a RawValue,
     pub timeout_ms: u64,
+    /// The id of the approval request an operator approved for this exact call, when
+    /// the call needed one (policy `confirm`, or the node asked with
+    /// `approval_required`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<&'a str>,
 }
 
 /// Params of `tool.invoke`, as the node decodes them.
@@ -93,6 +98,9 @@ pub struct ToolInvokeParams {
     #[serde(default)]
     pub args: Value,
     pub timeout_ms: u64,
+    /// See [`ToolInvokeOut::approval`].
+    #[serde(default)]
+    pub approval: Option<String>,
 }
 
 /// Params of `node.probe`. An empty list re-probes everything the node tracks.
@@ -175,5 +183,24 @@ mod tests {
         assert_eq!(p.args.get(), r#"{"x": [1, 2]}"#);
         let p: ToolsCallParams = serde_json::from_str(r#"{"name":"a__B"}"#).unwrap();
         assert_eq!(p.args.get(), "{}");
+    }
+
+    #[test]
+    fn invoke_approval_is_optional_on_the_wire() {
+        let args = RawValue::from_string("{}".into()).unwrap();
+        let mut out = ToolInvokeOut {
+            tool: "Bash",
+            args: &args,
+            timeout_ms: 5,
+            approval: None,
+        };
+        let text = serde_json::to_string(&out).unwrap();
+        assert_eq!(text, r#"{"tool":"Bash","args":{},"timeoutMs":5}"#);
+        let p: ToolInvokeParams = serde_json::from_str(&text).unwrap();
+        assert_eq!(p.approval, None);
+        out.approval = Some("ab12");
+        let p: ToolInvokeParams =
+            serde_json::from_str(&serde_json::to_string(&out).unwrap()).unwrap();
+        assert_eq!(p.approval.as_deref(), Some("ab12"));
     }
 }

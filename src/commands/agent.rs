@@ -11,6 +11,10 @@ pub struct Target {
     pub gateway: Option<String>,
     pub token: Option<String>,
     pub data: Option<PathBuf>,
+    /// `--ca` / `$GSV_CA`: the only trusted roots for a TLS gateway.
+    pub ca: Option<PathBuf>,
+    /// `--pin` / `$GSV_PIN`: the gateway certificate's SHA-256 fingerprint.
+    pub pin: Option<String>,
 }
 
 fn fail(code: &str, message: impl std::fmt::Display, exit: u8) -> u8 {
@@ -24,6 +28,8 @@ fn client_error(e: &ClientError) -> u8 {
             fail(code.as_str(), message, exit::for_code(*code))
         }
         ClientError::Url(e) => fail("invalid_args", e, exit::USAGE),
+        ClientError::Tls(e) => fail("invalid_args", e, exit::USAGE),
+        ClientError::Certificate { .. } => fail("certificate", e, exit::AUTH),
         ClientError::Unreachable { .. } | ClientError::Closed => {
             fail("unreachable", e, exit::UNREACHABLE)
         }
@@ -44,7 +50,8 @@ async fn connect(target: &Target) -> Result<AgentClient, u8> {
             exit::AUTH,
         ));
     };
-    AgentClient::connect(&gateway, &token)
+    let tls = resolve::tls(target.ca.clone(), target.pin.clone(), &gateway, &data);
+    AgentClient::connect_with(&gateway, &token, &tls)
         .await
         .map_err(|e| client_error(&e))
 }

@@ -17,6 +17,10 @@ pub struct OperatorTarget {
     pub gateway: Option<String>,
     pub token: Option<String>,
     pub data: Option<PathBuf>,
+    /// `--ca` / `$GSV_CA`: the only trusted roots for a TLS gateway.
+    pub ca: Option<PathBuf>,
+    /// `--pin` / `$GSV_PIN`: the gateway certificate's SHA-256 fingerprint.
+    pub pin: Option<String>,
 }
 
 fn fail(e: &ClientError) -> u8 {
@@ -24,6 +28,14 @@ fn fail(e: &ClientError) -> u8 {
         ClientError::Remote(r) => {
             eprintln!("error: {}: {}", r.code, r.message);
             exit::for_code(r.code)
+        }
+        ClientError::Tls(e) => {
+            eprintln!("error: invalid_args: {e}");
+            exit::USAGE
+        }
+        e @ ClientError::Certificate { .. } => {
+            eprintln!("error: certificate: {e}");
+            exit::AUTH
         }
         other => {
             eprintln!("error: unreachable: {other}");
@@ -46,7 +58,8 @@ async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
         );
         return Err(exit::AUTH);
     };
-    AgentClient::connect(&gateway, &token)
+    let tls = resolve::tls(t.ca.clone(), t.pin.clone(), &gateway, &data);
+    AgentClient::connect_with(&gateway, &token, &tls)
         .await
         .map_err(|e| fail(&e))
 }
@@ -81,7 +94,14 @@ pub async fn list(t: OperatorTarget, all: bool, json: bool) -> u8 {
             serde_json::to_string_pretty(&list.approvals).unwrap_or_default()
         );
     } else if list.approvals.is_empty() {
-        eprintln!("no pending approval requests");
+        eprintln!(
+            "{}",
+            if all {
+                "no approval requests"
+            } else {
+                "no pending approval requests"
+            }
+        );
     } else {
         for a in list.approvals {
             println!(

@@ -7,12 +7,23 @@ use gsv_gateway::GatewayConfig;
 pub async fn run(config: GatewayConfig) -> u8 {
     let gw = match gsv_gateway::start(config).await {
         Ok(gw) => gw,
+        Err(e @ gsv_gateway::GatewayError::Tls(_)) => {
+            eprintln!("error: gateway: {e}");
+            return exit::USAGE;
+        }
         Err(e) => {
             eprintln!("error: gateway: {e}");
             return exit::UNREACHABLE;
         }
     };
-    eprintln!("gsv gateway listening on http://{}", gw.addr);
+    eprintln!("gsv gateway listening on {}", gw.url());
+    if let Some(fp) = &gw.tls_fingerprint {
+        eprintln!("TLS certificate SHA-256 fingerprint: {fp}");
+        eprintln!(
+            "  nodes: gsv node --gateway {} --pin {fp} --id <id> --token <token>",
+            gw.url()
+        );
+    }
     if let Some(m) = gw.metrics_addr {
         eprintln!("metrics on http://{m}/metrics");
     }

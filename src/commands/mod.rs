@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod audit;
 pub mod bench;
 pub mod gateway;
+pub mod mcp;
 pub mod node;
 pub mod token;
 pub mod up;

@@ -20,6 +20,10 @@ pub struct UpOptions {
     pub echo_tool: bool,
     /// Confine the local node's file tools to its workspace.
     pub confine: bool,
+    /// The local node offers only read-only tools (`--read-only`).
+    pub read_only: bool,
+    /// The local node's Bash auto-approve patterns (`--approve-shell`).
+    pub approve_shell: Vec<String>,
 }
 
 /// The default node id: the host name, lower-cased, other characters mapped to `-`.
@@ -77,6 +81,10 @@ pub async fn run(opts: UpOptions) -> u8 {
     let data = opts.gateway.data_dir.clone();
     let gw = match gsv_gateway::start(opts.gateway).await {
         Ok(gw) => gw,
+        Err(e @ gsv_gateway::GatewayError::Tls(_)) => {
+            eprintln!("error: gateway: {e}");
+            return exit::USAGE;
+        }
         Err(e) => {
             eprintln!("error: gateway: {e}");
             return exit::UNREACHABLE;
@@ -115,15 +123,22 @@ pub async fn run(opts: UpOptions) -> u8 {
             return exit::TOOL_ERROR;
         }
     };
-    let url = format!("http://{}", gw.addr);
+    let url = gw.url();
     let mut node = NodeConfig::new(url.clone(), node_id.clone(), node_token, workspace.clone());
+    // The local node trusts exactly the certificate of the gateway it just started.
+    node.pin = gw.tls_fingerprint.clone();
     node.echo_tool = opts.echo_tool;
     node.confine = opts.confine;
+    node.read_only = opts.read_only;
+    node.approve_shell = opts.approve_shell;
     let stop = CancellationToken::new();
     let node_task = tokio::spawn(gsv_node::run(node, stop.clone()));
 
     println!("gsv is up");
     println!("  gateway      {url}   (data: {})", data.display());
+    if let Some(fp) = &gw.tls_fingerprint {
+        println!("  tls pin      {fp}   (SHA-256 of the gateway's certificate)");
+    }
     println!(
         "  local node   {node_id}   (workspace: {})",
         workspace.display()
@@ -132,7 +147,12 @@ pub async fn run(opts: UpOptions) -> u8 {
     println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
     println!("  add a machine:");
     println!("    here:      gsv token create node <id>");
-    println!("    there:     gsv node --gateway {url} --id <id> --token <token>");
+    match &gw.tls_fingerprint {
+        Some(fp) => {
+            println!("    there:     gsv node --gateway {url} --pin {fp} --id <id> --token <token>")
+        }
+        None => println!("    there:     gsv node --gateway {url} --id <id> --token <token>"),
+    }
 
     let code = tokio::select! {
         _ = super::shutdown_signal() => exit::OK,

@@ -7,7 +7,7 @@
 
 pub mod fake;
 
-use gsv::client::AgentClient;
+use gsv::client::{AgentClient, TlsOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,6 +100,8 @@ pub struct Gateway {
     pub addr: String,
     pub proc: Proc,
     extra: Vec<String>,
+    /// Whether it serves TLS (its gateway.addr says `https://`).
+    pub tls: bool,
 }
 
 fn spawn_gateway(data: &Path, listen: &str, extra: &[String]) -> Proc {
@@ -129,7 +131,9 @@ async fn wait_addr(data: &Path, previous: Option<&str>) -> String {
         let file = file.clone();
         async move {
             let s = std::fs::read_to_string(&file).ok()?;
-            let s = s.trim().to_owned();
+            let s = s.trim();
+            // A TLS gateway writes `https://ADDR`; the harness keeps the bare address.
+            let s = s.strip_prefix("https://").unwrap_or(s).to_owned();
             if s.is_empty() || Some(s.as_str()) == previous {
                 return None;
             }
@@ -160,17 +164,34 @@ impl Gateway {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let proc = spawn_gateway(data.path(), "127.0.0.1:0", &extra);
         let addr = wait_addr(data.path(), None).await;
+        let tls = std::fs::read_to_string(data.path().join("gateway.addr"))
+            .is_ok_and(|s| s.trim().starts_with("https://"));
         Gateway {
             data,
             node_data: TempDir::new("nodedata"),
             addr,
             proc,
             extra,
+            tls,
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// How the harness's own clients trust this gateway: a TLS gateway's self-signed
+    /// certificate (tls-cert.pem in its data dir) is pinned.
+    pub fn tls_options(&self) -> TlsOptions {
+        let cert = self.data.path().join("tls-cert.pem");
+        match self.tls {
+            true => TlsOptions {
+                ca: None,
+                pin: gsv_gateway::tls::fingerprint_pem_file(&cert).ok(),
+            },
+            false => TlsOptions::default(),
+        }
     }
 
     /// Kills the gateway process (SIGKILL), as a crash would.
@@ -238,7 +259,7 @@ impl Gateway {
     }
 
     pub async fn agent_with(&self, token: &str) -> AgentClient {
-        AgentClient::connect(&self.url(), token)
+        AgentClient::connect_with(&self.url(), token, &self.tls_options())
             .await
             .expect("agent connects")
     }
@@ -270,6 +291,8 @@ impl Gateway {
             .env("RUST_LOG", "warn")
             .env_remove("GSV_GATEWAY")
             .env_remove("GSV_TOKEN")
+            .env_remove("GSV_CA")
+            .env_remove("GSV_PIN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -281,13 +304,14 @@ impl Gateway {
     pub async fn wait_online(&self, id: &str) {
         let url = self.url();
         let token = self.admin_token();
+        let tls = self.tls_options();
         eventually(
             &format!("node {id} online"),
             Duration::from_secs(30),
             || {
-                let (url, token) = (url.clone(), token.clone());
+                let (url, token, tls) = (url.clone(), token.clone(), tls.clone());
                 async move {
-                    let c = AgentClient::connect(&url, &token).await.ok()?;
+                    let c = AgentClient::connect_with(&url, &token, &tls).await.ok()?;
                     let nodes = c.list_nodes().await.ok()?;
                     nodes.iter().any(|n| n.id == id && n.online).then_some(())
                 }
@@ -304,6 +328,8 @@ impl Gateway {
             .arg(self.data.path())
             .env_remove("GSV_GATEWAY")
             .env_remove("GSV_AGENT_TOKEN")
+            .env_remove("GSV_CA")
+            .env_remove("GSV_PIN")
             .output()
             .expect("run gsv");
         (

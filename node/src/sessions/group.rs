@@ -52,6 +52,13 @@ pub fn terminate(pgid: u32, grace: Duration) {
     }
 }
 
+/// Sends SIGKILL to group `pgid` at once (node shutdown, after the grace period).
+pub fn kill_now(pgid: u32) {
+    if let Some(pid) = to_pid(pgid) {
+        let _ = killpg(pid, Signal::SIGKILL);
+    }
+}
+
 fn escalate(pid: Pid, grace: Duration) {
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {

@@ -350,6 +350,36 @@ impl SessionManager {
     }
 }
 
+impl SessionManager {
+    /// Ends every running session when the node stops: SIGTERM to each process group,
+    /// then SIGKILL to whatever is left after the grace period. Waits for it, so no
+    /// group outlives the node (the grace thread of `kill` would die with the process).
+    pub async fn shutdown(&self) {
+        let running: Vec<Arc<Session>> = self
+            .all()
+            .into_iter()
+            .filter(|s| s.kill(KillReason::Requested) != KillOutcome::Finished)
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        debug!(
+            count = running.len(),
+            "node stopping: ending running sessions"
+        );
+        let deadline = tokio::time::Instant::now() + group::KILL_GRACE + Duration::from_millis(200);
+        while tokio::time::Instant::now() < deadline {
+            if running.iter().all(|s| !group::group_alive(s.pid())) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        for s in &running {
+            group::kill_now(s.pid());
+        }
+    }
+}
+
 impl Drop for SessionManager {
     fn drop(&mut self) {
         let table = self.table.get_mut().unwrap_or_else(|p| p.into_inner());

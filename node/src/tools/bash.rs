@@ -36,7 +36,17 @@
 //! output, tail, truncated, workdir}`; a backgrounded one `{status: "running",
 //! sessionId, pid, startedAt, tail, workdir}`. A command that ran and failed is a
 //! normal result with `status: "failed"`, not a tool error.
+//!
+//! # Guards
+//!
+//! Before anything is spawned, [`Tool::check`] runs the node's [`ShellGuard`]: the
+//! shell blocklist (always on; `denied`) and, with `--approve-shell`, the auto-approve
+//! patterns (`approval_required` unless the call carries an approval). This holds for
+//! every mode, `pty` included. `execute` applies the blocklist once more, so a Bash
+//! tool used outside the dispatcher cannot run a blocklisted command either. Data later
+//! written to a running command's stdin (Process `write` / `submit`) is not checked.
 
+use crate::guards::{blocklist, ShellGuard};
 use crate::sessions::{
     describe_end, KillReason, Session, SessionManager, Snapshot, SpawnSpec, Status,
     MAX_OUTPUT_CHARS,
@@ -44,7 +54,7 @@ use crate::sessions::{
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ContentBlock, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,11 +75,18 @@ const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 /// The Bash tool.
 pub struct Bash {
     sessions: Arc<SessionManager>,
+    guard: ShellGuard,
 }
 
 impl Bash {
+    /// A Bash tool with the blocklist alone.
     pub fn new(sessions: Arc<SessionManager>) -> Self {
-        Bash { sessions }
+        Bash::with_guard(sessions, ShellGuard::new())
+    }
+
+    /// A Bash tool with `guard` (e.g. with the node's `--approve-shell` patterns).
+    pub fn with_guard(sessions: Arc<SessionManager>, guard: ShellGuard) -> Self {
+        Bash { sessions, guard }
     }
 }
 
@@ -88,7 +105,9 @@ impl Tool for Bash {
                           with a `sessionId`. Manage running commands with the Process tool \
                           (poll, log, write, kill). Timeouts and kills end the command's whole \
                           process tree. `pty: true` runs it on a pseudo-terminal, for programs \
-                          that need a TTY."
+                          that need a TTY. The node refuses obviously destructive commands \
+                          (rm -rf /, mkfs, writes to disks, reboot, fork bombs) and may \
+                          require an operator's approval for others."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -139,11 +158,22 @@ impl Tool for Bash {
         }
     }
 
+    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
+        // Malformed arguments are left to `execute`, which reports them.
+        match args.get("command").and_then(Value::as_str) {
+            Some(command) => self.guard.check(command, ctx.approval.as_deref()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match BashRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Bash: {message}")),
         };
+        if let Err(blocked) = blocklist::check(&request.command) {
+            return ToolResult::error(format!("Bash: {blocked}"));
+        }
         let workdir = match &request.workdir {
             Some(dir) => ctx.resolve_path(dir),
             None => ctx.workspace.clone(),
@@ -173,7 +203,7 @@ impl Tool for Bash {
             Mode::Sync => {
                 let guard = KillOnDrop(Some(Arc::clone(&session)));
                 tokio::select! {
-                    _ = session.wait_finished() => {}
+                    _ = wait_reporting(&session, &ctx) => {}
                     _ = ctx.cancel.cancelled() => return cancelled(),
                 }
                 guard.disarm();
@@ -187,7 +217,7 @@ impl Tool for Bash {
                         .saturating_sub(DEADLINE_MARGIN.min(ctx.remaining() / 4)),
                 );
                 tokio::select! {
-                    _ = session.wait_finished() => {}
+                    _ = wait_reporting(&session, &ctx) => {}
                     _ = tokio::time::sleep(wait) => {}
                     _ = ctx.cancel.cancelled() => return cancelled(),
                 }
@@ -203,6 +233,76 @@ impl Tool for Bash {
             }
         }
     }
+}
+
+/// How often a command the call waits for reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// The most lines and characters of output one progress message carries.
+const PROGRESS_LINES: usize = 10;
+const PROGRESS_CHARS: usize = 1_000;
+
+/// Waits for the command to finish, sending the gateway a `call.progress` event with
+/// the tail of its output every [`PROGRESS_EVERY`] (`progress`: seconds elapsed), so
+/// a caller that asked for progress sees the command work. Only while connected:
+/// progress queued for a later connection would be stale, and would crowd out the
+/// events that matter (`process.exited`).
+async fn wait_reporting(session: &Session, ctx: &ToolContext) {
+    let finished = session.wait_finished();
+    tokio::pin!(finished);
+    let start = tokio::time::Instant::now() + PROGRESS_EVERY;
+    let mut tick = tokio::time::interval_at(start, PROGRESS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut finished => return,
+            _ = tick.tick() => report_progress(session, ctx),
+        }
+    }
+}
+
+fn report_progress(session: &Session, ctx: &ToolContext) {
+    if !ctx.events.is_connected() {
+        return;
+    }
+    let s = session.snapshot();
+    let elapsed = s.duration_ms as f64 / 1000.0;
+    let tail = progress_tail(&s.tail);
+    let message = if tail.trim().is_empty() {
+        format!("running for {elapsed:.0} s, no output yet")
+    } else {
+        tail.to_owned()
+    };
+    let event = gsv_protocol::event::CallProgress {
+        call_id: ctx.call_id.clone(),
+        message: Some(message),
+        progress: Some(elapsed),
+        total: None,
+    };
+    if let Err(e) = ctx.events.queue(gsv_protocol::EventName::CallProgress, &event) {
+        debug!(error = %e, "progress event not queued");
+    }
+}
+
+/// The last [`PROGRESS_LINES`] lines of `output`, at most [`PROGRESS_CHARS`]
+/// characters, without a trailing newline.
+fn progress_tail(output: &str) -> &str {
+    let output = output.trim_end_matches('\n');
+    let start = output
+        .rmatch_indices('\n')
+        .nth(PROGRESS_LINES - 1)
+        .map(|(i, _)| i + 1)
+        .unwrap_or(0);
+    let tail = &output[start..];
+    let chars = tail.chars().count();
+    if chars <= PROGRESS_CHARS {
+        return tail;
+    }
+    let at = tail
+        .char_indices()
+        .nth(chars - PROGRESS_CHARS)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    &tail[at..]
 }
 
 /// How the call waits.
@@ -417,6 +517,18 @@ mod tests {
         ] {
             assert!(parse(bad.clone()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn progress_tails() {
+        assert_eq!(progress_tail("a\nb\n"), "a\nb");
+        let many: String = (0..30).map(|i| format!("line{i}\n")).collect();
+        let t = progress_tail(&many);
+        assert_eq!(t.lines().count(), PROGRESS_LINES);
+        assert!(t.starts_with("line20") && t.ends_with("line29"), "{t}");
+        let long = "é".repeat(PROGRESS_CHARS + 10);
+        assert_eq!(progress_tail(&long).chars().count(), PROGRESS_CHARS);
+        assert_eq!(progress_tail(""), "");
     }
 
     #[test]

@@ -1,0 +1,241 @@
+//! Who may use `/mcp`: the Bearer-token middleware, the `Origin` check, the 401
+//! challenge and the OAuth protected-resource metadata document (RFC 9728).
+//!
+//! Every HTTP request to `/mcp` is authenticated on its own (a session id is not a
+//! credential): the middleware checks `Authorization: Bearer <agent token>` against
+//! the store, exactly like the HTTP admin API, and puts the [`McpPrincipal`] into the
+//! request's extensions, where the MCP handler finds it. A missing or bad token gets
+//! `401` with a `WWW-Authenticate` challenge naming the metadata document, so MCP
+//! clients that probe for OAuth show a message instead of failing obscurely. gsv has
+//! no authorization server: the document says so and tells the user how to get a token.
+//! The client's token stops here; nodes never see it.
+
+use crate::http::{authorize, ApiError, Principal};
+use crate::policy::Policy;
+use crate::state::Shared;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use gsv_protocol::{ErrorCode, ErrorShape};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The path of the metadata document (RFC 9728 §3: the well-known prefix, then the
+/// resource's path). The bare prefix is served too, for clients that only try it.
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// What a client without a valid token is told.
+const TOKEN_HINT: &str = "send Authorization: Bearer <agent token>; create one with \
+    `gsv token create agent NAME --allow GLOB` (or use agent.token from `gsv up`)";
+
+/// The authenticated caller of one `/mcp` request.
+#[derive(Clone)]
+pub struct McpPrincipal {
+    /// Agent name (the token's subject), or `admin`.
+    pub name: String,
+    pub token_id: String,
+    pub policy: Arc<Policy>,
+}
+
+impl McpPrincipal {
+    fn from_principal(p: &Principal) -> McpPrincipal {
+        match p {
+            Principal::Admin { token_id } => McpPrincipal {
+                name: "admin".to_owned(),
+                token_id: token_id.clone(),
+                policy: Arc::new(Policy::full_access()),
+            },
+            Principal::Agent {
+                policy,
+                name,
+                token_id,
+            } => McpPrincipal {
+                name: name.clone(),
+                token_id: token_id.clone(),
+                policy: Arc::new(policy.clone()),
+            },
+        }
+    }
+}
+
+/// The scheme and authority clients use to reach this gateway, from the `Host` header
+/// (falling back to the listen address) and whether the port speaks TLS.
+pub fn public_base(shared: &Shared, headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.parse::<axum::http::uri::Authority>().is_ok())
+        .map(str::to_owned)
+        .unwrap_or_else(|| shared.config.listen.to_string());
+    let forwarded_tls = headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"));
+    let scheme = if shared.config.tls.is_some() || forwarded_tls {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{host}")
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata. No
+/// authorization server is listed: tokens come from `gsv token create agent NAME`.
+pub async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let base = public_base(&shared, &headers);
+    let doc = json!({
+        "resource": format!("{base}{}", super::PATH),
+        "resource_name": "gsv gateway",
+        "bearer_methods_supported": ["header"],
+        "authorization_servers": [],
+        "gsv_token_hint": TOKEN_HINT,
+    });
+    (
+        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(doc),
+    )
+        .into_response()
+}
+
+/// The middleware in front of `/mcp`: `Origin` check, then Bearer authentication.
+pub async fn require_bearer(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if let Err(why) = check_origin(req.headers()) {
+        tracing::warn!(%peer, why, "MCP request from a foreign Origin refused");
+        return refusal(
+            StatusCode::FORBIDDEN,
+            ErrorShape::new(ErrorCode::Forbidden, why),
+        );
+    }
+    match authorize(&shared, req.headers(), peer).await {
+        Ok(principal) => {
+            let principal = McpPrincipal::from_principal(&principal);
+            req.extensions_mut().insert(principal);
+            let delete = req.method() == axum::http::Method::DELETE;
+            let mut res = next.run(req).await;
+            // A closed session has nothing to say: `204`, which every client takes as
+            // success (rmcp answers `202`, which some SDKs log as a failure).
+            if delete && res.status() == StatusCode::ACCEPTED {
+                *res.status_mut() = StatusCode::NO_CONTENT;
+                *res.body_mut() = axum::body::Body::empty();
+            }
+            res
+        }
+        Err(ApiError(e)) => match e.code {
+            ErrorCode::Unauthorized => challenge(&shared, req.headers(), e),
+            ErrorCode::RateLimited => refusal(StatusCode::TOO_MANY_REQUESTS, e),
+            ErrorCode::Forbidden => refusal(StatusCode::FORBIDDEN, e),
+            _ => refusal(StatusCode::INTERNAL_SERVER_ERROR, e),
+        },
+    }
+}
+
+/// A refused request. Its body was not read, so the connection cannot carry another
+/// request: `Connection: close` tells the client not to reuse it.
+fn refusal(status: StatusCode, e: ErrorShape) -> Response {
+    (
+        status,
+        [(header::CONNECTION, HeaderValue::from_static("close"))],
+        Json(json!({ "error": e })),
+    )
+        .into_response()
+}
+
+/// `401` with `WWW-Authenticate: Bearer realm="gsv", resource_metadata="…"` (RFC 6750,
+/// RFC 9728 §5.1), plus `error="invalid_token"` when a token was presented.
+fn challenge(shared: &Shared, headers: &HeaderMap, e: ErrorShape) -> Response {
+    let metadata = format!(
+        "{}{METADATA_PATH}{}",
+        public_base(shared, headers),
+        super::PATH
+    );
+    let presented = headers.contains_key(header::AUTHORIZATION);
+    let mut value = format!("Bearer realm=\"gsv\", resource_metadata=\"{metadata}\"");
+    if presented {
+        value.push_str(
+            ", error=\"invalid_token\", error_description=\"invalid or revoked token\"",
+        );
+    }
+    let message = format!("{}; {TOKEN_HINT}", e.message);
+    let mut res = refusal(
+        StatusCode::UNAUTHORIZED,
+        ErrorShape::new(ErrorCode::Unauthorized, message),
+    );
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    res
+}
+
+/// Browsers send `Origin`; a page on another site must not drive the gateway with a
+/// token the browser holds. Allowed: no `Origin` (non-browser clients), an origin on a
+/// loopback host, or the gateway's own origin (same host and port as `Host`).
+pub fn check_origin(headers: &HeaderMap) -> Result<(), &'static str> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().map_err(|_| "Origin is not valid text")?;
+    let uri: axum::http::Uri = origin.parse().map_err(|_| "Origin is malformed")?;
+    let authority = uri
+        .authority()
+        .ok_or("Origin has no host (e.g. Origin: null)")?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    let same = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.eq_ignore_ascii_case(authority.as_str()));
+    if same {
+        Ok(())
+    } else {
+        Err("Origin is neither loopback nor this gateway")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn origins() {
+        assert!(check_origin(&headers(&[])).is_ok());
+        assert!(check_origin(&headers(&[("origin", "http://localhost:3000")])).is_ok());
+        assert!(check_origin(&headers(&[("origin", "http://127.0.0.1")])).is_ok());
+        assert!(check_origin(&headers(&[("origin", "http://[::1]:9")])).is_ok());
+        assert!(check_origin(&headers(&[
+            ("origin", "https://gw.example:8787"),
+            ("host", "gw.example:8787")
+        ]))
+        .is_ok());
+        assert!(check_origin(&headers(&[
+            ("origin", "https://evil.example"),
+            ("host", "gw.example:8787")
+        ]))
+        .is_err());
+        assert!(check_origin(&headers(&[("origin", "null")])).is_err());
+    }
+}

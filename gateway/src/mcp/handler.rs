@@ -1,0 +1,584 @@
+//! The MCP server itself: `tools/list` and `tools/call` over the live node registry.
+//!
+//! rmcp handles the protocol (JSON-RPC, both lifecycles, sessions, SSE); this file
+//! answers its questions from gsv's state. Every call goes through
+//! [`crate::router::call`] with a [`Caller`], so policy, approvals, audit and metrics
+//! apply exactly as for the WebSocket agent API. What MCP adds on top:
+//!
+//! - progress: with a `progressToken`, the node's `call.progress` events become
+//!   `notifications/progress` on the call's stream;
+//! - cancellation: `notifications/cancelled` (or, on the 2026-07-28 revision, a closed
+//!   response stream) cancels the request's token, which cancels the call on the node;
+//! - approval through elicitation: a call that needs approval is put to the MCP
+//!   client's user (`elicitation/create` in a session; an `InputRequiredResult` on the
+//!   2026-07-28 revision), and falls back to the operator queue — saying so in the
+//!   result — when the client cannot ask;
+//! - `notifications/tools/list_changed` when the tools the token sees change (on the
+//!   session's standalone stream, or through `subscriptions/listen` on 2026-07-28).
+
+use super::auth::McpPrincipal;
+use super::result::{self, Mapped};
+use crate::approvals::{ApprovalRequest, Decision as Approval};
+use crate::audit::args_hash;
+use crate::policy::{Decision, Policy};
+use crate::router::{self, ApprovalAsker, ApprovalQuestion, Caller};
+use crate::state::Shared;
+use dashmap::DashMap;
+use futures_util::future::BoxFuture;
+use gsv_protocol::event::CallProgress;
+use gsv_protocol::method::ToolsCallParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
+    InputRequiredResult, InputRequests, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SubscriptionFilter,
+};
+use rmcp::service::{ElicitationMode, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// The protocol revisions served: the `initialize` handshake for 2025-03-26,
+/// 2025-06-18 and 2025-11-25, and the session-less 2026-07-28 revision
+/// (`server/discover`, per-request metadata).
+pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// How long tool-set changes are collected before sessions compare their lists (a
+/// fleet reconnecting after a gateway restart is one notification, not thousands).
+const LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(250);
+/// Progress events buffered per call before the oldest news is dropped.
+const PROGRESS_BUFFER: usize = 16;
+/// Pending 2026-07-28 approval questions kept at most (oldest evicted first).
+const MAX_PENDING_QUESTIONS: usize = 4096;
+/// The key of the approval question inside an `InputRequiredResult`.
+const APPROVAL_INPUT: &str = "gsv_approval";
+
+const INSTRUCTIONS: &str = "gsv gateway: the tools of every machine (node) in this fleet. \
+Tool names are namespaced by node, `{node}__{tool}` (e.g. `laptop__Bash`, `server__Read`): \
+pick the machine by picking the prefix. Descriptions start with `[node]`. Tools of a node \
+that is offline stay listed; calling one says since when it is offline. Some calls need a \
+human's approval first.";
+
+/// State shared by every MCP handler of one gateway.
+pub struct McpState {
+    pub shared: Arc<Shared>,
+    /// Approval questions handed to 2026-07-28 clients (`InputRequiredResult`), by
+    /// the opaque `requestState` they must echo back.
+    questions: DashMap<String, PendingQuestion>,
+}
+
+/// What a `requestState` stands for: one exact call of one token, asked once.
+struct PendingQuestion {
+    token_id: String,
+    name: String,
+    args_hash: String,
+    expires: Instant,
+}
+
+impl McpState {
+    pub fn new(shared: Arc<Shared>) -> Arc<McpState> {
+        Arc::new(McpState {
+            shared,
+            questions: DashMap::new(),
+        })
+    }
+
+    fn remember_question(&self, q: PendingQuestion) -> String {
+        let now = Instant::now();
+        self.questions.retain(|_, v| v.expires > now);
+        if self.questions.len() >= MAX_PENDING_QUESTIONS {
+            let oldest = self
+                .questions
+                .iter()
+                .min_by_key(|e| e.value().expires)
+                .map(|e| e.key().clone());
+            if let Some(k) = oldest {
+                self.questions.remove(&k);
+            }
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        self.questions.insert(id.clone(), q);
+        id
+    }
+}
+
+/// The MCP server handler. rmcp makes one per session (2025 revisions) or per request
+/// (2026-07-28); dropping it ends the session's background work.
+pub struct McpHandler {
+    state: Arc<McpState>,
+    scope: Arc<Scope>,
+}
+
+/// Cancelled when the handler that owns it is dropped.
+struct Scope(CancellationToken);
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl McpHandler {
+    pub fn new(state: Arc<McpState>) -> McpHandler {
+        let stop = state.shared.shutdown.child_token();
+        McpHandler {
+            state,
+            scope: Arc::new(Scope(stop)),
+        }
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.state.shared
+    }
+}
+
+/// The authenticated caller of the request (put there by the auth middleware).
+fn principal(extensions: &rmcp::model::Extensions) -> Result<McpPrincipal, ErrorData> {
+    let parts: Option<&axum::http::request::Parts> = extensions.get();
+    let found: Option<&McpPrincipal> = parts.and_then(|p| p.extensions.get());
+    found
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("request was not authenticated", None))
+}
+
+/// A digest of the tools `policy` sees (names, descriptions, schemas, hints; not
+/// whether their node is online, which does not change the list).
+fn tools_digest(shared: &Shared, policy: &Policy) -> u64 {
+    let entries = shared.registry.tool_entries(|n| policy.visible(n));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for e in &entries {
+        e.name.hash(&mut h);
+        e.description.hash(&mut h);
+        e.input_schema.to_string().hash(&mut h);
+        e.annotations.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Waits for the next change of the token's tool list; `false` when `stop` fired or
+/// the gateway is going away.
+async fn next_list_change(
+    shared: &Shared,
+    policy: &Policy,
+    rx: &mut tokio::sync::watch::Receiver<u64>,
+    last: &mut u64,
+    stop: &CancellationToken,
+) -> bool {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            r = rx.changed() => if r.is_err() { return false },
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(LIST_CHANGED_DEBOUNCE) => {}
+        }
+        rx.borrow_and_update();
+        let now = tools_digest(shared, policy);
+        if now != *last {
+            *last = now;
+            return true;
+        }
+    }
+}
+
+impl McpHandler {
+    /// Sends `notifications/tools/list_changed` to a 2025-revision session whenever
+    /// the tools its token sees change, until the session ends.
+    fn watch_tools(&self, peer: Peer<RoleServer>, who: McpPrincipal) {
+        let shared = self.shared().clone();
+        let stop = self.scope.0.clone();
+        let span = tracing::debug_span!("mcp_session", agent = %who.name);
+        tokio::spawn(
+            async move {
+                let mut rx = shared.tools_epoch.subscribe();
+                let mut last = tools_digest(&shared, &who.policy);
+                while next_list_change(&shared, &who.policy, &mut rx, &mut last, &stop).await {
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                    tracing::debug!("sent tools/list_changed");
+                }
+            }
+            .instrument(span),
+        );
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("gsv", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS);
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let who = principal(&context.extensions)?;
+        tracing::info!(
+            agent = %who.name,
+            client = %request.client_info.name,
+            version = %request.protocol_version,
+            "MCP session started"
+        );
+        self.watch_tools(context.peer.clone(), who);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let who = principal(&context.extensions)?;
+        let entries = self
+            .shared()
+            .registry
+            .tool_entries(|n| who.policy.visible(n));
+        let cursor = request.and_then(|r| r.cursor);
+        let (page, next) = result::page(&entries, cursor.as_deref(), result::PAGE_SIZE)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let mut out = ListToolsResult::with_all_items(page.iter().map(result::tool_from_entry).collect());
+        out.next_cursor = next;
+        Ok(out)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let who = principal(&context.extensions)?;
+        let span = tracing::info_span!("mcp_call", agent = %who.name, tool = %request.name);
+        self.call(request, context, who).instrument(span).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let who = principal(&context.request_context().extensions)?;
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let shared = self.shared().clone();
+        let stop = self.scope.0.child_token();
+        let mut rx = shared.tools_epoch.subscribe();
+        let mut last = tools_digest(&shared, &who.policy);
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = next_list_change(&shared, &who.policy, &mut rx, &mut last, &stop) => {
+                    if !changed {
+                        return Ok(());
+                    }
+                    if context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the request speaks the session-less 2026-07-28 revision.
+fn is_2026(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the client said it can show elicitation forms.
+fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
+    if is_2026(context) {
+        context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some())
+    } else {
+        context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+    }
+}
+
+/// The approval question as an elicitation form with no fields: the client shows the
+/// message with accept / decline buttons.
+fn elicitation_params(question: &str) -> Option<ElicitRequestParams> {
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": question,
+        "requestedSchema": {"type": "object", "properties": {}},
+    }))
+    .ok()
+}
+
+/// `Allow laptop__Bash: rm -r build/ ?`
+fn question_text(summary: &str) -> String {
+    format!("Allow {summary} ?")
+}
+
+/// An elicitation answer as an approval decision: accept approves; decline and cancel
+/// deny.
+fn decision_of(action: &ElicitationAction) -> Approval {
+    match action {
+        ElicitationAction::Accept => Approval::Approve,
+        _ => Approval::Deny,
+    }
+}
+
+/// Asks the MCP client's user (2025 sessions: `elicitation/create` on the call's
+/// stream), remembers whether the call fell back to the operator queue, and relays the
+/// news to the client as progress.
+struct McpAsker {
+    peer: Peer<RoleServer>,
+    elicit: bool,
+    /// An answer decided before routing (2026-07-28 `InputRequiredResult` round trip).
+    preset: Option<Approval>,
+    progress: Option<mpsc::Sender<CallProgress>>,
+    queued: Mutex<Option<ApprovalRequest>>,
+}
+
+impl ApprovalAsker for McpAsker {
+    fn ask<'a>(&'a self, q: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Approval>> {
+        Box::pin(async move {
+            if let Some(d) = self.preset {
+                return Some(d);
+            }
+            if !self.elicit {
+                return None;
+            }
+            let params = elicitation_params(&question_text(&q.summary))?;
+            match self.peer.create_elicitation(params).await {
+                Ok(answer) => Some(decision_of(&answer.action)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "elicitation failed; the call waits for an operator");
+                    None
+                }
+            }
+        })
+    }
+
+    fn queued(&self, request: &ApprovalRequest) {
+        if let Some(tx) = &self.progress {
+            let _ = tx.try_send(CallProgress {
+                call_id: String::new(),
+                message: Some(format!(
+                    "waiting for an operator to approve request {} (gsv approvals approve {})",
+                    request.id, request.id
+                )),
+                progress: None,
+                total: None,
+            });
+        }
+        if let Ok(mut q) = self.queued.lock() {
+            *q = Some(request.clone());
+        }
+    }
+}
+
+impl McpHandler {
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        who: McpPrincipal,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args_value = Value::Object(request.arguments.clone().unwrap_or_default());
+        let args = serde_json::value::to_raw_value(&args_value)
+            .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
+
+        // 2026-07-28: no server-to-client requests; a call needing approval is answered
+        // with the question, and the client retries with the answer.
+        let mut preset = None;
+        if is_2026(&context) && can_elicit(&context) && who.policy.decide(&name) == Decision::Confirm
+        {
+            match request.request_state.as_deref() {
+                None => return Ok(self.ask_first(&who, &name, &args_value).into()),
+                Some(state) => preset = Some(self.answer_of(&who, &name, &args_value, state, &request)?),
+            }
+        }
+
+        let progress_token = context.meta.get_progress_token();
+        let (tx, mut rx) = mpsc::channel::<CallProgress>(PROGRESS_BUFFER);
+        let asker = McpAsker {
+            peer: context.peer.clone(),
+            elicit: !is_2026(&context) && can_elicit(&context),
+            preset,
+            progress: Some(tx.clone()),
+            queued: Mutex::new(None),
+        };
+        let params = ToolsCallParams {
+            name,
+            args,
+            timeout_ms: None,
+        };
+        let cancel = context.ct.child_token();
+        let mut last = 0.0;
+        let outcome = {
+            let caller = Caller {
+                name: &who.name,
+                token_id: &who.token_id,
+                policy: &who.policy,
+                agent: None,
+                progress: progress_token.is_some().then_some(tx),
+                asker: Some(&asker),
+            };
+            let call = router::call(self.shared(), &caller, params, cancel);
+            tokio::pin!(call);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(p) = rx.recv() => {
+                        forward_progress(&context.peer, progress_token.as_ref(), p, &mut last).await
+                    }
+                    outcome = &mut call => break outcome,
+                }
+            }
+        };
+        while let Ok(p) = rx.try_recv() {
+            forward_progress(&context.peer, progress_token.as_ref(), p, &mut last).await;
+        }
+        let queued = asker.queued.lock().ok().and_then(|mut q| q.take());
+        let mut result = match outcome {
+            Ok(raw) => match result::call_result(raw.get()) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "node result could not be mapped");
+                    CallToolResult::error(vec![ContentBlock::text(format!("internal: {e}"))])
+                }
+            },
+            Err(e) => match result::map_error(&e) {
+                Mapped::ToolError(r) => r,
+                Mapped::Protocol(err) => return Err(err),
+            },
+        };
+        if let Some(req) = queued {
+            result.content.push(ContentBlock::text(format!(
+                "[gsv] This call needed approval. The MCP client offers no elicitation, so it \
+                 waited in the operator queue as request {} (gsv approvals list).",
+                req.id
+            )));
+        }
+        Ok(result.into())
+    }
+
+    /// First round on 2026-07-28: the approval question as an `InputRequiredResult`.
+    fn ask_first(&self, who: &McpPrincipal, name: &str, args: &Value) -> InputRequiredResult {
+        let summary = router::summary_of(name, args);
+        let ttl = self.shared().approvals.ttl;
+        let state = self.state.remember_question(PendingQuestion {
+            token_id: who.token_id.clone(),
+            name: name.to_owned(),
+            args_hash: args_hash(args),
+            expires: Instant::now() + ttl,
+        });
+        let mut requests = InputRequests::new();
+        let input = serde_json::from_value::<InputRequest>(json!({
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": question_text(&summary),
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        }));
+        match input {
+            Ok(i) => {
+                requests.insert(APPROVAL_INPUT.to_owned(), i);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot build the approval question"),
+        }
+        tracing::info!("asking the MCP client's user for approval");
+        InputRequiredResult::new(Some(requests), Some(state))
+    }
+
+    /// Retry on 2026-07-28: the user's answer to a question this gateway asked about
+    /// this exact call, once.
+    fn answer_of(
+        &self,
+        who: &McpPrincipal,
+        name: &str,
+        args: &Value,
+        state: &str,
+        request: &CallToolRequestParams,
+    ) -> Result<Approval, ErrorData> {
+        let stale = || {
+            ErrorData::invalid_params(
+                "requestState is unknown, used or expired; call the tool again",
+                None,
+            )
+        };
+        let (_, q) = self.state.questions.remove(state).ok_or_else(stale)?;
+        if q.expires <= Instant::now()
+            || q.token_id != who.token_id
+            || q.name != name
+            || q.args_hash != args_hash(args)
+        {
+            return Err(stale());
+        }
+        let action = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(APPROVAL_INPUT))
+            .and_then(|v| v.get("action"))
+            .and_then(|a| serde_json::from_value::<ElicitationAction>(a.clone()).ok())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("inputResponses.{APPROVAL_INPUT} with an action is required"),
+                    None,
+                )
+            })?;
+        Ok(decision_of(&action))
+    }
+}
+
+/// Sends one progress notification (only with a token; values strictly increase).
+async fn forward_progress(
+    peer: &Peer<RoleServer>,
+    token: Option<&ProgressToken>,
+    p: CallProgress,
+    last: &mut f64,
+) {
+    let Some(token) = token else { return };
+    let value = p.progress.filter(|v| *v > *last).unwrap_or(*last + 1.0);
+    *last = value;
+    let mut n = ProgressNotificationParam::new(token.clone(), value);
+    n.total = p.total;
+    n.message = p.message;
+    if let Err(e) = peer.notify_progress(n).await {
+        tracing::debug!(error = %e, "progress notification not delivered");
+    }
+}

@@ -1,0 +1,87 @@
+//! `/mcp`: the whole fleet as one Model Context Protocol server, on the gateway's port.
+//!
+//! MCP is how Claude Code, Cursor and other agents reach gsv with no glue: every tool
+//! of every node appears as one namespaced MCP tool. The transport is Streamable HTTP
+//! from the official Rust SDK (`rmcp`), mounted in the gateway's axum router behind a
+//! Bearer-token middleware ([`auth`]); the handler ([`handler`]) answers `tools/list`
+//! and `tools/call` from the live registry through the same router as the WebSocket
+//! agent API; [`result`] maps between gsv's shapes and MCP's.
+//!
+//! Both lifecycles clients use today are served on the one path: the `initialize`
+//! handshake with an `Mcp-Session-Id` (protocol 2025-03-26, 2025-06-18, 2025-11-25)
+//! and the session-less 2026-07-28 revision (`server/discover`, per-request metadata).
+
+pub mod auth;
+pub mod handler;
+pub mod result;
+
+use crate::state::Shared;
+use axum::routing::get;
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use handler::{McpHandler, McpState, SUPPORTED_VERSIONS};
+
+/// Where the MCP endpoint lives.
+pub const PATH: &str = "/mcp";
+
+/// SSE comment lines sent this often on open streams, so a long call is not cut by
+/// an idle timeout of the client or of a proxy in between.
+const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// A 2025-revision session with no traffic for this long is closed (the client then
+/// re-initializes).
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// Which `Host` headers `/mcp` accepts (DNS-rebinding protection). A gateway bound to
+/// a loopback address accepts only loopback names; one bound to another address
+/// accepts any host (the Bearer token is the guard there, and the names it is reached
+/// by are not known), unless `--mcp-allowed-host` lists them.
+pub fn allowed_hosts(listen: IpAddr, configured: &[String]) -> Vec<String> {
+    if !configured.is_empty() {
+        let mut hosts = configured.to_vec();
+        hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+        return hosts;
+    }
+    if listen.is_loopback() {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).into();
+        hosts.push(listen.to_string());
+        hosts
+    } else {
+        Vec::new()
+    }
+}
+
+/// The routes of `/mcp` and of its OAuth protected-resource metadata.
+pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
+    let state = McpState::new(shared.clone());
+    let hosts = allowed_hosts(shared.config.listen.ip(), &shared.config.mcp_allowed_hosts);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_legacy_session_mode(true)
+        .with_json_response(false)
+        .with_cancellation_token(shared.shutdown.child_token())
+        .with_max_request_body_bytes(gsv_protocol::limits::MAX_FRAME_BYTES);
+    config = if hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(hosts)
+    };
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    let service = StreamableHttpService::new(
+        move || Ok(McpHandler::new(state.clone())),
+        Arc::new(sessions),
+        config,
+    );
+    let mcp = Router::new().route_service(PATH, service).layer(
+        axum::middleware::from_fn_with_state(shared.clone(), auth::require_bearer),
+    );
+    Router::new()
+        .route(auth::METADATA_PATH, get(auth::metadata))
+        .route(&format!("{}{PATH}", auth::METADATA_PATH), get(auth::metadata))
+        .merge(mcp)
+}

@@ -1,0 +1,258 @@
+//! Mapping between gsv's wire shapes and MCP's: tool entries to MCP tools, node results
+//! and routing errors to `CallToolResult`s, and `tools/list` pages.
+//!
+//! Pure functions without I/O, shared by the gateway's `/mcp` endpoint and the
+//! `gsv mcp` stdio bridge, so both present the fleet to MCP clients the same way.
+//! gsv tool results are already shaped like MCP's (`content`, `structuredContent`,
+//! `isError`), so a result maps one to one; the only addition is the JSON text block
+//! the MCP spec asks for next to `structuredContent`.
+
+use gsv_protocol::method::ToolEntry;
+use gsv_protocol::{ErrorCode, ErrorShape};
+use rmcp::model::{CallToolResult, ContentBlock, ResultType, Tool, ToolAnnotations};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// How many tools one `tools/list` page holds.
+pub const PAGE_SIZE: usize = 100;
+
+/// The prefix of every cursor this server hands out (an opaque string to clients).
+const CURSOR_PREFIX: &str = "after:";
+
+/// A cursor a client sent that this server never made.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid cursor {0:?}: pass back the nextCursor of the previous page")]
+pub struct BadCursor(pub String);
+
+/// The MCP form of one namespaced tool: its schema as declared, its description
+/// prefixed with the node (`[laptop] ...`) and its annotations.
+pub fn tool_from_entry(entry: &ToolEntry) -> Tool {
+    let schema = match &entry.input_schema {
+        Value::Object(map) => map.clone(),
+        // The gateway refuses declarations whose schema is not an object; a stub keeps
+        // a listing from failing if one ever slips through.
+        _ => {
+            let mut m = Map::new();
+            m.insert("type".into(), Value::String("object".into()));
+            m
+        }
+    };
+    let description = if entry.description.is_empty() {
+        format!("[{}] {} on node {}", entry.node, entry.tool, entry.node)
+    } else {
+        format!("[{}] {}", entry.node, entry.description)
+    };
+    let a = &entry.annotations;
+    let annotations = if a == &gsv_protocol::ToolAnnotations::default() {
+        None
+    } else {
+        // rmcp's struct is non-exhaustive: build it through its serde form, which is
+        // the same camelCase JSON gsv uses.
+        serde_json::to_value(a)
+            .ok()
+            .and_then(|v| serde_json::from_value::<ToolAnnotations>(v).ok())
+    };
+    let mut tool = Tool::new(
+        Cow::Owned(entry.name.clone()),
+        Cow::Owned(description),
+        Arc::new(schema),
+    );
+    tool.title = a.title.as_ref().map(|t| format!("{t} ({})", entry.node));
+    tool.annotations = annotations;
+    tool
+}
+
+/// One page of `entries` (sorted by name) after `cursor`; returns it and the cursor of
+/// the next page, if there is one. Cursors name the last tool of the page, so a page
+/// stays correct when tools come and go between requests.
+pub fn page<'a>(
+    entries: &'a [ToolEntry],
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(&'a [ToolEntry], Option<String>), BadCursor> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => {
+            let after = c
+                .strip_prefix(CURSOR_PREFIX)
+                .ok_or_else(|| BadCursor(c.to_owned()))?;
+            entries.partition_point(|e| e.name.as_str() <= after)
+        }
+    };
+    let size = size.max(1);
+    let end = (start + size).min(entries.len());
+    let slice = &entries[start..end];
+    let next = (end < entries.len())
+        .then(|| slice.last().map(|e| format!("{CURSOR_PREFIX}{}", e.name)))
+        .flatten();
+    Ok((slice, next))
+}
+
+/// Why a node's result could not be turned into an MCP result.
+#[derive(Debug, Error)]
+pub enum ResultError {
+    #[error("the node's result is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the node's result is not an object")]
+    NotObject,
+}
+
+/// A node's raw tool result as an MCP `CallToolResult`. Content blocks, `isError` and
+/// `structuredContent` carry over unchanged; when `structuredContent` is present and no
+/// text block already holds it, its JSON is appended as a text block (MCP: "a tool that
+/// returns structured content SHOULD also return the serialized JSON in a TextContent
+/// block"), for clients that only read text.
+pub fn call_result(raw: &str) -> Result<CallToolResult, ResultError> {
+    let mut value: Value = serde_json::from_str(raw)?;
+    let obj = value.as_object_mut().ok_or(ResultError::NotObject)?;
+    if !obj.get("content").is_some_and(Value::is_array) {
+        obj.insert("content".into(), Value::Array(Vec::new()));
+    }
+    let structured_text = match obj.get("structuredContent") {
+        Some(s) if !s.is_null() => {
+            let already = obj
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| blocks.iter().any(|b| text_holds(b, s)));
+            (!already).then(|| serde_json::to_string(s).unwrap_or_default())
+        }
+        _ => None,
+    };
+    if let (Some(text), Some(Value::Array(blocks))) = (structured_text, obj.get_mut("content")) {
+        blocks.push(serde_json::json!({ "type": "text", "text": text }));
+    }
+    let mut result: CallToolResult = serde_json::from_value(value)?;
+    result.result_type = Some(ResultType::COMPLETE);
+    if result.is_error.is_none() {
+        result.is_error = Some(false);
+    }
+    Ok(result)
+}
+
+/// Whether a content block is a text block whose text is the JSON of `structured`.
+fn text_holds(block: &Value, structured: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("text")
+        && block
+            .get("text")
+            .and_then(Value::as_str)
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .is_some_and(|v| &v == structured)
+}
+
+/// How a routing error reaches an MCP client.
+pub enum Mapped {
+    /// An execution problem the model should read: `isError: true` with
+    /// `"<code>: <message>"`.
+    ToolError(CallToolResult),
+    /// A protocol problem (unknown tool): a JSON-RPC error.
+    Protocol(rmcp::ErrorData),
+}
+
+/// Maps a routing error. Unknown tools (`not_found`) and tools outside the token's
+/// policy (`forbidden`, listed nowhere for this token) are JSON-RPC invalid-params
+/// errors; everything else (offline, disconnected, timeout, denied, too large,
+/// invalid arguments...) is a tool error the model can read and act on.
+pub fn map_error(e: &ErrorShape) -> Mapped {
+    match e.code {
+        ErrorCode::NotFound | ErrorCode::Forbidden => Mapped::Protocol(
+            rmcp::ErrorData::invalid_params(format!("unknown tool: {}", e.message), None),
+        ),
+        _ => Mapped::ToolError(error_result(e)),
+    }
+}
+
+/// `isError: true` with `"<code>: <message>"` as its text.
+pub fn error_result(e: &ErrorShape) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{}: {}",
+        e.code, e.message
+    ))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(name: &str) -> ToolEntry {
+        let (node, tool) = name.split_once("__").unwrap();
+        serde_json::from_value(json!({
+            "name": name, "node": node, "tool": tool, "description": "Reads a file.",
+            "inputSchema": {"type": "object"}, "capability": "filesystem.read",
+            "annotations": {"readOnlyHint": true, "title": "Read file"}, "online": true
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn tools_carry_node_prefix_schema_and_annotations() {
+        let t = tool_from_entry(&entry("laptop__Read"));
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(v["name"], "laptop__Read");
+        assert_eq!(v["description"], "[laptop] Reads a file.");
+        assert_eq!(v["inputSchema"], json!({"type": "object"}));
+        assert_eq!(v["annotations"]["readOnlyHint"], true);
+        assert_eq!(v["title"], "Read file (laptop)");
+    }
+
+    #[test]
+    fn pages_follow_cursors_and_refuse_foreign_ones() {
+        let entries: Vec<ToolEntry> = (0..5).map(|i| entry(&format!("n{i}__T"))).collect();
+        let (p1, c1) = page(&entries, None, 2).unwrap();
+        assert_eq!(p1.len(), 2);
+        let (p2, c2) = page(&entries, c1.as_deref(), 2).unwrap();
+        assert_eq!(p2[0].name, "n2__T");
+        let (p3, c3) = page(&entries, c2.as_deref(), 2).unwrap();
+        assert_eq!((p3.len(), c3), (1, None));
+        assert!(page(&entries, Some("garbage"), 2).is_err());
+        // A cursor past a tool that has gone away still resumes in order.
+        let (p, _) = page(&entries, Some("after:n1__Z"), 2).unwrap();
+        assert_eq!(p[0].name, "n2__T");
+    }
+
+    #[test]
+    fn results_map_one_to_one_plus_structured_json_text() {
+        let r = call_result(
+            r#"{"content":[{"type":"text","text":"1\thi"},{"type":"image","data":"AAAA","mimeType":"image/png"}],"structuredContent":{"lines":1},"isError":false}"#,
+        )
+        .unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"].as_array().unwrap().len(), 3);
+        assert_eq!(v["content"][1]["type"], "image");
+        assert_eq!(v["content"][2]["text"], r#"{"lines":1}"#);
+        assert_eq!(v["structuredContent"], json!({"lines": 1}));
+        assert_eq!(v["isError"], false);
+
+        // Already present as text: not repeated.
+        let r = call_result(
+            r#"{"content":[{"type":"text","text":"{\n  \"a\": 1\n}"}],"structuredContent":{"a":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.content.len(), 1);
+
+        let r = call_result(r#"{"content":[{"type":"text","text":"nope"}],"isError":true}"#)
+            .unwrap();
+        assert_eq!(r.is_error, Some(true));
+        assert!(call_result("[1]").is_err());
+    }
+
+    #[test]
+    fn errors_map_by_kind() {
+        let offline = ErrorShape::new(ErrorCode::NodeOffline, "node x is offline since t");
+        match map_error(&offline) {
+            Mapped::ToolError(r) => {
+                assert_eq!(r.is_error, Some(true));
+                let v = serde_json::to_value(&r).unwrap();
+                assert_eq!(
+                    v["content"][0]["text"],
+                    "node_offline: node x is offline since t"
+                );
+            }
+            Mapped::Protocol(_) => panic!("offline is a tool error"),
+        }
+        let unknown = ErrorShape::new(ErrorCode::NotFound, "no node named y is connected");
+        assert!(matches!(map_error(&unknown), Mapped::Protocol(_)));
+    }
+}

@@ -1,0 +1,445 @@
+//! TLS on the gateway's one port.
+//!
+//! Tokens are bearer secrets; off loopback they must travel encrypted (DESIGN §4). This
+//! module owns the two pieces that needs:
+//!
+//! - **The certificate.** Either PEM files the operator supplies (`--tls-cert`,
+//!   `--tls-key`), or a self-signed one (`--tls-self-signed`, ECDSA P-256 made with
+//!   `rcgen`) kept in the data directory (`tls-cert.pem`, `tls-key.pem` 0600) and reused
+//!   on every restart, so the fingerprint nodes pin stays valid. Either way the SHA-256
+//!   fingerprint of the leaf certificate is exposed for `gsv node --pin`.
+//! - **The accept loop.** `axum::serve` speaks plain TCP only, so for TLS the gateway
+//!   accepts itself: TCP accept, `TCP_NODELAY`, the TLS handshake under a deadline in
+//!   the connection's own task, then hyper with upgrades on (the WebSocket endpoints)
+//!   and the axum router as the service, with `ConnectInfo<SocketAddr>` set like
+//!   `axum::serve` does. A client that speaks plain HTTP to the port gets a `400` that
+//!   says to use `https://`.
+//!
+//! The `ring` crypto provider is chosen explicitly; no process-wide default is needed.
+
+use crate::datadir;
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// The self-signed certificate in the data directory (public; `gsv node --ca` can use it).
+pub const CERT_FILE: &str = "tls-cert.pem";
+/// The self-signed certificate's private key in the data directory (0600).
+pub const KEY_FILE: &str = "tls-key.pem";
+/// Deadline for a client to finish the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping gateway waits for open HTTP requests to finish.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the gateway's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsSetup {
+    /// PEM files: the certificate chain (leaf first) and its private key.
+    Files { cert: PathBuf, key: PathBuf },
+    /// A self-signed certificate kept in the data directory.
+    SelfSigned,
+}
+
+/// Why TLS could not be set up.
+#[derive(Debug, Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Pem { path: PathBuf, reason: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot generate a self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("the certificate and key cannot be used: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// A loaded server certificate, ready to accept connections.
+pub struct ServerTls {
+    pub config: Arc<ServerConfig>,
+    /// SHA-256 of the leaf certificate's DER, 64 lowercase hex digits.
+    pub fingerprint: String,
+}
+
+/// SHA-256 of a DER certificate as 64 lowercase hex digits (what `--pin` takes).
+pub fn fingerprint(der: &[u8]) -> String {
+    use std::fmt::Write;
+    Sha256::digest(der)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// The fingerprint of the first certificate in a PEM file.
+pub fn fingerprint_pem_file(path: &Path) -> Result<String, TlsError> {
+    let certs = read_certs(path)?;
+    Ok(fingerprint(certs[0].as_ref()))
+}
+
+/// Loads (or makes) the certificate for `setup`. `listen` adds the listening IP to a
+/// new self-signed certificate's names when it is a specific address.
+pub fn load(setup: &TlsSetup, data_dir: &Path, listen: SocketAddr) -> Result<ServerTls, TlsError> {
+    let (certs, key) = match setup {
+        TlsSetup::Files { cert, key } => (read_certs(cert)?, read_key(key)?),
+        TlsSetup::SelfSigned => return self_signed(data_dir, listen),
+    };
+    server_tls(certs, key)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(path)?;
+    let pem_error = |reason: String| TlsError::Pem {
+        path: path.to_owned(),
+        reason,
+    };
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_error(format!("bad PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(pem_error("no CERTIFICATE block found".into()));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Pem {
+        path: path.to_owned(),
+        reason: format!("no usable private key (PKCS#8, PKCS#1 or SEC1 PEM): {e}"),
+    })
+}
+
+fn server_tls(
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<ServerTls, TlsError> {
+    let fingerprint = fingerprint(certs[0].as_ref());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(ServerTls {
+        config: Arc::new(config),
+        fingerprint,
+    })
+}
+
+/// Reuses the data directory's self-signed certificate if both files are there and
+/// usable together; otherwise makes a new one (and the pin changes).
+fn self_signed(data_dir: &Path, listen: SocketAddr) -> Result<ServerTls, TlsError> {
+    let cert_path = data_dir.join(CERT_FILE);
+    let key_path = data_dir.join(KEY_FILE);
+    if cert_path.exists() || key_path.exists() {
+        let existing = read_certs(&cert_path)
+            .and_then(|certs| Ok((certs, read_key(&key_path)?)))
+            .and_then(|(certs, key)| server_tls(certs, key));
+        match existing {
+            Ok(tls) => return Ok(tls),
+            Err(error) => tracing::warn!(
+                %error,
+                "the stored self-signed certificate is unusable; making a new one (its fingerprint changes)"
+            ),
+        }
+    }
+    let names = self_signed_names(listen);
+    let mut params = rcgen::CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "gsv gateway (self-signed)");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    let cert = params.self_signed(&key)?;
+    datadir::write_secret(&key_path, key.serialize_pem().trim_end()).map_err(|source| {
+        TlsError::Write {
+            path: key_path.clone(),
+            source,
+        }
+    })?;
+    write_public(&cert_path, cert.pem().as_bytes()).map_err(|source| TlsError::Write {
+        path: cert_path.clone(),
+        source,
+    })?;
+    tracing::info!(cert = %cert_path.display(), "made a self-signed TLS certificate");
+    let key_der = PrivateKeyDer::try_from(key.serialize_der()).map_err(|reason| TlsError::Pem {
+        path: key_path,
+        reason: reason.to_owned(),
+    })?;
+    server_tls(vec![cert.der().clone()], key_der)
+}
+
+/// localhost, 127.0.0.1, ::1, the host name (when it is a valid DNS name) and the
+/// listening IP (when it is a specific address).
+fn self_signed_names(listen: SocketAddr) -> Vec<String> {
+    let mut names = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    let host = gethostname::gethostname().to_string_lossy().to_lowercase();
+    let is_dns_name = matches!(
+        ServerName::try_from(host.as_str()),
+        Ok(ServerName::DnsName(_))
+    );
+    if is_dns_name && !names.contains(&host) {
+        names.push(host);
+    }
+    let ip = listen.ip();
+    if !ip.is_unspecified() && !names.contains(&ip.to_string()) {
+        names.push(ip.to_string());
+    }
+    names
+}
+
+/// Writes a non-secret file atomically (temp file + rename).
+fn write_public(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, content)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Accepts TLS connections on `listener` and serves `router` on each, until `shutdown`.
+/// Then stops accepting and gives open HTTP requests a short time to finish (WebSocket
+/// sessions close on the same token by themselves).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    shutdown: CancellationToken,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let connections = TaskTracker::new();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::error!(error = %e, "accept failed");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    }
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        connections.spawn(serve_connection(
+            tcp,
+            peer,
+            acceptor.clone(),
+            router.clone(),
+            shutdown.clone(),
+        ));
+    }
+    drop(listener);
+    connections.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some HTTPS connections were still open at shutdown");
+    }
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// The answer to plain HTTP on the TLS port.
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+Content-Length: 53\r\nConnection: close\r\n\r\n\
+this port speaks TLS: use https:// or wss:// instead\n";
+
+async fn serve_connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    router: Router,
+    shutdown: CancellationToken,
+) {
+    let handshake = async {
+        // A TLS client opens with a handshake record (0x16); anything that looks like
+        // an HTTP method gets a plain answer instead of a TLS alert it cannot read.
+        let mut first = [0u8; 1];
+        tcp.peek(&mut first).await?;
+        if first[0].is_ascii_uppercase() {
+            let mut tcp = tcp;
+            tcp.write_all(PLAIN_HTTP_ANSWER).await?;
+            let _ = tcp.shutdown().await;
+            return Ok(None);
+        }
+        acceptor.accept(tcp).await.map(Some)
+    };
+    let stream = tokio::select! {
+        _ = shutdown.cancelled() => return,
+        r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
+            Ok(Ok(Some(stream))) => stream,
+            Ok(Ok(None)) => {
+                tracing::debug!(%peer, "plain HTTP on the TLS port");
+                return;
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        },
+    };
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        router.clone().oneshot(req)
+    });
+    let builder = Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%peer, %error, "HTTPS connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gsv-gw-tls-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn self_signed_is_made_once_and_reused() {
+        let dir = temp_dir("reuse");
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let first = load(&TlsSetup::SelfSigned, &dir, listen).unwrap();
+        assert_eq!(first.fingerprint.len(), 64);
+        assert!(first
+            .fingerprint
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        let again = load(&TlsSetup::SelfSigned, &dir, listen).unwrap();
+        assert_eq!(first.fingerprint, again.fingerprint);
+        assert_eq!(
+            fingerprint_pem_file(&dir.join(CERT_FILE)).unwrap(),
+            first.fingerprint
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // The same files work as --tls-cert/--tls-key.
+        let files = TlsSetup::Files {
+            cert: dir.join(CERT_FILE),
+            key: dir.join(KEY_FILE),
+        };
+        assert_eq!(
+            load(&files, &dir, listen).unwrap().fingerprint,
+            first.fingerprint
+        );
+        // A damaged certificate is replaced (and the pin changes).
+        std::fs::write(dir.join(CERT_FILE), "garbage").unwrap();
+        let remade = load(&TlsSetup::SelfSigned, &dir, listen).unwrap();
+        assert_ne!(remade.fingerprint, first.fingerprint);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bad_files_are_reported() {
+        let dir = temp_dir("bad");
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let missing = TlsSetup::Files {
+            cert: dir.join("nope.pem"),
+            key: dir.join("nope.key"),
+        };
+        assert!(matches!(
+            load(&missing, &dir, listen),
+            Err(TlsError::Read { .. })
+        ));
+        std::fs::write(dir.join("empty.pem"), "hello\n").unwrap();
+        let empty = TlsSetup::Files {
+            cert: dir.join("empty.pem"),
+            key: dir.join("empty.pem"),
+        };
+        assert!(matches!(
+            load(&empty, &dir, listen),
+            Err(TlsError::Pem { .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn plain_http_answer_is_well_formed() {
+        let text = std::str::from_utf8(PLAIN_HTTP_ANSWER).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 "));
+        assert!(head.contains(&format!("Content-Length: {}\r\n", body.len())));
+    }
+
+    #[test]
+    fn names_cover_loopback_and_a_specific_listen_ip() {
+        let names = self_signed_names("10.1.2.3:8787".parse().unwrap());
+        for n in ["localhost", "127.0.0.1", "::1", "10.1.2.3"] {
+            assert!(names.iter().any(|x| x == n), "{n} in {names:?}");
+        }
+        let names = self_signed_names("0.0.0.0:8787".parse().unwrap());
+        assert!(!names.iter().any(|x| x == "0.0.0.0"));
+    }
+}

@@ -1,0 +1,173 @@
+//! Node-side guards: checks a node applies to the calls it runs, whatever the gateway
+//! allowed.
+//!
+//! The gateway's policy decides which agent may call which tool; these guards are the
+//! node's own, configured on the node's command line, so no gateway (misconfigured or
+//! not) can switch them off:
+//!
+//! - [`blocklist`]: Bash commands that are always refused (`rm -rf /`, `mkfs`, fork
+//!   bombs, `reboot`, writes to raw disks, …), with the protocol error `denied`. Always
+//!   on. A seat belt against obvious destruction, not a sandbox.
+//! - [`approve`]: with `--approve-shell REGEX…`, Bash commands that match none of the
+//!   node's auto-approve patterns are answered `approval_required` unless the call
+//!   carries an operator's approval (the gateway opens the request and re-sends the
+//!   call once it is approved).
+//! - `--read-only` is applied where the tool set is built
+//!   ([`crate::Registry::standard`]): only tools that declare `readOnlyHint: true` are
+//!   offered.
+//!
+//! [`ShellGuard`] combines the first two for the Bash tool, which calls it from
+//! [`crate::Tool::check`] (so a refusal is a protocol error and nothing is spawned).
+//! `shell` is the lexer both share.
+
+pub mod approve;
+pub mod blocklist;
+pub(crate) mod shell;
+
+pub use approve::ApproveShell;
+pub use blocklist::{Blocked, Rule};
+
+use gsv_protocol::{ErrorCode, ErrorShape};
+use serde_json::json;
+use thiserror::Error;
+
+/// Why the guards could not be set up (a startup error: the CLI exits 2).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GuardError {
+    #[error("--approve-shell pattern {pattern:?} is not a valid regex: {message}")]
+    Pattern { pattern: String, message: String },
+}
+
+/// Longest command echoed back in an approval request's `summary`.
+const MAX_SUMMARY_CHARS: usize = 300;
+
+/// The guards for shell commands: the blocklist, and the auto-approve patterns when
+/// the node runs with `--approve-shell`.
+#[derive(Debug, Clone, Default)]
+pub struct ShellGuard {
+    approve: Option<ApproveShell>,
+}
+
+impl ShellGuard {
+    /// The blocklist alone (no approve-shell mode).
+    pub fn new() -> Self {
+        ShellGuard::default()
+    }
+
+    /// The blocklist, plus approve-shell mode if `patterns` is not empty.
+    pub fn with_approve_shell(patterns: &[String]) -> Result<Self, GuardError> {
+        let approve = if patterns.is_empty() {
+            None
+        } else {
+            Some(ApproveShell::new(patterns)?)
+        };
+        Ok(ShellGuard { approve })
+    }
+
+    /// Whether the node runs in approve-shell mode.
+    pub fn approve_shell(&self) -> bool {
+        self.approve.is_some()
+    }
+
+    /// Decides whether `command` may run: the blocklist first (`denied`, whatever the
+    /// approval), then, in approve-shell mode, the patterns (`approval_required` unless
+    /// `approval` names the operator's approval of this call).
+    pub fn check(&self, command: &str, approval: Option<&str>) -> Result<(), ErrorShape> {
+        if let Err(blocked) = blocklist::check(command) {
+            tracing::warn!(
+                rule = blocked.rule.name(),
+                "command refused by the shell blocklist"
+            );
+            return Err(ErrorShape::new(ErrorCode::Denied, blocked.to_string())
+                .with_details(json!({ "rule": blocked.rule.name() })));
+        }
+        let Some(approve) = &self.approve else {
+            return Ok(());
+        };
+        let Some(unapproved) = approve.unapproved(command) else {
+            return Ok(());
+        };
+        if let Some(id) = approval {
+            tracing::info!(approval = id, "running a command an operator approved");
+            return Ok(());
+        }
+        let reason = format!(
+            "the node runs in approve-shell mode and {:?} matches none of its auto-approve patterns",
+            truncate(&unapproved, MAX_SUMMARY_CHARS)
+        );
+        Err(ErrorShape::new(
+            ErrorCode::ApprovalRequired,
+            format!("this command needs an operator's approval: {reason}"),
+        )
+        .with_details(json!({
+            "reason": reason,
+            "summary": truncate(command, MAX_SUMMARY_CHARS),
+        })))
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    text.chars().take(max.saturating_sub(3)).collect::<String>() + "..."
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocklist_wins_over_everything() {
+        let guard = ShellGuard::with_approve_shell(&[".*".into()]).unwrap();
+        let e = guard.check("reboot", Some("abc")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied);
+        assert_eq!(e.details.unwrap()["rule"], "power");
+        assert!(e.message.contains("not a sandbox"), "{}", e.message);
+        assert_eq!(
+            ShellGuard::new().check("rm -rf /", None).unwrap_err().code,
+            ErrorCode::Denied
+        );
+    }
+
+    #[test]
+    fn without_patterns_everything_else_runs() {
+        let guard = ShellGuard::with_approve_shell(&[]).unwrap();
+        assert!(!guard.approve_shell());
+        assert_eq!(guard.check("touch x", None), Ok(()));
+    }
+
+    #[test]
+    fn approve_shell_mode_asks_unless_approved() {
+        let guard = ShellGuard::with_approve_shell(&["echo .*".into()]).unwrap();
+        assert!(guard.approve_shell());
+        assert_eq!(guard.check("echo hi", None), Ok(()));
+        let e = guard.check("echo hi; touch x", None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ApprovalRequired);
+        let details = e.details.unwrap();
+        assert_eq!(details["summary"], "echo hi; touch x");
+        assert!(
+            details["reason"].as_str().unwrap().contains("\"touch x\""),
+            "{details}"
+        );
+        assert_eq!(guard.check("touch x", Some("req1")), Ok(()));
+        let long = format!("touch {}", "x".repeat(1000));
+        let e = guard.check(&long, None).unwrap_err();
+        assert_eq!(
+            e.details.unwrap()["summary"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count(),
+            MAX_SUMMARY_CHARS
+        );
+    }
+
+    #[test]
+    fn bad_patterns_are_startup_errors() {
+        assert!(matches!(
+            ShellGuard::with_approve_shell(&["[".into()]),
+            Err(GuardError::Pattern { .. })
+        ));
+    }
+}

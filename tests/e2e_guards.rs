@@ -1,0 +1,321 @@
+//! End to end: the node-side guards (shell blocklist, `--read-only`, `--approve-shell`)
+//! through a real gateway and a real node on loopback.
+//!
+//! The blocklisted commands sent here are written so that they would do no harm even
+//! if a guard failed: the destructive part sits behind `false &&` (never reached), and
+//! a `touch MARKER` after it shows whether anything ran at all.
+
+mod common;
+
+use common::{eventually, Gateway, TempDir};
+use gsv::client::AgentClient;
+use gsv_protocol::{ErrorCode, EventName};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Waits for the next `approval.requested` event on `client`; returns the request.
+async fn next_request(client: &AgentClient) -> Value {
+    eventually("approval.requested", Duration::from_secs(15), || async {
+        let e = client.next_event(Duration::from_millis(100)).await?;
+        (e.event == EventName::ApprovalRequested).then_some(e.payload)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn blocklisted_commands_are_refused_with_the_gateway_wide_open() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let _node = gw.node("box", ws.path()).await;
+    // Allowed "*", no confirm: only the node stands in the way.
+    let agent = gw.agent().await;
+    let cases = [
+        (json!({"command": "false && reboot; touch M0"}), "power"),
+        (
+            json!({"command": "false && sudo shutdown -h now; touch M1"}),
+            "power",
+        ),
+        (
+            json!({"command": "false && systemctl poweroff\ntouch M2"}),
+            "power",
+        ),
+        (json!({"command": "false && rm -rf /; touch M3"}), "rm-root"),
+        (
+            json!({"command": "false && r\\m -r -f /*; touch M4"}),
+            "rm-root",
+        ),
+        (
+            json!({"command": "false && 'rm' --recursive --force ~; touch M5"}),
+            "rm-root",
+        ),
+        (
+            json!({"command": "false && mkfs.ext4 /dev/sda1; touch M6"}),
+            "disk-format",
+        ),
+        (
+            json!({"command": "false && dd if=/dev/zero of=/dev/sda; touch M7"}),
+            "raw-disk-write",
+        ),
+        (
+            json!({"command": "false && cat x > /dev/nvme0n1; touch M8"}),
+            "raw-disk-write",
+        ),
+        (
+            json!({"command": "echo $(false && halt); touch M9"}),
+            "power",
+        ),
+        (
+            json!({"command": "bash -c 'false && reboot'; touch M10"}),
+            "power",
+        ),
+        (
+            json!({"command": "false && reboot; touch M11", "pty": true}),
+            "power",
+        ),
+        (
+            json!({"command": "false && reboot; touch M12", "background": true}),
+            "power",
+        ),
+        (
+            json!({"command": "false && reboot; touch M13", "yieldMs": 10}),
+            "power",
+        ),
+    ];
+    for (args, rule) in &cases {
+        let e = agent
+            .call("box__Bash", args.clone(), Some(30_000))
+            .await
+            .expect_err("a blocklisted command must be refused");
+        let shape = e.remote().unwrap_or_else(|| panic!("{args}: {e:?}"));
+        assert_eq!(shape.code, ErrorCode::Denied, "{args}: {shape:?}");
+        assert!(
+            shape.message.contains(&format!("shell blocklist ({rule})"))
+                && shape.message.contains("not a sandbox"),
+            "{args}: {}",
+            shape.message
+        );
+    }
+    // The CLI reports it as a denial (exit 5).
+    let (code, _, err) = gw.cli(&[
+        "call",
+        "box__Bash",
+        r#"{"command":"false && reboot; touch CLI"}"#,
+    ]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("error: denied:"), "{err}");
+    // Ordinary commands still run.
+    let r = agent
+        .call(
+            "box__Bash",
+            json!({"command": "echo reboot; rm -rf ./build; touch OK"}),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.joined_text().trim(), "reboot");
+    // Nothing refused ran (the background one had time to, had it started).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let left: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["OK"]);
+}
+
+#[tokio::test]
+async fn a_read_only_node_offers_only_read_only_tools() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
+    let _node = gw.spawn_node("ro", &gw.node_token("ro"), ws.path(), &["--read-only"]);
+    gw.wait_online("ro").await;
+    let agent = gw.agent().await;
+    let tools: BTreeSet<String> = agent
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.node == "ro")
+        .map(|t| t.tool)
+        .collect();
+    let expected: BTreeSet<String> = ["Echo", "Glob", "Grep", "Read"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(tools, expected);
+    let e = agent
+        .call("ro__Bash", json!({"command": "touch X"}), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::NotFound);
+    let e = agent
+        .call("ro__Write", json!({"path": "b.txt", "content": "x"}), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::NotFound);
+    let r = agent
+        .call("ro__Read", json!({"path": "a.txt"}), None)
+        .await
+        .unwrap();
+    assert!(r.joined_text().contains("hello"), "{}", r.joined_text());
+    assert!(!ws.path().join("X").exists() && !ws.path().join("b.txt").exists());
+}
+
+async fn approve_shell_setup(id: &str) -> (Gateway, TempDir, common::Proc, AgentClient) {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let node = gw.spawn_node(
+        id,
+        &gw.node_token(id),
+        ws.path(),
+        &["--approve-shell", "^echo .*", "--approve-shell", "ls( .*)?"],
+    );
+    gw.wait_online(id).await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    (gw, ws, node, operator)
+}
+
+#[tokio::test]
+async fn approve_shell_runs_matches_and_asks_the_operator_for_the_rest() {
+    let (gw, ws, _node, operator) = approve_shell_setup("ash").await;
+    let agent = Arc::new(gw.agent().await);
+    // A command every part of which matches runs at once.
+    let r = agent
+        .call(
+            "ash__Bash",
+            json!({"command": "echo hi | ls"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+
+    // Anything else waits for an operator: approved, it runs.
+    let a = agent.clone();
+    let call = tokio::spawn(async move {
+        a.call(
+            "ash__Bash",
+            json!({"command": "echo hi; touch approved.txt"}),
+            Some(60_000),
+        )
+        .await
+    });
+    let req = next_request(&operator).await;
+    assert_eq!(req["node"], "ash");
+    assert_eq!(req["tool"], "Bash");
+    assert!(
+        req["summary"]
+            .as_str()
+            .unwrap()
+            .contains("touch approved.txt"),
+        "{req}"
+    );
+    assert!(
+        req["reason"].as_str().unwrap().contains("approve-shell"),
+        "{req}"
+    );
+    assert!(!ws.path().join("approved.txt").exists());
+    assert!(!call.is_finished());
+    let id = req["id"].as_str().unwrap().to_owned();
+    let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
+    assert_eq!(code, 0, "{err}");
+    let r = call.await.unwrap().unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(r.joined_text().trim(), "hi");
+    assert!(ws.path().join("approved.txt").exists());
+
+    // Denied, it does not run.
+    let a = agent.clone();
+    let call = tokio::spawn(async move {
+        a.call(
+            "ash__Bash",
+            json!({"command": "touch denied.txt"}),
+            Some(60_000),
+        )
+        .await
+    });
+    let id = next_request(&operator).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, _, err) = gw.cli(&["approvals", "deny", &id]);
+    assert_eq!(code, 0, "{err}");
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::Denied);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!ws.path().join("denied.txt").exists());
+
+    // The blocklist is not something an approval can lift: refused at once.
+    let e = agent
+        .call(
+            "ash__Bash",
+            json!({"command": "false && reboot; touch M"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::Denied);
+    let quiet_until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < quiet_until {
+        if let Some(e) = operator.next_event(Duration::from_millis(50)).await {
+            assert_ne!(e.event, EventName::ApprovalRequested, "{:?}", e.payload);
+        }
+    }
+    assert!(!ws.path().join("M").exists());
+}
+
+#[tokio::test]
+async fn an_approval_for_the_policy_also_satisfies_the_node() {
+    let (gw, ws, _node, operator) = approve_shell_setup("both").await;
+    let token = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "both__Bash",
+    ]);
+    let agent = gw.agent_with(&token).await;
+    let call = tokio::spawn(async move {
+        agent
+            .call(
+                "both__Bash",
+                json!({"command": "touch once.txt"}),
+                Some(60_000),
+            )
+            .await
+    });
+    let req = next_request(&operator).await;
+    assert!(req["reason"].as_str().unwrap().contains("policy"), "{req}");
+    let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // One human decision per call: no second request, the call completes.
+    let r = call.await.unwrap().unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert!(ws.path().join("once.txt").exists());
+}
+
+#[test]
+fn a_bad_approve_shell_pattern_is_a_usage_error() {
+    let out = std::process::Command::new(common::gsv_bin())
+        .args([
+            "node",
+            "--gateway",
+            "http://127.0.0.1:1",
+            "--id",
+            "bad",
+            "--token",
+            "t",
+            "--approve-shell",
+            "(unclosed",
+        ])
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_TOKEN")
+        .output()
+        .expect("run gsv node");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--approve-shell"), "{err}");
+}

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Drives gsv's MCP server with the official MCP Python SDK (PyPI package `mcp`).
+
+Started by `tests/e2e_mcp.rs`, which brings up a real gateway and real nodes first:
+
+- `alpha`: online, with `hello.txt` in its workspace;
+- `gone`: connected once, then killed (known but offline).
+
+The script connects either to `/mcp` over Streamable HTTP (`--transport http`) or to
+`gsv mcp` over stdio (`--transport stdio`), in one of the SDK's two protocol modes:
+`legacy` (the `initialize` handshake, protocol 2025-11-25, a session) or `auto` (probes
+`server/discover` and adopts the session-less 2026-07-28 revision when the server
+offers it). It runs the named checks and prints `PASS name` or `FAIL name: why` for
+each; the exit code is 0 only if every check passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+ARGS: argparse.Namespace
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def root_cause(e: BaseException) -> BaseException:
+    """The first leaf of nested exception groups (anyio wraps failures in them)."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e
+
+
+def expect(cond: bool, why: str) -> None:
+    if not cond:
+        raise CheckFailed(why)
+
+
+def client(token: str | None, **kw: Any) -> Client:
+    """A client of the server under test, authenticated with `token`."""
+    if ARGS.transport == "http":
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        http = create_mcp_http_client(headers=headers)
+        return Client(streamable_http_client(ARGS.url, http_client=http), mode=ARGS.mode, **kw)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSV_")}
+    env["RUST_LOG"] = "warn"
+    args = ["mcp", "--gateway", ARGS.gateway, "--data", ARGS.empty_data]
+    if token:
+        args += ["--token", token]
+    params = StdioServerParameters(command=ARGS.gsv, args=args, env=env)
+    return Client(params, mode=ARGS.mode, **kw)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if getattr(b, "type", None) == "text")
+
+
+async def all_tools(c: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor = None
+    for _ in range(100):
+        page = await c.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise CheckFailed("tools/list never ended")
+
+
+# --- checks -------------------------------------------------------------------------
+
+
+async def check_list() -> None:
+    async with client(ARGS.token) as c:
+        if ARGS.mode == "legacy":
+            expect(c.protocol_version == "2025-11-25", f"negotiated {c.protocol_version}")
+        else:
+            expect(c.protocol_version == "2026-07-28", f"auto mode adopted {c.protocol_version}")
+        tools = {t.name: t for t in await all_tools(c)}
+        node = ARGS.node
+        for name in (f"{node}__Read", f"{node}__Bash", f"{node}__Echo", f"{ARGS.offline_node}__Read"):
+            expect(name in tools, f"{name} not listed: {sorted(tools)}")
+        read = tools[f"{node}__Read"]
+        expect((read.description or "").startswith(f"[{node}] "), f"description {read.description!r}")
+        expect(read.input_schema.get("type") == "object", f"schema {read.input_schema}")
+        expect("path" in read.input_schema.get("properties", {}), "Read schema has no path")
+        expect(read.annotations is not None and read.annotations.read_only_hint is True, f"Read annotations {read.annotations}")
+        bash = tools[f"{node}__Bash"]
+        a = bash.annotations
+        expect(a is not None and a.destructive_hint is True and a.read_only_hint is False, f"Bash annotations {a}")
+        expect(a.open_world_hint is True and a.idempotent_hint is False, f"Bash annotations {a}")
+
+
+async def check_read() -> None:
+    async with client(ARGS.token) as c:
+        r = await c.call_tool(f"{ARGS.node}__Read", {"path": "hello.txt"})
+        expect(not r.is_error, f"isError: {text_of(r)}")
+        expect(r.content[0].type == "text" and r.content[0].text == "1\thello world", f"content {r.content}")
+        sc = r.structured_content or {}
+        expect(sc.get("lines") == 1, f"structuredContent {sc}")
+        # The structured result is also there as JSON text, for text-only clients.
+        expect(any(json.loads(b.text) == sc for b in r.content[1:] if b.type == "text"), "no JSON text block")
+
+
+async def check_bash_progress() -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with client(ARGS.token) as c:
+        cmd = "for i in 1 2 3; do echo tick$i; sleep 1; done"
+        r = await c.call_tool(f"{ARGS.node}__Bash", {"command": cmd}, progress_callback=on_progress)
+        expect(not r.is_error, f"isError: {text_of(r)}")
+        expect("tick3" in text_of(r), f"output {text_of(r)!r}")
+        expect(len(seen) >= 1, "no progress notification")
+        expect(any(m and "tick" in m for _, m in seen), f"progress messages carry no output: {seen}")
+        values = [p for p, _ in seen]
+        expect(values == sorted(values) and len(set(values)) == len(values), f"progress not increasing: {values}")
+
+
+async def check_tool_error() -> None:
+    async with client(ARGS.token) as c:
+        r = await c.call_tool(f"{ARGS.node}__Read", {"path": "does-not-exist.txt"})
+        expect(r.is_error is True, "reading a missing file is not isError")
+        expect("not found" in text_of(r).lower() or "no such" in text_of(r).lower(), f"text {text_of(r)!r}")
+        # Arguments that fail the tool's schema are a tool error too (MCP 2025-11-25).
+        r = await c.call_tool(f"{ARGS.node}__Read", {"path": 5})
+        expect(r.is_error is True and text_of(r).startswith("invalid_args:"), f"bad args: {text_of(r)!r}")
+        # An unknown tool is a protocol error.
+        try:
+            await c.call_tool(f"{ARGS.node}__Nope", {})
+        except MCPError as e:
+            expect(e.code == -32602, f"unknown tool code {e.code}")
+        else:
+            raise CheckFailed("calling an unknown tool did not fail")
+
+
+async def check_offline() -> None:
+    async with client(ARGS.token) as c:
+        r = await c.call_tool(f"{ARGS.offline_node}__Echo", {"text": "hi"})
+        expect(r.is_error is True, "calling an offline node is not isError")
+        t = text_of(r)
+        expect(f"node {ARGS.offline_node} is offline since" in t, f"text {t!r}")
+
+
+async def check_hidden() -> None:
+    async with client(ARGS.limited_token) as c:
+        names = {t.name for t in await all_tools(c)}
+        expect(f"{ARGS.node}__Read" in names, f"allowed tool missing: {sorted(names)}")
+        expect(f"{ARGS.node}__Bash" not in names, "a denied tool is listed")
+        expect(not any(n.startswith(f"{ARGS.offline_node}__") for n in names), "tools outside the allow globs are listed")
+        try:
+            await c.call_tool(f"{ARGS.node}__Bash", {"command": "true"})
+        except MCPError as e:
+            expect(e.code == -32602, f"hidden tool code {e.code}")
+        else:
+            raise CheckFailed("calling a hidden tool did not fail")
+
+
+async def check_unauthorized() -> None:
+    if ARGS.transport == "http":
+        async with httpx2.AsyncClient() as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            hdrs = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+            r = await http.post(ARGS.url, json=body, headers=hdrs)
+            expect(r.status_code == 401, f"status {r.status_code}")
+            challenge = r.headers.get("www-authenticate", "")
+            expect(challenge.startswith("Bearer ") and "resource_metadata=" in challenge, f"challenge {challenge!r}")
+            meta_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+            meta = (await http.get(meta_url)).json()
+            expect(meta.get("resource") == ARGS.url, f"metadata {meta}")
+            r = await http.post(ARGS.url, json=body, headers={**hdrs, "authorization": "Bearer gsv_agent_000000000000_nope"})
+            expect(r.status_code == 401 and "invalid_token" in r.headers.get("www-authenticate", ""), "bad token not refused")
+            r = await http.post(ARGS.url, json=body, headers={**hdrs, "authorization": f"Bearer {ARGS.token}", "origin": "https://evil.example"})
+            expect(r.status_code == 403, f"foreign Origin: status {r.status_code}")
+    failed = False
+    try:
+        async with client("gsv_agent_000000000000_nope") as c:
+            await c.list_tools()
+    except BaseException as e:  # noqa: BLE001 - the SDK raises transport-specific errors
+        failed = True
+        detail = "".join(traceback.format_exception_only(type(e), e))
+        if ARGS.transport == "stdio":
+            expect("unauthorized" in detail or "401" in detail or "invalid" in detail, f"error {detail!r}")
+    expect(failed, "a client with a bad token could list tools")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except OSError:
+        return False
+
+
+async def check_cancel() -> None:
+    pidfile = os.path.join(ARGS.workspace, f"cancel-{ARGS.transport}-{ARGS.mode}.pid")
+    async with client(ARGS.token) as c:
+        cmd = f"echo $$ > {pidfile}; exec sleep 60"
+        with anyio.move_on_after(2.5):
+            await c.call_tool(f"{ARGS.node}__Bash", {"command": cmd})
+            raise CheckFailed("the call finished instead of being cancelled")
+        expect(os.path.exists(pidfile), "the command never started")
+        with open(pidfile) as f:
+            pid = int(f.read().strip())
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+        expect(not pid_alive(pid), f"process {pid} still runs after the call was cancelled")
+        # The session still works.
+        r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "after"})
+        expect(text_of(r).startswith("after"), f"echo after cancel: {text_of(r)!r}")
+
+
+async def check_elicit() -> None:
+    asked: list[str] = []
+
+    def answering(action: str):
+        async def cb(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.append(params.message)
+            return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+        return cb
+
+    name = f"{ARGS.node}__Echo"
+    async with client(ARGS.confirm_token, elicitation_callback=answering("accept")) as c:
+        r = await c.call_tool(name, {"text": "approved"})
+        expect(not r.is_error and text_of(r).startswith("approved"), f"accepted call: {text_of(r)!r}")
+        expect(asked and asked[-1].startswith(f"Allow {name}: "), f"question {asked}")
+    async with client(ARGS.confirm_token, elicitation_callback=answering("decline")) as c:
+        r = await c.call_tool(name, {"text": "refused"})
+        expect(r.is_error is True and text_of(r).startswith("denied:"), f"declined call: {text_of(r)!r}")
+
+
+def gsv_cli(*args: str) -> str:
+    out = subprocess.run([ARGS.gsv, *args, "--data", ARGS.data], capture_output=True, text=True, timeout=20)
+    if out.returncode != 0:
+        raise CheckFailed(f"gsv {' '.join(args)}: {out.stderr}")
+    return out.stdout
+
+
+async def check_operator_queue() -> None:
+    """Without elicitation the call waits for an operator, and the result says so."""
+
+    async def approve_when_asked() -> None:
+        for _ in range(100):
+            pending = json.loads(gsv_cli("approvals", "list", "--json"))
+            pending = pending.get("approvals", pending) if isinstance(pending, dict) else pending
+            mine = [p for p in pending if p.get("tool") == "Echo"]
+            if mine:
+                gsv_cli("approvals", "approve", mine[0]["id"])
+                return
+            await anyio.sleep(0.1)
+        raise CheckFailed("no approval request appeared")
+
+    async with client(ARGS.confirm_token) as c:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(approve_when_asked)
+            r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "queued"})
+        expect(not r.is_error and text_of(r).startswith("queued"), f"queued call: {text_of(r)!r}")
+        if ARGS.transport == "http":
+            expect("operator queue" in text_of(r), f"the result does not say it waited: {text_of(r)!r}")
+
+
+async def check_list_changed() -> None:
+    """A node that connects changes the list: the client hears of it."""
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.set()
+
+    late = f"late-{ARGS.transport}-{ARGS.mode}"
+    token = gsv_cli("token", "create", "node", late).strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSV_")}
+    env["RUST_LOG"] = "warn"
+    node_cmd = [ARGS.gsv, "node", "--gateway", ARGS.gateway, "--id", late, "--token", token,
+                "--workspace", ARGS.workspace, "--data", os.path.join(ARGS.workspace, f"{late}-data")]
+    async with client(ARGS.token, message_handler=on_message) as c:
+        names = {t.name for t in await all_tools(c)}
+        expect(f"{late}__Read" not in names, "late node listed too early")
+        proc = None
+        try:
+            if ARGS.mode == "legacy" or ARGS.transport == "stdio":
+                await anyio.sleep(0.5)  # let the standalone stream open
+                proc = subprocess.Popen(node_cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                with anyio.fail_after(15):
+                    await heard.wait()
+            else:
+                async with c.listen(tools_list_changed=True) as sub:
+                    proc = subprocess.Popen(node_cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                    with anyio.fail_after(15):
+                        async for _event in sub:
+                            break
+            names = {t.name for t in await all_tools(c)}
+            expect(f"{late}__Read" in names, f"late node not listed after the notification: {sorted(names)}")
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+CHECKS = {
+    "list": check_list,
+    "read": check_read,
+    "bash-progress": check_bash_progress,
+    "tool-error": check_tool_error,
+    "offline": check_offline,
+    "hidden": check_hidden,
+    "unauthorized": check_unauthorized,
+    "cancel": check_cancel,
+    "elicit": check_elicit,
+    "operator-queue": check_operator_queue,
+    "list-changed": check_list_changed,
+}
+
+
+async def main() -> int:
+    failed = 0
+    for name in ARGS.checks:
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(25):
+                await CHECKS[name]()
+            print(f"PASS {name} ({time.monotonic() - started:.1f}s)", flush=True)
+        except BaseException as e:  # noqa: BLE001 - report every failure, keep going
+            failed += 1
+            cause = root_cause(e)
+            detail = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+            print(f"FAIL {name}: {cause!r}\n{detail}", flush=True)
+    print(f"{len(ARGS.checks) - failed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--transport", choices=["http", "stdio"], required=True)
+    p.add_argument("--mode", choices=["legacy", "auto"], required=True)
+    p.add_argument("--url", required=True, help="the /mcp URL")
+    p.add_argument("--gateway", required=True, help="the gateway's base URL")
+    p.add_argument("--gsv", required=True, help="the gsv binary")
+    p.add_argument("--data", required=True, help="the gateway's data directory")
+    p.add_argument("--empty-data", required=True, help="a data directory with no tokens (for gsv mcp)")
+    p.add_argument("--workspace", required=True, help="the workspace of the online node")
+    p.add_argument("--token", required=True, help="an agent token allowed everything")
+    p.add_argument("--limited-token", required=True, help="allow NODE__*, deny NODE__Bash")
+    p.add_argument("--confirm-token", required=True, help="allow *, confirm NODE__Echo")
+    p.add_argument("--node", required=True)
+    p.add_argument("--offline-node", required=True)
+    p.add_argument("checks", nargs="+", choices=sorted(CHECKS))
+    ARGS = p.parse_args()
+    sys.exit(anyio.run(main))
