@@ -24,6 +24,31 @@ pub struct ToolAnnotations {
     pub open_world_hint: Option<bool>,
 }
 
+impl ToolAnnotations {
+    /// All four hints and a title, in the order MCP lists them.
+    pub fn hints(
+        title: &str,
+        read_only: bool,
+        destructive: bool,
+        idempotent: bool,
+        open_world: bool,
+    ) -> Self {
+        ToolAnnotations {
+            title: Some(title.to_owned()),
+            read_only_hint: Some(read_only),
+            destructive_hint: Some(destructive),
+            idempotent_hint: Some(idempotent),
+            open_world_hint: Some(open_world),
+        }
+    }
+
+    /// A tool that only reads this host's local state: read-only, not destructive,
+    /// idempotent, closed world.
+    pub fn local_read_only(title: &str) -> Self {
+        Self::hints(title, true, false, true, false)
+    }
+}
+
 /// A tool as a node declares it in `connect`. Names and capability are plain strings on
 /// the wire; the gateway validates them so it can say exactly which tool is wrong.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

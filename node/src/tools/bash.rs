@@ -146,13 +146,7 @@ impl Tool for Bash {
                 "additionalProperties": false
             }),
             capability: Capability::ShellExec.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Run shell command".to_owned()),
-                read_only_hint: Some(false),
-                destructive_hint: Some(true),
-                idempotent_hint: Some(false),
-                open_world_hint: Some(true),
-            },
+            annotations: ToolAnnotations::hints("Run shell command", false, true, false, true),
             default_timeout_ms: Some(DEFAULT_CALL_TIMEOUT_MS),
             requires_bins: Vec::new(),
         }

@@ -40,13 +40,7 @@ impl Tool for Echo {
                 "additionalProperties": false
             }),
             capability: Capability::DiagnosticsEcho.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Echo".to_owned()),
-                read_only_hint: Some(true),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::local_read_only("Echo"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

@@ -66,13 +66,7 @@ impl Tool for Edit {
                 "additionalProperties": false
             }),
             capability: Capability::FilesystemEdit.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Edit file".to_owned()),
-                read_only_hint: Some(false),
-                destructive_hint: Some(true),
-                idempotent_hint: Some(false),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::hints("Edit file", false, true, false, false),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

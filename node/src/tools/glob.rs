@@ -74,13 +74,7 @@ impl Tool for Glob {
                 "additionalProperties": false
             }),
             capability: Capability::FilesystemList.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Find files".to_owned()),
-                read_only_hint: Some(true),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::local_read_only("Find files"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

@@ -92,13 +92,7 @@ impl Tool for Grep {
                 "additionalProperties": false
             }),
             capability: Capability::TextSearch.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Search file contents".to_owned()),
-                read_only_hint: Some(true),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::local_read_only("Search file contents"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

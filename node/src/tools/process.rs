@@ -137,13 +137,13 @@ impl Tool for Process {
                 "additionalProperties": false
             }),
             capability: Capability::ProcessManage.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Manage background commands".to_owned()),
-                read_only_hint: Some(false),
-                destructive_hint: Some(true),
-                idempotent_hint: Some(false),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::hints(
+                "Manage background commands",
+                false,
+                true,
+                false,
+                false,
+            ),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

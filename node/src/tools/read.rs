@@ -65,13 +65,7 @@ impl Tool for Read {
                 "additionalProperties": false
             }),
             capability: Capability::FilesystemRead.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Read file".to_owned()),
-                read_only_hint: Some(true),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::local_read_only("Read file"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }

@@ -58,13 +58,7 @@ impl Tool for Write {
                 "additionalProperties": false
             }),
             capability: Capability::FilesystemWrite.as_str().to_owned(),
-            annotations: ToolAnnotations {
-                title: Some("Write file".to_owned()),
-                read_only_hint: Some(false),
-                destructive_hint: Some(true),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
+            annotations: ToolAnnotations::hints("Write file", false, true, true, false),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
         }
