@@ -43,7 +43,8 @@ struct TrustArgs {
 /// Node-side guards, set on the node's own command line (no gateway can lift them)
 #[derive(Args, Clone)]
 struct NodeGuardArgs {
-    /// Offer only read-only tools (Read, Glob, Grep; no Bash, Process, Write, Edit)
+    /// Offer only read-only tools (Read, Glob, Grep and the network tools; no Bash,
+    /// Process, Write, Edit)
     #[arg(long)]
     read_only: bool,
     /// Auto-approve regex for Bash commands (repeatable). With any, every simple
@@ -94,6 +95,11 @@ struct GatewayArgs {
     /// fingerprint for `gsv node --pin`
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
     tls_self_signed: bool,
+    /// A Host name (or host:port) MCP clients reach /mcp by, besides loopback names
+    /// (repeatable; DNS-rebinding protection). Default: loopback names when listening
+    /// on loopback, any host otherwise
+    #[arg(long, value_name = "HOST")]
+    mcp_allowed_host: Vec<String>,
 }
 
 impl GatewayArgs {
@@ -112,6 +118,7 @@ impl GatewayArgs {
             _ if self.tls_self_signed => Some(gsv_gateway::TlsSetup::SelfSigned),
             _ => None,
         };
+        c.mcp_allowed_hosts = self.mcp_allowed_host.clone();
         c
     }
 }
@@ -551,7 +558,11 @@ fn main() -> ExitCode {
         Command::Tools { target, json } => {
             run_async("warn", commands::agent::tools(target.target(), json))
         }
-        Command::Mcp { target } => run_async("warn", commands::mcp::run(target.target())),
+        Command::Mcp { target } => run_async(
+            // rmcp logs each JSON-RPC error it answers at warn: the client sees those.
+            "warn,rmcp=error",
+            commands::mcp::run(target.target()),
+        ),
         Command::Approvals { command } => match command {
             ApprovalsCommand::List { target, all, json } => run_async(
                 "warn",

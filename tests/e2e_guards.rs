@@ -140,10 +140,20 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         .filter(|t| t.node == "ro")
         .map(|t| t.tool)
         .collect();
-    let expected: BTreeSet<String> = ["Echo", "Glob", "Grep", "Read"]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let expected: BTreeSet<String> = [
+        "Echo",
+        "Glob",
+        "Grep",
+        "Read",
+        "dns_lookup",
+        "net_diagnose",
+        "net_discover",
+        "net_services",
+        "network_status",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
     assert_eq!(tools, expected);
     let e = agent
         .call("ro__Bash", json!({"command": "touch X"}), None)

@@ -379,7 +379,12 @@ async fn a_restarted_node_uses_its_stored_credential() {
     let mut node = gw.spawn_node("keeper", &join, ws.path(), &[]);
     gw.wait_online("keeper").await;
     let file = gw.node_data.path().join("node-keeper.credential");
-    let stored = std::fs::read_to_string(&file).unwrap();
+    // The node writes the file just after the gateway registered it.
+    let stored = eventually("the stored credential", Duration::from_secs(10), || {
+        let file = file.clone();
+        async move { std::fs::read_to_string(&file).ok() }
+    })
+    .await;
     assert!(stored.trim().starts_with("gsv_node_"));
     #[cfg(unix)]
     {

@@ -1,8 +1,9 @@
 //! gsv-gateway: the central process nodes dial into and agents call through.
 //!
-//! It accepts node and agent WebSockets on one port (`/v1/node`, `/v1/agent`), keeps
-//! the registry of connected nodes and their tools, routes each agent's namespaced call
-//! to its node and the result back, and serves the HTTP admin API, health and metrics.
+//! It accepts node and agent WebSockets on one port (`/v1/node`, `/v1/agent`), serves
+//! the fleet as one MCP server on the same port (`/mcp`), keeps the registry of
+//! connected nodes and their tools, routes each agent's namespaced call to its node and
+//! the result back, and serves the HTTP admin API, health and metrics.
 //! Tokens live hashed in an embedded SQLite store in the data directory.
 
 pub mod agent_session;

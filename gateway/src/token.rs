@@ -127,7 +127,12 @@ mod tests {
 
     #[test]
     fn generated_tokens_parse_and_match() {
-        for kind in [TokenKind::Admin, TokenKind::Node, TokenKind::Join, TokenKind::Agent] {
+        for kind in [
+            TokenKind::Admin,
+            TokenKind::Node,
+            TokenKind::Join,
+            TokenKind::Agent,
+        ] {
             let t = generate(kind);
             let p = parse(&t.token).expect("parses");
             assert_eq!(p.kind, kind);

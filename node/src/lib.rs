@@ -20,8 +20,8 @@
 
 pub mod backoff;
 pub mod config;
-mod credential;
 mod connection;
+mod credential;
 mod dispatch;
 pub mod error;
 pub mod events;

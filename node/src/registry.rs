@@ -80,6 +80,12 @@ impl Registry {
         let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard);
         registry.register_standard(bash, read_only)?;
         registry.register_standard(tools::process::Process::new(sessions), read_only)?;
+        let net = tools::net::NetEnv::system();
+        registry.register_standard(tools::net::NetDiagnose::new(net.clone()), read_only)?;
+        registry.register_standard(tools::net::NetDiscover::new(net.clone()), read_only)?;
+        registry.register_standard(tools::net::NetServices::new(net.clone()), read_only)?;
+        registry.register_standard(tools::net::NetworkStatus::new(net), read_only)?;
+        registry.register_standard(tools::net::DnsLookup, read_only)?;
         if config.echo_tool {
             registry.register_standard(tools::echo::Echo, read_only)?;
         }
@@ -269,7 +275,20 @@ mod tests {
         let mut c = config(true);
         c.read_only = true;
         let r = Registry::standard(&c).unwrap();
-        assert_eq!(r.names(), ["Echo", "Glob", "Grep", "Read"]);
+        assert_eq!(
+            r.names(),
+            [
+                "Echo",
+                "Glob",
+                "Grep",
+                "Read",
+                "dns_lookup",
+                "net_diagnose",
+                "net_discover",
+                "net_services",
+                "network_status"
+            ]
+        );
         for d in r.defs() {
             assert_eq!(d.annotations.read_only_hint, Some(true), "{}", d.name);
         }

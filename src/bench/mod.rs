@@ -6,6 +6,7 @@
 
 pub mod bash_spawn;
 pub mod grep_glob;
+pub mod mcp;
 pub mod report;
 pub mod stats;
 
@@ -22,6 +23,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "Grep tool vs `rg` on the cargo registry sources (rare and common patterns)",
     ),
     ("glob", "Glob tool vs `fd -g` on the cargo registry sources"),
+    (
+        "mcp",
+        "Echo call latency through /mcp vs the WebSocket agent API, same run",
+    ),
 ];
 
 /// Options shared by every scenario.
@@ -39,6 +44,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "bash-spawn" => bash_spawn::run(opts).await,
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
+        "mcp" => mcp::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",
             SCENARIOS

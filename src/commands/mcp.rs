@@ -20,7 +20,7 @@ use crate::exit;
 use crate::resolve;
 use gsv_gateway::mcp::result::{self as mapping, Mapped};
 use gsv_protocol::event::CallProgress;
-use gsv_protocol::{ErrorCode, ErrorShape, EventName};
+use gsv_protocol::EventName;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -32,6 +32,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -83,10 +84,14 @@ struct Bridge {
     inner: Arc<Inner>,
 }
 
-fn upstream_error(e: &ClientError) -> ErrorShape {
+/// A failed call as the MCP client sees it: the gateway's errors mapped like `/mcp`
+/// maps them; not reaching the gateway at all is a tool error `unreachable: ...`.
+fn call_error(e: &ClientError) -> Mapped {
     match e {
-        ClientError::Remote(shape) => shape.clone(),
-        other => ErrorShape::new(ErrorCode::NodeOffline, format!("unreachable: {other}")),
+        ClientError::Remote(shape) => mapping::map_error(shape),
+        other => Mapped::ToolError(CallToolResult::error(vec![ContentBlock::text(format!(
+            "unreachable: {other}"
+        ))])),
     }
 }
 
@@ -234,7 +239,12 @@ impl Bridge {
     ) -> Result<CallToolResponse, ErrorData> {
         let conn = match self.inner.conn().await {
             Ok(c) => c,
-            Err(e) => return Ok(mapping::error_result(&upstream_error(&e)).into()),
+            Err(e) => {
+                return match call_error(&e) {
+                    Mapped::ToolError(r) => Ok(r.into()),
+                    Mapped::Protocol(err) => Err(err),
+                }
+            }
         };
         let name = request.name.to_string();
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
@@ -291,7 +301,7 @@ impl Bridge {
                     CallToolResult::error(vec![ContentBlock::text(format!("internal: {e}"))])
                 })
             }
-            Err(e) => match mapping::map_error(&upstream_error(&e)) {
+            Err(e) => match call_error(&e) {
                 Mapped::ToolError(r) => r,
                 Mapped::Protocol(err) => return Err(err),
             },
@@ -395,6 +405,37 @@ impl ServerHandler for Bridge {
             }
         }
     }
+}
+
+/// What `gsv up` prints so an MCP client can be connected by pasting: the MCP URL, a
+/// Claude Code command, a generic JSON client entry and a stdio entry using `gsv mcp`.
+/// The token itself is never printed (terminals keep scrollback): the lines read it
+/// from `token_file`, or name it.
+pub fn setup_lines(gateway_url: &str, token_file: &Path, data: &Path) -> String {
+    let url = format!("{gateway_url}{}", gsv_gateway::mcp::PATH);
+    let token_file = token_file.display();
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "gsv".to_owned());
+    let http = serde_json::json!({
+        "mcpServers": { "gsv": {
+            "url": url,
+            "headers": { "Authorization": format!("Bearer <the token in {token_file}>") },
+        }}
+    });
+    let stdio = serde_json::json!({
+        "mcpServers": { "gsv": {
+            "command": exe,
+            "args": ["mcp", "--data", data.display().to_string()],
+        }}
+    });
+    format!(
+        "  MCP          {url}   (Authorization: Bearer <agent token>)\n\
+         \x20 connect an MCP client:\n\
+         \x20   Claude Code: claude mcp add --transport http gsv {url} --header \"Authorization: Bearer $(cat {token_file})\"\n\
+         \x20   JSON (HTTP): {http}\n\
+         \x20   JSON (stdio, for clients that only launch commands): {stdio}\n"
+    )
 }
 
 /// `gsv mcp`: serves MCP on stdio until the client closes stdin.

@@ -144,6 +144,10 @@ pub async fn run(opts: UpOptions) -> u8 {
         workspace.display()
     );
     println!("  agent token  {}", data.join(AGENT_TOKEN_FILE).display());
+    print!(
+        "{}",
+        super::mcp::setup_lines(&url, &data.join(AGENT_TOKEN_FILE), &data)
+    );
     println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
     println!("  add a machine:");
     println!("    here:      gsv token create node <id>");

@@ -20,8 +20,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The path of the metadata document (RFC 9728 §3: the well-known prefix, then the
 /// resource's path). The bare prefix is served too, for clients that only try it.
@@ -100,13 +103,62 @@ pub async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> 
         .into_response()
 }
 
+/// How long a verified token is taken as valid without asking the store again: as
+/// long as the revocation watcher takes to close the connections of a revoked token
+/// (`crate::revocation`), so `/mcp` and the WebSocket APIs honour a revocation within
+/// the same second. MCP clients send one HTTP request per message; verifying each
+/// (a SQLite lookup on a blocking thread) would dominate the cost of a call.
+const VERIFIED_FOR: Duration = Duration::from_secs(1);
+/// Most tokens remembered at once.
+const MAX_VERIFIED: usize = 1024;
+
+/// Tokens verified in the last [`VERIFIED_FOR`], by the SHA-256 of the presented
+/// token (the token itself is not kept).
+#[derive(Default)]
+pub struct Verified {
+    map: Mutex<HashMap<[u8; 32], (Instant, McpPrincipal)>>,
+}
+
+impl Verified {
+    fn key(headers: &HeaderMap) -> Option<[u8; 32]> {
+        let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+        Some(Sha256::digest(value).into())
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<McpPrincipal> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key)
+            .filter(|(at, _)| at.elapsed() < VERIFIED_FOR)
+            .map(|(_, p)| p.clone())
+    }
+
+    fn put(&self, key: [u8; 32], principal: McpPrincipal) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_VERIFIED {
+            map.retain(|_, (at, _)| at.elapsed() < VERIFIED_FOR);
+            if map.len() >= MAX_VERIFIED {
+                map.clear();
+            }
+        }
+        map.insert(key, (Instant::now(), principal));
+    }
+}
+
+/// What the `/mcp` middleware needs.
+#[derive(Clone)]
+pub struct Gate {
+    pub shared: Arc<Shared>,
+    pub verified: Arc<Verified>,
+}
+
 /// The middleware in front of `/mcp`: `Origin` check, then Bearer authentication.
 pub async fn require_bearer(
-    State(shared): State<Arc<Shared>>,
+    State(gate): State<Gate>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    let shared = &gate.shared;
     if let Err(why) = check_origin(req.headers()) {
         tracing::warn!(%peer, why, "MCP request from a foreign Origin refused");
         return refusal(
@@ -114,9 +166,20 @@ pub async fn require_bearer(
             ErrorShape::new(ErrorCode::Forbidden, why),
         );
     }
-    match authorize(&shared, req.headers(), peer).await {
+    let key = Verified::key(req.headers());
+    let known = key.as_ref().and_then(|k| gate.verified.get(k));
+    let cached = known.is_some();
+    let checked = match known {
+        Some(p) => Ok(p),
+        None => authorize(shared, req.headers(), peer)
+            .await
+            .map(|p| McpPrincipal::from_principal(&p)),
+    };
+    match checked {
         Ok(principal) => {
-            let principal = McpPrincipal::from_principal(&principal);
+            if let (Some(k), false) = (key, cached) {
+                gate.verified.put(k, principal.clone());
+            }
             req.extensions_mut().insert(principal);
             let delete = req.method() == axum::http::Method::DELETE;
             let mut res = next.run(req).await;
@@ -129,7 +192,7 @@ pub async fn require_bearer(
             res
         }
         Err(ApiError(e)) => match e.code {
-            ErrorCode::Unauthorized => challenge(&shared, req.headers(), e),
+            ErrorCode::Unauthorized => challenge(shared, req.headers(), e),
             ErrorCode::RateLimited => refusal(StatusCode::TOO_MANY_REQUESTS, e),
             ErrorCode::Forbidden => refusal(StatusCode::FORBIDDEN, e),
             _ => refusal(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -159,9 +222,7 @@ fn challenge(shared: &Shared, headers: &HeaderMap, e: ErrorShape) -> Response {
     let presented = headers.contains_key(header::AUTHORIZATION);
     let mut value = format!("Bearer realm=\"gsv\", resource_metadata=\"{metadata}\"");
     if presented {
-        value.push_str(
-            ", error=\"invalid_token\", error_description=\"invalid or revoked token\"",
-        );
+        value.push_str(", error=\"invalid_token\", error_description=\"invalid or revoked token\"");
     }
     let message = format!("{}; {TOKEN_HINT}", e.message);
     let mut res = refusal(

@@ -30,7 +30,7 @@ use gsv_protocol::method::ToolsCallParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
-    InputRequiredResult, InputRequests, ListToolsResult, PaginatedRequestParams,
+    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
     SubscriptionFilter,
 };
@@ -265,7 +265,8 @@ impl ServerHandler for McpHandler {
         let cursor = request.and_then(|r| r.cursor);
         let (page, next) = result::page(&entries, cursor.as_deref(), result::PAGE_SIZE)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let mut out = ListToolsResult::with_all_items(page.iter().map(result::tool_from_entry).collect());
+        let mut out =
+            ListToolsResult::with_all_items(page.iter().map(result::tool_from_entry).collect());
         out.next_cursor = next;
         Ok(out)
     }
@@ -424,11 +425,15 @@ impl McpHandler {
         // 2026-07-28: no server-to-client requests; a call needing approval is answered
         // with the question, and the client retries with the answer.
         let mut preset = None;
-        if is_2026(&context) && can_elicit(&context) && who.policy.decide(&name) == Decision::Confirm
+        if is_2026(&context)
+            && can_elicit(&context)
+            && who.policy.decide(&name) == Decision::Confirm
         {
             match request.request_state.as_deref() {
                 None => return Ok(self.ask_first(&who, &name, &args_value).into()),
-                Some(state) => preset = Some(self.answer_of(&who, &name, &args_value, state, &request)?),
+                Some(state) => {
+                    preset = Some(self.answer_of(&who, &name, &args_value, state, &request)?)
+                }
             }
         }
 

@@ -77,11 +77,42 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         Arc::new(sessions),
         config,
     );
-    let mcp = Router::new().route_service(PATH, service).layer(
-        axum::middleware::from_fn_with_state(shared.clone(), auth::require_bearer),
-    );
+    let gate = auth::Gate {
+        shared: shared.clone(),
+        verified: Arc::default(),
+    };
+    let mcp = Router::new()
+        .route_service(PATH, service)
+        // route_layer: the Bearer check guards /mcp only, not the fallback (an
+        // unknown path must stay a 404, not turn into a 401).
+        .route_layer(axum::middleware::from_fn_with_state(
+            gate,
+            auth::require_bearer,
+        ));
     Router::new()
         .route(auth::METADATA_PATH, get(auth::metadata))
-        .route(&format!("{}{PATH}", auth::METADATA_PATH), get(auth::metadata))
+        .route(
+            &format!("{}{PATH}", auth::METADATA_PATH),
+            get(auth::metadata),
+        )
         .merge(mcp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_follow_the_listen_address() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        assert!(allowed_hosts(lo, &[]).contains(&"localhost".to_owned()));
+        assert!(
+            allowed_hosts(any, &[]).is_empty(),
+            "any host when not on loopback"
+        );
+        let named = allowed_hosts(any, &["gsv.example.com".to_owned()]);
+        assert!(named.contains(&"gsv.example.com".to_owned()));
+        assert!(named.contains(&"127.0.0.1".to_owned()));
+    }
 }

@@ -232,8 +232,8 @@ mod tests {
         .unwrap();
         assert_eq!(r.content.len(), 1);
 
-        let r = call_result(r#"{"content":[{"type":"text","text":"nope"}],"isError":true}"#)
-            .unwrap();
+        let r =
+            call_result(r#"{"content":[{"type":"text","text":"nope"}],"isError":true}"#).unwrap();
         assert_eq!(r.is_error, Some(true));
         assert!(call_result("[1]").is_err());
     }

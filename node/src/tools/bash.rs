@@ -272,7 +272,10 @@ fn report_progress(session: &Session, ctx: &ToolContext) {
         progress: Some(elapsed),
         total: None,
     };
-    if let Err(e) = ctx.events.queue(gsv_protocol::EventName::CallProgress, &event) {
+    if let Err(e) = ctx
+        .events
+        .queue(gsv_protocol::EventName::CallProgress, &event)
+    {
         debug!(error = %e, "progress event not queued");
     }
 }

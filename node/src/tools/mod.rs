@@ -11,6 +11,7 @@ pub mod echo;
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod net;
 pub mod paths;
 pub mod process;
 pub mod read;

@@ -1,0 +1,323 @@
+//! End to end: the gateway's MCP server (`/mcp`) and the `gsv mcp` stdio bridge,
+//! driven by the official MCP Python SDK against a real gateway and real nodes.
+//!
+//! `.ci/run` installs the SDK (PyPI `mcp`) into `.venv`; `tests/mcp/drive.py` runs the
+//! checks and reports each one. Every transport (Streamable HTTP, stdio) is driven in
+//! both protocol modes of the SDK: `legacy` (the `initialize` handshake, a session) and
+//! `auto` (`server/discover`, then the session-less 2026-07-28 revision). Without the
+//! virtual environment the Python-driven tests are skipped, unless `CI` is set. The
+//! tests at the end need no Python.
+
+mod common;
+
+use common::{eventually, Gateway, Proc, TempDir};
+use gsv::client::AgentClient;
+use gsv_protocol::EventName;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The virtual environment's Python with the MCP SDK, or `None` (test skipped) when it
+/// is missing outside CI.
+fn python() -> Option<PathBuf> {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let ready = py.exists()
+        && std::process::Command::new(&py)
+            .args(["-c", "import mcp, httpx2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if ready {
+        return Some(py);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} with the `mcp` package is required in CI (.ci/run installs it)",
+            py.display()
+        );
+    }
+    eprintln!(
+        "skipping: {} with the `mcp` package is missing (python3 -m venv .venv && .venv/bin/pip install mcp)",
+        py.display()
+    );
+    None
+}
+
+/// A gateway with an online node `alpha`, an offline node `gone`, and agent tokens.
+struct Fleet {
+    gw: Gateway,
+    workspace: TempDir,
+    empty: TempDir,
+    _alpha: Proc,
+    token: String,
+    limited: String,
+    confirm: String,
+}
+
+impl Fleet {
+    async fn start() -> Fleet {
+        let gw = Gateway::start().await;
+        let workspace = TempDir::new("mcpws");
+        std::fs::write(workspace.path().join("hello.txt"), "hello world\n").unwrap();
+        let alpha = gw.node("alpha", workspace.path()).await;
+        let mut gone = gw.node("gone", workspace.path()).await;
+        gone.kill();
+        let admin = gw.admin_token();
+        let url = gw.url();
+        eventually("node gone offline", Duration::from_secs(20), || {
+            let (url, admin) = (url.clone(), admin.clone());
+            async move {
+                let c = AgentClient::connect(&url, &admin).await.ok()?;
+                let nodes = c.list_nodes().await.ok()?;
+                nodes
+                    .iter()
+                    .any(|n| n.id == "gone" && !n.online)
+                    .then_some(())
+            }
+        })
+        .await;
+        let token = gw.agent_token();
+        let limited = gw.token(&[
+            "agent",
+            "limited",
+            "--allow",
+            "alpha__*",
+            "--deny",
+            "alpha__Bash",
+        ]);
+        let confirm = gw.token(&["agent", "asker", "--allow", "*", "--confirm", "alpha__Echo"]);
+        Fleet {
+            gw,
+            workspace,
+            empty: TempDir::new("mcpempty"),
+            _alpha: alpha,
+            token,
+            limited,
+            confirm,
+        }
+    }
+
+    /// Runs `tests/mcp/drive.py` with these checks; panics with its output on failure.
+    async fn drive(&self, py: &Path, transport: &str, mode: &str, checks: &[&str]) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py");
+        let mut cmd = tokio::process::Command::new(py);
+        cmd.arg(script)
+            .args(["--transport", transport, "--mode", mode])
+            .arg("--url")
+            .arg(format!("{}/mcp", self.gw.url()))
+            .arg("--gateway")
+            .arg(self.gw.url())
+            .arg("--gsv")
+            .arg(common::gsv_bin())
+            .arg("--data")
+            .arg(self.gw.data.path())
+            .arg("--empty-data")
+            .arg(self.empty.path())
+            .arg("--workspace")
+            .arg(self.workspace.path())
+            .args(["--token", &self.token])
+            .args(["--limited-token", &self.limited])
+            .args(["--confirm-token", &self.confirm])
+            .args(["--node", "alpha", "--offline-node", "gone"])
+            .args(checks)
+            .env_remove("GSV_GATEWAY")
+            .env_remove("GSV_AGENT_TOKEN")
+            .env_remove("GSV_DATA")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .expect("drive.py finished in time")
+            .expect("run drive.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        print!("{stdout}");
+        assert!(
+            out.status.success(),
+            "drive.py {transport} {mode} failed:\n{stdout}\n--- stderr ---\n{stderr}"
+        );
+        for check in checks {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(&format!("PASS {check} "))),
+                "{check} did not pass:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// Every check `/mcp` must pass, in either protocol mode.
+const HTTP_CHECKS: &[&str] = &[
+    "list",
+    "read",
+    "bash-progress",
+    "tool-error",
+    "offline",
+    "hidden",
+    "unauthorized",
+    "cancel",
+    "elicit",
+    "operator-queue",
+    "list-changed",
+];
+
+/// The same through `gsv mcp`, less elicitation: over the WebSocket agent protocol an
+/// agent cannot approve its own calls, so they wait for an operator (checked).
+const STDIO_CHECKS: &[&str] = &[
+    "list",
+    "read",
+    "bash-progress",
+    "tool-error",
+    "offline",
+    "hidden",
+    "unauthorized",
+    "cancel",
+    "operator-queue",
+    "list-changed",
+];
+
+#[tokio::test]
+async fn mcp_over_http_legacy_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "http", "legacy", HTTP_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_over_http_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "http", "auto", HTTP_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_over_stdio_legacy_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "stdio", "legacy", STDIO_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_over_stdio_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "stdio", "auto", STDIO_CHECKS).await;
+}
+
+/// One raw HTTP/1.1 exchange; returns the head (status line and headers) and body.
+async fn raw_http(addr: &str, request: &str) -> (String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("response in time")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn mcp_without_a_token_is_challenged_and_metadata_is_served() {
+    let gw = Gateway::start().await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    let (head, body) = raw_http(&gw.addr, &req).await;
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let challenge = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("www-authenticate:"))
+        .expect("WWW-Authenticate");
+    let metadata = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        gw.addr
+    );
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata}\"")),
+        "{challenge}"
+    );
+    assert!(body.contains("gsv token create agent"), "{body}");
+
+    let (status, doc) =
+        common::http_get(&gw.addr, "/.well-known/oauth-protected-resource/mcp", None).await;
+    assert_eq!(status, 200);
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["resource"], format!("http://{}/mcp", gw.addr));
+    assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+
+    // A browser page of another site is refused even with a valid token.
+    let token = gw.agent_token();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nOrigin: https://evil.example\r\n\
+         Authorization: Bearer {token}\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+        gw.addr
+    );
+    let (head, _) = raw_http(&gw.addr, &req).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+}
+
+#[tokio::test]
+async fn websocket_agents_get_call_progress_before_the_result() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("progws");
+    let _node = gw.node("prog", ws.path()).await;
+    let agent = gw.agent().await;
+    let cmd = "for i in 1 2 3; do echo step$i; sleep 1; done";
+    let r = agent
+        .call_with_id("p1", "prog__Bash", json!({"command": cmd}), None)
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    let mut progress = Vec::new();
+    while let Some(e) = agent.next_event(Duration::from_millis(100)).await {
+        if e.event == EventName::CallProgress {
+            progress.push(e.payload);
+        }
+    }
+    assert!(!progress.is_empty(), "no call.progress event");
+    for p in &progress {
+        assert_eq!(p["callId"], "p1", "{p}");
+    }
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["message"].as_str().is_some_and(|m| m.contains("step"))),
+        "{progress:?}"
+    );
+}
+
+/// `gsv bench mcp` in its smoke size: both paths answer, the report has its rows
+/// (figures are not asserted; benchmarks report them, tests never assert timings).
+#[test]
+fn bench_mcp_smoke() {
+    let dir = TempDir::new("benchmcp");
+    let out = std::process::Command::new(common::gsv_bin())
+        .args(["bench", "mcp", "--quick", "--json", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("run gsv bench mcp");
+    assert!(
+        out.status.success(),
+        "gsv bench mcp failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(v["scenario"], "mcp");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{v}");
+    for r in rows {
+        assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["baselineValue"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
