@@ -324,11 +324,20 @@ async fn pty_sessions_and_send_keys() {
     // send-keys C-c interrupts a program in a pty.
     let r = bash(
         &agent,
-        json!({"command": "sleep 100", "pty": true, "background": true}),
+        json!({"command": "echo ready; sleep 100", "pty": true, "background": true}),
     )
     .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // C-c only interrupts once the pty has a foreground process group.
+    eventually(
+        "the pty session to start",
+        Duration::from_secs(10),
+        || async {
+            let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
+            sc(&log)["output"].as_str()?.contains("ready").then_some(())
+        },
+    )
+    .await;
     let k = process(
         &agent,
         json!({"action": "send-keys", "sessionId": id, "keys": ["C-c"]}),

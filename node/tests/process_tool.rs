@@ -208,11 +208,25 @@ async fn kill_escalates_to_sigkill() {
 async fn send_keys_to_a_pty() {
     let node = Node::new();
     let v = node
-        .bash_ok(json!({"command": "sleep 100", "background": true, "pty": true}))
+        .bash_ok(json!({"command": "echo ready; sleep 100", "background": true, "pty": true}))
         .await;
     let id = str_of(&v, "sessionId").to_owned();
-    // Give the shell a moment to start sleep in the foreground.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Wait until the shell runs on the terminal (a C-c typed before the pty has a
+    // foreground process group is just a byte of input).
+    let started = std::time::Instant::now();
+    loop {
+        let log = node
+            .process_ok(json!({"action": "log", "sessionId": id}))
+            .await;
+        if str_of(&log, "output").contains("ready") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the pty session never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let sent = node
         .process_ok(json!({"action": "send-keys", "sessionId": id, "keys": ["C-c"]}))
         .await;
