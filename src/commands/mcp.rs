@@ -361,12 +361,7 @@ impl ServerHandler for Bridge {
             .await
             .map_err(|e| protocol_error(&e))?;
         let cursor = request.and_then(|r| r.cursor);
-        let (page, next) = mapping::page(&entries, cursor.as_deref(), mapping::PAGE_SIZE)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let mut out =
-            ListToolsResult::with_all_items(page.iter().map(mapping::tool_from_entry).collect());
-        out.next_cursor = next;
-        Ok(out)
+        mapping::list_page(&entries, cursor.as_deref())
     }
 
     async fn call_tool(

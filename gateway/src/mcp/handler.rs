@@ -263,12 +263,7 @@ impl ServerHandler for McpHandler {
             .registry
             .tool_entries(|n| who.policy.visible(n));
         let cursor = request.and_then(|r| r.cursor);
-        let (page, next) = result::page(&entries, cursor.as_deref(), result::PAGE_SIZE)
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let mut out =
-            ListToolsResult::with_all_items(page.iter().map(result::tool_from_entry).collect());
-        out.next_cursor = next;
-        Ok(out)
+        result::list_page(&entries, cursor.as_deref())
     }
 
     async fn call_tool(

@@ -90,6 +90,20 @@ pub fn page<'a>(
     Ok((slice, next))
 }
 
+/// The `tools/list` answer for one page of `entries` (the gateway's handler and the
+/// `gsv mcp` bridge both list through this).
+pub fn list_page(
+    entries: &[ToolEntry],
+    cursor: Option<&str>,
+) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+    let (page, next) = page(entries, cursor, PAGE_SIZE)
+        .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+    let mut out =
+        rmcp::model::ListToolsResult::with_all_items(page.iter().map(tool_from_entry).collect());
+    out.next_cursor = next;
+    Ok(out)
+}
+
 /// Why a node's result could not be turned into an MCP result.
 #[derive(Debug, Error)]
 pub enum ResultError {
