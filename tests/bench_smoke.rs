@@ -56,6 +56,14 @@ fn grep_and_glob_smoke() {
 }
 
 #[test]
+fn gateway_scenarios_smoke() {
+    bench("latency");
+    bench("throughput");
+    bench("memory");
+    bench("reconnect");
+}
+
+#[test]
 fn unknown_scenario_is_a_usage_error() {
     let out = Command::new(common::gsv_bin())
         .args(["bench", "no-such-scenario"])

@@ -165,11 +165,13 @@ impl McpConn {
 }
 
 /// A gateway and an Echo node in this process.
-struct Rig {
-    gateway: gsv_gateway::RunningGateway,
-    stop: CancellationToken,
-    node: tokio::task::JoinHandle<()>,
-    token: String,
+pub(super) struct Rig {
+    pub(super) gateway: gsv_gateway::RunningGateway,
+    pub(super) stop: CancellationToken,
+    pub(super) node: tokio::task::JoinHandle<()>,
+    pub(super) token: String,
+    /// The gateway's data directory.
+    pub(super) data: std::path::PathBuf,
     _dir: TempDir,
 }
 
@@ -182,7 +184,8 @@ impl Drop for TempDir {
     }
 }
 
-async fn rig(opts: &BenchOptions) -> Result<Rig, String> {
+/// Also used by `latency`.
+pub(super) async fn rig(opts: &BenchOptions) -> Result<Rig, String> {
     let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!("gsv-bench-mcp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -229,6 +232,7 @@ async fn rig(opts: &BenchOptions) -> Result<Rig, String> {
         stop,
         node,
         token,
+        data,
         _dir: dir,
     })
 }

@@ -5,10 +5,16 @@
 //! count and time and stop by themselves; nothing leaves 127.0.0.1.
 
 pub mod bash_spawn;
+pub mod fleet;
 pub mod grep_glob;
+pub mod latency;
 pub mod mcp;
+pub mod memory;
+pub mod reconnect;
 pub mod report;
+pub mod sim;
 pub mod stats;
+pub mod throughput;
 
 use report::Report;
 
@@ -26,6 +32,22 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     (
         "mcp",
         "Echo call latency through /mcp vs the WebSocket agent API, same run",
+    ),
+    (
+        "latency",
+        "routed Echo call (1 agent, 1 node) vs 2 direct WebSocket round trips",
+    ),
+    (
+        "throughput",
+        "routed calls/s, 64 in flight over 16 nodes, vs a minimal id-prefix relay",
+    ),
+    (
+        "memory",
+        "gateway RSS per connected node at 1,000 and 8,000 simulated nodes",
+    ),
+    (
+        "reconnect",
+        "8,000 simulated nodes registered again after a gateway kill and restart",
     ),
 ];
 
@@ -45,6 +67,10 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
         "mcp" => mcp::run(opts).await,
+        "latency" => latency::run(opts).await,
+        "throughput" => throughput::run(opts).await,
+        "memory" => memory::run(opts).await,
+        "reconnect" => reconnect::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",
             SCENARIOS

@@ -1,0 +1,172 @@
+//! Shared set-up for the gateway scenarios: temp dirs, the open-file limit, a gateway
+//! in a separate process (so its RSS can be read and it can be killed), and node
+//! credentials minted straight into the gateway's store.
+
+use super::BenchOptions;
+use gsv_gateway::{Store, TokenKind};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh `gsv-bench-{name}-{pid}` under `opts.dir` (or the system temp dir).
+    pub fn new(opts: &BenchOptions, name: &str) -> Result<TempDir, String> {
+        let base = opts.dir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("gsv-bench-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Raises the soft open-file limit to the hard limit; returns the new soft limit.
+#[allow(clippy::unnecessary_cast)] // `rlim_t` is not `u64` on every target
+pub fn raise_nofile() -> u64 {
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur as u64;
+            }
+        }
+        r.rlim_cur as u64
+    }
+}
+
+/// Mints `n` node credentials (`sim-00001`…) in the store of `data`.
+pub fn mint_nodes(data: &Path, n: usize) -> Result<Vec<(String, String)>, String> {
+    let store = Store::open(data).map_err(|e| format!("store: {e}"))?;
+    (1..=n)
+        .map(|i| {
+            let id = format!("sim-{i:05}");
+            let (token, _) = store
+                .create_token(TokenKind::Node, &id, None)
+                .map_err(|e| format!("token for {id}: {e}"))?;
+            Ok((id, token))
+        })
+        .collect()
+}
+
+/// An agent token allowed to call everything, from the store of `data`.
+pub fn mint_agent(data: &Path) -> Result<String, String> {
+    let store = Store::open(data).map_err(|e| format!("store: {e}"))?;
+    let everything = gsv_gateway::PolicySpec {
+        allow: vec!["*".into()],
+        ..Default::default()
+    };
+    let (token, _) = store
+        .create_token(TokenKind::Agent, "bench", Some(&everything))
+        .map_err(|e| e.to_string())?;
+    Ok(token)
+}
+
+/// `gsv gateway` running as a child process of the benchmark.
+pub struct GatewayProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    pub data: PathBuf,
+}
+
+impl GatewayProcess {
+    /// Starts `gsv gateway --listen LISTEN --data DATA` and waits for its address file.
+    pub async fn spawn(data: &Path, listen: &str) -> Result<GatewayProcess, String> {
+        let addr_file = data.join(gsv_gateway::datadir::ADDR_FILE);
+        let _ = std::fs::remove_file(&addr_file);
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let child = Command::new(exe)
+            .args(["gateway", "--listen", listen, "--data"])
+            .arg(data)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn gateway: {e}"))?;
+        let mut gw = GatewayProcess {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data: data.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&addr_file) {
+                let t = text.trim();
+                let t = t
+                    .strip_prefix("http://")
+                    .or_else(|| t.strip_prefix("https://"))
+                    .unwrap_or(t)
+                    .trim_end_matches('/');
+                if let Ok(addr) = t.parse() {
+                    gw.addr = addr;
+                    return Ok(gw);
+                }
+            }
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                return Err(format!("the gateway exited: {status}"));
+            }
+            if Instant::now() > deadline {
+                return Err("the gateway did not write its address file in 20 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The node WebSocket URL.
+    pub fn node_url(&self) -> String {
+        format!("ws://{}{}", self.addr, gsv_protocol::endpoint::NODE_PATH)
+    }
+
+    /// VmRSS of the gateway process, in KiB.
+    pub fn rss_kib(&self) -> Result<u64, String> {
+        rss_kib(self.child.id())
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// VmRSS of a process, in KiB (Linux).
+pub fn rss_kib(pid: u32) -> Result<u64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "no VmRSS".to_owned())
+}

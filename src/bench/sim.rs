@@ -1,0 +1,335 @@
+//! Simulated nodes and raw agents: light async tasks that speak the real gsv protocol
+//! (challenge → connect → hello-ok; `tool.invoke` of Echo answered with a canned
+//! result; pings answered by tokio-tungstenite), so thousands fit in one process.
+
+use futures_util::{SinkExt, StreamExt};
+use gsv_protocol::frame::{encode_ok, encode_req};
+use gsv_protocol::handshake::{Auth, Challenge, ClientInfo};
+use gsv_protocol::{
+    ConnectParams, EventName, Frame, HostRole, Method, NodeId, NodeInfo, Role, Runtime, ToolDef,
+};
+use serde_json::value::RawValue;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// How long a dial plus handshake may take.
+const HANDSHAKE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The tool declarations a real node sends: the standard set plus Echo.
+#[derive(Clone)]
+pub struct NodeTemplate {
+    pub tools: Vec<ToolDef>,
+    pub capabilities: Vec<String>,
+}
+
+impl NodeTemplate {
+    pub fn standard(workspace: &Path) -> Result<NodeTemplate, String> {
+        let id = NodeId::parse("sim").map_err(|e| e.to_string())?;
+        let mut config = gsv_node::NodeConfig::new(
+            "http://127.0.0.1:1".into(),
+            id,
+            String::new(),
+            workspace.to_path_buf(),
+        );
+        config.echo_tool = true;
+        let registry = gsv_node::Registry::standard(&config).map_err(|e| e.to_string())?;
+        Ok(NodeTemplate {
+            tools: registry.defs(),
+            capabilities: registry.capabilities(),
+        })
+    }
+
+    fn params(&self, id: &str, token: &str, nonce: String) -> ConnectParams {
+        ConnectParams {
+            min_protocol: gsv_protocol::MIN_PROTOCOL_VERSION,
+            max_protocol: gsv_protocol::PROTOCOL_VERSION,
+            role: Role::Node,
+            auth: Auth {
+                token: token.to_owned(),
+                nonce,
+            },
+            client: ClientInfo {
+                name: "gsv-bench-sim".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            node: Some(NodeInfo {
+                id: id.to_owned(),
+                tools: self.tools.clone(),
+                capabilities: self.capabilities.clone(),
+                host_role: HostRole::Execution,
+                runtime: Runtime {
+                    host_os: "linux".into(),
+                    host_arch: std::env::consts::ARCH.into(),
+                    ..Default::default()
+                },
+            }),
+        }
+    }
+}
+
+/// Small buffers: thousands of these live in one process.
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(8 * 1024)
+}
+
+/// Opens a WebSocket (TCP_NODELAY).
+pub async fn dial(url: &str) -> Result<Ws, String> {
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(ws_config()), true)
+        .await
+        .map_err(|e| format!("dial {url}: {e}"))?;
+    Ok(ws)
+}
+
+async fn next_text(ws: &mut Ws) -> Result<String, String> {
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
+            Some(Ok(Message::Close(f))) => return Err(format!("closed: {f:?}")),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Err("connection closed".into()),
+        }
+    }
+}
+
+async fn handshake(
+    ws: &mut Ws,
+    params: impl FnOnce(String) -> ConnectParams,
+) -> Result<(), String> {
+    let nonce = loop {
+        let text = next_text(ws).await?;
+        if let Ok(Frame::Event {
+            event: EventName::Challenge,
+            payload: Some(p),
+            ..
+        }) = Frame::decode(&text)
+        {
+            let c: Challenge = serde_json::from_str(p.get()).map_err(|e| e.to_string())?;
+            break c.nonce;
+        }
+    };
+    let connect = encode_req("connect", Method::Connect, &params(nonce));
+    ws.send(Message::text(connect))
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        let text = next_text(ws).await?;
+        if let Ok(Frame::Res { id, outcome }) = Frame::decode(&text) {
+            if id == "connect" {
+                return outcome
+                    .map(|_| ())
+                    .map_err(|e| format!("connect refused: {}: {}", e.code.as_str(), e.message));
+            }
+        }
+    }
+}
+
+/// Dials `url` and registers as node `id`.
+pub async fn connect_node(
+    url: &str,
+    template: &NodeTemplate,
+    id: &str,
+    token: &str,
+) -> Result<Ws, String> {
+    let go = async {
+        let mut ws = dial(url).await?;
+        handshake(&mut ws, |nonce| template.params(id, token, nonce)).await?;
+        Ok(ws)
+    };
+    tokio::time::timeout(HANDSHAKE_LIMIT, go)
+        .await
+        .map_err(|_| format!("{id}: handshake took over {HANDSHAKE_LIMIT:?}"))?
+}
+
+/// Dials the gateway's agent endpoint and authenticates.
+pub async fn connect_agent(gateway: &str, token: &str) -> Result<Ws, String> {
+    let url = gsv_protocol::endpoint::Gateway::parse(gateway)
+        .map_err(|e| e.to_string())?
+        .ws_url(gsv_protocol::endpoint::AGENT_PATH);
+    let mut ws = dial(&url).await?;
+    handshake(&mut ws, |nonce| ConnectParams {
+        min_protocol: gsv_protocol::MIN_PROTOCOL_VERSION,
+        max_protocol: gsv_protocol::PROTOCOL_VERSION,
+        role: Role::Agent,
+        auth: Auth {
+            token: token.to_owned(),
+            nonce,
+        },
+        client: ClientInfo {
+            name: "gsv-bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        node: None,
+    })
+    .await?;
+    Ok(ws)
+}
+
+/// What every simulated Echo call returns.
+pub fn canned() -> &'static RawValue {
+    static CANNED: OnceLock<Box<RawValue>> = OnceLock::new();
+    CANNED.get_or_init(|| {
+        RawValue::from_string(
+            r#"{"content":[{"type":"text","text":"ping"}],"structuredContent":{"text":"ping"},"isError":false}"#
+                .to_owned(),
+        )
+        .expect("valid JSON")
+    })
+}
+
+/// Answers `tool.invoke` until the connection ends or `stop` fires. With `relay`, each
+/// frame carries a `N|` routing prefix that is echoed back in front of the answer.
+pub async fn serve(mut ws: Ws, relay: bool, stop: &CancellationToken) {
+    loop {
+        let msg = tokio::select! {
+            _ = stop.cancelled() => break,
+            m = ws.next() => m,
+        };
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                let t = t.as_str();
+                let (prefix, body) = if relay {
+                    match t.find('|') {
+                        Some(i) => t.split_at(i + 1),
+                        None => continue,
+                    }
+                } else {
+                    ("", t)
+                };
+                if let Ok(Frame::Req {
+                    id,
+                    method: Method::ToolInvoke,
+                    ..
+                }) = Frame::decode(body)
+                {
+                    let mut reply = String::with_capacity(prefix.len() + 160);
+                    reply.push_str(prefix);
+                    reply.push_str(&encode_ok(&id, canned()));
+                    if ws.send(Message::text(reply)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+            Some(Ok(_)) => {}
+        }
+    }
+    let _ = ws.close(None).await;
+}
+
+/// Connects `creds` as nodes, at most `wave` dials at a time, and keeps them served
+/// until `stop`. Returns once every node has its hello-ok (or the first error).
+pub async fn connect_fleet(
+    url: &str,
+    template: &NodeTemplate,
+    creds: &[(String, String)],
+    wave: usize,
+    stop: &CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
+    let sem = Arc::new(tokio::sync::Semaphore::new(wave));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<(), String>>(creds.len().max(1));
+    let mut handles = Vec::with_capacity(creds.len());
+    for (id, token) in creds {
+        let (id, token) = (id.clone(), token.clone());
+        let (sem, tx, stop, url, template) = (
+            sem.clone(),
+            tx.clone(),
+            stop.clone(),
+            url.to_owned(),
+            template.clone(),
+        );
+        handles.push(tokio::spawn(async move {
+            let permit = sem.acquire_owned().await;
+            let r = connect_node(&url, &template, &id, &token).await;
+            drop(permit);
+            drop(template);
+            match r {
+                Ok(ws) => {
+                    let _ = tx.send(Ok(())).await;
+                    drop(tx);
+                    serve(ws, false, &stop).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    for _ in 0..creds.len() {
+        match rx.recv().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(e),
+            None => return Err("a simulated node task ended".into()),
+        }
+    }
+    Ok(handles)
+}
+
+/// Counters of a reconnecting fleet.
+#[derive(Default)]
+pub struct Counters {
+    /// hello-oks received, over all connections.
+    pub hello: AtomicUsize,
+    /// Failed dials or handshakes.
+    pub failed: AtomicUsize,
+}
+
+/// A node that reconnects for ever (jittered backoff: 0–500 ms first, doubling, cap
+/// 5 s) until `stop`. The first connect waits for a permit of `sem`.
+pub async fn reconnecting_node(
+    url: String,
+    template: Arc<NodeTemplate>,
+    id: String,
+    token: String,
+    sem: Arc<tokio::sync::Semaphore>,
+    counters: Arc<Counters>,
+    stop: CancellationToken,
+) {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (id.bytes().fold(0u64, |h, b| h * 31 + b as u64));
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut first = Some(sem);
+    let mut attempt = 0u32;
+    while !stop.is_cancelled() {
+        let permit = match first.take() {
+            Some(s) => s.acquire_owned().await.ok(),
+            None => None,
+        };
+        let r = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = connect_node(&url, &template, &id, &token) => r,
+        };
+        drop(permit);
+        match r {
+            Ok(ws) => {
+                counters.hello.fetch_add(1, Ordering::SeqCst);
+                attempt = 0;
+                serve(ws, false, &stop).await;
+            }
+            Err(_) => {
+                counters.failed.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let cap_ms = (500u64 << attempt.min(4)).min(5_000);
+        attempt += 1;
+        let wait = Duration::from_millis(rand() % (cap_ms + 1));
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
