@@ -35,6 +35,21 @@ async fn process(agent: &AgentClient, args: Value) -> ToolResult {
         .expect("Process call")
 }
 
+/// Waits until a session's output starts with a number (a pid it echoed) and returns it.
+async fn first_output_line_number(agent: &AgentClient, id: &str, what: &str) -> u64 {
+    eventually(what, Duration::from_secs(10), || async {
+        let log = process(agent, json!({"action": "log", "sessionId": id})).await;
+        sc(&log)["output"]
+            .as_str()?
+            .trim()
+            .lines()
+            .next()?
+            .parse()
+            .ok()
+    })
+    .await
+}
+
 fn pid_alive(pid: u64) -> bool {
     // A zombie still has a /proc entry; it is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -202,17 +217,7 @@ async fn kill_and_timeout_take_the_whole_process_tree() {
     )
     .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    let grandchild: u64 = eventually("the grandchild pid", Duration::from_secs(10), || async {
-        let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
-        sc(&log)["output"]
-            .as_str()?
-            .trim()
-            .lines()
-            .next()?
-            .parse()
-            .ok()
-    })
-    .await;
+    let grandchild: u64 = first_output_line_number(&agent, &id, "the grandchild pid").await;
     assert!(pid_alive(grandchild));
     let k = process(&agent, json!({"action": "kill", "sessionId": id})).await;
     assert!(!k.is_error);
@@ -461,17 +466,7 @@ async fn stopping_the_node_ends_its_sessions_even_if_they_ignore_sigterm() {
     )
     .await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
-    let pid: u64 = eventually("the stubborn pid", Duration::from_secs(10), || async {
-        let log = process(&agent, json!({"action": "log", "sessionId": id})).await;
-        sc(&log)["output"]
-            .as_str()?
-            .trim()
-            .lines()
-            .next()?
-            .parse()
-            .ok()
-    })
-    .await;
+    let pid: u64 = first_output_line_number(&agent, &id, "the stubborn pid").await;
     // SAFETY: sending a signal to our own child process.
     unsafe {
         libc::kill(node.0.id() as i32, libc::SIGTERM);
