@@ -79,6 +79,15 @@ struct GatewayArgs {
     /// Deadline for a connection to finish its handshake, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS, hide = true)]
     handshake_timeout_ms: u64,
+    /// How long a caller waits, after a node drops mid-call, for the node to come back
+    /// with the result before getting `node_disconnected` (never past the call's
+    /// deadline; 0 answers at once), in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    grace_ms: u64,
+    /// On SIGTERM, how long calls in flight may take to finish before the gateway
+    /// stops, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    drain_ms: u64,
     /// Store call arguments in the audit log (by default only their SHA-256)
     #[arg(long)]
     audit_args: bool,
@@ -108,6 +117,8 @@ impl GatewayArgs {
         c.metrics_listen = self.metrics_listen;
         c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
         c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
+        c.grace = Duration::from_millis(self.grace_ms);
+        c.drain = Duration::from_millis(self.drain_ms);
         c.audit_args = self.audit_args;
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c.tls = match (&self.tls_cert, &self.tls_key) {

@@ -349,12 +349,21 @@ async fn pty_sessions_and_send_keys() {
     )
     .await;
     assert!(!k.is_error, "{}", k.joined_text());
-    let p = process(
-        &agent,
-        json!({"action": "poll", "sessionId": id, "waitMs": 5000}),
+    // `poll` with `waitMs` returns on any change, e.g. the pty echoing `^C` before
+    // the shell exits: poll until the status changes.
+    eventually(
+        "C-c to end the session",
+        Duration::from_secs(10),
+        || async {
+            let p = process(
+                &agent,
+                json!({"action": "poll", "sessionId": id, "waitMs": 1000}),
+            )
+            .await;
+            (sc(&p)["status"] != "running").then_some(())
+        },
     )
     .await;
-    assert_ne!(sc(&p)["status"], "running");
     // send-keys to a session without a pty is an error.
     let r = bash(&agent, json!({"command": "sleep 100", "background": true})).await;
     let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();

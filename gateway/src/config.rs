@@ -4,6 +4,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Default of [`GatewayConfig::grace`].
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+/// Default of [`GatewayConfig::drain`].
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
 /// How a gateway runs.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -17,6 +22,11 @@ pub struct GatewayConfig {
     pub heartbeat: Duration,
     /// Deadline for a connection to complete its handshake.
     pub handshake_timeout: Duration,
+    /// How long a caller is held after its node drops mid-call, waiting for the same
+    /// node process to reconnect with the result (never past the call's deadline).
+    pub grace: Duration,
+    /// On graceful shutdown, how long calls in flight may take to finish.
+    pub drain: Duration,
     /// Write the address file (`gateway.addr`) in the data directory.
     pub write_addr_file: bool,
     /// Store argument values in the audit log (only their hash by default).
@@ -40,6 +50,8 @@ impl GatewayConfig {
             metrics_listen: None,
             heartbeat: Duration::from_millis(gsv_protocol::limits::DEFAULT_HEARTBEAT_MS),
             handshake_timeout: Duration::from_millis(gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS),
+            grace: DEFAULT_GRACE,
+            drain: DEFAULT_DRAIN,
             write_addr_file: true,
             audit_args: false,
             approval_ttl: crate::approvals::DEFAULT_TTL,

@@ -396,5 +396,12 @@ async fn agent_ws(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
+    if shared.draining.is_cancelled() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the gateway is shutting down\n",
+        )
+            .into_response();
+    }
     upgrade::upgrade(req, move |ws| agent_session::run(shared, ws, peer))
 }

@@ -32,6 +32,7 @@ pub struct Metrics {
     pub call_latency: Histogram,
     pub refused_connects: Family<RefusedLabels, Counter>,
     pub stray_results: Counter,
+    pub resumed_calls: Counter,
 }
 
 impl Default for Metrics {
@@ -51,6 +52,7 @@ impl Metrics {
         let call_latency = Histogram::new(exponential_buckets(0.00005, 2.0, 26));
         let refused_connects = Family::<RefusedLabels, Counter>::default();
         let stray_results = Counter::default();
+        let resumed_calls = Counter::default();
         registry.register(
             "connected_nodes",
             "Nodes connected now",
@@ -86,6 +88,11 @@ impl Metrics {
             "Results for call ids the connection was never sent (dropped)",
             stray_results.clone(),
         );
+        registry.register(
+            "resumed_calls",
+            "Calls asked for again on a node's new connection after it dropped mid-call",
+            resumed_calls.clone(),
+        );
         Metrics {
             registry,
             connected_nodes,
@@ -95,6 +102,7 @@ impl Metrics {
             call_latency,
             refused_connects,
             stray_results,
+            resumed_calls,
         }
     }
 

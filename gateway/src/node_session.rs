@@ -14,7 +14,7 @@ use crate::store::Redeem;
 use crate::token::TokenKind;
 use futures_util::StreamExt;
 use gsv_protocol::event::NodeEvent;
-use gsv_protocol::frame::encode_err;
+use gsv_protocol::frame::{encode_err, encode_event};
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role};
 use serde_json::value::RawValue;
@@ -125,6 +125,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         info.host_role,
         info.runtime,
         peer,
+        info.instance,
     ));
     Some((handle, stream))
 }
@@ -179,8 +180,8 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
         old.out
             .close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REPLACED);
-        // Its calls fail now, not when its read loop notices.
-        old.fail_all_pending();
+        // Its callers move to this connection now, not when its read loop notices.
+        old.release_all_pending();
     }
     shared.metrics.connected_nodes.inc();
     tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
@@ -203,16 +204,17 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
 
     handle.out.close();
     shared.metrics.connected_nodes.dec();
-    let failed = handle.fail_all_pending();
+    // Callers wait a grace period for this node process to come back (router).
+    let released = handle.release_all_pending();
     let current = shared.registry.remove_if_current(&handle);
-    tracing::info!(?reason, failed_calls = failed, "node disconnected");
+    tracing::info!(?reason, pending_calls = released, "node disconnected");
     let mut entry = AuditEntry::new(
         AuditKind::Disconnect,
         format!("node:{}", handle.id),
         format!("{reason:?}"),
     );
     entry.node = Some(handle.id.to_string());
-    entry.detail = Some(serde_json::json!({ "failedCalls": failed, "connId": handle.conn_id }));
+    entry.detail = Some(serde_json::json!({ "pendingCalls": released, "connId": handle.conn_id }));
     shared.audit.record(entry);
     if current {
         shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
@@ -236,8 +238,21 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
         Frame::Event {
             event: EventName::ProcessExited,
             payload,
-            ..
-        } => relay_process_exited(shared, handle, payload),
+            seq,
+        } => {
+            // Acknowledged even when seen before: the earlier ack may have been lost.
+            let first = shared.registry.first_event(handle, seq);
+            let _ = handle.out.send(encode_event(
+                EventName::EventsAck,
+                &gsv_protocol::event::EventsAck { seq },
+                0,
+            ));
+            if first {
+                relay_process_exited(shared, handle, payload);
+            } else {
+                tracing::debug!(seq, "process.exited sent again after a reconnect; dropped");
+            }
+        }
         Frame::Event {
             event: EventName::CallProgress,
             payload,

@@ -5,6 +5,12 @@
 //! (node, connection, call id): a result arriving on any other connection can never
 //! complete a call it was not sent. Nodes that went away stay listed as offline with the
 //! time they left, so a caller hears "offline since …" rather than "unknown".
+//!
+//! When a connection drops, its pending calls are not failed at once: their callers
+//! are told the connection is gone (their receiver closes) and wait a grace period for
+//! the same node process to come back (see `router`), then register the same call id
+//! on the new connection and ask for the result again. [`Registry::arrivals`] wakes
+//! them when any node connects.
 
 use crate::conn::Outbound;
 use crate::toolset::{Interner, ToolSet};
@@ -40,12 +46,26 @@ pub struct NodeHandle {
     /// When this connection was accepted (ms since epoch).
     pub since: u64,
     pub remote: SocketAddr,
+    /// The node process's random instance id (empty from nodes that send none): a
+    /// call can be resumed on a new connection only of the same instance.
+    pub instance: String,
     calls: Mutex<Calls>,
 }
 
 /// Call ids are unique across the whole gateway (not per connection), so a result
-/// sent on the wrong connection can never match another call by accident.
-static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+/// sent on the wrong connection can never match another call by accident, and across
+/// gateway restarts, so a node that remembers the ids of a
+/// previous gateway process never takes a new call for an old one.
+static NEXT_CALL: std::sync::LazyLock<AtomicU64> = std::sync::LazyLock::new(|| {
+    // Time in ms × 1,000: a restarted gateway starts above every id the previous
+    // process used unless that one averaged over 1,000 calls per millisecond; ids stay
+    // below 2^53 (exact as JSON numbers) until the year 2255.
+    AtomicU64::new(gsv_protocol::now_ms().saturating_mul(1000).max(1))
+});
+
+fn next_call_id() -> u64 {
+    NEXT_CALL.fetch_add(1, Ordering::Relaxed)
+}
 
 /// The calls of one connection: pending ones, and the ids of the last few the caller
 /// gave up on (timed out, cancelled), whose late answers are expected and dropped
@@ -91,6 +111,7 @@ impl NodeHandle {
         host_role: HostRole,
         runtime: Runtime,
         remote: SocketAddr,
+        instance: String,
     ) -> Self {
         NodeHandle {
             id,
@@ -102,6 +123,7 @@ impl NodeHandle {
             runtime: Mutex::new(runtime),
             since: gsv_protocol::now_ms(),
             remote,
+            instance,
             calls: Mutex::new(Calls::default()),
         }
     }
@@ -120,10 +142,21 @@ impl NodeHandle {
         &self,
         progress: Option<ProgressSink>,
     ) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
+        let id = next_call_id();
+        let rx = self.resume_call(id, progress)?;
+        Ok((id, rx))
+    }
+
+    /// Registers the call `id` (first sent on an earlier connection of this node) as
+    /// pending on this one.
+    pub fn resume_call(
+        &self,
+        id: u64,
+        progress: Option<ProgressSink>,
+    ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
         if self.out.is_closed() {
             return Err(PendingError::Closed);
         }
-        let id = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         let mut calls = self.calls();
         if calls.pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
@@ -133,7 +166,7 @@ impl NodeHandle {
         if let Some(sink) = progress {
             calls.progress.insert(id, sink);
         }
-        Ok((id, rx))
+        Ok(rx)
     }
 
     /// Hands a `call.progress` event to the pending call's sink, if it has one. A full
@@ -174,7 +207,18 @@ impl NodeHandle {
         }
     }
 
-    /// Fails every pending call: the connection is gone after they were dispatched.
+    /// Lets go of every pending call: the connection is gone. Each caller sees its
+    /// receiver close and decides (grace period, resume, or `node_disconnected`).
+    pub fn release_all_pending(&self) -> usize {
+        let mut calls = self.calls();
+        calls.progress.clear();
+        let n = calls.pending.len();
+        calls.pending.clear();
+        n
+    }
+
+    /// Fails every pending call with `node_disconnected` at once (the gateway is
+    /// stopping: there is nothing to wait for).
     pub fn fail_all_pending(&self) -> usize {
         let drained: Vec<_> = {
             let mut calls = self.calls();
@@ -235,13 +279,47 @@ pub struct Registry {
     nodes: DashMap<NodeId, Arc<NodeHandle>>,
     offline: DashMap<NodeId, OfflineNode>,
     pub interner: Interner,
+    /// Woken whenever a node connection is registered.
+    arrivals: tokio::sync::Notify,
+    /// Per node id: the instance and the highest reliable event `seq` received from
+    /// it, to drop events a node sends again after a reconnect.
+    event_seqs: DashMap<NodeId, (String, u64)>,
 }
 
 impl Registry {
     /// Makes `handle` the node's current connection; returns the one it replaces.
     pub fn insert(&self, handle: Arc<NodeHandle>) -> Option<Arc<NodeHandle>> {
         self.offline.remove(handle.id.as_str());
-        self.nodes.insert(handle.id.clone(), handle)
+        let old = self.nodes.insert(handle.id.clone(), handle);
+        self.arrivals.notify_waiters();
+        old
+    }
+
+    /// Woken when any node connects. Create the `notified()` future (and `enable` it)
+    /// before looking at the registry, so no arrival is missed.
+    pub fn arrivals(&self) -> &tokio::sync::Notify {
+        &self.arrivals
+    }
+
+    /// Whether the reliable event `seq` from this node connection is new (and records
+    /// it). Sequence numbers grow over a node process's life; a new instance starts
+    /// again.
+    pub fn first_event(&self, handle: &NodeHandle, seq: u64) -> bool {
+        let mut entry = self
+            .event_seqs
+            .entry(handle.id.clone())
+            .or_insert_with(|| (handle.instance.clone(), 0));
+        let (instance, last) = entry.value_mut();
+        if *instance != handle.instance || handle.instance.is_empty() {
+            *instance = handle.instance.clone();
+            *last = 0;
+        }
+        if seq > *last {
+            *last = seq;
+            true
+        } else {
+            false
+        }
     }
 
     /// Removes the node if `handle` is still its current connection (a replaced

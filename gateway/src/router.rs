@@ -99,6 +99,14 @@ pub async fn call(
     cancel: CancellationToken,
 ) -> CallOutcome {
     let started = Instant::now();
+    if shared.draining.is_cancelled() {
+        return Err(ErrorShape::new(
+            ErrorCode::Overloaded,
+            "the gateway is shutting down; retry on its successor",
+        )
+        .with_details(json!({ "shutdown": true })));
+    }
+    let _in_flight = InFlight::enter(shared);
     let name = match NamespacedName::parse(&params.name) {
         Ok(n) => n,
         Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
@@ -128,6 +136,26 @@ pub async fn call(
     entry.detail = Some(json!({ "tokenId": caller.token_id }));
     shared.audit.record(entry);
     outcome
+}
+
+/// Counts a call in [`Shared::in_flight`] while it lives.
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        shared
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Whether a raw result says `"isError":true` (for metrics only; exact because
@@ -256,7 +284,8 @@ fn node_reason(e: &ErrorShape) -> String {
     )
 }
 
-/// Sends one `tool.invoke` for the call and waits for its answer (or the deadline).
+/// Sends one `tool.invoke` for the call and waits for its answer (or the deadline),
+/// following the call across reconnects of its node within the grace period.
 #[allow(clippy::too_many_arguments)]
 async fn send(
     shared: &Shared,
@@ -269,14 +298,6 @@ async fn send(
     cancel: CancellationToken,
 ) -> CallOutcome {
     let node_id = name.node.as_str();
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    if remaining.is_zero() {
-        return Err(ErrorShape::new(
-            ErrorCode::Timeout,
-            "the deadline passed before dispatch",
-        ));
-    }
-    let remaining_ms = (remaining.as_millis() as u64).max(1);
     let (call_id, rx) = match node.begin_call_with_progress(caller.progress.clone()) {
         Ok(x) => x,
         Err(PendingError::Full) => {
@@ -293,17 +314,21 @@ async fn send(
         }
     };
     tracing::Span::current().record("call_id", call_id);
-    let id = call_id.to_string();
-    let frame = encode_req(
-        &id,
-        Method::ToolInvoke,
-        &ToolInvokeOut {
-            tool: name.tool.as_str(),
-            args: &params.args,
-            timeout_ms: remaining_ms,
-            approval,
-        },
-    );
+    let invoke = Invoke {
+        id: call_id.to_string(),
+        call_id,
+        tool: name.tool.as_str(),
+        params,
+        approval,
+        deadline,
+    };
+    let Some(frame) = invoke.frame(false) else {
+        node.abandon_call(call_id);
+        return Err(ErrorShape::new(
+            ErrorCode::Timeout,
+            "the deadline passed before dispatch",
+        ));
+    };
     if frame.len() > gsv_protocol::limits::MAX_FRAME_BYTES {
         node.abandon_call(call_id);
         return Err(ErrorShape::new(
@@ -315,9 +340,42 @@ async fn send(
         ));
     }
     shared.metrics.pending_calls.inc();
-    let outcome = dispatch(node, call_id, &id, frame, rx, remaining_ms, cancel).await;
+    let outcome = dispatch(shared, caller, node, &invoke, frame, rx, cancel).await;
     shared.metrics.pending_calls.dec();
     outcome
+}
+
+/// One call as sent to a node, enough to send it again after a reconnect.
+struct Invoke<'a> {
+    /// The call id as text (the frame's id).
+    id: String,
+    call_id: u64,
+    tool: &'a str,
+    params: &'a ToolsCallParams,
+    approval: Option<&'a str>,
+    deadline: Instant,
+}
+
+impl Invoke<'_> {
+    /// The `tool.invoke` frame carrying what is left of the deadline, or `None` when
+    /// nothing is left.
+    fn frame(&self, resume: bool) -> Option<String> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return None;
+        }
+        Some(encode_req(
+            &self.id,
+            Method::ToolInvoke,
+            &ToolInvokeOut {
+                tool: self.tool,
+                args: &self.params.args,
+                timeout_ms: (remaining.as_millis() as u64).max(1),
+                approval: self.approval,
+                resume,
+            },
+        ))
+    }
 }
 
 /// A short, human-readable form of a call for the operator.
@@ -484,45 +542,150 @@ async fn ask_caller(
     }))
 }
 
+/// Sends `frame` and waits for the call's outcome. When the node's connection drops
+/// first, waits up to the grace period (never past the deadline) for the same node
+/// process to reconnect, registers the call on the new connection and asks again
+/// (`resume`): the node answers with the result it kept, or the running call's result
+/// when it ends, or runs the call if it never got it. Otherwise the caller gets
+/// `node_disconnected` with `dispatched: true`.
 async fn dispatch(
-    node: &NodeHandle,
-    call_id: u64,
-    id: &str,
+    shared: &Shared,
+    caller: &Caller<'_>,
+    first: &NodeHandle,
+    invoke: &Invoke<'_>,
     frame: String,
     rx: tokio::sync::oneshot::Receiver<CallOutcome>,
-    timeout_ms: u64,
     cancel: CancellationToken,
 ) -> CallOutcome {
-    if node.out.send(frame).is_err() {
-        node.abandon_call(call_id);
+    if first.out.send(frame).is_err() {
+        first.abandon_call(invoke.call_id);
         return Err(ErrorShape::new(
             ErrorCode::NodeDisconnected,
-            format!("node {} closed before the call could be sent", node.id),
+            format!("node {} closed before the call could be sent", first.id),
         )
-        .with_details(json!({ "dispatched": false, "node": node.id.as_str() })));
+        .with_details(json!({ "dispatched": false, "node": first.id.as_str() })));
     }
-    let deadline = Duration::from_millis(timeout_ms) + DEADLINE_SLACK;
+    let mut current: Option<std::sync::Arc<NodeHandle>> = None;
+    let mut rx = rx;
+    let give_up = invoke.deadline + DEADLINE_SLACK;
+    loop {
+        let node = current.as_deref().unwrap_or(first);
+        let outcome = tokio::select! {
+            r = &mut rx => r,
+            _ = tokio::time::sleep_until(give_up.into()) => {
+                node.abandon_call(invoke.call_id);
+                let _ = node.out.send(encode_cancel(&invoke.id));
+                tracing::info!("call timed out");
+                return Err(ErrorShape::new(
+                    ErrorCode::Timeout,
+                    "no result before the call's deadline; the call was cancelled on the node",
+                ));
+            }
+            _ = cancel.cancelled() => {
+                node.abandon_call(invoke.call_id);
+                let _ = node.out.send(encode_cancel(&invoke.id));
+                tracing::info!("call cancelled by the caller");
+                return Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller"));
+            }
+        };
+        match outcome {
+            Ok(outcome) => return outcome,
+            // The pending entry was released without an answer: the connection is gone.
+            Err(_) => {
+                let (next, next_rx) = resume(shared, caller, node, invoke, &cancel).await?;
+                current = Some(next);
+                rx = next_rx;
+            }
+        }
+    }
+}
+
+/// Waits for `gone`'s node process to reconnect (within the grace period and the
+/// deadline), then registers the call on the new connection and asks for it again.
+async fn resume(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    gone: &NodeHandle,
+    invoke: &Invoke<'_>,
+    cancel: &CancellationToken,
+) -> Result<
+    (
+        std::sync::Arc<NodeHandle>,
+        tokio::sync::oneshot::Receiver<CallOutcome>,
+    ),
+    ErrorShape,
+> {
+    let until = (Instant::now() + shared.config.grace).min(invoke.deadline);
+    tracing::info!(
+        grace_ms = shared.config.grace.as_millis() as u64,
+        "node dropped mid-call; waiting for it to come back"
+    );
+    loop {
+        let arrived = shared.registry.arrivals().notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        if let Some(node) = shared.registry.get(gone.id.as_str()) {
+            if node.conn_id != gone.conn_id {
+                if gone.instance.is_empty() || node.instance != gone.instance {
+                    tracing::info!("node came back as a new process; the call's result is lost");
+                    return Err(ErrorShape::new(
+                        ErrorCode::NodeDisconnected,
+                        format!(
+                            "node {} restarted while the call was running; it may have run",
+                            gone.id
+                        ),
+                    )
+                    .with_details(
+                        json!({ "dispatched": true, "node": gone.id.as_str(), "restarted": true }),
+                    ));
+                }
+                let rx = match node.resume_call(invoke.call_id, caller.progress.clone()) {
+                    Ok(rx) => rx,
+                    // Closing again already: wait for the next connection.
+                    Err(PendingError::Closed) => {
+                        wait_arrival(arrived, until, cancel, gone).await?;
+                        continue;
+                    }
+                    Err(PendingError::Full) => {
+                        return Err(ErrorShape::new(
+                            ErrorCode::NodeDisconnected,
+                            format!("node {} came back with too many calls pending to take this one again; it may have run", gone.id),
+                        )
+                        .with_details(json!({ "dispatched": true, "node": gone.id.as_str() })));
+                    }
+                };
+                let Some(frame) = invoke.frame(true) else {
+                    node.abandon_call(invoke.call_id);
+                    return Err(crate::registry::disconnected(&gone.id));
+                };
+                if node.out.send(frame).is_err() {
+                    // Its pending entry goes with the closing connection; wait again.
+                    node.abandon_call(invoke.call_id);
+                    wait_arrival(arrived, until, cancel, gone).await?;
+                    continue;
+                }
+                shared.metrics.resumed_calls.inc();
+                tracing::info!(conn = %node.conn_id, "node is back; asked for the call's result again");
+                return Ok((node, rx));
+            }
+        }
+        wait_arrival(arrived, until, cancel, gone).await?;
+    }
+}
+
+/// Waits for a node to connect, or fails at `until` or on cancel.
+async fn wait_arrival(
+    arrived: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    until: Instant,
+    cancel: &CancellationToken,
+    gone: &NodeHandle,
+) -> Result<(), ErrorShape> {
     tokio::select! {
-        r = rx => match r {
-            Ok(outcome) => outcome,
-            // The sender is dropped only when the pending entry is removed without an
-            // answer, which happens when the connection goes away.
-            Err(_) => Err(crate::registry::disconnected(&node.id)),
-        },
-        _ = tokio::time::sleep(deadline) => {
-            node.abandon_call(call_id);
-            let _ = node.out.send(encode_cancel(id));
-            tracing::info!("call timed out");
-            Err(ErrorShape::new(
-                ErrorCode::Timeout,
-                format!("no result within {timeout_ms} ms; the call was cancelled on the node"),
-            ))
-        }
-        _ = cancel.cancelled() => {
-            node.abandon_call(call_id);
-            let _ = node.out.send(encode_cancel(id));
-            tracing::info!("call cancelled by the caller");
-            Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller"))
-        }
+        _ = arrived => Ok(()),
+        _ = tokio::time::sleep_until(until.into()) => Err(crate::registry::disconnected(&gone.id)),
+        _ = cancel.cancelled() => Err(ErrorShape::new(
+            ErrorCode::Cancelled,
+            "cancelled by the caller while its node was disconnected",
+        )),
     }
 }

@@ -14,6 +14,7 @@ use crate::token::TokenKind;
 use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -178,11 +179,40 @@ impl RunningGateway {
         self.shared.registry.online_count()
     }
 
-    /// Stops accepting, closes every connection, and waits for the servers to end.
+    /// Stops gracefully: refuses new agents and calls, tells agents, lets calls in
+    /// flight finish for up to `config.drain`, then closes every connection and waits
+    /// for the servers to end. Calls still running then fail with `node_disconnected`.
     pub async fn stop(self) {
-        let bye = serde_json::json!({ "reason": "gateway shutting down" });
+        let drain = self.shared.config.drain;
+        self.shared.draining.cancel();
+        let bye = serde_json::json!({
+            "reason": "gateway shutting down",
+            "drainMs": drain.as_millis() as u64,
+        });
         for a in self.shared.agents.iter() {
             a.send_event(gsv_protocol::EventName::Shutdown, &bye);
+        }
+        let until = tokio::time::Instant::now() + drain;
+        let in_flight = || {
+            self.shared
+                .in_flight
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        if in_flight() > 0 {
+            tracing::info!(
+                calls = in_flight(),
+                ?drain,
+                "shutting down: letting calls in flight finish"
+            );
+        }
+        while in_flight() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if in_flight() > 0 {
+            tracing::warn!(
+                calls = in_flight(),
+                "shutting down with calls still in flight"
+            );
         }
         for h in self.shared.registry.all() {
             let _ = h.out.send(gsv_protocol::frame::encode_event(

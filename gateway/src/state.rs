@@ -83,6 +83,12 @@ pub struct Shared {
     pub approvals: Approvals,
     pub auth_limiter: AuthLimiter,
     pub shutdown: CancellationToken,
+    /// Cancelled when a graceful shutdown begins: new agent connections and new calls
+    /// are refused, calls in flight may finish (up to `config.drain`), nodes may still
+    /// reconnect to deliver their results.
+    pub draining: CancellationToken,
+    /// Calls being routed now (from request to answer, approval waits included).
+    pub in_flight: std::sync::atomic::AtomicUsize,
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
@@ -100,6 +106,8 @@ impl Shared {
             metrics: Metrics::new(),
             audit,
             shutdown: CancellationToken::new(),
+            draining: CancellationToken::new(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }
     }

@@ -2,18 +2,20 @@
 //!
 //! The reader hands each text frame here and goes straight back to reading: every
 //! request runs in its own task, so a slow tool, a full send queue or a long probe never
-//! delays heartbeats or other calls. Calls are tracked by request id (per connection,
-//! as the gateway correlates them) so a `cancel` frame can reach the right one.
+//! delays heartbeats or other calls. Calls are tracked by request id in the node's
+//! [`Ledger`](crate::ledger::Ledger), which outlives the connection: a `cancel` reaches
+//! the call whichever connection it arrived on, an id seen before never runs twice, and
+//! a result that ends while the link is down waits there for the gateway to ask again.
 
+use crate::ledger::Seen;
 use crate::state::NodeState;
 use crate::tool::{Tool, ToolContext};
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
 use futures_util::FutureExt;
+use gsv_protocol::event::EventsAck;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
 use gsv_protocol::method::{ProbeParams, ToolInvokeParams};
-use gsv_protocol::{ErrorCode, ErrorShape, Frame, Method, ToolResult};
+use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Method, ToolResult};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -29,7 +31,6 @@ use tracing::{debug, info, info_span, warn, Instrument};
 pub(crate) struct Dispatcher {
     node: Arc<NodeState>,
     out: mpsc::Sender<String>,
-    calls: Arc<DashMap<String, CancellationToken>>,
     max_result_bytes: usize,
     /// Parent of every call's token: cancelled when the node shuts down.
     shutdown: CancellationToken,
@@ -45,15 +46,14 @@ impl Dispatcher {
         Dispatcher {
             node,
             out,
-            calls: Arc::new(DashMap::new()),
             max_result_bytes,
             shutdown,
         }
     }
 
-    /// Calls of this connection still running.
+    /// Calls of this node still running.
     pub fn in_flight(&self) -> usize {
-        self.calls.len()
+        self.node.ledger.running()
     }
 
     /// Handles one text frame. Never blocks.
@@ -76,12 +76,20 @@ impl Dispatcher {
                     ),
                 )),
             },
-            Ok(Frame::Cancel { id }) => match self.calls.get(&id) {
-                Some(token) => {
+            Ok(Frame::Cancel { id }) => {
+                if self.node.ledger.cancel(&id) {
                     debug!(call = %id, "cancel requested");
-                    token.cancel();
+                } else {
+                    debug!(call = %id, "cancel for a call that is not running");
                 }
-                None => debug!(call = %id, "cancel for a call that is not running"),
+            }
+            Ok(Frame::Event {
+                event: EventName::EventsAck,
+                payload,
+                ..
+            }) => match decode_params::<EventsAck>(payload.as_deref()) {
+                Ok(ack) => self.node.events.ack(ack.seq),
+                Err(e) => warn!(error = %e.message, "ignoring a malformed events.ack"),
             },
             Ok(Frame::Event {
                 event,
@@ -123,16 +131,29 @@ impl Dispatcher {
             );
             return self.reply(encode_err(&id, &e));
         };
-        let token = self.shutdown.child_token();
-        match self.calls.entry(id.clone()) {
-            Entry::Occupied(_) => {
-                // Any answer would carry the running call's id and be taken as its result.
-                warn!(call = %id, "ignoring a tool.invoke whose id is already running");
+        let token = match self.node.ledger.begin(&id, &self.shutdown, &self.out) {
+            Seen::New(token) => token,
+            Seen::Running => {
+                // Its result goes to this connection when it ends.
+                info!(call = %id, resume = params.resume, "call already running; not run again");
                 return;
             }
-            Entry::Vacant(slot) => {
-                slot.insert(token.clone());
+            Seen::Done(frame) => {
+                info!(call = %id, resume = params.resume, "call already finished; sending its result again");
+                return self.reply(frame);
             }
+            Seen::Forgotten => {
+                warn!(call = %id, "call finished long ago and its result is no longer kept");
+                let e = ErrorShape::new(
+                    ErrorCode::NodeDisconnected,
+                    "the call ran, but its result is no longer kept on the node",
+                )
+                .with_details(json!({ "dispatched": true, "node": self.node.config.id.as_str() }));
+                return self.reply(encode_err(&id, &e));
+            }
+        };
+        if params.resume {
+            info!(call = %id, "resumed call had not reached this node; running it now");
         }
         let span = info_span!("call", node = %self.node.config.id, call = %id, tool = %params.tool);
         let call = Call {
@@ -141,8 +162,6 @@ impl Dispatcher {
             params,
             token,
             node: Arc::clone(&self.node),
-            out: self.out.clone(),
-            calls: Arc::clone(&self.calls),
             max_result_bytes: self.max_result_bytes,
             shutdown: self.shutdown.clone(),
         };
@@ -184,8 +203,6 @@ struct Call {
     params: ToolInvokeParams,
     token: CancellationToken,
     node: Arc<NodeState>,
-    out: mpsc::Sender<String>,
-    calls: Arc<DashMap<String, CancellationToken>>,
     max_result_bytes: usize,
     shutdown: CancellationToken,
 }
@@ -236,7 +253,6 @@ impl Call {
         if outcome.is_err() {
             self.token.cancel();
         }
-        self.calls.remove(&self.id);
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let frame = match &outcome {
             Ok(result) => {
@@ -248,10 +264,19 @@ impl Call {
                 encode_err(&self.id, e)
             }
         };
-        if self.out.send(frame).await.is_err() {
-            warn!(
+        // Kept in the ledger first: if the link is down now (or drops before the
+        // gateway reads it), the gateway asks again after reconnecting.
+        let Some(out) = self.node.ledger.finish(&self.id, &frame) else {
+            info!(
                 elapsed_ms,
-                "the connection closed before the result could be sent; result dropped"
+                "the call's connection is gone; result kept for redelivery"
+            );
+            return;
+        };
+        if out.send(frame).await.is_err() {
+            info!(
+                elapsed_ms,
+                "the connection closed before the result could be sent; result kept for redelivery"
             );
         }
     }

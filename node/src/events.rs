@@ -12,8 +12,14 @@
 //! bytes; past that the oldest are dropped, with a warning and a counter
 //! ([`EventSender::dropped`]). Sequence numbers are given when an event is queued and
 //! grow over the life of the process, so the gateway can order and de-duplicate
-//! events across reconnects. An event already handed to a connection that then dies
-//! is lost with it (the protocol has no event acknowledgement).
+//! events across reconnects.
+//!
+//! Events that must not be lost (everything but `call.progress`, which is advisory)
+//! stay held after they are handed to a connection, until the gateway acknowledges
+//! them (`events.ack`, cumulative by `seq`). When the connection dies first, they go
+//! out again, first and in order, on the next one; the gateway drops the ones it had
+//! already received (it remembers the highest `seq` per node process), so each is
+//! delivered once. Held events count against the same bounds as queued ones.
 
 use gsv_protocol::frame::encode_event;
 use gsv_protocol::EventName;
@@ -59,6 +65,9 @@ struct State {
     /// Bumped on every attach and detach: a flusher of an older generation stops.
     generation: u64,
     queue: VecDeque<Queued>,
+    /// Reliable events handed to a connection and not yet acknowledged, oldest first.
+    unacked: VecDeque<Queued>,
+    /// Bytes of `queue` and `unacked` together.
     queued_bytes: usize,
     seq: u64,
     dropped: u64,
@@ -72,6 +81,8 @@ struct Attached {
 struct Queued {
     seq: u64,
     frame: String,
+    /// Held until acknowledged (see the module doc).
+    reliable: bool,
 }
 
 impl EventSender {
@@ -117,11 +128,15 @@ impl EventSender {
                 });
             }
             state.seq = seq;
-            while state.queue.len() >= MAX_QUEUED_EVENTS
+            while state.queue.len() + state.unacked.len() >= MAX_QUEUED_EVENTS
                 || state.queued_bytes + frame.len() > MAX_QUEUED_BYTES
             {
-                let Some(old) = state.queue.pop_front() else {
-                    break;
+                let old = match state.unacked.pop_front() {
+                    Some(old) => old,
+                    None => match state.queue.pop_front() {
+                        Some(old) => old,
+                        None => break,
+                    },
                 };
                 state.queued_bytes -= old.frame.len();
                 state.dropped += 1;
@@ -132,7 +147,12 @@ impl EventSender {
                 );
             }
             state.queued_bytes += frame.len();
-            state.queue.push_back(Queued { seq, frame });
+            let reliable = event != EventName::CallProgress;
+            state.queue.push_back(Queued {
+                seq,
+                frame,
+                reliable,
+            });
             seq
         };
         self.inner.wake.notify_waiters();
@@ -142,6 +162,21 @@ impl EventSender {
     /// Events waiting for a connection (or for room in its send queue).
     pub fn queued(&self) -> usize {
         self.lock().queue.len()
+    }
+
+    /// Reliable events sent and not yet acknowledged by the gateway.
+    pub fn unacked(&self) -> usize {
+        self.lock().unacked.len()
+    }
+
+    /// The gateway received every event up to `seq`: forget the held ones.
+    pub fn ack(&self, seq: u64) {
+        let mut state = self.lock();
+        while state.unacked.front().is_some_and(|e| e.seq <= seq) {
+            if let Some(e) = state.unacked.pop_front() {
+                state.queued_bytes -= e.frame.len();
+            }
+        }
     }
 
     /// Events dropped so far because the queue was full.
@@ -160,6 +195,10 @@ impl EventSender {
                 old.stop.cancel();
             }
             state.generation += 1;
+            // Sent on an earlier connection but never acknowledged: these go first.
+            while let Some(e) = state.unacked.pop_back() {
+                state.queue.push_front(e);
+            }
             state.current = Some(Attached {
                 tx: tx.clone(),
                 stop: stop.clone(),
@@ -231,8 +270,13 @@ async fn flush(inner: Arc<Inner>, tx: mpsc::Sender<String>, stop: CancellationTo
             let Some(event) = state.queue.pop_front() else {
                 break;
             };
-            state.queued_bytes -= event.frame.len();
-            permit.send(event.frame);
+            if event.reliable {
+                permit.send(event.frame.clone());
+                state.unacked.push_back(event);
+            } else {
+                state.queued_bytes -= event.frame.len();
+                permit.send(event.frame);
+            }
         }
         if inner.lock().generation != gen {
             return;
@@ -330,6 +374,7 @@ mod tests {
         );
         assert!(recv(&mut rx2).await.contains(r#""seq":2"#));
         assert!(rx1.try_recv().is_err());
+        events.ack(2);
 
         // Detached: queued, and delivered on the next connection.
         events.detach(&tx2);
@@ -362,6 +407,40 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1);
         events.attach(tx);
         assert_eq!(seq_of(&recv(&mut rx).await), 1);
+    }
+
+    #[tokio::test]
+    async fn unacknowledged_events_go_again_on_the_next_connection() {
+        let events = EventSender::detached();
+        let (tx1, mut rx1) = mpsc::channel(8);
+        events.attach(tx1.clone());
+        events
+            .queue(EventName::ProcessExited, &json!({"n": 1}))
+            .unwrap();
+        events
+            .queue(EventName::CallProgress, &json!({"n": 2}))
+            .unwrap();
+        events
+            .queue(EventName::ProcessExited, &json!({"n": 3}))
+            .unwrap();
+        for want in 1..=3 {
+            assert_eq!(seq_of(&recv(&mut rx1).await), want);
+        }
+        assert_eq!(events.unacked(), 2);
+        events.ack(1);
+        assert_eq!(events.unacked(), 1);
+        // The link dies before 3 is acknowledged: it goes again, before anything new.
+        events.detach(&tx1);
+        events
+            .queue(EventName::ProcessExited, &json!({"n": 4}))
+            .unwrap();
+        let (tx2, mut rx2) = mpsc::channel(8);
+        events.attach(tx2);
+        assert_eq!(seq_of(&recv(&mut rx2).await), 3);
+        assert_eq!(seq_of(&recv(&mut rx2).await), 4);
+        events.ack(4);
+        assert_eq!(events.unacked(), 0);
+        assert_eq!(events.queued(), 0);
     }
 
     #[tokio::test]

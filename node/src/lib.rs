@@ -26,6 +26,7 @@ mod dispatch;
 pub mod error;
 pub mod events;
 pub mod guards;
+pub mod ledger;
 pub mod probe;
 pub mod registry;
 pub mod runner;

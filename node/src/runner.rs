@@ -91,6 +91,8 @@ pub async fn run_with_registry(
             registry,
             probe,
             events,
+            ledger: crate::ledger::Ledger::default(),
+            instance: uuid::Uuid::new_v4().simple().to_string(),
         });
         info!(%url, tools = ?node.registry.names(), "starting node");
         let result = reconnect_loop(Arc::clone(&node), &url, tls, &shutdown).await;

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// How long a graceful close may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -96,9 +96,9 @@ pub(crate) async fn serve(
     node.events.detach(&tx);
     let in_flight = dispatcher.in_flight();
     if in_flight > 0 {
-        warn!(
+        info!(
             in_flight,
-            "connection ended with calls still running; their results will be dropped"
+            "connection ended with calls still running; their results are kept for the gateway"
         );
     }
     drop(dispatcher);

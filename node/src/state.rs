@@ -7,6 +7,7 @@
 use crate::config::NodeConfig;
 use crate::credential::Credentials;
 use crate::events::EventSender;
+use crate::ledger::Ledger;
 use crate::probe::Probe;
 use crate::registry::Registry;
 use gsv_protocol::handshake::{Auth, ClientInfo};
@@ -19,6 +20,10 @@ pub(crate) struct NodeState {
     pub registry: Registry,
     pub probe: Probe,
     pub events: EventSender,
+    /// The calls the gateway sent, across connections (outbox and call-id dedupe).
+    pub ledger: Ledger,
+    /// Random id of this node process, sent in `connect`.
+    pub instance: String,
 }
 
 impl NodeState {
@@ -42,6 +47,7 @@ impl NodeState {
                 capabilities: self.registry.capabilities(),
                 host_role: self.config.host_role,
                 runtime: self.probe.runtime(),
+                instance: self.instance.clone(),
             }),
         }
     }

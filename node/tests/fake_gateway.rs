@@ -525,3 +525,148 @@ async fn wss_addresses_dial_with_tls() {
     assert!(!handle.is_finished());
     stop(shutdown, handle).await;
 }
+
+/// Counts its runs and answers with the count.
+struct Counter(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+#[async_trait]
+impl Tool for Counter {
+    fn def(&self) -> ToolDef {
+        ToolDef {
+            name: "Count".into(),
+            description: "counts its runs".into(),
+            input_schema: json!({"type": "object", "properties": {"delayMs": {"type": "integer"}}}),
+            capability: "diagnostics.echo".into(),
+            annotations: ToolAnnotations::default(),
+            default_timeout_ms: None,
+            requires_bins: vec![],
+        }
+    }
+
+    async fn execute(&self, args: Value, _ctx: ToolContext) -> ToolResult {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let delay = args["delayMs"].as_u64().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        ToolResult::text(n.to_string())
+    }
+}
+
+fn counting_node(
+    gw: &FakeGateway,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    CancellationToken,
+    JoinHandle<Result<(), NodeError>>,
+) {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut registry = Registry::new();
+    registry.register(Counter(runs.clone())).unwrap();
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(gsv_node::run_with_registry(
+        config(gw.url()),
+        registry,
+        shutdown.clone(),
+    ));
+    (runs, shutdown, handle)
+}
+
+#[tokio::test]
+async fn the_same_call_id_runs_once_and_gets_the_same_result() {
+    let gw = FakeGateway::start().await;
+    let (runs, shutdown, handle) = counting_node(&gw);
+    let (mut ws, _) = gw.register().await;
+    let first = call(
+        &mut ws,
+        "77",
+        Method::ToolInvoke,
+        invoke("Count", json!({}), 5000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first["content"][0]["text"], json!("1"));
+    // Delivered again (plain and as a resume): answered from memory, not run.
+    let again = call(
+        &mut ws,
+        "77",
+        Method::ToolInvoke,
+        invoke("Count", json!({}), 5000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, first);
+    let mut resume = invoke("Count", json!({}), 5000);
+    resume["resume"] = json!(true);
+    let resumed = call(&mut ws, "77", Method::ToolInvoke, resume)
+        .await
+        .unwrap();
+    assert_eq!(resumed, first);
+    // A running id delivered twice: one run, one answer.
+    ws.send(Message::text(encode_req(
+        "78",
+        Method::ToolInvoke,
+        &invoke("Count", json!({"delayMs": 300}), 5000),
+    )))
+    .await
+    .unwrap();
+    ws.send(Message::text(encode_req(
+        "78",
+        Method::ToolInvoke,
+        &invoke("Count", json!({"delayMs": 300}), 5000),
+    )))
+    .await
+    .unwrap();
+    let r = wait_res(&mut ws, "78").await.unwrap();
+    assert_eq!(r["content"][0]["text"], json!("2"));
+    let extra = tokio::time::timeout(Duration::from_millis(600), async {
+        loop {
+            if let Frame::Res { id, .. } = next_frame(&mut ws).await {
+                return id;
+            }
+        }
+    })
+    .await;
+    assert!(extra.is_err(), "a second answer came: {extra:?}");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    stop(shutdown, handle).await;
+}
+
+#[tokio::test]
+async fn a_result_that_ends_while_the_link_is_down_is_delivered_after_reconnect() {
+    let gw = FakeGateway::start().await;
+    let (runs, shutdown, handle) = counting_node(&gw);
+    let (mut ws, first) = gw.register().await;
+    let instance = first.node.unwrap().instance;
+    assert!(!instance.is_empty());
+    ws.send(Message::text(encode_req(
+        "500",
+        Method::ToolInvoke,
+        &invoke("Count", json!({"delayMs": 200}), 10_000),
+    )))
+    .await
+    .unwrap();
+    // The link drops mid-call; the call ends while the node is reconnecting.
+    drop(ws);
+    let (mut ws, second) = gw.register().await;
+    assert_eq!(
+        second.node.unwrap().instance,
+        instance,
+        "same process, same instance"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut resume = invoke("Count", json!({"delayMs": 200}), 10_000);
+    resume["resume"] = json!(true);
+    let r = call(&mut ws, "500", Method::ToolInvoke, resume)
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], json!("1"));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // A resumed id the node never received runs now, once.
+    let mut resume = invoke("Count", json!({}), 10_000);
+    resume["resume"] = json!(true);
+    let r = call(&mut ws, "501", Method::ToolInvoke, resume)
+        .await
+        .unwrap();
+    assert_eq!(r["content"][0]["text"], json!("2"));
+    stop(shutdown, handle).await;
+}

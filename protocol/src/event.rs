@@ -31,6 +31,10 @@ pub enum EventName {
     /// Gateway → all: the gateway is shutting down.
     #[serde(rename = "shutdown")]
     Shutdown,
+    /// Gateway → node: every event of this node process up to `seq` was received
+    /// (cumulative), so the node may forget them.
+    #[serde(rename = "events.ack")]
+    EventsAck,
     #[serde(other)]
     Unknown,
 }
@@ -39,6 +43,7 @@ impl EventName {
     pub fn as_str(self) -> &'static str {
         match self {
             EventName::Challenge => "challenge",
+            EventName::EventsAck => "events.ack",
             EventName::ToolsChanged => "tools.changed",
             EventName::ProcessExited => "process.exited",
             EventName::CallProgress => "call.progress",
@@ -57,6 +62,13 @@ pub struct ToolsChanged {
     pub node: String,
     /// `connected`, `disconnected` or `replaced`.
     pub change: String,
+}
+
+/// Payload of `events.ack`: the highest event `seq` of this node process the gateway
+/// has received; every event up to it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsAck {
+    pub seq: u64,
 }
 
 /// Payload of `call.progress` as the node sends it (the call id is the gateway's).

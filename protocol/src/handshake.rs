@@ -70,6 +70,11 @@ pub struct NodeInfo {
     #[serde(default)]
     pub host_role: HostRole,
     pub runtime: Runtime,
+    /// Random, fixed for the life of the node process: tells the gateway whether a
+    /// reconnecting node is the same process (which still knows its calls and events)
+    /// or a restarted one. Absent from older nodes: then never the same.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance: String,
 }
 
 /// Who the client is, for logs and `gsv nodes`.

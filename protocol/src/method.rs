@@ -88,6 +88,12 @@ pub struct ToolInvokeOut<'a> {
     /// `approval_required`). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<&'a str>,
+    /// Set when the gateway asks again, on a new connection of the same node process,
+    /// for a call it first sent on a connection that dropped: the node answers from
+    /// what it remembers of that id (the running call's result when it ends, or the
+    /// kept result) and runs the call only if that id never reached it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
 }
 
 /// Params of `tool.invoke`, as the node decodes them.
@@ -101,6 +107,9 @@ pub struct ToolInvokeParams {
     /// See [`ToolInvokeOut::approval`].
     #[serde(default)]
     pub approval: Option<String>,
+    /// See [`ToolInvokeOut::resume`].
+    #[serde(default)]
+    pub resume: bool,
 }
 
 /// Params of `node.probe`. An empty list re-probes everything the node tracks.
@@ -193,6 +202,7 @@ mod tests {
             args: &args,
             timeout_ms: 5,
             approval: None,
+            resume: false,
         };
         let text = serde_json::to_string(&out).unwrap();
         assert_eq!(text, r#"{"tool":"Bash","args":{},"timeoutMs":5}"#);
@@ -202,5 +212,11 @@ mod tests {
         let p: ToolInvokeParams =
             serde_json::from_str(&serde_json::to_string(&out).unwrap()).unwrap();
         assert_eq!(p.approval.as_deref(), Some("ab12"));
+        assert!(!p.resume);
+        out.resume = true;
+        let text = serde_json::to_string(&out).unwrap();
+        assert!(text.ends_with(r#","resume":true}"#), "{text}");
+        let p: ToolInvokeParams = serde_json::from_str(&text).unwrap();
+        assert!(p.resume);
     }
 }

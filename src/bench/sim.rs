@@ -71,6 +71,7 @@ impl NodeTemplate {
                     host_arch: std::env::consts::ARCH.into(),
                     ..Default::default()
                 },
+                instance: String::new(),
             }),
         }
     }
