@@ -228,6 +228,10 @@ enum Command {
         /// then travels unencrypted); refused without this flag
         #[arg(long)]
         insecure: bool,
+        /// Leave background sessions running when the node stops [default: their
+        /// process groups are ended, SIGTERM then SIGKILL]
+        #[arg(long)]
+        keep_sessions_on_exit: bool,
     },
     /// Manage tokens
     Token {
@@ -468,6 +472,7 @@ fn main() -> ExitCode {
             heartbeat_ms,
             trust,
             insecure,
+            keep_sessions_on_exit,
         } => {
             let id = match gsv_protocol::NodeId::parse(&id) {
                 Ok(id) => id,
@@ -508,6 +513,7 @@ fn main() -> ExitCode {
             config.ca = trust.ca;
             config.pin = trust.pin;
             config.insecure = insecure;
+            config.keep_sessions_on_exit = keep_sessions_on_exit;
             run_async("info", commands::node::run(config))
         }
         Command::Token { command } => match command {

@@ -59,6 +59,9 @@ pub struct NodeConfig {
     /// Allow plain `ws://` / `http://` to a non-loopback gateway (the token then
     /// travels unencrypted). `gsv node --insecure`.
     pub insecure: bool,
+    /// Leave background sessions running when the node stops, instead of ending their
+    /// process groups. `gsv node --keep-sessions-on-exit`.
+    pub keep_sessions_on_exit: bool,
 }
 
 impl NodeConfig {
@@ -80,6 +83,7 @@ impl NodeConfig {
             ca: None,
             pin: None,
             insecure: false,
+            keep_sessions_on_exit: false,
         }
     }
 }
@@ -102,6 +106,7 @@ impl fmt::Debug for NodeConfig {
             .field("ca", &self.ca)
             .field("pin", &self.pin)
             .field("insecure", &self.insecure)
+            .field("keep_sessions_on_exit", &self.keep_sessions_on_exit)
             .finish()
     }
 }
@@ -123,6 +128,7 @@ mod tests {
         assert!(!c.confine);
         assert!(!c.read_only);
         assert!(c.approve_shell.is_empty());
+        assert!(!c.keep_sessions_on_exit);
         assert_eq!(c.heartbeat, Duration::from_secs(15));
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.host_role, HostRole::Execution);

@@ -76,6 +76,7 @@ impl Registry {
         registry.register_standard(tools::glob::Glob, read_only)?;
         registry.register_standard(tools::grep::Grep, read_only)?;
         let sessions = SessionManager::new(registry.events.clone());
+        sessions.keep_on_exit(config.keep_sessions_on_exit);
         registry.sessions = Some(Arc::clone(&sessions));
         let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard);
         registry.register_standard(bash, read_only)?;

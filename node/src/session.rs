@@ -24,6 +24,10 @@ use tracing::{debug, info, warn};
 /// How long a graceful close may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long a stopping node waits for its cancelled calls to answer (a Bash call's
+/// process group gets SIGTERM, then SIGKILL after 2 s).
+const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How a session ended.
 #[derive(Debug)]
 pub(crate) enum SessionEnd {
@@ -93,6 +97,9 @@ pub(crate) async fn serve(
         }
     };
 
+    if matches!(end, SessionEnd::Shutdown) {
+        hand_back(&node, &stop).await;
+    }
     node.events.detach(&tx);
     let in_flight = dispatcher.in_flight();
     if in_flight > 0 {
@@ -108,6 +115,21 @@ pub(crate) async fn serve(
         warn!(error = %e, "writer task failed");
     }
     end
+}
+
+/// On shutdown, while the connection still works: every call was cancelled with the
+/// shutdown token, so each answers `cancelled` ("the node is shutting down") as its
+/// tool stops; wait (bounded) for those answers to reach the send queue, so callers
+/// hear it now rather than after the gateway's grace period.
+async fn hand_back(node: &NodeState, writer_failed: &CancellationToken) {
+    let until = Instant::now() + HAND_BACK_TIMEOUT;
+    while node.ledger.running() > 0 && Instant::now() < until && !writer_failed.is_cancelled() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = node.ledger.running();
+    if left > 0 {
+        warn!(calls = left, "stopping with calls that did not end in time");
+    }
 }
 
 /// Writes queued frames and heartbeat pings until `stop` is cancelled or a write

@@ -104,6 +104,8 @@ pub struct SessionManager {
     limits: Limits,
     table: Mutex<Table>,
     serial: AtomicU64,
+    /// See [`SessionManager::keep_on_exit`].
+    keep_on_exit: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -127,7 +129,18 @@ impl SessionManager {
             limits,
             table: Mutex::new(Table::default()),
             serial: AtomicU64::new(0),
+            keep_on_exit: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Leave running sessions alone when the node stops (`--keep-sessions-on-exit`).
+    pub fn keep_on_exit(&self, keep: bool) {
+        self.keep_on_exit
+            .store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn keeps_on_exit(&self) -> bool {
+        self.keep_on_exit.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn limits(&self) -> &Limits {
@@ -354,7 +367,22 @@ impl SessionManager {
     /// Ends every running session when the node stops: SIGTERM to each process group,
     /// then SIGKILL to whatever is left after the grace period. Waits for it, so no
     /// group outlives the node (the grace thread of `kill` would die with the process).
+    ///
+    /// With [`SessionManager::keep_on_exit`], running sessions are left alone instead:
+    /// their process groups keep running, but their output after this point has no
+    /// reader (a process that writes to it then gets `EPIPE`/`SIGPIPE`; a pty session
+    /// gets `SIGHUP` when the terminal closes, as with any closed terminal).
     pub async fn shutdown(&self) {
+        if self.keeps_on_exit() {
+            let kept = self.all().iter().filter(|s| !s.is_finished()).count();
+            if kept > 0 {
+                tracing::info!(
+                    kept,
+                    "node stopping: leaving running sessions alone (--keep-sessions-on-exit)"
+                );
+            }
+            return;
+        }
         let running: Vec<Arc<Session>> = self
             .all()
             .into_iter()
@@ -382,6 +410,9 @@ impl SessionManager {
 
 impl Drop for SessionManager {
     fn drop(&mut self) {
+        if self.keeps_on_exit() {
+            return;
+        }
         let table = self.table.get_mut().unwrap_or_else(|p| p.into_inner());
         for session in table.sessions.values() {
             if session.kill(KillReason::Requested) == KillOutcome::Started {
