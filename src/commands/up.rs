@@ -168,7 +168,9 @@ pub async fn run(opts: UpOptions) -> u8 {
             _ => exit::OK,
         },
     };
-    stop.cancel();
+    // The gateway drains first (calls in flight on the local node finish), then the
+    // node stops and ends its sessions.
     gw.stop().await;
+    stop.cancel();
     code
 }
