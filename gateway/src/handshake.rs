@@ -100,7 +100,9 @@ pub async fn accept(
     }
 }
 
-type Refusal = (String, ErrorShape);
+/// Why a handshake failed: the id of the request to answer (empty when there is none)
+/// and the error.
+pub type Refusal = (String, ErrorShape);
 
 async fn read_connect(
     ws: &mut Ws,
@@ -146,7 +148,57 @@ async fn read_connect(
             Some(Err(e)) => return Err(invalid_frame(&format!("WebSocket error: {e}"))),
         }
     };
-    let frame = Frame::decode(text.as_str()).map_err(|e| (String::new(), e.to_shape()))?;
+    let (id, params, protocol) = parse_connect(text.as_str(), role, &nonce)?;
+    let store = shared.store.clone();
+    let presented = params.auth.token.clone();
+    let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
+        .await
+        .map_err(|e| {
+            (
+                id.clone(),
+                ErrorShape::new(ErrorCode::Internal, e.to_string()),
+            )
+        })?;
+    let token = match verified {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            // A limited address still gets in with a valid token (so clients behind one
+            // NAT cannot lock each other out); its wrong guesses are answered with
+            // `rate_limited` until the window ends.
+            let limited = shared.auth_limiter.is_limited(peer.ip());
+            shared.auth_limiter.failed(peer.ip());
+            tracing::warn!(%peer, limited, "connect with an invalid or revoked token");
+            let err = if limited {
+                ErrorShape::new(
+                    ErrorCode::RateLimited,
+                    "too many failed authentications from this address; wait a minute",
+                )
+            } else {
+                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token")
+            };
+            return Err((id, err));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "token store failed");
+            return Err((
+                id,
+                ErrorShape::new(ErrorCode::Internal, "token store unavailable"),
+            ));
+        }
+    };
+    Ok((id, params, token, protocol))
+}
+
+/// Decodes a connection's first text frame and checks everything about it that needs
+/// no store: a `connect` request with params, a protocol version in common, the role of
+/// the endpoint dialled (`role`) and the echo of this connection's challenge (`nonce`).
+/// Pure (no I/O), so it can be fuzzed; the credential is checked by the caller.
+pub fn parse_connect(
+    text: &str,
+    role: Role,
+    nonce: &str,
+) -> Result<(String, ConnectParams, u32), Refusal> {
+    let frame = Frame::decode(text).map_err(|e| (String::new(), e.to_shape()))?;
     let Frame::Req {
         id,
         method,
@@ -220,44 +272,7 @@ async fn read_connect(
             ),
         ));
     }
-    let store = shared.store.clone();
-    let presented = params.auth.token.clone();
-    let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
-        .await
-        .map_err(|e| {
-            (
-                id.clone(),
-                ErrorShape::new(ErrorCode::Internal, e.to_string()),
-            )
-        })?;
-    let token = match verified {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            // A limited address still gets in with a valid token (so clients behind one
-            // NAT cannot lock each other out); its wrong guesses are answered with
-            // `rate_limited` until the window ends.
-            let limited = shared.auth_limiter.is_limited(peer.ip());
-            shared.auth_limiter.failed(peer.ip());
-            tracing::warn!(%peer, limited, "connect with an invalid or revoked token");
-            let err = if limited {
-                ErrorShape::new(
-                    ErrorCode::RateLimited,
-                    "too many failed authentications from this address; wait a minute",
-                )
-            } else {
-                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token")
-            };
-            return Err((id, err));
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "token store failed");
-            return Err((
-                id,
-                ErrorShape::new(ErrorCode::Internal, "token store unavailable"),
-            ));
-        }
-    };
-    Ok((id, params, token, protocol))
+    Ok((id, params, protocol))
 }
 
 fn invalid_frame(message: &str) -> Refusal {
