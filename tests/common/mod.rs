@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod chaos;
 pub mod fake;
 
 use gsv::client::{AgentClient, TlsOptions};
