@@ -1,14 +1,19 @@
 //! WebSocket plumbing shared by node and agent connections.
 //!
 //! Each connection has one reader (the session loop) and one writer task fed by a
-//! bounded queue. Nothing ever waits on a peer while holding anything else: a sender
-//! that finds the queue full closes the connection (a slow consumer is cut off, never
-//! buffered without bound). The writer also sends the heartbeat pings; the reader
-//! declares the peer dead after two silent intervals.
+//! queue bounded in frames and in bytes. Nothing ever waits on a peer while holding
+//! anything else: a sender that finds the queue full closes the connection (a slow
+//! consumer is cut off, never buffered without bound). The bounds are wide enough for
+//! every legitimate burst (a node's whole pending window, a few of the largest
+//! results), so a peer that reads is never cut off for a burst, only one that stops
+//! reading. The writer also sends the heartbeat pings; the reader declares the peer
+//! dead after two silent intervals.
 
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
 use hyper_util::rt::TokioIo;
+use gsv_protocol::limits::{SEND_QUEUE_BYTES, SEND_QUEUE_FRAMES};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -64,6 +69,8 @@ pub enum SendError {
 #[derive(Clone)]
 pub struct Outbound {
     tx: mpsc::Sender<Message>,
+    /// Bytes of text queued and not yet handed to the socket.
+    queued: Arc<AtomicUsize>,
     close: CancellationToken,
     close_frame: Arc<Mutex<Option<CloseFrame>>>,
 }
@@ -72,15 +79,34 @@ impl Outbound {
     /// Queues a text frame. A full queue means the peer does not keep up: the
     /// connection is closed and the frame dropped.
     pub fn send(&self, text: String) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        let len = text.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > SEND_QUEUE_BYTES {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return Err(self.slow_consumer());
+        }
         match self.tx.try_send(Message::Text(text.into())) {
             Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!("send queue full: closing slow consumer");
-                self.close_with(CloseCode::Again, "slow consumer: send queue full");
-                Err(SendError::SlowConsumer)
+            Err(e) => {
+                self.queued.fetch_sub(len, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full(_) => Err(self.slow_consumer()),
+                    mpsc::error::TrySendError::Closed(_) => Err(SendError::Closed),
+                }
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(SendError::Closed),
         }
+    }
+
+    /// Closes a peer whose queue is full; logs once, when this call is the one closing.
+    fn slow_consumer(&self) -> SendError {
+        if !self.close.is_cancelled() {
+            tracing::warn!("send queue full: closing slow consumer");
+        }
+        self.close_with(CloseCode::Again, "slow consumer: send queue full");
+        SendError::SlowConsumer
     }
 
     /// Closes the connection with a close code and a short reason.
@@ -118,30 +144,64 @@ pub fn spawn_writer(
     close: CancellationToken,
     heartbeat: Duration,
 ) -> (Outbound, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel(gsv_protocol::limits::SEND_QUEUE_FRAMES);
+    let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
     let out = Outbound {
         tx,
+        queued: Arc::new(AtomicUsize::new(0)),
         close: close.clone(),
         close_frame: Arc::new(Mutex::new(None)),
     };
+    let queue = Queue {
+        rx,
+        queued: out.queued.clone(),
+    };
     let frame_slot = out.close_frame.clone();
-    let task = tokio::spawn(writer(sink, rx, close, heartbeat, frame_slot));
+    let task = tokio::spawn(writer(sink, queue, close, heartbeat, frame_slot));
     (out, task)
+}
+
+/// The writer's end of the queue: takes frames off and gives their bytes back.
+struct Queue {
+    rx: mpsc::Receiver<Message>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    fn taken(&self, m: Message) -> Message {
+        if let Message::Text(t) = &m {
+            self.queued.fetch_sub(t.len(), Ordering::AcqRel);
+        }
+        m
+    }
+
+    async fn recv(&mut self) -> Option<Message> {
+        let m = self.rx.recv().await?;
+        Some(self.taken(m))
+    }
+
+    fn try_recv(&mut self) -> Option<Message> {
+        let m = self.rx.try_recv().ok()?;
+        Some(self.taken(m))
+    }
 }
 
 async fn writer(
     mut sink: SplitSink<Ws, Message>,
-    mut rx: mpsc::Receiver<Message>,
+    mut rx: Queue,
     close: CancellationToken,
     heartbeat: Duration,
     close_frame: Arc<Mutex<Option<CloseFrame>>>,
 ) {
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // One wait on the close token for the whole loop: a fresh `cancelled()` per frame
+    // would register (and drop) a waiter under the token's lock every time.
+    let closed = close.cancelled();
+    tokio::pin!(closed);
     loop {
         let first = tokio::select! {
             biased;
-            _ = close.cancelled() => break,
+            _ = &mut closed => break,
             m = rx.recv() => match m {
                 Some(m) => m,
                 None => break,
@@ -152,15 +212,15 @@ async fn writer(
             sink.feed(first).await?;
             for _ in 1..WRITE_BATCH {
                 match rx.try_recv() {
-                    Ok(m) => sink.feed(m).await?,
-                    Err(_) => break,
+                    Some(m) => sink.feed(m).await?,
+                    None => break,
                 }
             }
             sink.flush().await
         };
         let ok = tokio::select! {
             r = write => r.is_ok(),
-            _ = close.cancelled() => false,
+            _ = &mut closed => false,
         };
         if !ok {
             close.cancel();
@@ -171,7 +231,7 @@ async fn writer(
     // then close. Bounded so a dead or slow peer cannot hold the task.
     let frame = close_frame.lock().ok().and_then(|mut f| f.take());
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while let Ok(m) = rx.try_recv() {
+        while let Some(m) = rx.try_recv() {
             if sink.feed(m).await.is_err() {
                 break;
             }
@@ -221,11 +281,23 @@ pub async fn read_loop(
     use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
     let silence = heartbeat * 2;
     let mut last_seen = tokio::time::Instant::now();
+    // One timer and one close wait for the whole loop, not a new timer entry and a new
+    // waiter per frame: a frame only moves `last_seen`, and the timer, when it fires,
+    // checks it and re-arms for the real deadline.
+    let deadline = tokio::time::sleep_until(last_seen + silence);
+    tokio::pin!(deadline);
+    let closed = out.closed_token().cancelled();
+    tokio::pin!(closed);
     loop {
         let msg = tokio::select! {
             biased;
-            _ = out.closed_token().cancelled() => return EndReason::Closed,
-            _ = tokio::time::sleep_until(last_seen + silence) => {
+            _ = &mut closed => return EndReason::Closed,
+            _ = &mut deadline => {
+                let due = last_seen + silence;
+                if tokio::time::Instant::now() < due {
+                    deadline.as_mut().reset(due);
+                    continue;
+                }
                 out.close_with(CloseCode::Away, "heartbeat lost");
                 return EndReason::HeartbeatLost;
             }

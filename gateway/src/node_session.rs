@@ -20,6 +20,7 @@ use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
@@ -36,6 +37,45 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
 }
 
 type Stream = futures_util::stream::SplitStream<Ws>;
+
+/// The window over which a connection's stray results are counted against
+/// [`gsv_protocol::limits::MAX_STRAY_RESULTS`].
+const STRAY_WINDOW: Duration = Duration::from_secs(10);
+
+/// Close reason for a node connection cut off for flooding stray results.
+const CLOSE_STRAY: &str = "too many stray results: answers to calls this connection was never sent";
+
+/// One connection's stray results: a node that floods them is cut off. Legitimate
+/// strays (duplicates after a resume, late answers beyond the remembered abandoned ids)
+/// come in bursts bounded by the pending calls, far below the limit.
+#[derive(Default)]
+struct Strays {
+    /// Since when the current window counts, and how many it counted.
+    window: Option<(Instant, usize)>,
+    total: u64,
+    cut_off: bool,
+}
+
+impl Strays {
+    /// Counts one stray result; returns whether it is the first of its window (worth
+    /// a warning) and whether the connection must now be cut off.
+    fn count(&mut self, now: Instant) -> (bool, bool) {
+        self.total += 1;
+        let n = match &mut self.window {
+            Some((start, n)) if now.duration_since(*start) < STRAY_WINDOW => {
+                *n += 1;
+                *n
+            }
+            w => {
+                *w = Some((now, 1));
+                1
+            }
+        };
+        let over = n > gsv_protocol::limits::MAX_STRAY_RESULTS && !self.cut_off;
+        self.cut_off |= over;
+        (n == 1, over)
+    }
+}
 
 /// Validates the node's declaration and credential, sends `hello-ok`, and enters the
 /// node in the registry.
@@ -197,8 +237,9 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     };
     shared.tools_changed(handle.id.as_str(), &handle.tools, change);
 
+    let mut strays = Strays::default();
     let reason = read_loop(stream, &handle.out, shared.config.heartbeat, |text| {
-        on_frame(&shared, &handle, text)
+        on_frame(&shared, &handle, &mut strays, text)
     })
     .await;
 
@@ -208,13 +249,21 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     let released = handle.release_all_pending();
     let current = shared.registry.remove_if_current(&handle);
     tracing::info!(?reason, pending_calls = released, "node disconnected");
+    let outcome = match strays.cut_off {
+        true => "StrayResults".to_owned(),
+        false => format!("{reason:?}"),
+    };
     let mut entry = AuditEntry::new(
         AuditKind::Disconnect,
         format!("node:{}", handle.id),
-        format!("{reason:?}"),
+        outcome,
     );
     entry.node = Some(handle.id.to_string());
-    entry.detail = Some(serde_json::json!({ "pendingCalls": released, "connId": handle.conn_id }));
+    entry.detail = Some(serde_json::json!({
+        "pendingCalls": released,
+        "connId": handle.conn_id,
+        "strayResults": strays.total,
+    }));
     shared.audit.record(entry);
     if current {
         shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
@@ -224,7 +273,7 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     }
 }
 
-fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
+fn on_frame(shared: &Shared, handle: &NodeHandle, strays: &mut Strays, text: &str) {
     let frame = match Frame::decode(text) {
         Ok(f) => f,
         Err(e) => {
@@ -234,7 +283,7 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
         }
     };
     match frame {
-        Frame::Res { id, outcome } => on_result(shared, handle, &id, outcome),
+        Frame::Res { id, outcome } => on_result(shared, handle, strays, &id, outcome),
         Frame::Event {
             event: EventName::ProcessExited,
             payload,
@@ -281,6 +330,7 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, text: &str) {
 fn on_result(
     shared: &Shared,
     handle: &NodeHandle,
+    strays: &mut Strays,
     id: &str,
     outcome: Result<Box<RawValue>, ErrorShape>,
 ) {
@@ -308,10 +358,24 @@ fn on_result(
         }
         Completion::Stray => {
             shared.metrics.stray_results.inc();
-            tracing::warn!(
-                call_id = id,
-                "result for a call id this connection was never sent; dropped"
-            );
+            let (first, over) = strays.count(Instant::now());
+            if first {
+                tracing::warn!(
+                    call_id = id,
+                    "result for a call id this connection was never sent; dropped"
+                );
+            } else {
+                tracing::debug!(call_id = id, "stray result dropped");
+            }
+            if over {
+                tracing::warn!(
+                    strays = strays.total,
+                    limit = gsv_protocol::limits::MAX_STRAY_RESULTS,
+                    window_s = STRAY_WINDOW.as_secs(),
+                    "node floods stray results; closing its connection"
+                );
+                handle.out.close_with(CloseCode::Policy, CLOSE_STRAY);
+            }
         }
     }
 }
@@ -349,5 +413,31 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
         if a.policy.visible(&process_tool) {
             a.send_event(EventName::ProcessExited, &event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gsv_protocol::limits::MAX_STRAY_RESULTS;
+
+    #[test]
+    fn strays_cut_off_only_past_the_limit_within_one_window() {
+        let t0 = Instant::now();
+        let mut s = Strays::default();
+        assert_eq!(s.count(t0), (true, false));
+        for _ in 1..MAX_STRAY_RESULTS {
+            assert_eq!(s.count(t0), (false, false));
+        }
+        // A new window starts over: a steady trickle is never cut off.
+        let t1 = t0 + STRAY_WINDOW;
+        assert_eq!(s.count(t1), (true, false));
+        for _ in 1..MAX_STRAY_RESULTS {
+            assert_eq!(s.count(t1), (false, false));
+        }
+        assert_eq!(s.count(t1), (false, true), "one past the limit cuts off");
+        assert_eq!(s.count(t1), (false, false), "and only once");
+        assert!(s.cut_off);
+        assert_eq!(s.total, 2 * MAX_STRAY_RESULTS as u64 + 2);
     }
 }

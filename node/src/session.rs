@@ -11,7 +11,7 @@ use crate::dispatch::Dispatcher;
 use crate::state::NodeState;
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
-use gsv_protocol::limits::{MAX_RESULT_BYTES, SEND_QUEUE_FRAMES};
+use gsv_protocol::limits::MAX_RESULT_BYTES;
 use gsv_protocol::HelloOk;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+/// Frames queued for the gateway before producers wait (back-pressure: the node's
+/// senders await room, they never drop).
+const OUTGOING_FRAMES: usize = 256;
 
 /// How long a graceful close may take before the socket is just dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -49,7 +53,7 @@ pub(crate) async fn serve(
 ) -> SessionEnd {
     let heartbeat = node.config.heartbeat;
     let (sink, mut stream) = ws.split();
-    let (tx, rx) = mpsc::channel::<String>(SEND_QUEUE_FRAMES);
+    let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
     // Cancelled by the writer when it fails, and by the reader to stop the writer.
     let stop = CancellationToken::new();
     let writer = tokio::spawn(write_loop(sink, rx, heartbeat, stop.clone()));

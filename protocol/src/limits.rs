@@ -24,8 +24,24 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 pub const MAX_IN_FLIGHT_PER_AGENT: usize = 1024;
 /// Calls one node connection may have pending at once.
 pub const MAX_PENDING_PER_NODE: usize = 4096;
-/// Frames queued for sending to one peer before it counts as a slow consumer.
-pub const SEND_QUEUE_FRAMES: usize = 256;
+/// Stray results (answers to call ids a node connection was never sent, or whose
+/// abandonment the gateway no longer remembers) one node connection may send within a
+/// 10 s window; one more closes it (code 1008). Twice the pending bound, so a legitimate
+/// burst stays well under it: every pending call of a connection abandoned at once and
+/// answered late, plus the duplicate answers a resume after a reconnect can bring.
+pub const MAX_STRAY_RESULTS: usize = 2 * MAX_PENDING_PER_NODE;
+/// Frames the gateway queues for sending to one peer before it counts as a slow
+/// consumer. Room for every legitimate burst: a node's whole pending window sent at
+/// once and then cancelled (2 × `MAX_PENDING_PER_NODE`), with as much again for events.
+/// A reading peer drains the queue as fast as its link allows; only one that stops
+/// reading fills it.
+pub const SEND_QUEUE_FRAMES: usize = 4 * MAX_PENDING_PER_NODE;
+/// Bytes the gateway queues for sending to one peer before it counts as a slow
+/// consumer: two frames of the largest size (a third sits in the socket's write
+/// buffer), so a few big results in parallel (images, file reads) never cut off a peer
+/// that reads. This, not the frame count, bounds the memory a peer that stops reading
+/// can hold.
+pub const SEND_QUEUE_BYTES: usize = 2 * MAX_FRAME_BYTES;
 /// Longest request id.
 pub const MAX_ID_LEN: usize = 128;
 /// Most tools one node may register.
@@ -46,6 +62,9 @@ pub struct Limits {
     pub max_result_bytes: usize,
     pub max_in_flight: usize,
     pub send_queue_frames: usize,
+    /// Absent from gateways older than this field: read as 0 (unknown).
+    #[serde(default)]
+    pub send_queue_bytes: usize,
     pub heartbeat_ms: u64,
     pub default_call_timeout_ms: u64,
     pub max_call_timeout_ms: u64,
@@ -59,6 +78,7 @@ impl Limits {
             max_result_bytes: MAX_RESULT_BYTES,
             max_in_flight,
             send_queue_frames: SEND_QUEUE_FRAMES,
+            send_queue_bytes: SEND_QUEUE_BYTES,
             heartbeat_ms,
             default_call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
             max_call_timeout_ms: MAX_CALL_TIMEOUT_MS,
