@@ -294,24 +294,25 @@ impl Tool for NetServices {
             Ok(h) => h,
             Err(e) => return ToolResult::error(format!("{NAME}: refused: {e}")),
         };
+        let resolved =
+            match target::resolve_host(host, self.env.resolver.as_ref(), RESOLVE_TIMEOUT).await {
+                Ok(r) => r,
+                Err(e) => return ToolResult::error(format!("{NAME}: {e}")),
+            };
+        // A refused target is refused before anything else, nmap or not.
+        let decision = decide(NAME, &resolved, req.external, PublicTargets::WithExternal);
+        if let Decision::Refuse(why) = &decision {
+            return ToolResult::error(format!("{NAME}: refused: {why}"));
+        }
         if !self.env.runner.available("nmap").await {
             return ToolResult::error(format!(
                 "{NAME}: nmap is not installed on this node; {}",
                 install_hint("nmap")
             ));
         }
-        let resolved =
-            match target::resolve_host(host, self.env.resolver.as_ref(), RESOLVE_TIMEOUT).await {
-                Ok(r) => r,
-                Err(e) => return ToolResult::error(format!("{NAME}: {e}")),
-            };
-        match decide(NAME, &resolved, req.external, PublicTargets::WithExternal) {
-            Decision::Run => {}
-            Decision::Refuse(why) => return ToolResult::error(format!("{NAME}: refused: {why}")),
-            Decision::NeedsApproval { reason } => {
-                if ctx.approval.is_none() {
-                    return unapproved(NAME, &reason);
-                }
+        if let Decision::NeedsApproval { reason } = decision {
+            if ctx.approval.is_none() {
+                return unapproved(NAME, &reason);
             }
         }
 
