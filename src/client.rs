@@ -2,7 +2,8 @@
 //!
 //! Used by `gsv call`, `gsv nodes`, `gsv tools`, the examples and the end-to-end tests.
 //! One reader task matches each `res` to its request by id and queues events; requests
-//! can run concurrently over one connection. `https://` / `wss://` gateways are trusted
+//! can run concurrently over one connection. A request is written by the task that makes
+//! it (the sink is shared under a lock), so sending costs no hand-off to another task. `https://` / `wss://` gateways are trusted
 //! the same ways a node trusts them ([`TlsOptions`]: system roots, `--ca`, `--pin`).
 
 use futures_util::{SinkExt, StreamExt};
@@ -67,9 +68,12 @@ pub struct Event {
     pub seq: u64,
 }
 
+/// The sending half of the connection.
+type Sink = futures_util::stream::SplitSink<Stream, Message>;
+
 /// A connected, authenticated agent.
 pub struct AgentClient {
-    out: mpsc::Sender<Message>,
+    sink: Arc<tokio::sync::Mutex<Sink>>,
     waiters: Waiters,
     next_id: AtomicU64,
     events: tokio::sync::Mutex<mpsc::Receiver<Event>>,
@@ -194,16 +198,7 @@ impl AgentClient {
             }
         };
 
-        let (mut sink, mut stream) = ws.split();
-        let (out, mut rx) = mpsc::channel::<Message>(256);
-        tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
-                if sink.send(m).await.is_err() {
-                    break;
-                }
-            }
-            let _ = sink.close().await;
-        });
+        let (sink, mut stream) = ws.split();
         let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
         let (ev_tx, ev_rx) = mpsc::channel(1024);
         let w = waiters.clone();
@@ -243,7 +238,7 @@ impl AgentClient {
             }
         });
         Ok(AgentClient {
-            out,
+            sink: Arc::new(tokio::sync::Mutex::new(sink)),
             waiters,
             next_id: AtomicU64::new(1),
             events: tokio::sync::Mutex::new(ev_rx),
@@ -271,10 +266,16 @@ impl AgentClient {
         if let Ok(mut m) = self.waiters.lock() {
             m.insert(id.to_owned(), tx);
         }
-        self.out
+        if self
             .send(Message::Text(encode_req(id, method, params).into()))
             .await
-            .map_err(|_| ClientError::Closed)?;
+            .is_err()
+        {
+            if let Ok(mut m) = self.waiters.lock() {
+                m.remove(id);
+            }
+            return Err(ClientError::Closed);
+        }
         let outcome = tokio::select! {
             r = rx => r,
             _ = self.closed.cancelled() => {
@@ -329,20 +330,24 @@ impl AgentClient {
             .map_err(|e| ClientError::Protocol(format!("bad tool result: {e}")))
     }
 
-    /// Cancels a call in flight by its request id.
-    pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
-        self.out
-            .send(Message::Text(encode_cancel(id).into()))
+    /// Writes one frame (and flushes it) on the caller's own task.
+    async fn send(&self, message: Message) -> Result<(), ClientError> {
+        self.sink
+            .lock()
+            .await
+            .send(message)
             .await
             .map_err(|_| ClientError::Closed)
     }
 
+    /// Cancels a call in flight by its request id.
+    pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
+        self.send(Message::Text(encode_cancel(id).into())).await
+    }
+
     /// Sends a raw text frame (tests use this for malformed input).
     pub async fn send_raw(&self, text: String) -> Result<(), ClientError> {
-        self.out
-            .send(Message::Text(text.into()))
-            .await
-            .map_err(|_| ClientError::Closed)
+        self.send(Message::Text(text.into())).await
     }
 
     pub async fn list_tools(&self) -> Result<Vec<ToolEntry>, ClientError> {
@@ -375,6 +380,20 @@ impl AgentClient {
             .await
             .ok()
             .flatten()
+    }
+}
+
+impl Drop for AgentClient {
+    /// Closes the connection (a close frame, then the gateway closes its side and the
+    /// reader task ends), as the writer task used to when the client went away.
+    fn drop(&mut self) {
+        let sink = Arc::clone(&self.sink);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut sink = sink.lock().await;
+                let _ = tokio::time::timeout(Duration::from_secs(5), sink.close()).await;
+            });
+        }
     }
 }
 

@@ -64,6 +64,35 @@ fn gateway_scenarios_smoke() {
 }
 
 #[test]
+fn ssh_call_smoke() {
+    // The harness runs its own sshd on 127.0.0.1 (an ephemeral port, a temporary
+    // config and keys), so it needs OpenSSH's server and client installed.
+    let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !(sshd && have_ssh()) {
+        // CI installs both (.ci/run); elsewhere say what is missing instead of failing.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have openssh-server and openssh-client installed"
+        );
+        eprintln!("skipping: install openssh-server and openssh-client to run `gsv bench ssh`");
+        return;
+    }
+    let v = bench("ssh");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(3));
+}
+
+/// `ssh -V` answers (it prints its version on stderr and exits 0).
+fn have_ssh() -> bool {
+    Command::new("ssh")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
 fn unknown_scenario_is_a_usage_error() {
     let out = Command::new(common::gsv_bin())
         .args(["bench", "no-such-scenario"])

@@ -1,6 +1,7 @@
 //! Shared set-up for the gateway scenarios: temp dirs, the open-file limit, a gateway
-//! in a separate process (so its RSS can be read and it can be killed), and node
-//! credentials minted straight into the gateway's store.
+//! in a separate process (so its RSS can be read and it can be killed), node
+//! credentials minted straight into the gateway's store, and a gateway plus a real
+//! node as child processes.
 
 use super::BenchOptions;
 use gsv_gateway::{Store, TokenKind};
@@ -169,4 +170,132 @@ pub fn rss_kib(pid: u32) -> Result<u64, String> {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| "no VmRSS".to_owned())
+}
+
+/// Makes a spawned helper die with this process (Linux: parent-death signal), so an
+/// interrupted benchmark leaves no gateway, node or sshd behind.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe and touches only the child being set up.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `gsv gateway` and one real `gsv node` as child processes on 127.0.0.1, as they run
+/// in production: every hop between agent, gateway and node crosses processes.
+pub struct ProcessRig {
+    pub gateway: GatewayProcess,
+    node: Proc,
+    /// An agent token allowed to call everything.
+    pub agent_token: String,
+}
+
+impl ProcessRig {
+    /// Starts both under `dir` (data, workspace, node state) and waits until the node
+    /// `node_id` is online; with `echo_tool` the node also offers Echo.
+    pub async fn start(dir: &Path, node_id: &str, echo_tool: bool) -> Result<ProcessRig, String> {
+        let data = dir.join("data");
+        let workspace = dir.join("workspace");
+        for d in [&data, &workspace] {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        let node_token = {
+            let store = Store::open(&data).map_err(|e| format!("store: {e}"))?;
+            store
+                .create_token(TokenKind::Node, node_id, None)
+                .map_err(|e| format!("node token: {e}"))?
+                .0
+        };
+        let agent_token = mint_agent(&data)?;
+        let gateway = GatewayProcess::spawn(&data, "127.0.0.1:0").await?;
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["node", "--id", node_id, "--gateway"])
+            .arg(gateway.url())
+            .arg("--workspace")
+            .arg(&workspace)
+            .arg("--data")
+            .arg(dir.join("node"))
+            .env("GSV_TOKEN", &node_token)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if echo_tool {
+            cmd.arg("--echo-tool");
+        }
+        let node = Proc(
+            die_with_parent(&mut cmd)
+                .spawn()
+                .map_err(|e| format!("spawn gsv node: {e}"))?,
+        );
+        let rig = ProcessRig {
+            gateway,
+            node,
+            agent_token,
+        };
+        rig.wait_for_node(node_id).await?;
+        Ok(rig)
+    }
+
+    /// Waits until the node is online at the gateway (20 s at most).
+    async fn wait_for_node(&self, node_id: &str) -> Result<(), String> {
+        let agent = crate::client::AgentClient::connect(&self.gateway.url(), &self.agent_token)
+            .await
+            .map_err(|e| format!("agent: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let nodes = agent.list_nodes().await.map_err(|e| e.to_string())?;
+            if nodes.iter().any(|n| n.id == node_id && n.online) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "`gsv node --id {node_id}` did not come online in 20 s"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `gsv call --gateway URL --data DATA NAME ARGS`, with the agent token in the
+    /// environment (as `$GSV_AGENT_TOKEN`).
+    pub fn call_command(&self, name: &str, args: &str) -> Result<Command, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("call")
+            .arg("--gateway")
+            .arg(self.gateway.url())
+            .arg("--data")
+            .arg(&self.gateway.data)
+            .arg(name)
+            .arg(args)
+            .env("GSV_AGENT_TOKEN", &self.agent_token)
+            .stdin(Stdio::null());
+        Ok(cmd)
+    }
+
+    /// Stops the node, then the gateway.
+    pub async fn stop(self) {
+        drop(self.node);
+        drop(self.gateway);
+    }
 }

@@ -170,8 +170,6 @@ pub(super) struct Rig {
     pub(super) stop: CancellationToken,
     pub(super) node: tokio::task::JoinHandle<()>,
     pub(super) token: String,
-    /// The gateway's data directory.
-    pub(super) data: std::path::PathBuf,
     _dir: TempDir,
 }
 
@@ -232,7 +230,6 @@ pub(super) async fn rig(opts: &BenchOptions) -> Result<Rig, String> {
         stop,
         node,
         token,
-        data,
         _dir: dir,
     })
 }

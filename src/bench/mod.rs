@@ -13,6 +13,7 @@ pub mod memory;
 pub mod reconnect;
 pub mod report;
 pub mod sim;
+pub mod ssh_call;
 pub mod stats;
 pub mod throughput;
 
@@ -49,6 +50,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "reconnect",
         "8,000 simulated nodes registered again after a gateway kill and restart",
     ),
+    (
+        "ssh",
+        "`gsv call laptop__Bash` `true` (whole process) vs `ssh` over a warm ControlMaster",
+    ),
 ];
 
 /// Options shared by every scenario.
@@ -71,6 +76,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "throughput" => throughput::run(opts).await,
         "memory" => memory::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
+        "ssh" => ssh_call::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",
             SCENARIOS

@@ -1,0 +1,529 @@
+//! `gsv bench ssh`: `gsv call laptop__Bash '{"command":"true"}'` end to end against
+//! `ssh … 127.0.0.1 true` over a warm ControlMaster connection.
+//!
+//! Both sides are whole process invocations, as a person or an agent's shell tool would
+//! run them: the benchmark spawns the `gsv call` binary and the `ssh` binary, waits for
+//! each to exit, and times spawn to exit. Calls alternate one by one (the order flips
+//! every round) so drift in machine load hits both alike.
+//!
+//! - gsv: `gsv gateway` and a real `gsv node --id laptop` as child processes on
+//!   127.0.0.1; each sample is a fresh `gsv call` process (connect, handshake, call,
+//!   print, exit). The node runs `true` with its Bash tool (the user's `$SHELL -c`).
+//! - ssh: the harness's own `sshd` on 127.0.0.1 on an ephemeral port, with a temporary
+//!   `sshd_config`, host key and authorized key, running as the current user. A master
+//!   connection is opened first (`ControlMaster=auto`, `ControlPersist=60`), so each
+//!   sample is a mux client: it asks the master for a new session, sshd runs `true`
+//!   with the user's login shell (`$SHELL -c true`), and the client exits with its
+//!   status.
+//!
+//! Two ssh figures are measured. Bash on Debian reads `~/.bashrc` when sshd runs it
+//! (it sees `$SSH_CLIENT`), so plain `ssh … true` pays whatever the user's rc file
+//! costs — hundreds of milliseconds for an rc file that sets up pyenv or nvm, nothing
+//! for an empty one. That figure depends on the account, not on ssh, so the target is
+//! checked against the second, rc-free figure: the same command with `SHLVL=1` sent
+//! (`SetEnv`, accepted by the private sshd's `AcceptEnv SHLVL`), which makes bash skip
+//! its rc file exactly as the node's Bash tool does (`$SHELL -c` with an environment
+//! captured once at node start). The rc-free figure is ssh's own cost: mux client,
+//! session set-up in sshd, `bash -c true`.
+//!
+//! Target: `gsv call` at p50 is at most 0.25× the rc-free ssh figure. Nothing leaves
+//! 127.0.0.1.
+
+use super::fleet::{die_with_parent, Proc, ProcessRig, TempDir};
+use super::report::{Report, Row};
+use super::stats::{summarize, Summary};
+use super::BenchOptions;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `gsv call` at p50 may take at most this share of `ssh` over a warm master.
+pub const TARGET_RATIO: f64 = 0.25;
+
+/// The node id the calls go to (`laptop__Bash`).
+const NODE_ID: &str = "laptop";
+
+/// The arguments of every call: run `true`.
+const ARGS: &str = r#"{"command":"true"}"#;
+
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
+    let (n, warm) = if opts.quick { (10, 3) } else { (300, 20) };
+    // Find the OpenSSH programs first, so a machine without them fails at once.
+    let bins = SshBins::find()?;
+    let dir = TempDir::new(opts, "ssh")?;
+
+    let gsv = ProcessRig::start(&dir.0, NODE_ID, false).await?;
+    let sshd = Sshd::start(&bins, &dir.0).await?;
+    let client = SshClient::new(&bins, &sshd, &dir.0, false)?;
+    let client_rc = SshClient::new(&bins, &sshd, &dir.0, true)?;
+    let outcome = async {
+        client.open_master()?;
+        client_rc.open_master()?;
+        let cmds = Commands {
+            gsv: gsv.call_command(&format!("{NODE_ID}__Bash"), ARGS)?,
+            ssh: client.true_command(),
+            ssh_rc: client_rc.true_command(),
+        };
+        tokio::task::spawn_blocking(move || measure(cmds, n, warm))
+            .await
+            .map_err(|e| format!("measuring: {e}"))?
+    }
+    .await;
+    client.close_master();
+    client_rc.close_master();
+    drop(sshd);
+    gsv.stop().await;
+    let m = outcome?;
+
+    let base = "`ssh … 127.0.0.1 true`, warm ControlMaster, rc file skipped";
+    let rc_base = "same ssh, user's ~/.bashrc read (as plain ssh does)";
+    let info = |mut r: Row| {
+        r.target = "(info)".into();
+        r.met = true;
+        r
+    };
+    let figure = "`gsv call laptop__Bash` `true`";
+    Ok(Report::new(
+        "ssh",
+        format!(
+            "{n} sequential runs per side after {warm} warm-up runs each, interleaved \
+             ({} of ssh with the rc file read); each run is a whole process (spawn to \
+             exit): `gsv call laptop__Bash '{ARGS}'` against `gsv gateway` + `gsv node` on \
+             127.0.0.1, and `ssh` to the harness's own sshd on 127.0.0.1 through a warm \
+             ControlMaster; mean gsv {:.0} µs, ssh {:.0} µs (rc read: {:.0} µs); min gsv \
+             {:.0} µs, ssh {:.0} µs",
+            m.ssh_rc.n, m.gsv.mean_us, m.ssh.mean_us, m.ssh_rc.mean_us, m.gsv.min_us, m.ssh.min_us
+        ),
+        vec![
+            Row::at_most(
+                format!("{figure}, p50"),
+                m.gsv.p50_us,
+                format!("{base}, p50"),
+                m.ssh.p50_us,
+                "µs",
+                TARGET_RATIO,
+            ),
+            info(Row::at_most(
+                format!("{figure}, p99"),
+                m.gsv.p99_us,
+                format!("{base}, p99"),
+                m.ssh.p99_us,
+                "µs",
+                TARGET_RATIO,
+            )),
+            info(Row::at_most(
+                format!("{figure}, p50"),
+                m.gsv.p50_us,
+                format!("{rc_base}, p50"),
+                m.ssh_rc.p50_us,
+                "µs",
+                TARGET_RATIO,
+            )),
+        ],
+    ))
+}
+
+/// The three commands timed.
+struct Commands {
+    gsv: Command,
+    ssh: Command,
+    ssh_rc: Command,
+}
+
+/// What was measured.
+struct Measured {
+    gsv: Summary,
+    ssh: Summary,
+    ssh_rc: Summary,
+}
+
+/// Runs each command `warm` times, then `n` times (the rc-reading ssh, which can be
+/// slow, every third round), interleaved with the order rotating; returns the summaries.
+fn measure(mut c: Commands, n: usize, warm: usize) -> Result<Measured, String> {
+    for _ in 0..warm {
+        time_run(&mut c.gsv, "gsv call")?;
+        time_run(&mut c.ssh, "ssh")?;
+    }
+    time_run(&mut c.ssh_rc, "ssh")?;
+    let (mut g, mut s, mut r) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n / 3 + 1),
+    );
+    for i in 0..n {
+        if i % 2 == 0 {
+            g.push(time_run(&mut c.gsv, "gsv call")?);
+            s.push(time_run(&mut c.ssh, "ssh")?);
+        } else {
+            s.push(time_run(&mut c.ssh, "ssh")?);
+            g.push(time_run(&mut c.gsv, "gsv call")?);
+        }
+        if i % 3 == 0 {
+            r.push(time_run(&mut c.ssh_rc, "ssh (rc file read)")?);
+        }
+    }
+    Ok(Measured {
+        gsv: summarize(&g),
+        ssh: summarize(&s),
+        ssh_rc: summarize(&r),
+    })
+}
+
+/// Spawns `cmd` (stdin closed, stdout and stderr captured), waits for it and returns
+/// the wall time from spawn to exit; a non-zero exit is an error.
+fn time_run(cmd: &mut Command, what: &str) -> Result<Duration, String> {
+    let t = Instant::now();
+    let out = cmd.output().map_err(|e| format!("spawn {what}: {e}"))?;
+    let elapsed = t.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(elapsed)
+}
+
+// ---------------------------------------------------------------------------------
+// The ssh side: the harness's own sshd and a client with a warm master.
+
+/// Paths of the OpenSSH programs.
+struct SshBins {
+    sshd: PathBuf,
+    ssh: PathBuf,
+    keygen: PathBuf,
+}
+
+impl SshBins {
+    fn find() -> Result<SshBins, String> {
+        let missing = |what: &str| {
+            format!(
+                "{what} not found: install OpenSSH (`apt-get install openssh-server \
+                 openssh-client`) to run `gsv bench ssh`"
+            )
+        };
+        // sshd must be run by an absolute path (it re-executes itself), and /usr/sbin
+        // is often not on PATH.
+        let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| is_executable(p))
+            .or_else(|| which("sshd"))
+            .ok_or_else(|| missing("sshd"))?;
+        let ssh = which("ssh").ok_or_else(|| missing("ssh"))?;
+        let keygen = which("ssh-keygen").ok_or_else(|| missing("ssh-keygen"))?;
+        Ok(SshBins { sshd, ssh, keygen })
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// `name` on `$PATH`, as an absolute path.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_absolute() && is_executable(p))
+}
+
+/// The current user's name, from the password database.
+fn current_user() -> Result<String, String> {
+    // SAFETY: getpwuid returns a pointer into static storage (or null); it is read at
+    // once, before any other call could overwrite it, and this benchmark calls it from
+    // one thread.
+    unsafe {
+        let pw = libc::getpwuid(libc::getuid());
+        if pw.is_null() || (*pw).pw_name.is_null() {
+            return Err("the current user has no password-database entry; sshd needs one".into());
+        }
+        Ok(std::ffi::CStr::from_ptr((*pw).pw_name)
+            .to_string_lossy()
+            .into_owned())
+    }
+}
+
+/// `ssh-keygen -q -t ed25519 -N '' -f PATH`.
+fn keygen(bins: &SshBins, path: &Path) -> Result<(), String> {
+    let out = Command::new(&bins.keygen)
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "gsv-bench", "-f"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("ssh-keygen: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ssh-keygen -f {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// The harness's own sshd: 127.0.0.1, an ephemeral port, a temporary config, host key
+/// and authorized key, no PAM, as the current user. Killed on drop.
+struct Sshd {
+    proc: Proc,
+    port: u16,
+    user: String,
+    client_key: PathBuf,
+}
+
+impl Sshd {
+    async fn start(bins: &SshBins, dir: &Path) -> Result<Sshd, String> {
+        let dir = dir.join("sshd");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let user = current_user()?;
+        let host_key = dir.join("host_ed25519");
+        let client_key = dir.join("client_ed25519");
+        keygen(bins, &host_key)?;
+        keygen(bins, &client_key)?;
+        let authorized = dir.join("authorized_keys");
+        std::fs::copy(client_key.with_extension("pub"), &authorized)
+            .map_err(|e| format!("authorized_keys: {e}"))?;
+        // As root, sshd insists on its privilege-separation directory, a path compiled
+        // into it (Debian: /run/sshd) that no option can move; make it if missing.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let privsep = Path::new("/run/sshd");
+            if !privsep.is_dir() {
+                std::fs::create_dir_all(privsep).map_err(|e| {
+                    format!(
+                        "sshd needs its privilege-separation directory {} and it cannot be \
+                         made: {e}",
+                        privsep.display()
+                    )
+                })?;
+            }
+        }
+
+        let mut last_error = String::new();
+        // The port is found by binding port 0 and released before sshd binds it, so
+        // another process may take it in between: try a few ports.
+        for _ in 0..3 {
+            let port = free_port()?;
+            let config = dir.join("sshd_config");
+            std::fs::write(&config, sshd_config(port, &host_key, &authorized, &dir))
+                .map_err(|e| format!("{}: {e}", config.display()))?;
+            let log = dir.join("sshd.log");
+            let log_file =
+                std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+            let mut cmd = Command::new(&bins.sshd);
+            cmd.arg("-D")
+                .arg("-e")
+                .arg("-f")
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log_file);
+            let child = die_with_parent(&mut cmd)
+                .spawn()
+                .map_err(|e| format!("spawn {}: {e}", bins.sshd.display()))?;
+            let mut proc = Proc(child);
+            match wait_for_banner(&mut proc, port).await {
+                Ok(()) => {
+                    return Ok(Sshd {
+                        proc,
+                        port,
+                        user,
+                        client_key,
+                    })
+                }
+                Err(e) => {
+                    drop(proc);
+                    let log = std::fs::read_to_string(&log).unwrap_or_default();
+                    last_error = format!("{e}; sshd said: {}", log.trim());
+                }
+            }
+        }
+        Err(format!(
+            "the benchmark's sshd (127.0.0.1, own config in {}) did not start: {last_error}",
+            dir.display()
+        ))
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.proc.0.kill();
+        let _ = self.proc.0.wait();
+    }
+}
+
+fn sshd_config(port: u16, host_key: &Path, authorized: &Path, dir: &Path) -> String {
+    format!(
+        "# gsv bench ssh: a private sshd on loopback, removed with its directory.\n\
+         ListenAddress 127.0.0.1:{port}\n\
+         HostKey {host}\n\
+         PidFile {pid}\n\
+         AuthorizedKeysFile {auth}\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\n\
+         UsePAM no\n\
+         StrictModes no\n\
+         UseDNS no\n\
+         PrintMotd no\n\
+         PrintLastLog no\n\
+         X11Forwarding no\n\
+         AllowTcpForwarding no\n\
+         MaxSessions 100\n\
+         AcceptEnv SHLVL\n\
+         LogLevel ERROR\n",
+        host = host_key.display(),
+        pid = dir.join("sshd.pid").display(),
+        auth = authorized.display(),
+    )
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("local_addr: {e}"))
+}
+
+/// Waits (10 s at most) until sshd on `port` sends its `SSH-2.0` banner.
+async fn wait_for_banner(proc: &mut Proc, port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = proc.0.try_wait() {
+            return Err(format!("sshd exited: {status}"));
+        }
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 8];
+            if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"SSH-2.0") {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no SSH banner on 127.0.0.1:{port} within 10 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The ssh client's fixed options: private known-hosts file, only the temporary key,
+/// batch mode, a master connection shared through `ControlPath`. One client per
+/// master: environment options (`SetEnv`) are applied by the master to every session
+/// it opens, whatever a mux client asks, so the rc-free and the plain figure each have
+/// their own master.
+struct SshClient {
+    ssh: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl SshClient {
+    /// A client whose sessions read the user's rc file (`rc`) or skip it.
+    fn new(bins: &SshBins, sshd: &Sshd, dir: &Path, rc: bool) -> Result<SshClient, String> {
+        let name = if rc { "cm-rc" } else { "cm" };
+        // A Unix socket path is at most 107 bytes: keep the control socket short even
+        // when the fixture directory is deep.
+        let mut control = dir.join(name);
+        if control.as_os_str().len() > 100 {
+            control =
+                std::env::temp_dir().join(format!("gsv-bench-ssh-{}.{name}", std::process::id()));
+        }
+        let known = dir.join("known_hosts");
+        let mut args: Vec<OsString> = Vec::new();
+        let mut opt = |o: String| {
+            args.push("-o".into());
+            args.push(o.into());
+        };
+        opt(format!("UserKnownHostsFile={}", known.display()));
+        opt("GlobalKnownHostsFile=/dev/null".into());
+        opt("StrictHostKeyChecking=no".into());
+        opt("BatchMode=yes".into());
+        opt("IdentitiesOnly=yes".into());
+        opt("IdentityAgent=none".into());
+        opt("ControlMaster=auto".into());
+        opt(format!("ControlPath={}", control.display()));
+        opt("ControlPersist=60".into());
+        opt("LogLevel=ERROR".into());
+        if !rc {
+            // bash then counts itself a nested shell and skips ~/.bashrc (module doc).
+            opt("SetEnv=SHLVL=1".into());
+        }
+        args.extend([
+            "-F".into(),
+            "/dev/null".into(),
+            "-i".into(),
+            sshd.client_key.clone().into_os_string(),
+            "-p".into(),
+            sshd.port.to_string().into(),
+            "-l".into(),
+            sshd.user.clone().into(),
+        ]);
+        Ok(SshClient {
+            ssh: bins.ssh.clone(),
+            args,
+        })
+    }
+
+    /// `ssh [options] EXTRA… 127.0.0.1 REMOTE…`.
+    fn command(&self, extra: &[&str], remote: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.ssh);
+        cmd.args(&self.args)
+            .args(extra)
+            .arg("127.0.0.1")
+            .args(remote)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `ssh [options] 127.0.0.1 true`: what each sample runs.
+    fn true_command(&self) -> Command {
+        self.command(&[], &["true"])
+    }
+
+    /// Opens the master connection (the first `ssh` backgrounds itself as the master,
+    /// `ControlPersist=60`) and checks that it answers `-O check`.
+    fn open_master(&self) -> Result<(), String> {
+        let status = self
+            .true_command()
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("spawn ssh: {e}"))?;
+        if !status.success() {
+            let out = self.true_command().output().ok();
+            let why = out
+                .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
+                .unwrap_or_default();
+            return Err(format!(
+                "ssh to the benchmark's sshd on 127.0.0.1 failed ({status}): {why}"
+            ));
+        }
+        let out = self
+            .command(&["-O", "check"], &[])
+            .output()
+            .map_err(|e| format!("ssh -O check: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "no ControlMaster after the first ssh: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ssh -O exit`: stops the master (and with it sshd's session process).
+    fn close_master(&self) {
+        let _ = self
+            .command(&["-O", "exit"], &[])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
