@@ -6,14 +6,13 @@
 
 use crate::approvals::Decision;
 use crate::audit::{AuditEntry, AuditKind};
-use crate::conn::{read_loop, spawn_writer, Outbound, Ws};
+use crate::conn::{drive, queue, Outbound, Ws};
 use crate::handshake;
 use crate::policy::{Policy, PolicySpec};
 use crate::router;
 use crate::state::{AgentHandle, Shared};
 use crate::token::TokenKind;
 use dashmap::DashMap;
-use futures_util::StreamExt;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
 use gsv_protocol::{ErrorCode, ErrorShape, Frame, Limits, Method, Role};
@@ -67,8 +66,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let Some(ws) = hs.hello(&conn_id, limits, None).await else {
         return;
     };
-    let (sink, stream) = ws.split();
-    let (out, _writer) = spawn_writer(sink, shared.shutdown.child_token(), shared.config.heartbeat);
+    let (out, queue) = queue(shared.shutdown.child_token());
     let agent = Arc::new(AgentHandle::new(
         conn_id.clone(),
         name,
@@ -86,7 +84,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
         shared.audit.record(entry);
         let in_flight: InFlight = Arc::new(DashMap::new());
-        let reason = read_loop(stream, &out, shared.config.heartbeat, |text| {
+        let reason = drive(ws, queue, &out, shared.config.heartbeat, |text| {
             on_frame(&shared, &agent, &in_flight, text)
         })
         .await;

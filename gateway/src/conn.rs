@@ -1,20 +1,22 @@
 //! WebSocket plumbing shared by node and agent connections.
 //!
-//! Each connection has one reader (the session loop) and one writer task fed by a
-//! queue bounded in frames and in bytes. Nothing ever waits on a peer while holding
-//! anything else: a sender that finds the queue full closes the connection (a slow
-//! consumer is cut off, never buffered without bound). The bounds are wide enough for
-//! every legitimate burst (a node's whole pending window, a few of the largest
-//! results), so a peer that reads is never cut off for a burst, only one that stops
-//! reading. The writer also sends the heartbeat pings; the reader declares the peer
-//! dead after two silent intervals.
+//! Each connection is one task ([`drive`]) that reads frames and writes what other
+//! tasks queue for it, fed by a queue bounded in frames and in bytes. Nothing ever
+//! waits on a peer while holding anything else: a sender that finds the queue full
+//! closes the connection (a slow consumer is cut off, never buffered without bound).
+//! The bounds are wide enough for every legitimate burst (a node's whole pending
+//! window, a few of the largest results), so a peer that reads is never cut off for a
+//! burst, only one that stops reading. The same task sends the heartbeat pings and
+//! declares the peer dead after two silent intervals.
 
-use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use hyper_util::rt::TokioIo;
 use gsv_protocol::limits::{SEND_QUEUE_BYTES, SEND_QUEUE_FRAMES};
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -138,32 +140,29 @@ impl Outbound {
     }
 }
 
-/// Starts the writer task for `sink`; returns the handle to queue frames.
-pub fn spawn_writer(
-    sink: SplitSink<Ws, Message>,
-    close: CancellationToken,
-    heartbeat: Duration,
-) -> (Outbound, tokio::task::JoinHandle<()>) {
+/// Creates a connection's send queue: the handle that queues frames, and the end
+/// that [`drive`] takes them from.
+pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
     let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
     let out = Outbound {
         tx,
         queued: Arc::new(AtomicUsize::new(0)),
-        close: close.clone(),
+        close,
         close_frame: Arc::new(Mutex::new(None)),
     };
     let queue = Queue {
         rx,
         queued: out.queued.clone(),
+        close_frame: out.close_frame.clone(),
     };
-    let frame_slot = out.close_frame.clone();
-    let task = tokio::spawn(writer(sink, queue, close, heartbeat, frame_slot));
-    (out, task)
+    (out, queue)
 }
 
-/// The writer's end of the queue: takes frames off and gives their bytes back.
-struct Queue {
+/// The connection's end of its send queue: takes frames off and gives their bytes back.
+pub struct Queue {
     rx: mpsc::Receiver<Message>,
     queued: Arc<AtomicUsize>,
+    close_frame: Arc<Mutex<Option<CloseFrame>>>,
 }
 
 impl Queue {
@@ -174,72 +173,14 @@ impl Queue {
         m
     }
 
-    async fn recv(&mut self) -> Option<Message> {
-        let m = self.rx.recv().await?;
-        Some(self.taken(m))
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        self.rx.poll_recv(cx).map(|m| m.map(|m| self.taken(m)))
     }
 
     fn try_recv(&mut self) -> Option<Message> {
         let m = self.rx.try_recv().ok()?;
         Some(self.taken(m))
     }
-}
-
-async fn writer(
-    mut sink: SplitSink<Ws, Message>,
-    mut rx: Queue,
-    close: CancellationToken,
-    heartbeat: Duration,
-    close_frame: Arc<Mutex<Option<CloseFrame>>>,
-) {
-    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // One wait on the close token for the whole loop: a fresh `cancelled()` per frame
-    // would register (and drop) a waiter under the token's lock every time.
-    let closed = close.cancelled();
-    tokio::pin!(closed);
-    loop {
-        let first = tokio::select! {
-            biased;
-            _ = &mut closed => break,
-            m = rx.recv() => match m {
-                Some(m) => m,
-                None => break,
-            },
-            _ = ping.tick() => Message::Ping(Default::default()),
-        };
-        let write = async {
-            sink.feed(first).await?;
-            for _ in 1..WRITE_BATCH {
-                match rx.try_recv() {
-                    Some(m) => sink.feed(m).await?,
-                    None => break,
-                }
-            }
-            sink.flush().await
-        };
-        let ok = tokio::select! {
-            r = write => r.is_ok(),
-            _ = &mut closed => false,
-        };
-        if !ok {
-            close.cancel();
-            break;
-        }
-    }
-    // Best effort: deliver what is queued (a shutdown notice, a last result), say why,
-    // then close. Bounded so a dead or slow peer cannot hold the task.
-    let frame = close_frame.lock().ok().and_then(|mut f| f.take());
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while let Some(m) = rx.try_recv() {
-            if sink.feed(m).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink.send(Message::Close(frame)).await;
-        let _ = sink.close().await;
-    })
-    .await;
 }
 
 /// Sends a close frame directly on a stream that has no writer task yet (handshake).
@@ -269,39 +210,112 @@ pub enum EndReason {
     TooLarge,
 }
 
-/// Reads frames until the connection ends, handing each text frame to `on_text`.
-/// Any received frame (pongs included) proves the peer alive.
-pub async fn read_loop(
-    mut stream: futures_util::stream::SplitStream<Ws>,
+/// What woke the connection's task.
+enum Wake {
+    Closed,
+    WriteFailed,
+    Silent,
+    Frame(Option<Result<Message, tokio_tungstenite::tungstenite::Error>>),
+}
+
+/// Runs a connection until it ends: reads frames, handing each text frame to
+/// `on_text`, and writes what is queued on `queue`, in one task. One task per
+/// connection means one waker: a socket event wakes one task on one worker, where a
+/// reader and a writer task sharing a split stream would both be woken and one of them
+/// stolen by another worker (a thread wake-up per frame, tens of µs on a small machine).
+/// Writing never waits on reading or the reverse: both are polled every turn, so a peer
+/// that does not read cannot stop this side from reading. The writer sends the
+/// heartbeat pings; any received frame (pongs included) proves the peer alive, and two
+/// silent intervals end the connection. Once it ends, what is still queued, a close
+/// frame and the close handshake are sent by a task of their own (at most 1 s), so the
+/// caller can clean up at once.
+pub async fn drive(
+    mut ws: Ws,
+    mut queue: Queue,
     out: &Outbound,
     heartbeat: Duration,
     mut on_text: impl FnMut(&str),
 ) -> EndReason {
-    use futures_util::StreamExt;
+    use futures_util::{Sink, Stream};
     use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
     let silence = heartbeat * 2;
     let mut last_seen = tokio::time::Instant::now();
-    // One timer and one close wait for the whole loop, not a new timer entry and a new
-    // waiter per frame: a frame only moves `last_seen`, and the timer, when it fires,
-    // checks it and re-arms for the real deadline.
+    // One timer and one close wait for the whole connection, not a new timer entry and
+    // a new waiter per frame: a frame only moves `last_seen`, and the timer, when it
+    // fires, checks it and re-arms for the real deadline.
     let deadline = tokio::time::sleep_until(last_seen + silence);
     tokio::pin!(deadline);
     let closed = out.closed_token().cancelled();
     tokio::pin!(closed);
-    loop {
-        let msg = tokio::select! {
-            biased;
-            _ = &mut closed => return EndReason::Closed,
-            _ = &mut deadline => {
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Frames handed to the socket and not yet flushed.
+    let mut unflushed = false;
+    let reason = loop {
+        let wake = std::future::poll_fn(|cx| {
+            if closed.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Closed);
+            }
+            // Writes: move queued frames (and a due ping) to the socket while it takes
+            // them, at most a batch per turn so reads get their turn too.
+            let mut batch = 0;
+            loop {
+                match Pin::new(&mut ws).poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(_)) => return Poll::Ready(Wake::WriteFailed),
+                    Poll::Pending => break,
+                }
+                if batch == WRITE_BATCH {
+                    // More may be queued: come back after the reads.
+                    cx.waker().wake_by_ref();
+                    break;
+                }
+                let next = match ping.poll_tick(cx) {
+                    Poll::Ready(_) => Some(Message::Ping(Default::default())),
+                    Poll::Pending => match queue.poll_recv(cx) {
+                        Poll::Ready(m) => m,
+                        Poll::Pending => None,
+                    },
+                };
+                let Some(m) = next else { break };
+                if Pin::new(&mut ws).start_send(m).is_err() {
+                    return Poll::Ready(Wake::WriteFailed);
+                }
+                unflushed = true;
+                batch += 1;
+            }
+            if unflushed {
+                match Pin::new(&mut ws).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => unflushed = false,
+                    Poll::Ready(Err(_)) => return Poll::Ready(Wake::WriteFailed),
+                    Poll::Pending => {}
+                }
+            }
+            if let Poll::Ready(m) = Pin::new(&mut ws).poll_next(cx) {
+                return Poll::Ready(Wake::Frame(m));
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Silent);
+            }
+            Poll::Pending
+        })
+        .await;
+        let msg = match wake {
+            Wake::Closed => break EndReason::Closed,
+            Wake::WriteFailed => {
+                out.close();
+                break EndReason::PeerGone;
+            }
+            Wake::Silent => {
                 let due = last_seen + silence;
                 if tokio::time::Instant::now() < due {
                     deadline.as_mut().reset(due);
                     continue;
                 }
                 out.close_with(CloseCode::Away, "heartbeat lost");
-                return EndReason::HeartbeatLost;
+                break EndReason::HeartbeatLost;
             }
-            m = stream.next() => m,
+            Wake::Frame(m) => m,
         };
         last_seen = tokio::time::Instant::now();
         match msg {
@@ -316,18 +330,37 @@ pub async fn read_loop(
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
             Some(Ok(Message::Close(_))) | None => {
                 out.close();
-                return EndReason::PeerGone;
+                break EndReason::PeerGone;
             }
             Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
                 let reason = format!("too_large: frame of {size} bytes exceeds {max_size}");
                 out.close_with(CloseCode::Size, &reason);
-                return EndReason::TooLarge;
+                break EndReason::TooLarge;
             }
             Some(Err(e)) => {
                 tracing::debug!(error = %e, "connection error");
                 out.close();
-                return EndReason::PeerGone;
+                break EndReason::PeerGone;
             }
         }
-    }
+    };
+    out.close();
+    tokio::spawn(finish(ws, queue));
+    reason
+}
+
+/// Best effort after a connection ended: delivers what is queued (a shutdown notice, a
+/// last result), says why, then closes. Bounded so a dead or slow peer cannot hold it.
+async fn finish(mut ws: Ws, mut queue: Queue) {
+    let frame = queue.close_frame.lock().ok().and_then(|mut f| f.take());
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Some(m) = queue.try_recv() {
+            if ws.feed(m).await.is_err() {
+                break;
+            }
+        }
+        let _ = ws.send(Message::Close(frame)).await;
+        let _ = ws.close(None).await;
+    })
+    .await;
 }

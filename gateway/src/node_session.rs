@@ -6,13 +6,12 @@
 //! `node_disconnected`, and agents hear that the node's tools went offline.
 
 use crate::audit::{AuditEntry, AuditKind};
-use crate::conn::{read_loop, spawn_writer, EndReason, Ws};
+use crate::conn::{drive, queue, EndReason, Queue, Ws};
 use crate::handshake::{self, Handshake};
 use crate::registry::{Completion, NodeHandle};
 use crate::state::Shared;
 use crate::store::Redeem;
 use crate::token::TokenKind;
-use futures_util::StreamExt;
 use gsv_protocol::event::NodeEvent;
 use gsv_protocol::frame::{encode_err, encode_event};
 use gsv_protocol::names::NamespacedName;
@@ -36,7 +35,8 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     serve(shared, handle, stream).instrument(span).await;
 }
 
-type Stream = futures_util::stream::SplitStream<Ws>;
+/// The connection, and its send queue, that a registered node's session drives.
+type Stream = (Ws, Queue);
 
 /// The window over which a connection's stray results are counted against
 /// [`gsv_protocol::limits::MAX_STRAY_RESULTS`].
@@ -153,9 +153,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         shared.config.heartbeat.as_millis() as u64,
     );
     let ws = hs.hello(&conn_id, limits, credential).await?;
-    let (sink, stream) = ws.split();
-    let close = shared.shutdown.child_token();
-    let (out, _writer) = spawn_writer(sink, close, shared.config.heartbeat);
+    let (out, queue) = queue(shared.shutdown.child_token());
     let handle = Arc::new(NodeHandle::new(
         id,
         conn_id,
@@ -167,7 +165,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         peer,
         info.instance,
     ));
-    Some((handle, stream))
+    Some((handle, (ws, queue)))
 }
 
 /// Exchanges the connection's join token for the node's credential. Done last, after
@@ -214,7 +212,7 @@ async fn enroll(
     result
 }
 
-async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
+async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream) {
     let replaced = shared.registry.insert(handle.clone());
     if let Some(old) = &replaced {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
@@ -238,7 +236,7 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, stream: Stream) {
     shared.tools_changed(handle.id.as_str(), &handle.tools, change);
 
     let mut strays = Strays::default();
-    let reason = read_loop(stream, &handle.out, shared.config.heartbeat, |text| {
+    let reason = drive(ws, queue, &handle.out, shared.config.heartbeat, |text| {
         on_frame(&shared, &handle, &mut strays, text)
     })
     .await;

@@ -27,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod guards;
 pub mod ledger;
+mod link;
 pub mod probe;
 pub mod registry;
 pub mod runner;

@@ -1,22 +1,22 @@
-//! One registered connection: a reader loop, a writer task and the heartbeat.
+//! One registered connection: the session loop, the heartbeat and the hand-back on
+//! shutdown.
 //!
-//! Everything the node sends goes through one bounded queue into the writer task, so
-//! frames are never interleaved and a slow gateway pushes back on the senders instead
-//! of growing memory. The writer also sends a ping every heartbeat interval; the reader
-//! declares the gateway dead if nothing at all (frame, ping or pong) arrives for two
-//! intervals.
+//! Everything the node sends goes through one bounded queue into the connection's
+//! [`Link`], so frames are never interleaved and a slow gateway pushes back on the
+//! senders instead of growing memory. The link also sends a ping every heartbeat
+//! interval; the session declares the gateway dead if nothing at all (frame, ping or
+//! pong) arrives for two intervals.
 
 use crate::connection::WsStream;
 use crate::dispatch::Dispatcher;
+use crate::link::{Link, LinkEvent};
 use crate::state::NodeState;
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
 use gsv_protocol::limits::MAX_RESULT_BYTES;
 use gsv_protocol::HelloOk;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -52,11 +52,8 @@ pub(crate) async fn serve(
     shutdown: &CancellationToken,
 ) -> SessionEnd {
     let heartbeat = node.config.heartbeat;
-    let (sink, mut stream) = ws.split();
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
-    // Cancelled by the writer when it fails, and by the reader to stop the writer.
-    let stop = CancellationToken::new();
-    let writer = tokio::spawn(write_loop(sink, rx, heartbeat, stop.clone()));
+    let mut link = Link::new(ws, rx, heartbeat);
 
     let max_result_bytes = MAX_RESULT_BYTES.min(hello.limits.max_result_bytes);
     let dispatcher = Dispatcher::new(
@@ -70,39 +67,45 @@ pub(crate) async fn serve(
     let dead_after = heartbeat.saturating_mul(2);
     let mut silent_until = Instant::now() + dead_after;
     let end = loop {
-        let message = tokio::select! {
+        let event = tokio::select! {
             _ = shutdown.cancelled() => break SessionEnd::Shutdown,
-            _ = stop.cancelled() => break SessionEnd::Lost("could not write to the gateway".into()),
             _ = tokio::time::sleep_until(silent_until) => {
                 break SessionEnd::Lost(format!("nothing received from the gateway for {dead_after:?}"));
             }
-            message = stream.next() => message,
+            event = link.next() => event,
+        };
+        let message = match event {
+            LinkEvent::Message(m) => m,
+            LinkEvent::Closed => break SessionEnd::Lost("connection closed".into()),
+            LinkEvent::ReadFailed(e) => break SessionEnd::Lost(e.to_string()),
+            LinkEvent::WriteFailed(e) => {
+                debug!(error = %e, "write to the gateway failed");
+                break SessionEnd::Lost("could not write to the gateway".into());
+            }
         };
         silent_until = Instant::now() + dead_after;
         match message {
-            None => break SessionEnd::Lost("connection closed".into()),
-            Some(Err(e)) => break SessionEnd::Lost(e.to_string()),
-            Some(Ok(Message::Text(text))) => dispatcher.handle_text(text.as_str()),
-            Some(Ok(Message::Close(Some(frame))))
+            Message::Text(text) => dispatcher.handle_text(text.as_str()),
+            Message::Close(Some(frame))
                 if frame.reason.as_str() == gsv_protocol::limits::CLOSE_REPLACED
                     || frame.reason.as_str() == gsv_protocol::limits::CLOSE_REVOKED =>
             {
                 break SessionEnd::Evicted(frame.reason.as_str().to_owned());
             }
-            Some(Ok(Message::Close(frame))) => {
+            Message::Close(frame) => {
                 let why = frame
                     .map(|f| format!("{}: {}", f.code, f.reason))
                     .unwrap_or_else(|| "no reason given".into());
                 break SessionEnd::Lost(format!("closed by the gateway ({why})"));
             }
-            Some(Ok(Message::Binary(_))) => warn!("ignoring a binary frame from the gateway"),
+            Message::Binary(_) => warn!("ignoring a binary frame from the gateway"),
             // Pings are answered by tungstenite itself; pongs only prove liveness.
-            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
         }
     };
 
     if matches!(end, SessionEnd::Shutdown) {
-        hand_back(&node, &stop).await;
+        hand_back(&node, &mut link).await;
     }
     node.events.detach(&tx);
     let in_flight = dispatcher.in_flight();
@@ -114,63 +117,31 @@ pub(crate) async fn serve(
     }
     drop(dispatcher);
     drop(tx);
-    stop.cancel();
-    if let Err(e) = writer.await {
-        warn!(error = %e, "writer task failed");
+    if !link.finish(CLOSE_TIMEOUT).await {
+        debug!("close handshake timed out");
     }
     end
 }
 
 /// On shutdown, while the connection still works: every call was cancelled with the
 /// shutdown token, so each answers `cancelled` ("the node is shutting down") as its
-/// tool stops; wait (bounded) for those answers to reach the send queue, so callers
-/// hear it now rather than after the gateway's grace period.
-async fn hand_back(node: &NodeState, writer_failed: &CancellationToken) {
+/// tool stops; keep the link writing (bounded) until those answers are out, so callers
+/// hear it now rather than after the gateway's grace period. Frames the gateway sends
+/// meanwhile are read (pings answered) but not acted on.
+async fn hand_back(node: &NodeState, link: &mut Link) {
     let until = Instant::now() + HAND_BACK_TIMEOUT;
-    while node.ledger.running() > 0 && Instant::now() < until && !writer_failed.is_cancelled() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while node.ledger.running() > 0 && Instant::now() < until {
+        let tick = tokio::time::sleep(Duration::from_millis(20));
+        let event = tokio::select! {
+            _ = tick => continue,
+            event = link.next() => event,
+        };
+        if !matches!(event, LinkEvent::Message(_)) {
+            return;
+        }
     }
     let left = node.ledger.running();
     if left > 0 {
         warn!(calls = left, "stopping with calls that did not end in time");
-    }
-}
-
-/// Writes queued frames and heartbeat pings until `stop` is cancelled or a write
-/// fails, then closes the socket (briefly, best effort).
-async fn write_loop(
-    mut sink: SplitSink<WsStream, Message>,
-    mut rx: mpsc::Receiver<String>,
-    heartbeat: Duration,
-    stop: CancellationToken,
-) {
-    let mut ping = tokio::time::interval_at(Instant::now() + heartbeat, heartbeat);
-    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        let message = tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            frame = rx.recv() => match frame {
-                Some(text) => Message::text(text),
-                None => break,
-            },
-            _ = ping.tick() => Message::Ping(Default::default()),
-        };
-        // `send` flushes, which also pushes out any pong tungstenite queued.
-        let sent = tokio::select! {
-            _ = stop.cancelled() => break,
-            sent = sink.send(message) => sent,
-        };
-        if let Err(e) = sent {
-            debug!(error = %e, "write to the gateway failed");
-            stop.cancel();
-            return;
-        }
-    }
-    if tokio::time::timeout(CLOSE_TIMEOUT, sink.close())
-        .await
-        .is_err()
-    {
-        debug!("close handshake timed out");
     }
 }
