@@ -423,6 +423,24 @@ fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u
     }
 }
 
+/// For the agent-side commands (`call`, `nodes`, `tools`, `approvals`): one short
+/// exchange with the gateway, so one thread. No worker threads to start, and the
+/// client's reader task and the command run on the same thread: an answer never has
+/// to wake another thread to reach the command.
+fn run_client(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
+    logging::init(default_log);
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("error: internal: cannot start the async runtime: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Die quietly on a closed pipe (`gsv audit tail | head`) instead of panicking in
     // println!, like other Unix tools.
@@ -565,15 +583,15 @@ fn main() -> ExitCode {
             timeout_ms,
             name,
             args,
-        } => run_async(
+        } => run_client(
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),
         ),
         Command::Nodes { target, json } => {
-            run_async("warn", commands::agent::nodes(target.target(), json))
+            run_client("warn", commands::agent::nodes(target.target(), json))
         }
         Command::Tools { target, json } => {
-            run_async("warn", commands::agent::tools(target.target(), json))
+            run_client("warn", commands::agent::tools(target.target(), json))
         }
         Command::Mcp { target } => run_async(
             // rmcp logs each JSON-RPC error it answers at warn: the client sees those.
@@ -581,15 +599,15 @@ fn main() -> ExitCode {
             commands::mcp::run(target.target()),
         ),
         Command::Approvals { command } => match command {
-            ApprovalsCommand::List { target, all, json } => run_async(
+            ApprovalsCommand::List { target, all, json } => run_client(
                 "warn",
                 commands::approvals::list(target.target(), all, json),
             ),
-            ApprovalsCommand::Approve { id, target } => run_async(
+            ApprovalsCommand::Approve { id, target } => run_client(
                 "warn",
                 commands::approvals::decide(target.target(), &id, true),
             ),
-            ApprovalsCommand::Deny { id, target } => run_async(
+            ApprovalsCommand::Deny { id, target } => run_client(
                 "warn",
                 commands::approvals::decide(target.target(), &id, false),
             ),

@@ -1,22 +1,19 @@
 //! `gsv bench latency`: a routed Echo call (agent → gateway → node → gateway → agent)
 //! against two direct WebSocket round trips with the same payload.
 //!
-//! The figure: `gsv gateway` and a real `gsv node --echo-tool` run as child processes,
-//! as in production, so every hop of a routed call crosses processes; the agent is
-//! [`AgentClient`] in this process. The baseline: a bare tokio-tungstenite echo server
-//! on a thread of its own (a single-threaded runtime, standing in for a separate
-//! process) and a client in this process; one sample is two round trips of the agent's
-//! request frame, the hops a routed call makes, each of them waking another thread as
-//! each hop between processes does.
+//! Every hop crosses processes on both sides. The figure: `gsv gateway` and a real
+//! `gsv node --echo-tool` run as child processes, as in production; the agent is
+//! [`AgentClient`]. The baseline: a bare tokio-tungstenite echo server in a child
+//! process of its own (`gsv bench echo-server`) and a bare client; one sample is two
+//! round trips of the agent's request frame, the hops a routed call makes. Both
+//! clients run on one thread with a single-threaded runtime, standing in for the
+//! agent's process (as `gsv call` runs).
 //!
 //! For information, two more paths: a raw WebSocket agent calling a simulated node (a
 //! task in this process answering with a canned result) through the same gateway
 //! process, which isolates the gateway hop; and the earlier in-process set-up (gateway
-//! and node in this process's runtime, `AgentClient`) against an echo task in the same
-//! runtime. The latter's baseline flips between two figures from run to run: fast when
-//! the echo task shares a thread with the client (no wake-up at all, which no two
-//! processes can do), about twice as slow otherwise. All five paths interleave one
-//! sample at a time.
+//! and node in this process's runtime, `AgentClient`) against an echo task in that
+//! runtime. All five paths interleave one sample at a time.
 
 use super::fleet::{mint_nodes, ProcessRig, TempDir};
 use super::report::{Report, Row};
@@ -41,7 +38,28 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
             return Err(e);
         }
     };
-    let outcome = measure(&procs, &rig, n).await;
+    // The agent side — `AgentClient` and the baseline's client — runs on a thread of
+    // its own with a single-threaded runtime, standing in for the agent's process (as
+    // `gsv call` runs); the simulated node and the in-process gateway stay on this
+    // process's multi-threaded runtime.
+    let here = tokio::runtime::Handle::current();
+    let outcome = tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let agent_side = std::thread::Builder::new()
+                .name("bench-agent".into())
+                .spawn_scoped(scope, || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                    rt.block_on(measure(&procs, &rig, n, &here))
+                })
+                .map_err(|e| e.to_string())?;
+            agent_side
+                .join()
+                .unwrap_or_else(|_| Err("the agent thread panicked".into()))
+        })
+    });
     rig.stop.cancel();
     let _ = rig.node.await;
     rig.gateway.stop().await;
@@ -53,7 +71,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
         format!(
             "{n} sequential Echo calls via `gsv gateway` + `gsv node` child processes (1 \
              agent, 1 node), interleaved with {n} samples of 2 round trips of the same \
-             {}-byte frame to a bare tokio-tungstenite echo server on its own thread; mean \
+             {}-byte frame to a bare tokio-tungstenite echo server process; mean \
              routed {:.0} µs vs {:.0} µs. In-process gateway + node (earlier set-up): p50 \
              {:.0} µs; echo task in the shared runtime: p50 {:.0} µs",
             s.bytes, s.routed.mean_us, s.direct.mean_us, s.in_process.p50_us, s.shared.p50_us
@@ -114,7 +132,7 @@ fn info(mut r: Row) -> Row {
 struct Samples {
     /// `AgentClient` → gateway process → node process (the figure).
     routed: Summary,
-    /// Two round trips to the echo server on its own thread (the baseline).
+    /// Two round trips to the echo server process (the baseline).
     direct: Summary,
     /// A raw WebSocket agent → gateway process → simulated node in this process.
     bare: Summary,
@@ -126,7 +144,12 @@ struct Samples {
     bytes: usize,
 }
 
-async fn measure(procs: &ProcessRig, rig: &super::mcp::Rig, n: usize) -> Result<Samples, String> {
+async fn measure(
+    procs: &ProcessRig,
+    rig: &super::mcp::Rig,
+    n: usize,
+    fleet: &tokio::runtime::Handle,
+) -> Result<Samples, String> {
     let agent = AgentClient::connect(&procs.gateway.url(), &procs.agent_token)
         .await
         .map_err(|e| format!("agent: {e}"))?;
@@ -141,39 +164,24 @@ async fn measure(procs: &ProcessRig, rig: &super::mcp::Rig, n: usize) -> Result<
         &json!({"name": "bench__Echo", "args": args}),
     );
 
-    // The baseline's echo server, on a thread of its own.
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
-    std_listener
-        .set_nonblocking(true)
-        .map_err(|e| e.to_string())?;
-    let server = std::thread::Builder::new()
-        .name("bench-echo".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                if let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) {
-                    let _ =
-                        tokio::time::timeout(Duration::from_secs(600), echo_server(listener)).await;
-                }
-            });
-        })
-        .map_err(|e| e.to_string())?;
+    // The baseline's echo server: a process of its own, as the gateway and node are.
+    let (mut echo, addr) = echo_process().await?;
     let (mut direct, _) =
         tokio_tungstenite::connect_async_with_config(format!("ws://{addr}/"), None, true)
             .await
             .map_err(|e| format!("echo pair: {e}"))?;
-    // The earlier baseline: an echo task in this process's runtime.
-    let shared_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
+    // The earlier baseline: an echo task in the in-process gateway's runtime (sockets
+    // are registered with the runtime that creates them, so it binds there).
+    let shared_std = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let shared_addr = shared_std.local_addr().map_err(|e| e.to_string())?;
+    shared_std
+        .set_nonblocking(true)
         .map_err(|e| e.to_string())?;
-    let shared_addr = shared_listener.local_addr().map_err(|e| e.to_string())?;
-    let shared_server = tokio::spawn(echo_server(shared_listener));
+    let shared_server = fleet.spawn(async move {
+        if let Ok(listener) = tokio::net::TcpListener::from_std(shared_std) {
+            echo_server(listener).await;
+        }
+    });
     let (mut shared, _) =
         tokio_tungstenite::connect_async_with_config(format!("ws://{shared_addr}/"), None, true)
             .await
@@ -184,18 +192,28 @@ async fn measure(procs: &ProcessRig, rig: &super::mcp::Rig, n: usize) -> Result<
     let data = &procs.gateway.data;
     let creds = mint_nodes(data, 1)?;
     let template = super::sim::NodeTemplate::standard(data)?;
-    let sim_ws = super::sim::connect_node(
-        &procs.gateway.node_url(),
-        &template,
-        &creds[0].0,
-        &creds[0].1,
-    )
-    .await?;
     let sim_stop = tokio_util::sync::CancellationToken::new();
-    let sim_task = tokio::spawn({
+    let (ready_tx, ready) = tokio::sync::oneshot::channel();
+    let sim_task = fleet.spawn({
         let stop = sim_stop.clone();
-        async move { super::sim::serve(sim_ws, false, &stop).await }
+        let url = procs.gateway.node_url();
+        let (id, token) = creds[0].clone();
+        async move {
+            let ws = super::sim::connect_node(&url, &template, &id, &token).await;
+            let ws = match ws {
+                Ok(ws) => ws,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            super::sim::serve(ws, false, &stop).await
+        }
     });
+    ready
+        .await
+        .map_err(|_| "the simulated node's task ended".to_owned())??;
     let mut raw = super::sim::connect_agent(&procs.gateway.url(), &procs.agent_token).await?;
     let raw_params = json!({"name": format!("{}__Echo", creds[0].0), "args": args});
     let mut seq = 1000u64;
@@ -234,8 +252,13 @@ async fn measure(procs: &ProcessRig, rig: &super::mcp::Rig, n: usize) -> Result<
     }
     let _ = direct.close(None).await;
     let _ = shared.close(None).await;
-    // The echo server ends when its connection closes.
-    let _ = tokio::task::spawn_blocking(move || server.join()).await;
+    // The echo process ends when its connection closes; kill it if it has not.
+    if tokio::time::timeout(Duration::from_secs(5), echo.wait())
+        .await
+        .is_err()
+    {
+        let _ = echo.kill().await;
+    }
     shared_server.abort();
     sim_stop.cancel();
     let _ = sim_task.await;
@@ -258,6 +281,44 @@ async fn call(agent: &AgentClient, args: &serde_json::Value) -> Result<(), Strin
     if res.is_error {
         return Err(format!("Echo failed: {}", res.joined_text()));
     }
+    Ok(())
+}
+
+/// Starts `gsv bench echo-server` (this executable) and reads the address it listens
+/// on from its first line of output.
+async fn echo_process() -> Result<(tokio::process::Child, String), String> {
+    use tokio::io::AsyncBufReadExt;
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut child = tokio::process::Command::new(exe)
+        .args(["bench", ECHO_SERVER])
+        .env("RUST_LOG", "error")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("echo server: {e}"))?;
+    let stdout = child.stdout.take().ok_or("echo server: no stdout")?;
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(stdout);
+    match tokio::time::timeout(Duration::from_secs(10), reader.read_line(&mut line)).await {
+        Ok(Ok(n)) if n > 0 => Ok((child, line.trim().to_owned())),
+        _ => Err("echo server: no address on its output".into()),
+    }
+}
+
+/// The hidden scenario name under which `gsv bench` runs the baseline's echo server.
+pub const ECHO_SERVER: &str = "echo-server";
+
+/// `gsv bench echo-server`: the latency baseline's far end, as a process of its own.
+/// Listens on 127.0.0.1 (an ephemeral port, printed on stdout), echoes the text frames
+/// of one connection until it closes, and gives up after 10 minutes.
+pub async fn serve_echo_process() -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("{addr}");
+    let _ = tokio::time::timeout(Duration::from_secs(600), echo_server(listener)).await;
     Ok(())
 }
 

@@ -10,6 +10,16 @@ pub async fn run(scenario: String, json: bool, opts: BenchOptions) -> u8 {
         }
         return exit::OK;
     }
+    if scenario == bench::latency::ECHO_SERVER {
+        // Not a scenario: the latency baseline's echo server, started by `latency`.
+        return match bench::latency::serve_echo_process().await {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                eprintln!("error: bench: {e}");
+                exit::TOOL_ERROR
+            }
+        };
+    }
     match bench::run(&scenario, &opts).await {
         Ok(report) => {
             if json {
