@@ -410,17 +410,11 @@ enum TokenCommand {
 }
 
 fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
-    logging::init(default_log);
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(fut),
-        Err(e) => {
-            eprintln!("error: internal: cannot start the async runtime: {e}");
-            exit::TOOL_ERROR
-        }
-    }
+    run_on(
+        tokio::runtime::Builder::new_multi_thread(),
+        default_log,
+        fut,
+    )
 }
 
 /// For the agent-side commands (`call`, `nodes`, `tools`, `approvals`): one short
@@ -428,11 +422,20 @@ fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u
 /// client's reader task and the command run on the same thread: an answer never has
 /// to wake another thread to reach the command.
 fn run_client(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
+    run_on(
+        tokio::runtime::Builder::new_current_thread(),
+        default_log,
+        fut,
+    )
+}
+
+fn run_on(
+    mut builder: tokio::runtime::Builder,
+    default_log: &str,
+    fut: impl std::future::Future<Output = u8>,
+) -> u8 {
     logging::init(default_log);
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    match builder.enable_all().build() {
         Ok(rt) => rt.block_on(fut),
         Err(e) => {
             eprintln!("error: internal: cannot start the async runtime: {e}");
