@@ -4,6 +4,7 @@
 //! `main.rs` only parses flags; everything a command does lives here so the end-to-end
 //! tests and the examples can use the same code.
 
+pub mod allocator;
 pub mod bench;
 pub mod client;
 pub mod commands;

@@ -9,6 +9,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// mimalloc, tuned in [`gsv::allocator`].
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Runs [`gsv::allocator::tune`] while the process loads, before mimalloc's own
+/// constructor (priority 101) reserves its first arena: constructors run in ascending
+/// priority order.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array.00100"]
+static TUNE_ALLOCATOR: extern "C" fn() = gsv::allocator::tune;
+
 #[derive(Parser)]
 #[command(
     name = "gsv",

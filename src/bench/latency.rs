@@ -110,6 +110,14 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
                 2.0,
             )),
             info(Row::at_most(
+                "raw agent + `gsv node` process, p50",
+                s.raw_real.p50_us,
+                format!("{base}, p50"),
+                s.direct.p50_us,
+                "µs",
+                1.3,
+            )),
+            info(Row::at_most(
                 "in-process gateway + node, p50",
                 s.in_process.p50_us,
                 "2 round trips, echo task in the shared runtime, p50",
@@ -140,6 +148,8 @@ struct Samples {
     in_process: Summary,
     /// Two round trips to an echo task in the shared runtime.
     shared: Summary,
+    /// A raw WebSocket agent → gateway process → node process (the node's share).
+    raw_real: Summary,
     /// Size of the request frame.
     bytes: usize,
 }
@@ -216,20 +226,22 @@ async fn measure(
         .map_err(|_| "the simulated node's task ended".to_owned())??;
     let mut raw = super::sim::connect_agent(&procs.gateway.url(), &procs.agent_token).await?;
     let raw_params = json!({"name": format!("{}__Echo", creds[0].0), "args": args});
+    let real_params = json!({"name": "bench__Echo", "args": args});
     let mut seq = 1000u64;
-    let mut raw_frame = move || {
+    let mut raw_frame = move |params: &serde_json::Value| {
         seq += 1;
-        encode_req(&seq.to_string(), Method::ToolsCall, &raw_params)
+        encode_req(&seq.to_string(), Method::ToolsCall, params)
     };
 
     for _ in 0..50 {
         call(&agent, &args).await?;
         round_trip(&mut direct, &payload).await?;
-        round_trip_once(&mut raw, &raw_frame()).await?;
+        round_trip_once(&mut raw, &raw_frame(&raw_params)).await?;
+        round_trip_once(&mut raw, &raw_frame(&real_params)).await?;
         call(&local_agent, &args).await?;
         round_trip(&mut shared, &payload).await?;
     }
-    let mut samples: [Vec<Duration>; 5] = Default::default();
+    let mut samples: [Vec<Duration>; 6] = Default::default();
     for v in samples.iter_mut() {
         v.reserve(n);
     }
@@ -241,8 +253,11 @@ async fn measure(
         round_trip(&mut direct, &payload).await?;
         samples[1].push(t.elapsed());
         let t = Instant::now();
-        round_trip_once(&mut raw, &raw_frame()).await?;
+        round_trip_once(&mut raw, &raw_frame(&raw_params)).await?;
         samples[2].push(t.elapsed());
+        let t = Instant::now();
+        round_trip_once(&mut raw, &raw_frame(&real_params)).await?;
+        samples[5].push(t.elapsed());
         let t = Instant::now();
         call(&local_agent, &args).await?;
         samples[3].push(t.elapsed());
@@ -268,6 +283,7 @@ async fn measure(
         bare: summarize(&samples[2]),
         in_process: summarize(&samples[3]),
         shared: summarize(&samples[4]),
+        raw_real: summarize(&samples[5]),
         bytes: payload.len(),
     })
 }
