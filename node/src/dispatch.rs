@@ -19,8 +19,10 @@ use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Method, ToolResult};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -156,6 +158,7 @@ impl Dispatcher {
             info!(call = %id, "resumed call had not reached this node; running it now");
         }
         let span = info_span!("call", node = %self.node.config.id, call = %id, tool = %params.tool);
+        let instant = tool.instant();
         let call = Call {
             id,
             tool,
@@ -165,7 +168,12 @@ impl Dispatcher {
             max_result_bytes: self.max_result_bytes,
             shutdown: self.shutdown.clone(),
         };
-        tokio::spawn(call.run().instrument(span));
+        let run = call.run().instrument(span);
+        if instant {
+            run_or_spawn(run);
+        } else {
+            tokio::spawn(run);
+        }
     }
 
     fn probe(&self, id: String, params: Option<Box<RawValue>>) {
@@ -187,6 +195,26 @@ impl Dispatcher {
             }
             .instrument(span),
         );
+    }
+}
+
+/// Runs `call` on the caller's task up to its first pause, and hands it to a task of
+/// its own only if it has to wait. For an instant tool the result is then queued before
+/// the connection's task reads its next frame, with no task hand-off on the way.
+///
+/// The first poll gets a no-op waker: whatever the future registered then is
+/// registered again, with the task's waker, when the task polls it first (a future must
+/// only wake the waker of its latest poll), so nothing that happens in between is lost.
+/// A panic (outside the tool's own, which the call catches) ends only this call.
+fn run_or_spawn(call: impl Future<Output = ()> + Send + 'static) {
+    let mut call = Box::pin(call);
+    let mut cx = Context::from_waker(Waker::noop());
+    match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(())) => {}
+        Ok(Poll::Pending) => {
+            tokio::spawn(call);
+        }
+        Err(_) => warn!("a call panicked outside its tool; dropped"),
     }
 }
 

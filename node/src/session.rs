@@ -65,14 +65,27 @@ pub(crate) async fn serve(
     node.events.attach(tx.clone());
 
     let dead_after = heartbeat.saturating_mul(2);
-    let mut silent_until = Instant::now() + dead_after;
+    let mut last_seen = Instant::now();
+    // One timer and one shutdown wait for the whole session, not a new timer entry and
+    // a new waiter per frame: a frame only moves `last_seen`, and the timer, when it
+    // fires, checks it and re-arms for the real deadline.
+    let silence = tokio::time::sleep_until(last_seen + dead_after);
+    tokio::pin!(silence);
+    let stopping = shutdown.cancelled();
+    tokio::pin!(stopping);
     let end = loop {
         let event = tokio::select! {
-            _ = shutdown.cancelled() => break SessionEnd::Shutdown,
-            _ = tokio::time::sleep_until(silent_until) => {
+            biased;
+            _ = &mut stopping => break SessionEnd::Shutdown,
+            event = link.next() => event,
+            _ = &mut silence => {
+                let due = last_seen + dead_after;
+                if Instant::now() < due {
+                    silence.as_mut().reset(due);
+                    continue;
+                }
                 break SessionEnd::Lost(format!("nothing received from the gateway for {dead_after:?}"));
             }
-            event = link.next() => event,
         };
         let message = match event {
             LinkEvent::Message(m) => m,
@@ -83,7 +96,7 @@ pub(crate) async fn serve(
                 break SessionEnd::Lost("could not write to the gateway".into());
             }
         };
-        silent_until = Instant::now() + dead_after;
+        last_seen = Instant::now();
         match message {
             Message::Text(text) => dispatcher.handle_text(text.as_str()),
             Message::Close(Some(frame))

@@ -41,6 +41,16 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Runs one call.
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult;
+
+    /// Whether the tool usually answers without waiting on anything (no I/O, no
+    /// process, no timer), like Echo. Such a call runs on the connection's own task up
+    /// to its first pause, and gets a task of its own only if it has to wait: an
+    /// instant answer then costs no task hand-off. Anything that does real work before
+    /// its first pause (spawning a process, reading a file) must answer `false` (the
+    /// default), or it holds up the connection's reads while it works.
+    fn instant(&self) -> bool {
+        false
+    }
 }
 
 /// What a tool knows about the call it is running.

@@ -63,6 +63,12 @@ impl Tool for Echo {
             is_error: false,
         }
     }
+
+    /// Without `delayMs` it answers at once; with it, it pauses on its timer and the
+    /// dispatcher moves it to a task of its own.
+    fn instant(&self) -> bool {
+        true
+    }
 }
 
 fn parse(args: &Value) -> Result<(String, u64), String> {
