@@ -334,6 +334,34 @@ fn encode_result(id: &str, result: &ToolResult, max: usize) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn run_or_spawn_finishes_inline_or_on_a_task() {
+        // Ready at the first poll: done before run_or_spawn returns.
+        let (tx, mut rx) = mpsc::channel(4);
+        let t = tx.clone();
+        run_or_spawn(async move {
+            let _ = t.try_send("inline");
+        });
+        assert_eq!(rx.try_recv().ok(), Some("inline"));
+        // Pauses first (registering the no-op waker), then finishes on its own task.
+        let t = tx.clone();
+        run_or_spawn(async move {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let _ = t.try_send("spawned");
+        });
+        assert!(rx.try_recv().is_err(), "not done at the first poll");
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert_eq!(got.ok().flatten(), Some("spawned"));
+        // A panic at the first poll ends that call only.
+        run_or_spawn(async { panic!("boom") });
+        let t = tx.clone();
+        run_or_spawn(async move {
+            let _ = t.try_send("after");
+        });
+        assert_eq!(rx.try_recv().ok(), Some("after"));
+    }
+
     #[test]
     fn results_over_the_limit_become_too_large() {
         let small = ToolResult::text("hello");
