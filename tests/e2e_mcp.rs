@@ -321,3 +321,59 @@ fn bench_mcp_smoke() {
         assert!(r["baselineValue"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+/// One session-less (2026-07-28) `tools/call` of `alpha__Echo`, as raw HTTP/1.1.
+async fn call_2026(gw: &Gateway, token: &str, args: serde_json::Value) -> (String, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+    "name": "alpha__Echo", "arguments": args,
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
+    .to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: alpha__Echo\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    raw_http(&gw.addr, &req).await
+}
+
+#[tokio::test]
+async fn session_less_calls_answer_json_when_quick_and_stream_when_slow() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("mcp-slow");
+    let _alpha = gw.node("alpha", ws.path()).await;
+    let token = gw.agent_token();
+
+    // Quick: the result is the whole answer, as plain JSON.
+    let (head, body) = call_2026(&gw, &token, json!({"text": "quick"})).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let head_lc = head.to_ascii_lowercase();
+    assert!(head_lc.contains("content-type: application/json"), "{head}");
+    let msg: serde_json::Value = serde_json::from_str(body.trim()).expect(&body);
+    assert_eq!(msg["result"]["content"][0]["text"], "quick", "{msg}");
+
+    // Slow (past the 1 s wait): an SSE stream opened at once with a comment, the
+    // result relayed into it as one data event when it comes.
+    let (head, body) = call_2026(&gw, &token, json!({"text": "slow", "delayMs": 1800})).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let head_lc = head.to_ascii_lowercase();
+    assert!(
+        head_lc.contains("content-type: text/event-stream"),
+        "{head}"
+    );
+    assert!(body.contains(": gsv: call running"), "{body}");
+    let result = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .find(|m| m.get("result").is_some())
+        .unwrap_or_else(|| panic!("no result event in {body}"));
+    assert_eq!(result["id"], 7);
+    assert_eq!(result["result"]["content"][0]["text"], "slow", "{result}");
+}

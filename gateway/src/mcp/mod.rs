@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod handler;
 pub mod result;
+pub mod slow;
 
 use crate::state::Shared;
 use axum::routing::get;
@@ -62,7 +63,12 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     let mut config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_legacy_session_mode(true)
-        .with_json_response(false)
+        // A session-less (2026-07-28) call whose first message is its result gets
+        // it as one `application/json` response instead of a one-event SSE stream
+        // (one write, no stream machinery); rmcp falls back to SSE by itself when
+        // progress or a question comes first, and `slow` opens the stream itself
+        // when the answer takes longer than a second. Sessions (2025) keep SSE.
+        .with_json_response(true)
         .with_cancellation_token(shared.shutdown.child_token())
         .with_max_request_body_bytes(gsv_protocol::limits::MAX_FRAME_BYTES);
     config = if hosts.is_empty() {
@@ -83,6 +89,7 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     };
     let mcp = Router::new()
         .route_service(PATH, service)
+        .route_layer(axum::middleware::from_fn(slow::stream_when_slow))
         // route_layer: the Bearer check guards /mcp only, not the fallback (an
         // unknown path must stay a 404, not turn into a 401).
         .route_layer(axum::middleware::from_fn_with_state(
