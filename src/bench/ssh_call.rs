@@ -19,15 +19,17 @@
 //! Two ssh figures are measured. Bash on Debian reads `~/.bashrc` when sshd runs it
 //! (it sees `$SSH_CLIENT`), so plain `ssh … true` pays whatever the user's rc file
 //! costs — hundreds of milliseconds for an rc file that sets up pyenv or nvm, nothing
-//! for an empty one. That figure depends on the account, not on ssh, so the target is
-//! checked against the second, rc-free figure: the same command with `SHLVL=1` sent
-//! (`SetEnv`, accepted by the private sshd's `AcceptEnv SHLVL`), which makes bash skip
-//! its rc file exactly as the node's Bash tool does (`$SHELL -c` with an environment
-//! captured once at node start). The rc-free figure is ssh's own cost: mux client,
-//! session set-up in sshd, `bash -c true`.
+//! for an empty one. That is the baseline as the performance issue states it (plain
+//! `ssh -o ControlPath=… localhost true`, "~115 ms here"), and the target row. Since it
+//! depends on the account more than on ssh, a second, stricter row compares with the
+//! rc-free figure: the same command with `SHLVL=1` sent (`SetEnv`, accepted by the
+//! private sshd's `AcceptEnv SHLVL`), which makes bash skip its rc file exactly as the
+//! node's Bash tool does (`$SHELL -c` with an environment captured once at node start).
+//! The rc-free figure is ssh's own cost: mux client, session set-up in sshd,
+//! `bash -c true`.
 //!
-//! Target: `gsv call` at p50 is at most 0.25× the rc-free ssh figure. Nothing leaves
-//! 127.0.0.1.
+//! Target: `gsv call` at p50 is at most 0.25× plain ssh; the stricter row reports its
+//! ratio against the same bound. Nothing leaves 127.0.0.1.
 
 use super::fleet::{die_with_parent, Proc, ProcessRig, TempDir};
 use super::report::{Report, Row};
@@ -78,10 +80,16 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let m = outcome?;
 
     let base = "`ssh … 127.0.0.1 true`, warm ControlMaster, rc file skipped";
-    let rc_base = "same ssh, user's ~/.bashrc read (as plain ssh does)";
+    let rc_base =
+        "`ssh … 127.0.0.1 true`, warm ControlMaster, user's ~/.bashrc read (as plain ssh does)";
     let info = |mut r: Row| {
         r.target = "(info)".into();
         r.met = true;
+        r
+    };
+    // Checked against the same bound, reported beside the target row.
+    let strict = |mut r: Row| {
+        r.target = format!("(stricter) {}", r.target);
         r
     };
     let figure = "`gsv call laptop__Bash` `true`";
@@ -100,24 +108,24 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
             Row::at_most(
                 format!("{figure}, p50"),
                 m.gsv.p50_us,
+                format!("{rc_base}, p50"),
+                m.ssh_rc.p50_us,
+                "µs",
+                TARGET_RATIO,
+            ),
+            strict(Row::at_most(
+                format!("{figure}, p50"),
+                m.gsv.p50_us,
                 format!("{base}, p50"),
                 m.ssh.p50_us,
                 "µs",
                 TARGET_RATIO,
-            ),
+            )),
             info(Row::at_most(
                 format!("{figure}, p99"),
                 m.gsv.p99_us,
                 format!("{base}, p99"),
                 m.ssh.p99_us,
-                "µs",
-                TARGET_RATIO,
-            )),
-            info(Row::at_most(
-                format!("{figure}, p50"),
-                m.gsv.p50_us,
-                format!("{rc_base}, p50"),
-                m.ssh_rc.p50_us,
                 "µs",
                 TARGET_RATIO,
             )),
