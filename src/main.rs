@@ -421,11 +421,18 @@ enum TokenCommand {
     },
 }
 
+/// For the long-running commands (gateway, node, `up`, `mcp`, benchmarks): tokio's
+/// worker threads, and the allocator's upkeep while the command runs.
 fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
     run_on(
         tokio::runtime::Builder::new_multi_thread(),
         default_log,
-        fut,
+        async {
+            let upkeep = tokio::spawn(gsv::allocator::maintain());
+            let code = fut.await;
+            upkeep.abort();
+            code
+        },
     )
 }
 

@@ -119,8 +119,8 @@ impl Approvals {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ErrorShape> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&store))
+        self.store
+            .blocking(f)
             .await
             .map_err(internal)?
             .map_err(internal)

@@ -30,8 +30,12 @@ pub type Io = TokioIo<hyper::upgrade::Upgraded>;
 /// A server-side WebSocket.
 pub type Ws = WebSocketStream<Io>;
 
-/// Small buffers: a gateway holds thousands of mostly idle connections.
-const READ_BUFFER: usize = 4 * 1024;
+/// Small buffers: a gateway holds thousands of mostly idle connections. tungstenite
+/// zero-fills its read buffer up to this size before every read, so each idle
+/// connection keeps this much resident: 2 KiB holds any call or result frame of usual
+/// size in one read, and a large frame is read 2 KiB per system call (about 2 KiB
+/// less per connected node than 4 KiB, BENCHMARKS.md).
+const READ_BUFFER: usize = 2 * 1024;
 const WRITE_BUFFER: usize = 4 * 1024;
 /// Frames batched into one flush by the writer.
 const WRITE_BATCH: usize = 64;

@@ -149,9 +149,10 @@ async fn read_connect(
         }
     };
     let (id, params, protocol) = parse_connect(text.as_str(), role, &nonce)?;
-    let store = shared.store.clone();
     let presented = params.auth.token.clone();
-    let verified = tokio::task::spawn_blocking(move || store.verify(&presented))
+    let verified = shared
+        .store
+        .blocking(move |store| store.verify(&presented))
         .await
         .map_err(|e| {
             (

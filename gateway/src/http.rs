@@ -149,8 +149,9 @@ async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, 
         })
         .map(|t| t.trim().to_owned())
         .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
-    let store = shared.store.clone();
-    let record = tokio::task::spawn_blocking(move || store.verify(&token))
+    let record = shared
+        .store
+        .blocking(move |store| store.verify(&token))
         .await
         .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
         .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?

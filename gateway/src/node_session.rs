@@ -177,9 +177,10 @@ async fn enroll(
     peer: SocketAddr,
     id: &NodeId,
 ) -> Result<(String, String), ErrorShape> {
-    let store = shared.store.clone();
     let (join, node) = (join_id.clone(), id.to_string());
-    let redeemed = tokio::task::spawn_blocking(move || store.redeem_join(&join, &node))
+    let redeemed = shared
+        .store
+        .blocking(move |store| store.redeem_join(&join, &node))
         .await
         .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?
         .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?;

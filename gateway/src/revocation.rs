@@ -22,9 +22,8 @@ pub async fn watch(shared: Arc<Shared>) {
             _ = shared.shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let store = shared.store.clone();
         let from = since;
-        let found = tokio::task::spawn_blocking(move || {
+        let found = shared.store.blocking(move |store| {
             store.with_conn(|c| {
                 let mut stmt = c.prepare(
                     "SELECT id, revoked_at FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",

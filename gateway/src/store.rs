@@ -9,7 +9,7 @@ use crate::token::{self, TokenKind};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
 /// Store failures.
@@ -68,7 +68,16 @@ const SCHEMA_VERSION: i64 = 3;
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// Admits [`STORE_THREADS`] queries at a time to the blocking pool ([`Store::blocking`]).
+    gate: Arc<tokio::sync::Semaphore>,
 }
+
+/// Most blocking-pool threads busy with the store at once. The one connection
+/// serializes queries anyway; without this bound a wave of connects (a fleet
+/// reconnecting after a restart) would start a thread per connect, each waiting on the
+/// mutex and each holding a stack and an allocator heap of its own for the pool's
+/// 10 s keep-alive.
+pub const STORE_THREADS: usize = 4;
 
 impl Store {
     /// Opens (creating if needed) `gsv.db` in `data_dir`.
@@ -97,7 +106,24 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             path,
+            gate: Arc::new(tokio::sync::Semaphore::new(STORE_THREADS)),
         })
+    }
+
+    /// Runs `f` with the store on tokio's blocking pool, at most [`STORE_THREADS`] at a
+    /// time; callers beyond that wait here, as tasks, not as threads.
+    pub async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Store) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // The semaphore is never closed, so a permit always comes.
+        let permit = Arc::clone(&self.gate).acquire_owned().await.ok();
+        let store = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&store)
+        })
+        .await
     }
 
     pub fn path(&self) -> &Path {
@@ -313,6 +339,36 @@ mod tests {
         let d = std::env::temp_dir().join(format!("gsv-store-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_runs_at_most_store_threads_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let store = Arc::new(Store::open(&temp_dir()).unwrap());
+        let (tok, _) = store.create_token(TokenKind::Node, "n1", None).unwrap();
+        let now = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let mut calls = Vec::new();
+        for _ in 0..32 {
+            let (store, now, most, tok) = (store.clone(), now.clone(), most.clone(), tok.clone());
+            calls.push(tokio::spawn(async move {
+                store
+                    .blocking(move |s| {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        let found = s.verify(&tok).map(|r| r.is_some());
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        found
+                    })
+                    .await
+            }));
+        }
+        for c in calls {
+            assert!(matches!(c.await, Ok(Ok(Ok(true)))));
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=STORE_THREADS).contains(&most), "{most} at once");
     }
 
     #[test]
