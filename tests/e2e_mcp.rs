@@ -315,7 +315,7 @@ fn bench_mcp_smoke() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     assert_eq!(v["scenario"], "mcp");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 3, "{v}");
+    assert_eq!(rows.len(), 4, "{v}");
     for r in rows {
         assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["baselineValue"].as_f64().unwrap() > 0.0, "{r}");

@@ -10,8 +10,8 @@
 //! once and every [`KEEP_ALIVE`], into which rmcp's answer is relayed when it comes (a
 //! JSON answer becomes one `data:` event; an SSE answer is passed on as it streams).
 //! When the client goes away the pending answer is dropped, which cancels the call, as
-//! closing the stream means on 2026-07-28. Requests answered in time (every session
-//! request: rmcp opens their SSE stream at once) pass through untouched.
+//! closing the stream means on 2026-07-28. Requests answered in time pass through
+//! untouched, and session requests (rmcp opens their SSE stream at once) skip the wait.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
@@ -29,13 +29,17 @@ pub const FIRST_ANSWER_WAIT: Duration = Duration::from_secs(1);
 /// Comment lines on an opened stream come this often (as on rmcp's own streams).
 pub const KEEP_ALIVE: Duration = super::SSE_KEEP_ALIVE;
 
+/// The header of a request inside a 2025-revision session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// The comment that keeps the stream alive.
 const COMMENT: &[u8] = b": gsv: call running\n\n";
 
 /// Middleware on `/mcp`: passes the answer through when it comes within
 /// [`FIRST_ANSWER_WAIT`], else answers with an SSE stream that carries it later.
 pub async fn stream_when_slow(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
+    // Session requests get their SSE stream from rmcp at once: nothing to wait for.
+    if request.method() != Method::POST || request.headers().contains_key(SESSION_HEADER) {
         return next.run(request).await;
     }
     let mut answer = Box::pin(next.run(request));
