@@ -1,7 +1,9 @@
 //! The `gsv` binary's allocator settings take effect: mimalloc's arena is committed on
 //! demand, which needs the option set before mimalloc reserves its first arena while
 //! the process loads (src/allocator.rs). With eager commit the gateway holds about
-//! 10 KiB more per connected node at 1,000 nodes (BENCHMARKS.md, memory).
+//! 10 KiB more per connected node at 1,000 nodes (BENCHMARKS.md, memory). The
+//! constructor that sets it is Linux-only (an ELF `.init_array` entry).
+#![cfg(target_os = "linux")]
 
 use std::process::Command;
 
