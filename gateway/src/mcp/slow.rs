@@ -7,8 +7,9 @@
 //! progress would leave its HTTP connection silent, and the idle timeouts of clients
 //! and proxies in between would cut it. So when no answer has come within
 //! [`FIRST_ANSWER_WAIT`], this layer answers itself: an SSE stream with a comment at
-//! once and every [`KEEP_ALIVE`], into which rmcp's answer is relayed when it comes (a
-//! JSON answer becomes one `data:` event; an SSE answer is passed on as it streams).
+//! once and every 15 s (as on rmcp's own streams), into which rmcp's answer is
+//! relayed when it comes (a JSON answer becomes one `data:` event; an SSE answer is
+//! passed on as it streams).
 //! When the client goes away the pending answer is dropped, which cancels the call, as
 //! closing the stream means on 2026-07-28. Requests answered in time pass through
 //! untouched, and session requests (rmcp opens their SSE stream at once) skip the wait.
@@ -19,6 +20,7 @@ use axum::http::{header, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt;
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
@@ -26,12 +28,6 @@ use tokio::sync::mpsc;
 
 /// How long a request's answer may take before the stream is opened.
 pub const FIRST_ANSWER_WAIT: Duration = Duration::from_secs(1);
-/// Comment lines on an opened stream come this often (as on rmcp's own streams).
-pub const KEEP_ALIVE: Duration = super::SSE_KEEP_ALIVE;
-
-/// The header of a request inside a 2025-revision session.
-const SESSION_HEADER: &str = "mcp-session-id";
-
 /// The comment that keeps the stream alive.
 const COMMENT: &[u8] = b": gsv: call running\n\n";
 
@@ -39,7 +35,7 @@ const COMMENT: &[u8] = b": gsv: call running\n\n";
 /// [`FIRST_ANSWER_WAIT`], else answers with an SSE stream that carries it later.
 pub async fn stream_when_slow(request: Request, next: Next) -> Response {
     // Session requests get their SSE stream from rmcp at once: nothing to wait for.
-    if request.method() != Method::POST || request.headers().contains_key(SESSION_HEADER) {
+    if request.method() != Method::POST || request.headers().contains_key(HEADER_SESSION_ID) {
         return next.run(request).await;
     }
     let mut answer = Box::pin(next.run(request));
@@ -69,7 +65,7 @@ pub async fn stream_when_slow(request: Request, next: Next) -> Response {
 async fn relay(answer: impl Future<Output = Response>, tx: mpsc::Sender<Bytes>) {
     tokio::pin!(answer);
     // The first tick is immediate: the stream's headers and a first comment go now.
-    let mut tick = tokio::time::interval(KEEP_ALIVE);
+    let mut tick = tokio::time::interval(super::SSE_KEEP_ALIVE);
     let response = loop {
         tokio::select! {
             response = &mut answer => break response,
