@@ -11,3 +11,4 @@ pub mod commands;
 pub mod exit;
 pub mod logging;
 pub mod resolve;
+pub mod terminal;

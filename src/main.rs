@@ -405,6 +405,10 @@ enum TokenCommand {
         /// Glob of namespaced tools whose calls need approval (repeatable)
         #[arg(long, value_name = "GLOB")]
         confirm: Vec<String>,
+        /// Let the caller's own user answer `--confirm` questions (MCP elicitation)
+        /// instead of an operator. Off by default; never covers a node guard's approval
+        #[arg(long)]
+        self_confirm: bool,
     },
     /// List tokens (ids, kinds, subjects; never secrets)
     List {
@@ -564,12 +568,17 @@ fn main() -> ExitCode {
                 allow,
                 deny,
                 confirm,
+                self_confirm,
             } => {
                 let dir = resolve::data_dir(data.data.as_deref());
                 match commands::token::kind_of(&kind) {
                     Some(gsv_gateway::TokenKind::Node) => {
-                        if !(allow.is_empty() && deny.is_empty() && confirm.is_empty()) {
-                            eprintln!("error: invalid_args: --allow/--deny/--confirm apply to agent tokens only");
+                        if !(allow.is_empty()
+                            && deny.is_empty()
+                            && confirm.is_empty()
+                            && !self_confirm)
+                        {
+                            eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm apply to agent tokens only");
                             exit::USAGE
                         } else {
                             commands::token::create_node(&dir, &name)
@@ -582,6 +591,7 @@ fn main() -> ExitCode {
                             allow,
                             deny,
                             confirm,
+                            self_confirm,
                         },
                     ),
                     None => {

@@ -55,6 +55,8 @@ struct Fleet {
     token: String,
     limited: String,
     confirm: String,
+    self_confirm: String,
+    _guarded: Proc,
 }
 
 impl Fleet {
@@ -89,6 +91,24 @@ impl Fleet {
             "alpha__Bash",
         ]);
         let confirm = gw.token(&["agent", "asker", "--allow", "*", "--confirm", "alpha__Echo"]);
+        let self_confirm = gw.token(&[
+            "agent",
+            "self-asker",
+            "--allow",
+            "*",
+            "--confirm",
+            "alpha__Echo",
+            "--confirm",
+            "guarded__Bash",
+            "--self-confirm",
+        ]);
+        let guarded = gw.spawn_node(
+            "guarded",
+            &gw.node_token("guarded"),
+            workspace.path(),
+            &["--approve-shell", "echo .*"],
+        );
+        gw.wait_online("guarded").await;
         Fleet {
             gw,
             workspace,
@@ -97,6 +117,8 @@ impl Fleet {
             token,
             limited,
             confirm,
+            self_confirm,
+            _guarded: guarded,
         }
     }
 
@@ -121,6 +143,8 @@ impl Fleet {
             .args(["--token", &self.token])
             .args(["--limited-token", &self.limited])
             .args(["--confirm-token", &self.confirm])
+            .args(["--self-confirm-token", &self.self_confirm])
+            .args(["--guarded", "guarded"])
             .args(["--node", "alpha", "--offline-node", "gone"])
             .args(checks)
             .env_remove("GSV_GATEWAY")
@@ -161,6 +185,8 @@ const HTTP_CHECKS: &[&str] = &[
     "unauthorized",
     "cancel",
     "elicit",
+    "no-self-approval",
+    "guard-operator",
     "operator-queue",
     "list-changed",
 ];
@@ -176,6 +202,8 @@ const STDIO_CHECKS: &[&str] = &[
     "hidden",
     "unauthorized",
     "cancel",
+    "no-self-approval",
+    "guard-operator",
     "operator-queue",
     "list-changed",
 ];

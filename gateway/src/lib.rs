@@ -26,6 +26,7 @@ pub mod router;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod summary;
 pub mod time;
 pub mod tls;
 pub mod token;

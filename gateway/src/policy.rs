@@ -3,6 +3,8 @@
 //! Globs over `{node}__{tool}` names, compiled once per authentication with `globset`.
 //! Default deny: nothing is allowed unless an `allow` glob matches; `deny` beats
 //! `allow`; `confirm` turns an allowed call into one that needs an operator's approval.
+//! `self_confirm` (off unless the token was made with `--self-confirm`) lets the caller's
+//! own user answer a `confirm` (MCP elicitation) instead of the operator queue.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -17,6 +19,10 @@ pub struct PolicySpec {
     pub deny: Vec<String>,
     #[serde(default)]
     pub confirm: Vec<String>,
+    /// The caller may confirm its own `confirm` calls (MCP elicitation). Never covers a
+    /// node guard's approval, which always goes to an operator.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub self_confirm: bool,
 }
 
 /// A glob that does not compile.
@@ -41,6 +47,7 @@ pub struct Policy {
     allow: GlobSet,
     deny: GlobSet,
     confirm: GlobSet,
+    self_confirm: bool,
     full: bool,
 }
 
@@ -65,6 +72,7 @@ impl Policy {
             allow: compile(&spec.allow)?,
             deny: compile(&spec.deny)?,
             confirm: compile(&spec.confirm)?,
+            self_confirm: spec.self_confirm,
             full: false,
         })
     }
@@ -75,6 +83,7 @@ impl Policy {
             allow: GlobSet::empty(),
             deny: GlobSet::empty(),
             confirm: GlobSet::empty(),
+            self_confirm: false,
             full: true,
         }
     }
@@ -90,6 +99,12 @@ impl Policy {
         } else {
             Decision::Allow
         }
+    }
+
+    /// Whether the caller's own user may answer this token's `confirm` (the token was
+    /// made with `--self-confirm`).
+    pub fn self_confirm(&self) -> bool {
+        self.self_confirm
     }
 
     /// Whether this is the admin's everything-allowed policy.
@@ -113,6 +128,7 @@ mod tests {
             allow: v(allow),
             deny: v(deny),
             confirm: v(confirm),
+            self_confirm: false,
         }
     }
 

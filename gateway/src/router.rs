@@ -217,14 +217,22 @@ async fn route(
     let deadline = started + Duration::from_millis(timeout_ms);
     trace.args = Some(args);
 
-    // One human decision per call: an approval obtained for the policy's `confirm`
-    // travels with the first dispatch, so a node guard that would ask again accepts it.
+    // One operator decision per call: an operator's approval obtained for the policy's
+    // `confirm` travels with the first dispatch, so a node guard that would ask again
+    // accepts it. The caller's own answer (`--self-confirm`) is not sent: a node guard
+    // that asks then still gets an operator's decision.
     let mut approval = None;
     if decision == Decision::Confirm {
         let reason = format!("the token's policy requires approval for {full}");
         let args = trace.args.as_ref().unwrap_or(&Value::Null);
-        approval =
-            Some(await_approval(shared, caller, name, args, reason, deadline, &cancel).await?);
+        // The caller's own user may answer only when the token says so (`--self-confirm`).
+        let who = if caller.policy.self_confirm() {
+            Deciders::CallerOrOperator
+        } else {
+            Deciders::Operator
+        };
+        let id = await_approval(shared, caller, name, args, reason, who, deadline, &cancel).await?;
+        approval = (id != CALLER_APPROVAL).then_some(id);
     }
 
     let outcome = send(
@@ -244,8 +252,19 @@ async fn route(
         Err(e) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
             let reason = node_reason(&e);
             let args = trace.args.as_ref().unwrap_or(&Value::Null);
-            let approval =
-                await_approval(shared, caller, name, args, reason, deadline, &cancel).await?;
+            // A node guard's question is never the caller's to answer: its whole point is
+            // that an operator decides, whatever the token allows.
+            let approval = await_approval(
+                shared,
+                caller,
+                name,
+                args,
+                reason,
+                Deciders::Operator,
+                deadline,
+                &cancel,
+            )
+            .await?;
             // The node may have reconnected while the operator decided.
             let Some(node) = shared.registry.get(node_id) else {
                 return Err(ErrorShape::new(
@@ -383,37 +402,41 @@ fn summary(name: &NamespacedName, args: &Value) -> String {
     summary_of(&name.to_string(), args)
 }
 
-/// [`summary`] for a namespaced name given as text, e.g. `laptop__Bash: rm -r build/`
-/// (the MCP handler asks 2026-07-28 clients before routing).
-pub fn summary_of(name: &str, args: &Value) -> String {
-    let detail = match args.get("command").and_then(Value::as_str) {
-        Some(cmd) => cmd.to_owned(),
-        None => args.to_string(),
-    };
-    let mut s = format!("{name}: {detail}");
-    if s.chars().count() > 300 {
-        s = s.chars().take(297).collect::<String>() + "...";
-    }
-    s
-}
+/// [`summary`] for a namespaced name given as text (the MCP handler asks 2026-07-28
+/// clients before routing).
+pub use crate::summary::summary_of;
 
-/// What `tool.invoke.approval` carries when the caller's own user approved (MCP
-/// elicitation): no operator request exists then.
+/// What [`await_approval`] answers when the caller's own user approved (MCP elicitation,
+/// tokens made with `--self-confirm`): no operator request exists then, and nothing is
+/// sent to the node as an approval, so a node guard still asks an operator.
 const CALLER_APPROVAL: &str = "caller";
 
+/// Who may decide a call that needs approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deciders {
+    /// Only an operator (admin token): every node guard's question, and `confirm` for
+    /// tokens without `--self-confirm`.
+    Operator,
+    /// The caller's own user first (MCP elicitation), else an operator: `confirm` for
+    /// tokens made with `--self-confirm`.
+    CallerOrOperator,
+}
+
 /// Waits for a human's decision on a call that needs one: the policy's `confirm`, or a
-/// node guard's `approval_required`. Returns the approval's id (the operator request's
-/// id, or [`CALLER_APPROVAL`]) for `tool.invoke.approval`.
+/// node guard's `approval_required`. Returns the operator request's id (for
+/// `tool.invoke.approval`) or [`CALLER_APPROVAL`].
+#[allow(clippy::too_many_arguments)]
 async fn await_approval(
     shared: &Shared,
     caller: &Caller<'_>,
     name: &NamespacedName,
     args: &Value,
     reason: String,
+    deciders: Deciders,
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<String, ErrorShape> {
-    if let Some(asker) = caller.asker {
+    if let (Some(asker), Deciders::CallerOrOperator) = (caller.asker, deciders) {
         if let Some(answer) =
             ask_caller(shared, caller, asker, name, args, &reason, deadline, cancel).await?
         {

@@ -406,6 +406,7 @@ mod tests {
             allow: vec!["*".into()],
             deny: vec!["x__*".into()],
             confirm: vec![],
+            self_confirm: true,
         };
         let (tok, _) = a.create_token(TokenKind::Agent, "ci", Some(&spec)).unwrap();
         let rec = b.verify(&tok).unwrap().unwrap();

@@ -3,6 +3,7 @@
 use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
+use crate::terminal::safe;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::path::PathBuf;
 
@@ -18,7 +19,7 @@ pub struct Target {
 }
 
 fn fail(code: &str, message: impl std::fmt::Display, exit: u8) -> u8 {
-    eprintln!("error: {code}: {message}");
+    eprintln!("error: {code}: {}", safe(&message.to_string()));
     exit
 }
 
@@ -88,7 +89,7 @@ pub async fn call(
             } else {
                 let text = result.joined_text();
                 if result.is_error {
-                    eprintln!("error: tool_error: {text}");
+                    eprintln!("error: tool_error: {}", safe(&text));
                 } else if text.ends_with('\n') {
                     print!("{text}");
                 } else {
@@ -125,10 +126,10 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
                     let state = if n.online { "online" } else { "offline" };
                     println!(
                         "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}",
-                        n.id,
+                        safe(&n.id),
                         state,
-                        n.runtime.host_os,
-                        n.runtime.host_arch,
+                        safe(&n.runtime.host_os),
+                        safe(&n.runtime.host_arch),
                         n.tools.len(),
                         gsv_gateway::time::rfc3339(n.since)
                     );
@@ -159,7 +160,7 @@ pub async fn tools(target: Target, json: bool) -> u8 {
                 for t in tools {
                     let first_line = t.description.lines().next().unwrap_or("");
                     let offline = if t.online { "" } else { " (offline)" };
-                    println!("{:<40} {}{}", t.name, first_line, offline);
+                    println!("{:<40} {}{}", safe(&t.name), safe(first_line), offline);
                 }
             }
             exit::OK

@@ -7,6 +7,7 @@
 use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
+use crate::terminal::safe;
 use gsv_gateway::approvals::ApprovalRequest;
 use gsv_gateway::datadir;
 use gsv_protocol::Method;
@@ -26,7 +27,7 @@ pub struct OperatorTarget {
 fn fail(e: &ClientError) -> u8 {
     match e {
         ClientError::Remote(r) => {
-            eprintln!("error: {}: {}", r.code, r.message);
+            eprintln!("error: {}: {}", r.code, safe(&r.message));
             exit::for_code(r.code)
         }
         ClientError::Tls(e) => {
@@ -106,10 +107,10 @@ pub async fn list(t: OperatorTarget, all: bool, json: bool) -> u8 {
         for a in list.approvals {
             println!(
                 "{}  {:<8} agent={}  {}  (expires {})",
-                a.id,
-                a.state,
-                a.agent,
-                a.summary,
+                safe(&a.id),
+                safe(&a.state),
+                safe(&a.agent),
+                safe(&a.summary),
                 gsv_gateway::time::rfc3339(a.expires_at)
             );
         }
@@ -134,7 +135,7 @@ pub async fn decide(t: OperatorTarget, id: &str, approve: bool) -> u8 {
         Ok(raw) => {
             let req: Result<ApprovalRequest, _> = serde_json::from_str(raw.get());
             match req {
-                Ok(r) => eprintln!("{} {}: {}", r.state, r.id, r.summary),
+                Ok(r) => eprintln!("{} {}: {}", safe(&r.state), safe(&r.id), safe(&r.summary)),
                 Err(_) => eprintln!("{decision}d {id}"),
             }
             exit::OK

@@ -2,6 +2,7 @@
 //! work with the gateway stopped.
 
 use crate::exit;
+use crate::terminal::safe;
 use gsv_gateway::audit;
 use gsv_gateway::Store;
 use std::path::Path;
@@ -68,10 +69,10 @@ fn print_row(r: &audit::AuditRow, json: bool) {
         "{:>6}  {}  {:<10} {:<24} {:<32} {}{}",
         r.seq,
         gsv_gateway::time::rfc3339(r.ts),
-        e.kind,
-        e.actor,
-        target,
-        e.outcome,
+        safe(&e.kind.to_string()),
+        safe(&e.actor),
+        safe(&target),
+        safe(&e.outcome),
         e.duration_ms
             .map(|d| format!(" ({d} ms)"))
             .unwrap_or_default()

@@ -116,10 +116,11 @@ pub fn list(data: &Path, json: bool) -> u8 {
                         .policy
                         .map(|p| {
                             format!(
-                                "allow={} deny={} confirm={}",
+                                "allow={} deny={} confirm={}{}",
                                 p.allow.join(","),
                                 p.deny.join(","),
-                                p.confirm.join(",")
+                                p.confirm.join(","),
+                                if p.self_confirm { " self-confirm" } else { "" }
                             )
                         })
                         .unwrap_or_default();
@@ -127,7 +128,7 @@ pub fn list(data: &Path, json: bool) -> u8 {
                         "{}  {:<6} {:<24} {:<8} {}  {}",
                         t.id,
                         t.kind,
-                        t.subject,
+                        crate::terminal::safe(&t.subject),
                         state,
                         gsv_gateway::time::rfc3339(t.created_at),
                         policy

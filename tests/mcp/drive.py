@@ -231,22 +231,25 @@ async def check_cancel() -> None:
         expect(text_of(r).startswith("after"), f"echo after cancel: {text_of(r)!r}")
 
 
+def answering(asked: list[str], action: str):
+    """An elicitation callback that records each question and answers `action`."""
+
+    async def cb(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+    return cb
+
+
 async def check_elicit() -> None:
+    """A token made with --self-confirm: the client's user answers its confirm questions."""
     asked: list[str] = []
-
-    def answering(action: str):
-        async def cb(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-            asked.append(params.message)
-            return types.ElicitResult(action=action, content={} if action == "accept" else None)
-
-        return cb
-
     name = f"{ARGS.node}__Echo"
-    async with client(ARGS.confirm_token, elicitation_callback=answering("accept")) as c:
+    async with client(ARGS.self_confirm_token, elicitation_callback=answering(asked, "accept")) as c:
         r = await c.call_tool(name, {"text": "approved"})
         expect(not r.is_error and text_of(r).startswith("approved"), f"accepted call: {text_of(r)!r}")
         expect(asked and asked[-1].startswith(f"Allow {name}: "), f"question {asked}")
-    async with client(ARGS.confirm_token, elicitation_callback=answering("decline")) as c:
+    async with client(ARGS.self_confirm_token, elicitation_callback=answering(asked, "decline")) as c:
         r = await c.call_tool(name, {"text": "refused"})
         expect(r.is_error is True and text_of(r).startswith("denied:"), f"declined call: {text_of(r)!r}")
 
@@ -258,19 +261,56 @@ def gsv_cli(*args: str) -> str:
     return out.stdout
 
 
+async def decide_when_asked(node: str, tool: str, decision: str) -> None:
+    """Plays the operator: decides the first pending request for node/tool."""
+    for _ in range(150):
+        pending = json.loads(gsv_cli("approvals", "list", "--json"))
+        pending = pending.get("approvals", pending) if isinstance(pending, dict) else pending
+        mine = [p for p in pending if p.get("tool") == tool and p.get("node") == node]
+        if mine:
+            gsv_cli("approvals", decision, mine[0]["id"])
+            return
+        await anyio.sleep(0.1)
+    raise CheckFailed(f"no approval request for {node}__{tool} appeared")
+
+
+async def check_no_self_approval() -> None:
+    """A token without --self-confirm cannot answer its own confirm question, even when
+    its client declares elicitation and accepts everything: an operator decides."""
+    asked: list[str] = []
+    async with client(ARGS.confirm_token, elicitation_callback=answering(asked, "accept")) as c:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(decide_when_asked, ARGS.node, "Echo", "deny")
+            r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "self-approved?"})
+    expect(not asked, f"the client was asked to approve its own call: {asked}")
+    expect(r.is_error is True and text_of(r).startswith("denied:"), f"call not denied by the operator: {text_of(r)!r}")
+
+
+async def check_guard_operator() -> None:
+    """A node guard's approval (--approve-shell) always goes to an operator, never to the
+    caller, whatever the token: full access, or --self-confirm with confirm on the tool."""
+    name = f"{ARGS.guarded}__Bash"
+    tokens = [("full", ARGS.token, 0)]
+    if ARGS.transport == "http":
+        # The caller answers the policy's question (1 asked); the guard's is the operator's.
+        tokens.append(("self-confirm", ARGS.self_confirm_token, 1))
+    for label, token, want_asked in tokens:
+        marker = os.path.join(ARGS.workspace, f"pwned-{ARGS.transport}-{ARGS.mode}-{label}")
+        asked: list[str] = []
+        async with client(token, elicitation_callback=answering(asked, "accept")) as c:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(decide_when_asked, ARGS.guarded, "Bash", "deny")
+                r = await c.call_tool(name, {"command": f"touch {marker}"})
+        expect(len(asked) == want_asked, f"{label}: the client was asked {asked}")
+        expect(r.is_error is True and text_of(r).startswith("denied:"), f"{label}: not denied by the operator: {text_of(r)!r}")
+        expect(not os.path.exists(marker), f"{label}: the command ran without an operator")
+
+
 async def check_operator_queue() -> None:
     """Without elicitation the call waits for an operator, and the result says so."""
 
     async def approve_when_asked() -> None:
-        for _ in range(100):
-            pending = json.loads(gsv_cli("approvals", "list", "--json"))
-            pending = pending.get("approvals", pending) if isinstance(pending, dict) else pending
-            mine = [p for p in pending if p.get("tool") == "Echo"]
-            if mine:
-                gsv_cli("approvals", "approve", mine[0]["id"])
-                return
-            await anyio.sleep(0.1)
-        raise CheckFailed("no approval request appeared")
+        await decide_when_asked(ARGS.node, "Echo", "approve")
 
     async with client(ARGS.confirm_token) as c:
         async with anyio.create_task_group() as tg:
@@ -328,6 +368,8 @@ CHECKS = {
     "unauthorized": check_unauthorized,
     "cancel": check_cancel,
     "elicit": check_elicit,
+    "no-self-approval": check_no_self_approval,
+    "guard-operator": check_guard_operator,
     "operator-queue": check_operator_queue,
     "list-changed": check_list_changed,
 }
@@ -363,6 +405,9 @@ if __name__ == "__main__":
     p.add_argument("--token", required=True, help="an agent token allowed everything")
     p.add_argument("--limited-token", required=True, help="allow NODE__*, deny NODE__Bash")
     p.add_argument("--confirm-token", required=True, help="allow *, confirm NODE__Echo")
+    p.add_argument("--self-confirm-token", required=True,
+                   help="allow *, confirm NODE__Echo and GUARDED__Bash, --self-confirm")
+    p.add_argument("--guarded", required=True, help="a node run with --approve-shell 'echo .*'")
     p.add_argument("--node", required=True)
     p.add_argument("--offline-node", required=True)
     p.add_argument("checks", nargs="+", choices=sorted(CHECKS))

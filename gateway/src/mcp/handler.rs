@@ -422,6 +422,7 @@ impl McpHandler {
         let mut preset = None;
         if is_2026(&context)
             && can_elicit(&context)
+            && who.policy.self_confirm()
             && who.policy.decide(&name) == Decision::Confirm
         {
             match request.request_state.as_deref() {
@@ -436,7 +437,7 @@ impl McpHandler {
         let (tx, mut rx) = mpsc::channel::<CallProgress>(PROGRESS_BUFFER);
         let asker = McpAsker {
             peer: context.peer.clone(),
-            elicit: !is_2026(&context) && can_elicit(&context),
+            elicit: !is_2026(&context) && can_elicit(&context) && who.policy.self_confirm(),
             preset,
             progress: Some(tx.clone()),
             queued: Mutex::new(None),
@@ -488,8 +489,8 @@ impl McpHandler {
         };
         if let Some(req) = queued {
             result.content.push(ContentBlock::text(format!(
-                "[gsv] This call needed approval. The MCP client offers no elicitation, so it \
-                 waited in the operator queue as request {} (gsv approvals list).",
+                "[gsv] This call needed an operator's approval: it waited in the operator \
+                 queue as request {} (gsv approvals list).",
                 req.id
             )));
         }
