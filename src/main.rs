@@ -209,9 +209,22 @@ enum Command {
         #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
         id: String,
         /// This node's join token (from `gsv token create node ID`; exchanged for a
-        /// stored credential at the first connect) or its credential
-        #[arg(long, env = "GSV_TOKEN", value_name = "TOKEN", hide_env_values = true)]
-        token: String,
+        /// stored credential at the first connect) or its credential. On a shared host
+        /// prefer --token-file or $GSV_TOKEN: other local users can read a process's
+        /// command line
+        #[arg(
+            long,
+            env = "GSV_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true,
+            required_unless_present = "token_file",
+            conflicts_with = "token_file"
+        )]
+        token: Option<String>,
+        /// Read the token from this file (its first line), keeping it out of the
+        /// process list
+        #[arg(long, env = "GSV_TOKEN_FILE", value_name = "FILE")]
+        token_file: Option<PathBuf>,
         /// Directory relative tool paths resolve against [default: the current directory]
         #[arg(long, env = "GSV_WORKSPACE", value_name = "DIR")]
         workspace: Option<PathBuf>,
@@ -507,6 +520,7 @@ fn main() -> ExitCode {
             gateway,
             id,
             token,
+            token_file,
             workspace,
             node_data,
             echo_tool,
@@ -546,6 +560,23 @@ fn main() -> ExitCode {
                 eprintln!("error: invalid_args: {e}");
                 return ExitCode::from(exit::USAGE);
             }
+            let token = match (token, token_file) {
+                (Some(t), _) => t,
+                (None, Some(f)) => match gsv_gateway::datadir::read_line(&f) {
+                    Some(t) => t,
+                    None => {
+                        eprintln!(
+                            "error: invalid_args: --token-file {}: missing, unreadable or empty",
+                            f.display()
+                        );
+                        return ExitCode::from(exit::USAGE);
+                    }
+                },
+                (None, None) => {
+                    eprintln!("error: invalid_args: give --token-file FILE, $GSV_TOKEN or --token");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
             let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
             config.echo_tool = echo_tool;
             config.confine = confine;

@@ -125,9 +125,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight
                 let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
             }
             Method::NodesList => {
-                let nodes = shared
-                    .registry
-                    .summaries(|node, set| agent.sees_any(node, set));
+                let nodes = shared.registry.summaries(|n| agent.policy.visible(n));
                 let _ = agent.out.send(encode_ok(&id, &NodesListResult { nodes }));
             }
             Method::ApprovalsList | Method::ApprovalsDecide => {

@@ -198,15 +198,7 @@ async fn nodes(
     headers: HeaderMap,
 ) -> Result<Json<NodesListResult>, ApiError> {
     let policy = authorize(&shared, &headers, peer).await?.policy();
-    let nodes = shared.registry.summaries(|node, set| {
-        policy.is_full()
-            || set.tools.iter().any(|t| {
-                policy.visible(&gsv_protocol::names::NamespacedName::join(
-                    node,
-                    &t.def.name,
-                ))
-            })
-    });
+    let nodes = shared.registry.summaries(|n| policy.visible(n));
     Ok(Json(NodesListResult { nodes }))
 }
 

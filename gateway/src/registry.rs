@@ -256,6 +256,27 @@ impl NodeHandle {
     }
 }
 
+/// Cuts `summary` down to the tools of `set` that pass `visible` and the capabilities
+/// those tools declare. False when no tool is visible (the node is not shown at all).
+fn restrict(summary: &mut NodeSummary, set: &ToolSet, visible: impl Fn(&str) -> bool) -> bool {
+    let shown: Vec<&crate::toolset::ToolSpec> = set
+        .tools
+        .iter()
+        .filter(|t| visible(&NamespacedName::join(&summary.id, &t.def.name)))
+        .map(|t| t.as_ref())
+        .collect();
+    if shown.is_empty() {
+        return false;
+    }
+    if shown.len() < set.tools.len() {
+        summary.tools = shown.iter().map(|t| t.def.name.clone()).collect();
+        summary
+            .capabilities
+            .retain(|c| shown.iter().any(|t| &t.def.capability == c));
+    }
+    true
+}
+
 /// The error for calls pending on a connection that closed.
 pub fn disconnected(node: &NodeId) -> ErrorShape {
     ErrorShape::new(
@@ -360,21 +381,25 @@ impl Registry {
     }
 
     /// Every node, online first, then offline, each sorted by id.
-    pub fn summaries(&self, visible: impl Fn(&str, &ToolSet) -> bool) -> Vec<NodeSummary> {
+    /// Every node with at least one tool whose namespaced name passes `visible`, online
+    /// first, each showing only those tools and their capabilities: a token allowed one
+    /// tool of a node learns nothing of the node's other tools.
+    pub fn summaries(&self, visible: impl Fn(&str) -> bool) -> Vec<NodeSummary> {
         let mut online: Vec<NodeSummary> = self
             .nodes
             .iter()
-            .filter(|e| visible(e.key().as_str(), &e.value().tools))
-            .map(|e| e.value().summary())
+            .filter_map(|e| {
+                let mut s = e.value().summary();
+                restrict(&mut s, &e.value().tools, &visible).then_some(s)
+            })
             .collect();
         online.sort_by(|a, b| a.id.cmp(&b.id));
         let mut offline: Vec<NodeSummary> = self
             .offline
             .iter()
-            .filter(|e| visible(e.key().as_str(), &e.value().tools))
-            .map(|e| {
+            .filter_map(|e| {
                 let o = e.value();
-                NodeSummary {
+                let mut s = NodeSummary {
                     id: e.key().to_string(),
                     online: false,
                     since: o.since,
@@ -384,12 +409,24 @@ impl Registry {
                     runtime: o.runtime.clone(),
                     conn_id: None,
                     remote_addr: None,
-                }
+                };
+                restrict(&mut s, &o.tools, &visible).then_some(s)
             })
             .collect();
         offline.sort_by(|a, b| a.id.cmp(&b.id));
         online.extend(offline);
         online
+    }
+
+    /// Whether any known node, online or offline, declares a tool with this bare name.
+    pub fn declares_tool(&self, tool: &str) -> bool {
+        self.nodes
+            .iter()
+            .any(|e| e.value().tools.get(tool).is_some())
+            || self
+                .offline
+                .iter()
+                .any(|e| e.value().tools.get(tool).is_some())
     }
 
     /// Every tool of every known node whose namespaced name passes `visible`, sorted.

@@ -89,7 +89,23 @@ fn not_found(message: String) -> ErrorShape {
 #[derive(Default)]
 struct Trace {
     args: Option<Value>,
+    /// The named node declares the tool (so its name may label a metric).
+    known_tool: bool,
 }
+
+/// The `tool` label of a call's metrics: the bare tool name when some node declares it,
+/// else [`UNKNOWN_TOOL_LABEL`], so names an agent makes up never become series.
+fn tool_label<'a>(shared: &Shared, name: &'a NamespacedName, trace: &Trace) -> &'a str {
+    let tool = name.tool.as_str();
+    if trace.known_tool || shared.registry.declares_tool(tool) {
+        tool
+    } else {
+        UNKNOWN_TOOL_LABEL
+    }
+}
+
+/// The metrics label of calls to a tool no node declares.
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
 
 /// Routes one `tools.call`. `cancel` fires when the caller cancels or goes away.
 pub async fn call(
@@ -122,9 +138,11 @@ pub async fn call(
         Err(e) => e.code.as_str(),
     };
     let elapsed = started.elapsed();
-    shared
-        .metrics
-        .call_done(name.tool.as_str(), label, elapsed.as_secs_f64());
+    shared.metrics.call_done(
+        tool_label(shared, &name, &trace),
+        label,
+        elapsed.as_secs_f64(),
+    );
     let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
     entry.node = Some(name.node.to_string());
     entry.tool = Some(name.tool.to_string());
@@ -202,6 +220,7 @@ async fn route(
             name.tool
         )));
     };
+    trace.known_tool = true;
     let args: Value = serde_json::from_str(params.args.get()).map_err(|e| {
         ErrorShape::new(
             ErrorCode::InvalidArgs,

@@ -150,12 +150,14 @@ pub async fn run(opts: UpOptions) -> u8 {
     );
     println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
     println!("  add a machine:");
-    println!("    here:      gsv token create node <id>");
+    println!("    here:      (umask 077; gsv token create node <id> > <id>.token)   then copy <id>.token there");
     match &gw.tls_fingerprint {
         Some(fp) => {
-            println!("    there:     gsv node --gateway {url} --pin {fp} --id <id> --token <token>")
+            println!("    there:     gsv node --gateway {url} --pin {fp} --id <id> --token-file <id>.token")
         }
-        None => println!("    there:     gsv node --gateway {url} --id <id> --token <token>"),
+        None => {
+            println!("    there:     gsv node --gateway {url} --id <id> --token-file <id>.token")
+        }
     }
 
     let code = tokio::select! {

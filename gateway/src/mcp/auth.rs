@@ -10,6 +10,7 @@
 //! no authorization server: the document says so and tells the user how to get a token.
 //! The client's token stops here; nodes never see it.
 
+use super::owners::SessionOwners;
 use crate::http::{authorize, ApiError, Principal};
 use crate::policy::Policy;
 use crate::state::Shared;
@@ -19,6 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gsv_protocol::{ErrorCode, ErrorShape};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -149,6 +151,10 @@ impl Verified {
 pub struct Gate {
     pub shared: Arc<Shared>,
     pub verified: Arc<Verified>,
+    /// Which token opened each session.
+    pub owners: Arc<SessionOwners>,
+    /// How long rmcp keeps an idle session.
+    pub session_idle: Duration,
 }
 
 /// The middleware in front of `/mcp`: `Origin` check, then Bearer authentication.
@@ -180,9 +186,33 @@ pub async fn require_bearer(
             if let (Some(k), false) = (key, cached) {
                 gate.verified.put(k, principal.clone());
             }
+            let session = req
+                .headers()
+                .get(HEADER_SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if let Some(s) = &session {
+                if !gate.owners.may_use(s, &principal.token_id) {
+                    tracing::warn!(%peer, agent = %principal.name, "MCP request on another token's session refused");
+                    return refusal(
+                        StatusCode::NOT_FOUND,
+                        ErrorShape::new(ErrorCode::NotFound, "no such MCP session for this token"),
+                    );
+                }
+            }
+            let token_id = principal.token_id.clone();
             req.extensions_mut().insert(principal);
             let delete = req.method() == axum::http::Method::DELETE;
             let mut res = next.run(req).await;
+            match (&session, res.headers().get(HEADER_SESSION_ID)) {
+                (None, Some(new)) => {
+                    if let Ok(new) = new.to_str() {
+                        gate.owners.opened(new, &token_id, gate.session_idle);
+                    }
+                }
+                (Some(s), _) if delete && res.status().is_success() => gate.owners.closed(s),
+                _ => {}
+            }
             // A closed session has nothing to say: `204`, which every client takes as
             // success (rmcp answers `202`, which some SDKs log as a failure).
             if delete && res.status() == StatusCode::ACCEPTED {

@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod handler;
+pub mod owners;
 pub mod result;
 pub mod slow;
 
@@ -86,6 +87,8 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     let gate = auth::Gate {
         shared: shared.clone(),
         verified: Arc::default(),
+        owners: Arc::default(),
+        session_idle: SESSION_IDLE,
     };
     let mcp = Router::new()
         .route_service(PATH, service)
