@@ -20,7 +20,7 @@ pub async fn run(config: GatewayConfig) -> u8 {
     if let Some(fp) = &gw.tls_fingerprint {
         eprintln!("TLS certificate SHA-256 fingerprint: {fp}");
         eprintln!(
-            "  nodes: gsv node --gateway {} --pin {fp} --id <id> --token <token>",
+            "  nodes: gsv node --gateway {} --pin {fp} --id <id> --token-file <id>.token",
             gw.url()
         );
     }
