@@ -480,15 +480,34 @@ fn run_on(
     }
 }
 
-fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`gsv audit tail | head`) instead of panicking in
-    // println!, like other Unix tools.
-    #[cfg(unix)]
-    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+impl Command {
+    /// Whether this command prints and exits. Those die quietly on a closed pipe
+    /// (`gsv audit tail | head`) like other Unix tools. Long-running commands keep
+    /// Rust's default of ignoring `SIGPIPE`: there a write into a closed pipe — a
+    /// Process `write` to a session whose reader exited, a client that went away — is an
+    /// `EPIPE` error handled where it happens, never the end of the gateway or node.
+    fn prints_and_exits(&self) -> bool {
+        !matches!(
+            self,
+            Command::Up { .. }
+                | Command::Gateway { .. }
+                | Command::Node { .. }
+                | Command::Mcp { .. }
+                | Command::Bench { .. }
+        )
     }
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.prints_and_exits() {
+        #[cfg(unix)]
+        // SAFETY: called before any thread starts (parsing starts none); SIG_DFL is a
+        // valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let code = match cli.command {
         Command::Up {
             gateway,

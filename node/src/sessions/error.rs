@@ -20,7 +20,7 @@ pub enum SessionError {
     StillRunning(String),
     #[error("session {0} was not started with pty: true; send-keys needs a terminal (use write or submit for stdin)")]
     NotPty(String),
-    #[error("session {0} has no writable stdin (the process closed it)")]
+    #[error("session {0} is still running but its stdin is closed (EPIPE: the program closed it or its reader exited); it takes no more input")]
     StdinClosed(String),
     #[error("session {id}: stdin accepted no data for {secs} s (the process is not reading it)")]
     StdinFull { id: String, secs: u64 },
