@@ -179,7 +179,8 @@ async fn without_the_node_the_caller_hears_node_disconnected_after_the_grace_per
 async fn events_are_acknowledged_and_relayed_once_across_reconnects() {
     let gw = Gateway::start().await;
     let (node, mut raw) = Scripted::enroll(&gw, "evented", "proc-1").await;
-    let agent = gw.agent().await;
+    // These sessions name no owner: only operators hear of them.
+    let agent = gw.agent_with(&gw.admin_token()).await;
     // One round trip: the agent's session is fully registered for events.
     agent.list_nodes().await.unwrap();
     let exited = |n: u64| json!({"sessionId": format!("s{n}"), "exitCode": 0});

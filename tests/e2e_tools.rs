@@ -427,7 +427,10 @@ async fn process_error_conditions() {
 
 #[tokio::test]
 async fn background_job_survives_a_gateway_restart() {
-    let (mut gw, _ws, _node, agent) = setup().await;
+    let (mut gw, _ws, _node, _) = setup().await;
+    // The session is this token's: the same token reconnects after the restart.
+    let token = gw.agent_token();
+    let agent = gw.agent_with(&token).await;
     let r = bash(
         &agent,
         json!({"command": "for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.5; done", "background": true}),
@@ -437,7 +440,7 @@ async fn background_job_survives_a_gateway_restart() {
     drop(agent);
     gw.restart().await;
     gw.wait_online("box").await;
-    let agent = gw.agent().await;
+    let agent = gw.agent_with(&token).await;
     // The job kept running; its exit arrives as an event and log has every line.
     let ev = eventually("process.exited", Duration::from_secs(20), || async {
         let e = agent.next_event(Duration::from_millis(200)).await?;

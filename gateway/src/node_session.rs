@@ -407,9 +407,15 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
         node: handle.id.to_string(),
         data,
     };
+    // A session belongs to the token that started it: its end (command line, output
+    // tail) goes to that token's connections — only if it may use Process without an
+    // operator's approval, since the event shows what Process would — and to operators.
+    let owner = event.data.get("owner").and_then(|o| o.as_str());
     let process_tool = NamespacedName::join(handle.id.as_str(), "Process");
     for a in shared.agents.iter() {
-        if a.policy.visible(&process_tool) {
+        let owns = owner == Some(a.token_id.as_str())
+            && a.policy.decide(&process_tool) == crate::policy::Decision::Allow;
+        if a.is_admin || owns {
             a.send_event(EventName::ProcessExited, &event);
         }
     }

@@ -18,7 +18,7 @@ use crate::registry::{CallOutcome, NodeHandle, PendingError, ProgressSink};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::frame::{encode_cancel, encode_req};
-use gsv_protocol::method::{ToolInvokeOut, ToolsCallParams};
+use gsv_protocol::method::{InvokeCaller, ToolInvokeOut, ToolsCallParams};
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method, NamespacedName};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -359,6 +359,10 @@ async fn send(
         params,
         approval,
         deadline,
+        caller: InvokeCaller {
+            token_id: caller.token_id.to_owned(),
+            operator: caller.policy.is_full(),
+        },
     };
     let Some(frame) = invoke.frame(false) else {
         node.abandon_call(call_id);
@@ -392,6 +396,8 @@ struct Invoke<'a> {
     params: &'a ToolsCallParams,
     approval: Option<&'a str>,
     deadline: Instant,
+    /// Who the call is for: the node gives sessions it starts to this token.
+    caller: InvokeCaller,
 }
 
 impl Invoke<'_> {
@@ -411,6 +417,7 @@ impl Invoke<'_> {
                 timeout_ms: (remaining.as_millis() as u64).max(1),
                 approval: self.approval,
                 resume,
+                caller: Some(&self.caller),
             },
         ))
     }

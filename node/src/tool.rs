@@ -73,6 +73,10 @@ pub struct ToolContext {
     /// if the gateway obtained one. Node-side guards that ask for approval accept it
     /// as the gateway's word; see [`crate::guards::approve`].
     pub approval: Option<String>,
+    /// Who the call is for (`tool.invoke.caller`): sessions the call starts belong to
+    /// that token, and Process shows a caller only its own unless it is an operator.
+    /// `None` when the gateway did not say (a context made in tests): an operator.
+    pub caller: Option<gsv_protocol::method::InvokeCaller>,
 }
 
 impl ToolContext {
@@ -87,7 +91,25 @@ impl ToolContext {
             deadline: Instant::now() + Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
             events: EventSender::detached(),
             approval: None,
+            caller: None,
         }
+    }
+
+    /// The token id that sessions this call starts belong to (`None`: nobody's, which
+    /// only operators see).
+    pub fn owner(&self) -> Option<&str> {
+        self.caller.as_ref().map(|c| c.token_id.as_str())
+    }
+
+    /// Whether the caller may see and act on every session: an operator, or a context
+    /// the gateway did not describe.
+    pub fn is_operator(&self) -> bool {
+        self.caller.as_ref().is_none_or(|c| c.operator)
+    }
+
+    /// Whether the caller may see and act on a session owned by `owner`.
+    pub fn may_use_session(&self, owner: Option<&str>) -> bool {
+        self.is_operator() || (owner.is_some() && owner == self.owner())
     }
 
     /// Resolves a path argument: absolute paths are used as they are, relative ones

@@ -505,6 +505,7 @@ async fn exits_are_queued_while_detached_and_flushed_in_order() {
             "durationMs",
             "endedAt",
             "exitCode",
+            "owner",
             "sessionId",
             "signal",
             "startedAt",

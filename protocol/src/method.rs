@@ -94,6 +94,21 @@ pub struct ToolInvokeOut<'a> {
     /// kept result) and runs the call only if that id never reached it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resume: bool,
+    /// Who the call is made for. Process sessions the call starts belong to this token;
+    /// Process acts only on the caller's own sessions unless the caller is an operator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<&'a InvokeCaller>,
+}
+
+/// Who a call is made for, as a node needs to know it (`tool.invoke.caller`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvokeCaller {
+    /// The caller's token id (public, like the ids `gsv token list` shows).
+    pub token_id: String,
+    /// The admin token: an operator sees and acts on every session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 /// Params of `tool.invoke`, as the node decodes them.
@@ -110,6 +125,9 @@ pub struct ToolInvokeParams {
     /// See [`ToolInvokeOut::resume`].
     #[serde(default)]
     pub resume: bool,
+    /// See [`ToolInvokeOut::caller`].
+    #[serde(default)]
+    pub caller: Option<InvokeCaller>,
 }
 
 /// Params of `node.probe`. An empty list re-probes everything the node tracks.
@@ -203,6 +221,7 @@ mod tests {
             timeout_ms: 5,
             approval: None,
             resume: false,
+            caller: None,
         };
         let text = serde_json::to_string(&out).unwrap();
         assert_eq!(text, r#"{"tool":"Bash","args":{},"timeoutMs":5}"#);
@@ -218,5 +237,18 @@ mod tests {
         assert!(text.ends_with(r#","resume":true}"#), "{text}");
         let p: ToolInvokeParams = serde_json::from_str(&text).unwrap();
         assert!(p.resume);
+        assert_eq!(p.caller, None);
+        let caller = InvokeCaller {
+            token_id: "0123456789ab".into(),
+            operator: false,
+        };
+        out.caller = Some(&caller);
+        let text = serde_json::to_string(&out).unwrap();
+        assert!(
+            text.contains(r#""caller":{"tokenId":"0123456789ab"}"#),
+            "{text}"
+        );
+        let p: ToolInvokeParams = serde_json::from_str(&text).unwrap();
+        assert_eq!(p.caller, Some(caller));
     }
 }

@@ -95,6 +95,9 @@ pub struct SpawnSpec {
     pub stdin: bool,
     /// Kill the group this long after the start.
     pub timeout: Option<Duration>,
+    /// The token id of the caller that starts it (`tool.invoke.caller`): the session
+    /// is that token's. `None`: nobody's (only operators see it).
+    pub owner: Option<String>,
 }
 
 /// All sessions of this node process.
@@ -168,6 +171,7 @@ impl SessionManager {
             id: uuid::Uuid::new_v4().to_string(),
             serial: self.serial.fetch_add(1, Ordering::Relaxed),
             command: spec.command.clone(),
+            owner: spec.owner.clone(),
             workdir: spec.workdir.clone(),
             pid: launched.pid,
             pty: spec.pty,

@@ -120,6 +120,9 @@ pub struct Snapshot {
     pub truncated: bool,
     /// Characters of output produced so far (retained or not).
     pub total_chars: u64,
+    /// The token id of the caller that started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// Stdin of a session.
@@ -215,6 +218,8 @@ pub struct Session {
     /// Order of creation (ties of `started_at`).
     pub(crate) serial: u64,
     command: String,
+    /// The token id of the caller that started it.
+    owner: Option<String>,
     workdir: PathBuf,
     pid: u32,
     pty: bool,
@@ -240,6 +245,7 @@ pub(crate) struct NewSession {
     pub id: String,
     pub serial: u64,
     pub command: String,
+    pub owner: Option<String>,
     pub workdir: PathBuf,
     pub pid: u32,
     pub pty: bool,
@@ -255,6 +261,7 @@ impl Session {
             id: new.id,
             serial: new.serial,
             command: new.command,
+            owner: new.owner,
             workdir: new.workdir,
             pid: new.pid,
             pty: new.pty,
@@ -315,6 +322,11 @@ impl Session {
     }
 
     /// The current state.
+    /// The token id of the caller that started this session.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let state = self.lock();
         let status = match &state.exit {
@@ -343,6 +355,7 @@ impl Session {
             tail: state.output.text.tail(TAIL_CHARS).to_owned(),
             truncated: state.output.text.truncated(),
             total_chars: state.output.text.total_chars(),
+            owner: self.owner.clone(),
         }
     }
 

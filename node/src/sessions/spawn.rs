@@ -250,5 +250,6 @@ pub(crate) fn exited_payload(s: &Snapshot) -> serde_json::Value {
         "tail": s.tail,
         "truncated": s.truncated,
         "command": command,
+        "owner": s.owner,
     })
 }

@@ -186,6 +186,7 @@ impl Tool for Bash {
             background: request.mode == Mode::Background,
             stdin: request.mode != Mode::Sync,
             timeout,
+            owner: ctx.owner().map(str::to_owned),
         };
         let session = match self.sessions.spawn(spec).await {
             Ok(session) => session,

@@ -300,15 +300,28 @@ fn parse_keys(value: Option<&Value>) -> Result<Vec<String>, String> {
 }
 
 impl Process {
+    /// The background sessions this caller may see: its own (an operator: all).
+    fn visible(&self, ctx: &ToolContext) -> Vec<Arc<Session>> {
+        let mut sessions = self.sessions.list();
+        sessions.retain(|s| ctx.may_use_session(s.owner()));
+        sessions
+    }
+
     async fn run(&self, request: Request, ctx: &ToolContext) -> Result<ToolResult, SessionError> {
         if request.action == Action::List {
-            return Ok(list_result(&self.sessions.list()));
+            return Ok(list_result(&self.visible(ctx)));
         }
         // `parse` made sure every other action has a session id.
         let id = request.session_id.as_deref().unwrap_or_default();
+        // Another token's session is answered exactly like one that does not exist.
+        if let Some(s) = self.sessions.get(id) {
+            if !ctx.may_use_session(s.owner()) {
+                return Err(SessionError::NotFound(id.to_owned()));
+            }
+        }
         let session = self.sessions.background(id)?;
         match request.action {
-            Action::List => Ok(list_result(&self.sessions.list())),
+            Action::List => Ok(list_result(&self.visible(ctx))),
             Action::Poll => {
                 if request.wait_ms > 0 {
                     let wait = Duration::from_millis(request.wait_ms)
