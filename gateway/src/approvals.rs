@@ -78,9 +78,24 @@ pub struct NewRequest {
 /// The approval queue of one gateway.
 pub struct Approvals {
     store: Arc<Store>,
-    waiters: DashMap<String, oneshot::Sender<Decision>>,
+    waiters: DashMap<String, Waiter>,
     pub ttl: Duration,
+    /// Requests one token may have waiting at once (its share of the operators'
+    /// attention: beyond it, `overloaded`).
+    pub per_token: usize,
+    /// Makes the share check and the insert one step, so racing requests of one token
+    /// cannot pass the check together.
+    admit: std::sync::Mutex<()>,
 }
+
+/// A call waiting for a decision, and whose it is.
+struct Waiter {
+    token_id: String,
+    tx: oneshot::Sender<Decision>,
+}
+
+/// Default of [`Approvals::per_token`].
+pub const DEFAULT_PENDING_PER_TOKEN: usize = 32;
 
 fn internal(e: impl std::fmt::Display) -> ErrorShape {
     ErrorShape::new(ErrorCode::Internal, format!("approval store: {e}"))
@@ -112,7 +127,17 @@ impl Approvals {
             store,
             waiters: DashMap::new(),
             ttl,
+            per_token: DEFAULT_PENDING_PER_TOKEN,
+            admit: std::sync::Mutex::new(()),
         }
+    }
+
+    /// How many requests of `token_id` are waiting (calls that went away not counted).
+    pub fn pending_for(&self, token_id: &str) -> usize {
+        self.waiters
+            .iter()
+            .filter(|w| w.token_id == token_id && !w.tx.is_closed())
+            .count()
     }
 
     async fn blocking<T: Send + 'static>(
@@ -131,8 +156,22 @@ impl Approvals {
         &self,
         req: NewRequest,
     ) -> Result<(ApprovalRequest, oneshot::Receiver<Decision>), ErrorShape> {
+        let admit = self.admit.lock().unwrap_or_else(|p| p.into_inner());
+        // Calls that stopped waiting without saying so leave no trace behind.
+        self.waiters.retain(|_, w| !w.tx.is_closed());
+        if self.pending_for(&req.token_id) >= self.per_token {
+            return Err(ErrorShape::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "this token already has {} approval requests waiting for an operator, its share; retry when some are decided",
+                    self.per_token
+                ),
+            )
+            .with_details(serde_json::json!({ "limit": "approvals_per_token", "max": self.per_token })));
+        }
         let now = gsv_protocol::now_ms();
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let token_id = req.token_id.clone();
         let request = ApprovalRequest {
             id: id.clone(),
             agent: req.agent,
@@ -149,7 +188,8 @@ impl Approvals {
             decided_by: None,
         };
         let (tx, rx) = oneshot::channel();
-        self.waiters.insert(id, tx);
+        self.waiters.insert(id, Waiter { token_id, tx });
+        drop(admit);
         let r = request.clone();
         self.blocking(move |s| {
             s.with_conn(|c| {
@@ -172,7 +212,7 @@ impl Approvals {
         by: &str,
     ) -> Result<ApprovalRequest, ErrorShape> {
         let now = gsv_protocol::now_ms();
-        let waiting = self.waiters.remove(id).map(|(_, tx)| tx);
+        let waiting = self.waiters.remove(id).map(|(_, w)| w.tx);
         let state = match decision {
             Decision::Approve => "approved",
             Decision::Deny => "denied",

@@ -72,10 +72,39 @@ fn next_call_id() -> u64 {
 /// quietly instead of being counted as stray.
 #[derive(Default)]
 struct Calls {
-    pending: HashMap<u64, oneshot::Sender<CallOutcome>>,
+    pending: HashMap<u64, Pending>,
+    /// Pending calls by the caller's token id: no token may hold more than
+    /// [`MAX_PENDING_PER_TOKEN`] of a node's pending calls.
+    by_token: HashMap<Arc<str>, usize>,
     /// Progress sinks of the pending calls whose caller wants progress.
     progress: HashMap<u64, ProgressSink>,
     abandoned: std::collections::VecDeque<u64>,
+}
+
+/// One pending call: where its outcome goes, and whose it is.
+struct Pending {
+    tx: oneshot::Sender<CallOutcome>,
+    token: Option<Arc<str>>,
+}
+
+/// The most calls one token may have pending on one node: half the node's capacity,
+/// so another agent always has room.
+pub const MAX_PENDING_PER_TOKEN: usize = gsv_protocol::limits::MAX_PENDING_PER_NODE / 2;
+
+impl Calls {
+    /// Removes a pending call and its place in its token's share.
+    fn take(&mut self, id: u64) -> Option<oneshot::Sender<CallOutcome>> {
+        let p = self.pending.remove(&id)?;
+        if let Some(t) = p.token {
+            if let Some(n) = self.by_token.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_token.remove(&t);
+                }
+            }
+        }
+        Some(p.tx)
+    }
 }
 
 /// How many abandoned call ids a connection remembers.
@@ -96,6 +125,8 @@ pub enum Completion {
 pub enum PendingError {
     /// The node already has the maximum number of calls pending.
     Full,
+    /// The caller's token already holds its share ([`MAX_PENDING_PER_TOKEN`]).
+    TokenShare,
     /// The connection closed.
     Closed,
 }
@@ -134,16 +165,18 @@ impl NodeHandle {
 
     /// Registers a new pending call on this connection; returns its id and receiver.
     pub fn begin_call(&self) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
-        self.begin_call_with_progress(None)
+        self.begin_call_with_progress(None, None)
     }
 
-    /// [`NodeHandle::begin_call`], with a sink for the call's `call.progress` events.
+    /// [`NodeHandle::begin_call`] for the caller's `token` (counted against its share),
+    /// with a sink for the call's `call.progress` events.
     pub fn begin_call_with_progress(
         &self,
+        token: Option<&str>,
         progress: Option<ProgressSink>,
     ) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
         let id = next_call_id();
-        let rx = self.resume_call(id, progress)?;
+        let rx = self.resume_call(id, token, progress)?;
         Ok((id, rx))
     }
 
@@ -152,6 +185,7 @@ impl NodeHandle {
     pub fn resume_call(
         &self,
         id: u64,
+        token: Option<&str>,
         progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
         if self.out.is_closed() {
@@ -162,7 +196,21 @@ impl NodeHandle {
         if calls.pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
             return Err(PendingError::Full);
         }
-        calls.pending.insert(id, tx);
+        let token = match token {
+            Some(t) => {
+                let key = match calls.by_token.get_key_value(t) {
+                    Some((_, &n)) if n >= MAX_PENDING_PER_TOKEN => {
+                        return Err(PendingError::TokenShare)
+                    }
+                    Some((k, _)) => Arc::clone(k),
+                    None => Arc::from(t),
+                };
+                *calls.by_token.entry(Arc::clone(&key)).or_default() += 1;
+                Some(key)
+            }
+            None => None,
+        };
+        calls.pending.insert(id, Pending { tx, token });
         if let Some(sink) = progress {
             calls.progress.insert(id, sink);
         }
@@ -183,7 +231,7 @@ impl NodeHandle {
     pub fn abandon_call(&self, id: u64) {
         let mut calls = self.calls();
         calls.progress.remove(&id);
-        if calls.pending.remove(&id).is_some() {
+        if calls.take(id).is_some() {
             if calls.abandoned.len() >= ABANDONED_MEMORY {
                 calls.abandoned.pop_front();
             }
@@ -195,7 +243,7 @@ impl NodeHandle {
     pub fn complete_call(&self, id: u64, outcome: CallOutcome) -> Completion {
         let mut calls = self.calls();
         calls.progress.remove(&id);
-        match calls.pending.remove(&id) {
+        match calls.take(id) {
             Some(tx) => {
                 drop(calls);
                 // The caller may have gone in the meantime; that is fine.
@@ -212,6 +260,7 @@ impl NodeHandle {
     pub fn release_all_pending(&self) -> usize {
         let mut calls = self.calls();
         calls.progress.clear();
+        calls.by_token.clear();
         let n = calls.pending.len();
         calls.pending.clear();
         n
@@ -223,11 +272,12 @@ impl NodeHandle {
         let drained: Vec<_> = {
             let mut calls = self.calls();
             calls.progress.clear();
+            calls.by_token.clear();
             calls.pending.drain().collect()
         };
         let n = drained.len();
-        for (_, tx) in drained {
-            let _ = tx.send(Err(disconnected(&self.id)));
+        for (_, p) in drained {
+            let _ = p.tx.send(Err(disconnected(&self.id)));
         }
         n
     }

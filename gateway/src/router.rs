@@ -336,13 +336,25 @@ async fn send(
     cancel: CancellationToken,
 ) -> CallOutcome {
     let node_id = name.node.as_str();
-    let (call_id, rx) = match node.begin_call_with_progress(caller.progress.clone()) {
+    let (call_id, rx) =
+        match node.begin_call_with_progress(Some(caller.token_id), caller.progress.clone()) {
         Ok(x) => x,
         Err(PendingError::Full) => {
             return Err(ErrorShape::new(
                 ErrorCode::Overloaded,
                 format!("node {node_id} has too many calls pending"),
             ))
+        }
+        Err(PendingError::TokenShare) => {
+            return Err(ErrorShape::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "this token already has {} calls pending on node {node_id}, its share of the node's {}; retry when some finish",
+                    crate::registry::MAX_PENDING_PER_TOKEN,
+                    gsv_protocol::limits::MAX_PENDING_PER_NODE
+                ),
+            )
+            .with_details(json!({ "limit": "pending_calls_per_token", "max": crate::registry::MAX_PENDING_PER_TOKEN })))
         }
         Err(PendingError::Closed) => {
             return Err(ErrorShape::new(
@@ -688,14 +700,18 @@ async fn resume(
                         json!({ "dispatched": true, "node": gone.id.as_str(), "restarted": true }),
                     ));
                 }
-                let rx = match node.resume_call(invoke.call_id, caller.progress.clone()) {
+                let rx = match node.resume_call(
+                    invoke.call_id,
+                    Some(caller.token_id),
+                    caller.progress.clone(),
+                ) {
                     Ok(rx) => rx,
                     // Closing again already: wait for the next connection.
                     Err(PendingError::Closed) => {
                         wait_arrival(arrived, until, cancel, gone).await?;
                         continue;
                     }
-                    Err(PendingError::Full) => {
+                    Err(PendingError::Full | PendingError::TokenShare) => {
                         return Err(ErrorShape::new(
                             ErrorCode::NodeDisconnected,
                             format!("node {} came back with too many calls pending to take this one again; it may have run", gone.id),

@@ -32,6 +32,8 @@ pub enum SessionError {
     PtyStream(String),
     #[error("too many running sessions ({limit}): wait for some to finish or stop them with Process action \"kill\"")]
     TooManyRunning { limit: usize },
+    #[error("this token already has {limit} sessions running, its share of the node's {total}: wait for some to finish or stop them with Process action \"kill\"")]
+    TooManyRunningForToken { limit: usize, total: usize },
     #[error("session output retained on this node has reached its cap ({limit_mib} MiB) and no finished session is left to drop: kill or remove sessions first")]
     OutputFull { limit_mib: usize },
     #[error("workdir {path} {problem}")]

@@ -61,6 +61,9 @@ pub const RAW_RING_BYTES: usize = 256 * 1024;
 pub struct Limits {
     /// Sessions running at once (synchronous ones included).
     pub max_running: usize,
+    /// Sessions one caller's token may have running at once: its share of
+    /// `max_running`, so another agent always has room (default half).
+    pub max_running_per_owner: usize,
     /// Finished background sessions kept.
     pub max_finished: usize,
     /// Bytes of output held by all sessions together.
@@ -73,6 +76,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_running: 64,
+            max_running_per_owner: 32,
             max_finished: 256,
             max_retained_bytes: 64 * 1024 * 1024,
             retention: Duration::from_secs(30 * 60),
@@ -116,6 +120,22 @@ struct Table {
     sessions: HashMap<String, Arc<Session>>,
     /// Spawns between the cap check and the insert.
     reserved: usize,
+    /// The same, by owner.
+    reserved_by: HashMap<String, usize>,
+}
+
+impl Table {
+    fn unreserve(&mut self, owner: Option<&str>) {
+        self.reserved = self.reserved.saturating_sub(1);
+        if let Some(o) = owner {
+            if let Some(n) = self.reserved_by.get_mut(o) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.reserved_by.remove(o);
+                }
+            }
+        }
+    }
 }
 
 impl SessionManager {
@@ -153,7 +173,7 @@ impl SessionManager {
     /// Starts `spec` as a new session.
     pub async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<Session>, SessionError> {
         self.prune();
-        let reservation = self.reserve()?;
+        let reservation = self.reserve(spec.owner.as_deref())?;
         let env = probe::login_env().await;
         let shell = probe::user_shell();
         let started = Instant::now();
@@ -338,13 +358,28 @@ impl SessionManager {
         });
     }
 
-    fn reserve(&self) -> Result<Reservation, SessionError> {
+    fn reserve(&self, owner: Option<&str>) -> Result<Reservation, SessionError> {
         let mut table = self.lock();
         let running = table.sessions.values().filter(|s| !s.is_finished()).count();
         if running + table.reserved >= self.limits.max_running {
             return Err(SessionError::TooManyRunning {
                 limit: self.limits.max_running,
             });
+        }
+        if let Some(o) = owner {
+            let mine = table
+                .sessions
+                .values()
+                .filter(|s| !s.is_finished() && s.owner() == Some(o))
+                .count()
+                + table.reserved_by.get(o).copied().unwrap_or(0);
+            if mine >= self.limits.max_running_per_owner {
+                return Err(SessionError::TooManyRunningForToken {
+                    limit: self.limits.max_running_per_owner,
+                    total: self.limits.max_running,
+                });
+            }
+            *table.reserved_by.entry(o.to_owned()).or_default() += 1;
         }
         let retained: usize = table.sessions.values().map(|s| s.retained_bytes()).sum();
         if retained >= self.limits.max_retained_bytes {
@@ -355,6 +390,7 @@ impl SessionManager {
         table.reserved += 1;
         Ok(Reservation {
             manager: self.me.clone(),
+            owner: owner.map(str::to_owned),
             released: false,
         })
     }
@@ -429,12 +465,13 @@ impl Drop for SessionManager {
 /// A running-session slot held between the cap check and the insert.
 struct Reservation {
     manager: Weak<SessionManager>,
+    owner: Option<String>,
     released: bool,
 }
 
 impl Reservation {
     fn release(mut self, table: &mut Table) {
-        table.reserved = table.reserved.saturating_sub(1);
+        table.unreserve(self.owner.as_deref());
         self.released = true;
     }
 }
@@ -446,7 +483,7 @@ impl Drop for Reservation {
         }
         if let Some(manager) = self.manager.upgrade() {
             let mut table = manager.lock();
-            table.reserved = table.reserved.saturating_sub(1);
+            table.unreserve(self.owner.as_deref());
         }
     }
 }

@@ -1,0 +1,250 @@
+//! End to end: no token can take a whole shared capacity (issue 15, item 4). Each test
+//! lets an attacker token hold its full share of one capacity of a real node or gateway
+//! and then shows a victim token's call still going through, and the attacker's next
+//! one refused with a clear, retryable `overloaded` naming the limit. Bounded in count
+//! (the shares themselves) and in time.
+
+mod common;
+
+use common::{eventually, Gateway, TempDir};
+use gsv::client::AgentClient;
+use gsv_protocol::ErrorCode;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test]
+async fn one_token_cannot_fill_a_nodes_session_slots() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("share-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let attacker = gw
+        .agent_with(&gw.token(&["agent", "hog", "--allow", "lab__Bash"]))
+        .await;
+    let victim = gw
+        .agent_with(&gw.token(&["agent", "victim", "--allow", "lab__*"]))
+        .await;
+    // The attacker's share: half of the node's 64 running sessions.
+    for i in 0..32 {
+        let r = attacker
+            .call(
+                "lab__Bash",
+                json!({"command": "sleep 120", "background": true}),
+                None,
+            )
+            .await
+            .expect("answered");
+        assert!(!r.is_error, "session {i}: {}", r.joined_text());
+    }
+    let r = attacker
+        .call(
+            "lab__Bash",
+            json!({"command": "sleep 120", "background": true}),
+            None,
+        )
+        .await
+        .expect("answered");
+    assert!(r.is_error, "33rd session started: {}", r.joined_text());
+    assert!(r.joined_text().contains("share"), "{}", r.joined_text());
+    // The victim still runs commands, in the foreground and the background.
+    let r = victim
+        .call("lab__Bash", json!({"command": "echo still-here"}), None)
+        .await
+        .expect("answered");
+    assert!(
+        r.joined_text().contains("still-here"),
+        "{}",
+        r.joined_text()
+    );
+    let r = victim
+        .call(
+            "lab__Bash",
+            json!({"command": "sleep 1", "background": true}),
+            None,
+        )
+        .await
+        .expect("answered");
+    assert!(!r.is_error, "{}", r.joined_text());
+}
+
+#[tokio::test]
+async fn one_token_cannot_fill_a_nodes_pending_calls() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("share-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let hog_token = gw.token(&["agent", "hog", "--allow", "lab__Echo"]);
+    let victim = gw
+        .agent_with(&gw.token(&["agent", "victim", "--allow", "lab__*"]))
+        .await;
+    let share = gsv_gateway::registry::MAX_PENDING_PER_TOKEN;
+    // The attacker's share of the node's pending calls, over three connections (each
+    // carries at most 1 024 calls in flight): slow calls that hold their slots.
+    let mut hogs = Vec::new();
+    for _ in 0..3 {
+        hogs.push(Arc::new(gw.agent_with(&hog_token).await));
+    }
+    let mut held = Vec::new();
+    for i in 0..share {
+        let hog = hogs[i % 3].clone();
+        held.push(tokio::spawn(async move {
+            hog.call(
+                "lab__Echo",
+                json!({"text": "hold", "delayMs": 60_000}),
+                Some(90_000),
+            )
+            .await
+        }));
+    }
+    // Wait until the gateway counts them all pending at the node.
+    eventually(
+        "the attacker's calls pending",
+        Duration::from_secs(60),
+        || async {
+            let (_, m) = common::http_get(&gw.addr, "/metrics", None).await;
+            let pending: usize = m
+                .lines()
+                .find_map(|l| l.strip_prefix("gsv_pending_calls "))
+                .and_then(|v| v.trim().parse().ok())?;
+            (pending >= share).then_some(())
+        },
+    )
+    .await;
+    // Once the share is full, the attacker's next call is refused…
+    let refused = eventually(
+        "the attacker's share is full",
+        Duration::from_secs(60),
+        || {
+            let hog = hogs[0].clone();
+            async move {
+                match hog
+                    .call("lab__Echo", json!({"text": "one more"}), Some(10_000))
+                    .await
+                {
+                    Err(e) => e
+                        .remote()
+                        .filter(|r| r.code == ErrorCode::Overloaded)
+                        .cloned(),
+                    Ok(_) => None,
+                }
+            }
+        },
+    )
+    .await;
+    assert!(refused.retryable, "{refused:?}");
+    assert!(refused.message.contains("share"), "{refused:?}");
+    // …and the victim's goes through at once.
+    let r = victim
+        .call("lab__Echo", json!({"text": "victim"}), Some(10_000))
+        .await
+        .expect("the victim's call is served");
+    assert_eq!(r.joined_text(), "victim");
+    for h in held {
+        h.abort();
+    }
+}
+
+#[tokio::test]
+async fn one_token_cannot_crowd_out_the_approval_queue() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("share-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let hog = Arc::new(
+        gw.agent_with(&gw.token(&[
+            "agent",
+            "hog",
+            "--allow",
+            "lab__Echo",
+            "--confirm",
+            "lab__Echo",
+        ]))
+        .await,
+    );
+    let victim = Arc::new(
+        gw.agent_with(&gw.token(&[
+            "agent",
+            "victim",
+            "--allow",
+            "lab__Echo",
+            "--confirm",
+            "lab__Echo",
+        ]))
+        .await,
+    );
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let share = gsv_gateway::approvals::DEFAULT_PENDING_PER_TOKEN;
+    let mut held = Vec::new();
+    for i in 0..share {
+        let hog = hog.clone();
+        held.push(tokio::spawn(async move {
+            hog.call(
+                "lab__Echo",
+                json!({"text": format!("spam {i}")}),
+                Some(120_000),
+            )
+            .await
+        }));
+    }
+    eventually(
+        "the attacker's requests all listed",
+        Duration::from_secs(30),
+        || async {
+            let (_, out, _) = gw.cli(&["approvals", "list", "--json"]);
+            let list: serde_json::Value = serde_json::from_str(&out).ok()?;
+            let n = list
+                .as_array()?
+                .iter()
+                .filter(|a| a["agent"] == "hog")
+                .count();
+            (n >= share).then_some(())
+        },
+    )
+    .await;
+    let refused = eventually(
+        "the attacker's approval share is full",
+        Duration::from_secs(30),
+        || {
+            let hog = hog.clone();
+            async move {
+                match hog
+                    .call("lab__Echo", json!({"text": "one more"}), Some(10_000))
+                    .await
+                {
+                    Err(e) => e
+                        .remote()
+                        .filter(|r| r.code == ErrorCode::Overloaded)
+                        .cloned(),
+                    Ok(_) => None,
+                }
+            }
+        },
+    )
+    .await;
+    assert!(refused.message.contains("approval"), "{refused:?}");
+    // The victim's request is opened, an operator finds and approves it.
+    let v = victim.clone();
+    let call = tokio::spawn(async move {
+        v.call("lab__Echo", json!({"text": "let me"}), Some(60_000))
+            .await
+    });
+    let id = eventually(
+        "the victim's request is listed",
+        Duration::from_secs(15),
+        || async {
+            let (_, out, _) = gw.cli(&["approvals", "list", "--json"]);
+            let list: serde_json::Value = serde_json::from_str(&out).ok()?;
+            list.as_array()?
+                .iter()
+                .find(|a| a["agent"] == "victim")
+                .and_then(|a| a["id"].as_str().map(str::to_owned))
+        },
+    )
+    .await;
+    let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
+    assert_eq!(code, 0, "{err}");
+    let r = call.await.expect("join").expect("approved call runs");
+    assert_eq!(r.joined_text(), "let me");
+    drop(operator);
+    for h in held {
+        h.abort();
+    }
+}
