@@ -7,7 +7,6 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
 use gsv_protocol::ErrorCode;
 use serde_json::json;
 use std::sync::Arc;
