@@ -25,6 +25,12 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_MAX_UNAUTH: usize = 1024;
 /// Default of [`Caps::max_unauth_per_source`].
 pub const DEFAULT_MAX_UNAUTH_PER_SOURCE: usize = 64;
+/// The caps of the separate metrics port (`--metrics-listen`), where nothing ever
+/// authenticates: enough for a few scrapers, separate from the main port's.
+pub const METRICS_PORT_CAPS: Caps = Caps {
+    max_unauth: 64,
+    max_unauth_per_source: 16,
+};
 /// At most one "shedding connections" warning per this interval.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 

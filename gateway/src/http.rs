@@ -183,6 +183,10 @@ async fn healthz() -> &'static str {
 }
 
 async fn metrics(State(shared): State<AppState>) -> Response {
+    shared
+        .metrics
+        .unauthenticated_connections
+        .set(shared.admission.unauthenticated() as i64);
     (
         [(
             header::CONTENT_TYPE,

@@ -15,7 +15,7 @@
 //! Requests are served by hyper's HTTP/1.1 server with upgrades on (the WebSocket
 //! endpoints), with `ConnectInfo<SocketAddr>` set like `axum::serve` does.
 
-use crate::admission::Ticket;
+use crate::admission::{Admission, Ticket};
 use crate::state::Shared;
 use axum::extract::ConnectInfo;
 use axum::Router;
@@ -39,6 +39,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) struct Port {
     pub router: Router,
     pub tls: Option<TlsAcceptor>,
+    /// The caps this port's connections count against.
+    pub admission: Admission,
     /// Whether requests on this port can authenticate (the main port; not metrics).
     pub authenticates: bool,
     pub shared: Arc<Shared>,
@@ -71,11 +73,11 @@ pub(crate) async fn serve(listener: TcpListener, port: Port, shutdown: Cancellat
                 }
             },
         };
-        let ticket = match port.shared.admission.admit(peer, port.authenticates) {
+        let ticket = match port.admission.admit(peer, port.authenticates) {
             Ok(t) => t,
             Err(why) => {
                 port.shared.metrics.shed(why.as_str());
-                port.shared.admission.log_shed(peer, why);
+                port.admission.log_shed(peer, why);
                 drop(tcp);
                 continue;
             }

@@ -39,6 +39,8 @@ pub struct Metrics {
     pub stray_results: Counter,
     pub resumed_calls: Counter,
     pub shed_connections: Family<ShedLabels, Counter>,
+    /// Set from the admission counts when metrics are read.
+    pub unauthenticated_connections: Gauge,
 }
 
 impl Default for Metrics {
@@ -60,6 +62,7 @@ impl Metrics {
         let stray_results = Counter::default();
         let resumed_calls = Counter::default();
         let shed_connections = Family::<ShedLabels, Counter>::default();
+        let unauthenticated_connections = Gauge::default();
         registry.register(
             "connected_nodes",
             "Nodes connected now",
@@ -105,6 +108,11 @@ impl Metrics {
             "New connections closed at accept because too many unauthenticated ones were open (reason: global or per_source cap)",
             shed_connections.clone(),
         );
+        registry.register(
+            "unauthenticated_connections",
+            "Connections open now that have not presented a valid token",
+            unauthenticated_connections.clone(),
+        );
         Metrics {
             registry,
             connected_nodes,
@@ -116,6 +124,7 @@ impl Metrics {
             stray_results,
             resumed_calls,
             shed_connections,
+            unauthenticated_connections,
         }
     }
 

@@ -108,6 +108,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         tls: tls
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone())),
+        admission: shared.admission.clone(),
         authenticates: true,
         shared: shared.clone(),
     };
@@ -120,6 +121,9 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         let metrics_port = crate::listener::Port {
             router: http::metrics_router(shared.clone()),
             tls: None,
+            // Its own caps, so a flood of the main port does not hide the metrics
+            // that show it (and the other way round).
+            admission: crate::admission::Admission::new(crate::admission::METRICS_PORT_CAPS),
             authenticates: false,
             shared: shared.clone(),
         };
