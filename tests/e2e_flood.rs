@@ -468,3 +468,36 @@ async fn refusal_flood_costs_bounded_audit_rows_with_counts() {
     let (code, out, err) = gw.cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// docs/security.md, "Rate limiting of failed authentication": after 20 bad tokens in
+/// the window an address's bad tokens get `rate_limited` (HTTP 429) instead of
+/// `unauthorized`, on HTTP and WebSocket alike, while a valid token from the same
+/// address still gets in on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_throttles_bad_tokens_and_never_a_valid_one() {
+    let gw = Gateway::start().await;
+    let bad = "gsv_agent_0123456789ab_not-a-token";
+    let mut statuses = Vec::new();
+    for _ in 0..25 {
+        statuses.push(http_get(&gw.addr, "/v1/nodes", Some(bad)).await.0);
+    }
+    assert_eq!(&statuses[..20], &[401; 20], "{statuses:?}");
+    assert_eq!(&statuses[20..], &[429; 5], "{statuses:?}");
+    let e = gsv::client::AgentClient::connect_with(&gw.url(), bad, &gw.tls_options())
+        .await
+        .err()
+        .expect("a bad token is refused");
+    assert_eq!(
+        e.remote().map(|r| r.code),
+        Some(gsv_protocol::ErrorCode::RateLimited),
+        "{e}"
+    );
+    // The same address, limited, with valid tokens: HTTP and WebSocket get in.
+    let (status, body) = http_get(&gw.addr, "/v1/nodes", Some(&gw.admin_token())).await;
+    assert_eq!(status, 200, "{body}");
+    let agent = gw.agent().await;
+    agent
+        .list_nodes()
+        .await
+        .expect("a valid token works while limited");
+}
