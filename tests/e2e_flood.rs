@@ -345,10 +345,79 @@ async fn tls_handshake_metrics_port_and_slow_bodies_are_timed_out() {
     );
 }
 
+/// Reads one HTTP/1.1 response (status line, headers, `Content-Length` body); returns
+/// the status line.
+async fn read_response<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> String {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut status = String::new();
+    r.read_line(&mut status).await.expect("status line");
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).await.expect("header");
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().expect("content-length");
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await.expect("body");
+    status
+}
+
+/// A connection that has made an HTTP request with a valid token no longer counts as
+/// unauthenticated: with a per-address cap of 2, two kept-alive connections that
+/// authenticated leave room for two unauthenticated ones from the same address (the
+/// third is closed at accept), and still serve requests afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_request_with_a_valid_token_takes_its_connection_out_of_the_cap() {
+    use tokio::io::{AsyncWriteExt, BufReader};
+    let gw = Gateway::start_with(&["--max-unauth-conns-per-source", "2"]).await;
+    let src = Ipv4Addr::new(127, 0, 1, 1);
+    let target: SocketAddr = gw.addr.parse().expect("addr");
+    let req = format!(
+        "GET /v1/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+        gw.admin_token()
+    );
+    let mut authenticated = Vec::new();
+    for _ in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(SocketAddr::from((src, 0))).expect("bind");
+        let stream = socket.connect(target).await.expect("connect");
+        let (r, mut w) = stream.into_split();
+        let mut r = BufReader::new(r);
+        w.write_all(req.as_bytes()).await.expect("write");
+        let status = read_response(&mut r).await;
+        assert!(status.contains(" 200 "), "{status}");
+        authenticated.push((r, w));
+    }
+    let mut half = open_flood(&gw.addr, &[src], 3, PARTIAL_HEAD).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        reap(&mut half).len(),
+        1,
+        "the third unauthenticated one is shed"
+    );
+    assert_eq!(half.len(), 2);
+    for (r, w) in &mut authenticated {
+        w.write_all(req.as_bytes()).await.expect("write");
+        let status = read_response(r).await;
+        assert!(status.contains(" 200 "), "{status}");
+    }
+    let m = metrics_text(&gw.addr).await;
+    assert_eq!(
+        metric(&m, r#"gsv_connections_shed_total{reason="per_source"}"#),
+        1,
+        "{m}"
+    );
+}
+
 /// One HTTP/1.1 keep-alive connection sending `n` requests with a bad token; returns
 /// how many answers it read (401 or 429 each).
 async fn bad_token_requests(addr: &str, n: usize) -> usize {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::{AsyncWriteExt, BufReader};
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
@@ -356,25 +425,11 @@ async fn bad_token_requests(addr: &str, n: usize) -> usize {
     for _ in 0..n {
         let req = "GET /v1/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer gsv_agent_not-a-real-token\r\n\r\n";
         w.write_all(req.as_bytes()).await.expect("write");
-        let mut status = String::new();
-        r.read_line(&mut status).await.expect("status line");
+        let status = read_response(&mut r).await;
         assert!(
             status.contains(" 401 ") || status.contains(" 429 "),
             "{status}"
         );
-        let mut len = 0usize;
-        loop {
-            let mut line = String::new();
-            r.read_line(&mut line).await.expect("header");
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().expect("content-length");
-            }
-        }
-        let mut body = vec![0u8; len];
-        r.read_exact(&mut body).await.expect("body");
         answered += 1;
     }
     answered
