@@ -115,6 +115,18 @@ impl Ticket {
     pub fn authenticated(&self) {
         if !self.authenticated.swap(true, Ordering::AcqRel) {
             self.admission.release(self.peer.ip());
+            // Nothing needs to find it any more (a long-lived node session would
+            // otherwise keep its entry for as long as it is connected).
+            self.unregister();
+        }
+    }
+
+    fn unregister(&self) {
+        if self.registered {
+            let me: *const Ticket = self;
+            self.admission
+                .conns
+                .remove_if(&self.peer, |_, w| std::ptr::eq(w.as_ptr(), me));
         }
     }
 
@@ -128,12 +140,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.authenticated.load(Ordering::Acquire) {
             self.admission.release(self.peer.ip());
-        }
-        if self.registered {
-            let me: *const Ticket = self;
-            self.admission
-                .conns
-                .remove_if(&self.peer, |_, w| std::ptr::eq(w.as_ptr(), me));
+            self.unregister();
         }
     }
 }
@@ -261,6 +268,7 @@ mod tests {
         a.authenticated(addr("127.0.0.1:1"));
         a.authenticated(addr("127.0.0.1:1"));
         assert!(t1.is_authenticated());
+        assert!(a.ticket(addr("127.0.0.1:1")).is_none());
         assert_eq!(a.unauthenticated(), 2);
         let t4 = a.admit(addr("127.0.0.1:4"), true).expect("freed by auth");
         drop(t1);
