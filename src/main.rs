@@ -91,6 +91,25 @@ struct GatewayArgs {
     /// Deadline for a connection to finish its handshake, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS, hide = true)]
     handshake_timeout_ms: u64,
+    /// Deadline for a TLS handshake and for each HTTP request's headers (also the
+    /// wait for the next request on a kept-alive connection), in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_HEADER_TIMEOUT.as_millis() as u64)]
+    header_timeout_ms: u64,
+    /// An HTTP connection that has presented no valid token this long after it was
+    /// accepted is closed, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_UNAUTH_TIMEOUT.as_millis() as u64, hide = true)]
+    unauth_timeout_ms: u64,
+    /// Most connections open at once that have not presented a valid token yet; new
+    /// ones over it are closed at once
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::admission::DEFAULT_MAX_UNAUTH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_unauth_conns: usize,
+    /// Most such unauthenticated connections from one IP address
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::admission::DEFAULT_MAX_UNAUTH_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_unauth_conns_per_source: usize,
+    /// How long refused authentications are gathered into one audit row per source
+    /// and reason, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::refusals::DEFAULT_INTERVAL.as_millis() as u64, hide = true)]
+    audit_refusal_interval_ms: u64,
     /// How long a caller waits, after a node drops mid-call, for the node to come back
     /// with the result before getting `node_disconnected` (never past the call's
     /// deadline; 0 answers at once), in milliseconds
@@ -129,6 +148,13 @@ impl GatewayArgs {
         c.metrics_listen = self.metrics_listen;
         c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
         c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
+        c.header_timeout = Duration::from_millis(self.header_timeout_ms.max(100));
+        c.unauth_timeout = Duration::from_millis(self.unauth_timeout_ms.max(100));
+        c.caps = gsv_gateway::admission::Caps {
+            max_unauth: self.max_unauth_conns,
+            max_unauth_per_source: self.max_unauth_conns_per_source,
+        };
+        c.refusal_interval = Duration::from_millis(self.audit_refusal_interval_ms.max(100));
         c.grace = Duration::from_millis(self.grace_ms);
         c.drain = Duration::from_millis(self.drain_ms);
         c.audit_args = self.audit_args;

@@ -8,6 +8,10 @@ use std::time::Duration;
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// Default of [`GatewayConfig::drain`].
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+/// Default of [`GatewayConfig::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`GatewayConfig::unauth_timeout`].
+pub const DEFAULT_UNAUTH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a gateway runs.
 #[derive(Debug, Clone)]
@@ -22,6 +26,16 @@ pub struct GatewayConfig {
     pub heartbeat: Duration,
     /// Deadline for a connection to complete its handshake.
     pub handshake_timeout: Duration,
+    /// Deadline for a TLS handshake, and for each HTTP request head (also the wait
+    /// for the next request on a kept-alive connection), on every port.
+    pub header_timeout: Duration,
+    /// An HTTP connection still unauthenticated this long after accept is closed.
+    pub unauth_timeout: Duration,
+    /// Caps on concurrent unauthenticated connections (`crate::admission`).
+    pub caps: crate::admission::Caps,
+    /// How long refused authentications are gathered into one audit row per source
+    /// and reason (`crate::refusals`).
+    pub refusal_interval: Duration,
     /// How long a caller is held after its node drops mid-call, waiting for the same
     /// node process to reconnect with the result (never past the call's deadline).
     pub grace: Duration,
@@ -50,6 +64,10 @@ impl GatewayConfig {
             metrics_listen: None,
             heartbeat: Duration::from_millis(gsv_protocol::limits::DEFAULT_HEARTBEAT_MS),
             handshake_timeout: Duration::from_millis(gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS),
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            unauth_timeout: DEFAULT_UNAUTH_TIMEOUT,
+            caps: crate::admission::Caps::default(),
+            refusal_interval: crate::refusals::DEFAULT_INTERVAL,
             grace: DEFAULT_GRACE,
             drain: DEFAULT_DRAIN,
             write_addr_file: true,

@@ -4,7 +4,6 @@
 //! to do so and be authenticated. The credential is checked against the store on every
 //! connect (so tokens created or revoked by another process count at once).
 
-use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{close_stream, Ws};
 use crate::state::Shared;
 use crate::store::TokenRecord;
@@ -55,11 +54,17 @@ pub async fn refuse(
     req_id: &str,
     err: ErrorShape,
 ) {
-    tracing::warn!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
     shared.metrics.refused(role_str(role), err.code.as_str());
-    let mut entry = AuditEntry::new(AuditKind::Refused, peer.to_string(), err.code.as_str());
-    entry.detail = Some(serde_json::json!({ "role": role_str(role), "message": err.message }));
-    shared.audit.record(entry);
+    // Audited and logged at `warn` once per source and reason per window; the rest
+    // are counted (crate::refusals).
+    if shared
+        .refusals
+        .record(peer, role_str(role), err.code.as_str(), &err.message)
+    {
+        tracing::warn!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
+    } else {
+        tracing::debug!(%peer, role = role_str(role), code = %err.code, message = %err.message, "connect refused");
+    }
     let _ = ws
         .send(Message::Text(encode_err(req_id, &err).into()))
         .await;
@@ -76,15 +81,20 @@ pub async fn accept(
 ) -> Option<Handshake> {
     let deadline = shared.config.handshake_timeout;
     match tokio::time::timeout(deadline, read_connect(&mut ws, shared, role, peer)).await {
-        Ok(Ok((req_id, params, token, protocol))) => Some(Handshake {
-            ws,
-            req_id,
-            params,
-            token,
-            peer,
-            role,
-            protocol,
-        }),
+        Ok(Ok((req_id, params, token, protocol))) => {
+            // A valid token: the connection no longer counts against the caps on
+            // unauthenticated ones (crate::admission).
+            shared.admission.authenticated(peer);
+            Some(Handshake {
+                ws,
+                req_id,
+                params,
+                token,
+                peer,
+                role,
+                protocol,
+            })
+        }
         Ok(Err((req_id, err))) => {
             refuse(&mut ws, shared, role, peer, &req_id, err).await;
             None
@@ -168,7 +178,6 @@ async fn read_connect(
             // `rate_limited` until the window ends.
             let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
-            tracing::warn!(%peer, limited, "connect with an invalid or revoked token");
             let err = if limited {
                 ErrorShape::new(
                     ErrorCode::RateLimited,

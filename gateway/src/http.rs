@@ -5,7 +5,6 @@
 //! `Authorization: Bearer` with the admin token or an agent token; an agent token sees
 //! only what its policy allows.
 
-use crate::audit::{AuditEntry, AuditKind};
 use crate::policy::{Policy, PolicySpec};
 use crate::state::Shared;
 use crate::token::TokenKind;
@@ -105,35 +104,37 @@ pub(crate) async fn authorize(
     peer: SocketAddr,
 ) -> Result<Principal, ApiError> {
     let result = check_token(shared, headers).await;
-    if let Err(ApiError(e)) = &result {
-        if e.code == ErrorCode::Unauthorized {
+    match &result {
+        Ok(_) => shared.admission.authenticated(peer),
+        Err(ApiError(e)) if e.code == ErrorCode::Unauthorized => {
             // As for WebSocket connects: valid tokens always pass; wrong ones from an
             // address over its limit get 429.
             let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
-            tracing::warn!(%peer, limited, "HTTP API request with a missing or invalid token");
-            let mut entry = AuditEntry::new(
-                AuditKind::Refused,
-                peer.to_string(),
-                if limited {
-                    "rate_limited"
-                } else {
-                    "unauthorized"
-                },
-            );
-            entry.detail = Some(serde_json::json!({ "role": "http", "message": e.message }));
-            shared.audit.record(entry);
+            let code = if limited {
+                ErrorCode::RateLimited
+            } else {
+                ErrorCode::Unauthorized
+            };
+            shared.metrics.refused("http", code.as_str());
+            // Audited and logged at `warn` once per source and reason per window; the
+            // rest are counted (crate::refusals).
+            if shared
+                .refusals
+                .record(peer, "http", code.as_str(), &e.message)
+            {
+                tracing::warn!(%peer, limited, "HTTP API request with a missing or invalid token");
+            } else {
+                tracing::debug!(%peer, limited, "HTTP API request with a missing or invalid token");
+            }
             if limited {
-                shared
-                    .metrics
-                    .refused("http", ErrorCode::RateLimited.as_str());
                 return Err(ApiError(ErrorShape::new(
                     ErrorCode::RateLimited,
                     "too many failed authentications from this address; wait a minute",
                 )));
             }
-            shared.metrics.refused("http", e.code.as_str());
         }
+        Err(_) => {}
     }
     result
 }
@@ -182,6 +183,10 @@ async fn healthz() -> &'static str {
 }
 
 async fn metrics(State(shared): State<AppState>) -> Response {
+    shared
+        .metrics
+        .unauthenticated_connections
+        .set(shared.admission.unauthenticated() as i64);
     (
         [(
             header::CONTENT_TYPE,
@@ -381,7 +386,13 @@ async fn node_ws(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    upgrade::upgrade(req, move |ws| node_session::run(shared, ws, peer))
+    // The connection's place under the caps on unauthenticated connections lives
+    // until the session ends (or its handshake authenticates it).
+    let ticket = shared.admission.ticket(peer);
+    upgrade::upgrade(req, move |ws| async move {
+        node_session::run(shared, ws, peer).await;
+        drop(ticket);
+    })
 }
 
 async fn agent_ws(
@@ -396,5 +407,9 @@ async fn agent_ws(
         )
             .into_response();
     }
-    upgrade::upgrade(req, move |ws| agent_session::run(shared, ws, peer))
+    let ticket = shared.admission.ticket(peer);
+    upgrade::upgrade(req, move |ws| async move {
+        agent_session::run(shared, ws, peer).await;
+        drop(ticket);
+    })
 }

@@ -6,6 +6,7 @@
 //! the result back, and serves the HTTP admin API, health and metrics.
 //! Tokens live hashed in an embedded SQLite store in the data directory.
 
+pub mod admission;
 pub mod agent_session;
 pub mod approvals;
 pub mod audit;
@@ -14,12 +15,14 @@ pub mod conn;
 pub mod datadir;
 pub mod handshake;
 pub mod http;
+pub(crate) mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod node_session;
 pub mod policy;
 pub mod probe;
 pub mod ratelimit;
+pub mod refusals;
 pub mod registry;
 pub mod revocation;
 pub mod router;

@@ -17,6 +17,11 @@ pub struct CallLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShedLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusedLabels {
     pub role: String,
     pub code: String,
@@ -33,6 +38,9 @@ pub struct Metrics {
     pub refused_connects: Family<RefusedLabels, Counter>,
     pub stray_results: Counter,
     pub resumed_calls: Counter,
+    pub shed_connections: Family<ShedLabels, Counter>,
+    /// Set from the admission counts when metrics are read.
+    pub unauthenticated_connections: Gauge,
 }
 
 impl Default for Metrics {
@@ -53,6 +61,8 @@ impl Metrics {
         let refused_connects = Family::<RefusedLabels, Counter>::default();
         let stray_results = Counter::default();
         let resumed_calls = Counter::default();
+        let shed_connections = Family::<ShedLabels, Counter>::default();
+        let unauthenticated_connections = Gauge::default();
         registry.register(
             "connected_nodes",
             "Nodes connected now",
@@ -93,6 +103,16 @@ impl Metrics {
             "Calls asked for again on a node's new connection after it dropped mid-call",
             resumed_calls.clone(),
         );
+        registry.register(
+            "connections_shed",
+            "New connections closed at accept because too many unauthenticated ones were open (reason: global or per_source cap)",
+            shed_connections.clone(),
+        );
+        registry.register(
+            "unauthenticated_connections",
+            "Connections open now that have not presented a valid token",
+            unauthenticated_connections.clone(),
+        );
         Metrics {
             registry,
             connected_nodes,
@@ -103,7 +123,16 @@ impl Metrics {
             refused_connects,
             stray_results,
             resumed_calls,
+            shed_connections,
+            unauthenticated_connections,
         }
+    }
+
+    /// Counts a connection closed at accept (`reason`: which cap).
+    pub fn shed(&self, reason: &'static str) {
+        self.shed_connections
+            .get_or_create(&ShedLabels { reason })
+            .inc();
     }
 
     pub fn call_done(&self, tool: &str, outcome: &str, seconds: f64) {

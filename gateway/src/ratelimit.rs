@@ -10,11 +10,18 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 const WINDOW: Duration = Duration::from_secs(60);
+/// Past this many addresses, windows that ended are swept out (at most once a second).
+const SWEEP_ABOVE: usize = 10_000;
+/// Most addresses tracked at once: failures from further addresses are not counted
+/// until windows end (an attacker with that many addresses is not slowed by a
+/// per-address limit anyway), so the map cannot grow without bound.
+pub const MAX_TRACKED: usize = 100_000;
 
 /// Failure counters by address.
 pub struct AuthLimiter {
     max: u32,
     failures: DashMap<IpAddr, (Instant, u32)>,
+    last_sweep: std::sync::Mutex<Option<Instant>>,
 }
 
 impl AuthLimiter {
@@ -22,6 +29,7 @@ impl AuthLimiter {
         AuthLimiter {
             max: max_per_minute,
             failures: DashMap::new(),
+            last_sweep: std::sync::Mutex::new(None),
         }
     }
 
@@ -35,16 +43,35 @@ impl AuthLimiter {
 
     /// Counts one failed authentication from `ip`.
     pub fn failed(&self, ip: IpAddr) {
+        if self.failures.len() > SWEEP_ABOVE {
+            self.sweep();
+        }
+        if self.failures.len() >= MAX_TRACKED && !self.failures.contains_key(&ip) {
+            return;
+        }
         let mut e = self.failures.entry(ip).or_insert((Instant::now(), 0));
         if e.0.elapsed() >= WINDOW {
             *e = (Instant::now(), 0);
         }
         e.1 = e.1.saturating_add(1);
-        drop(e);
-        // Keep the map small: forget windows that ended.
-        if self.failures.len() > 10_000 {
-            self.failures.retain(|_, v| v.0.elapsed() < WINDOW);
+    }
+
+    /// Forgets windows that ended; at most once a second, so a flood from many
+    /// addresses does not rescan the map on every failure.
+    fn sweep(&self) {
+        let Ok(mut last) = self.last_sweep.try_lock() else {
+            return;
+        };
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
         }
+        *last = Some(Instant::now());
+        self.failures.retain(|_, v| v.0.elapsed() < WINDOW);
+    }
+
+    /// Addresses tracked now.
+    pub fn tracked(&self) -> usize {
+        self.failures.len()
     }
 }
 
@@ -63,5 +90,19 @@ mod tests {
         }
         assert!(l.is_limited(ip));
         assert!(!l.is_limited(other));
+    }
+
+    #[test]
+    fn many_addresses_are_tracked_up_to_a_bound() {
+        let l = AuthLimiter::new(3);
+        for i in 0..(MAX_TRACKED as u32 + 5_000) {
+            l.failed(IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i)));
+        }
+        assert_eq!(l.tracked(), MAX_TRACKED);
+        // An address already tracked still counts.
+        let first = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000));
+        l.failed(first);
+        l.failed(first);
+        assert!(l.is_limited(first));
     }
 }

@@ -11,7 +11,6 @@ use crate::http;
 use crate::state::Shared;
 use crate::store::{Store, StoreError};
 use crate::token::TokenKind;
-use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,39 +103,37 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let router = http::router(shared.clone(), metrics_listener.is_none());
     let stop = shared.shutdown.clone();
     let tls_fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
-    match tls {
-        Some(tls) => {
-            tasks.push(tokio::spawn(crate::tls::serve(
-                listener, tls.config, router, stop,
-            )));
-        }
-        None => {
-            let app = router.into_make_service_with_connect_info::<SocketAddr>();
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            tasks.push(tokio::spawn(async move {
-                let r = axum::serve(listener, app)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "gateway server stopped with an error");
-                }
-            }));
-        }
-    }
+    let main_port = crate::listener::Port {
+        router,
+        tls: tls
+            .as_ref()
+            .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone())),
+        admission: shared.admission.clone(),
+        authenticates: true,
+        shared: shared.clone(),
+    };
+    tasks.push(tokio::spawn(crate::listener::serve(
+        listener,
+        main_port,
+        stop.clone(),
+    )));
     if let Some(ml) = metrics_listener {
-        let app = http::metrics_router(shared.clone());
-        let stop = shared.shutdown.clone();
-        tasks.push(tokio::spawn(async move {
-            let r = axum::serve(ml, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-            if let Err(e) = r {
-                tracing::error!(error = %e, "metrics server stopped with an error");
-            }
-        }));
+        let metrics_port = crate::listener::Port {
+            router: http::metrics_router(shared.clone()),
+            tls: None,
+            // Its own caps, so a flood of the main port does not hide the metrics
+            // that show it (and the other way round).
+            admission: crate::admission::Admission::new(crate::admission::METRICS_PORT_CAPS),
+            authenticates: false,
+            shared: shared.clone(),
+        };
+        tasks.push(tokio::spawn(crate::listener::serve(
+            ml,
+            metrics_port,
+            stop.clone(),
+        )));
     }
+    tokio::spawn(crate::refusals::run(shared.clone()));
     tracing::info!(
         %addr,
         tls = tls_fingerprint.is_some(),
@@ -228,6 +225,7 @@ impl RunningGateway {
         for t in self.tasks {
             let _ = t.await;
         }
+        self.shared.refusals.flush();
         self.shared.audit.flush().await;
         if self.shared.config.write_addr_file {
             let path = self.shared.config.data_dir.join(datadir::ADDR_FILE);

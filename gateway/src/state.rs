@@ -3,6 +3,7 @@
 //! One `Shared` per running gateway, behind an `Arc`. The maps in it are sharded
 //! (`DashMap`) so no global lock sits on the call path.
 
+use crate::admission::Admission;
 use crate::approvals::Approvals;
 use crate::audit::AuditLog;
 use crate::config::GatewayConfig;
@@ -82,6 +83,10 @@ pub struct Shared {
     pub audit: AuditLog,
     pub approvals: Approvals,
     pub auth_limiter: AuthLimiter,
+    /// Caps on unauthenticated connections, and who is under them.
+    pub admission: Admission,
+    /// Refused authentications, gathered into bounded audit rows.
+    pub refusals: crate::refusals::Refusals,
     pub shutdown: CancellationToken,
     /// Cancelled when a graceful shutdown begins: new agent connections and new calls
     /// are refused, calls in flight may finish (up to `config.drain`), nodes may still
@@ -99,6 +104,8 @@ impl Shared {
         Shared {
             approvals: Approvals::new(store.clone(), config.approval_ttl),
             auth_limiter: AuthLimiter::new(config.auth_failures_per_minute),
+            admission: Admission::new(config.caps),
+            refusals: crate::refusals::Refusals::new(audit.clone(), config.refusal_interval),
             config,
             store,
             registry: Registry::default(),

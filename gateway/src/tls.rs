@@ -8,45 +8,31 @@
 //!   `rcgen`) kept in the data directory (`tls-cert.pem`, `tls-key.pem` 0600) and reused
 //!   on every restart, so the fingerprint nodes pin stays valid. Either way the SHA-256
 //!   fingerprint of the leaf certificate is exposed for `gsv node --pin`.
-//! - **The accept loop.** `axum::serve` speaks plain TCP only, so for TLS the gateway
-//!   accepts itself: TCP accept, `TCP_NODELAY`, the TLS handshake under a deadline in
-//!   the connection's own task, then hyper with upgrades on (the WebSocket endpoints)
-//!   and the axum router as the service, with `ConnectInfo<SocketAddr>` set like
-//!   `axum::serve` does. A client that speaks plain HTTP to the port gets a `400` that
-//!   says to use `https://`.
+//! - **The handshake** ([`accept`]), which the gateway's accept loop
+//!   (`crate::listener`) runs under its header deadline before serving HTTP on the
+//!   stream. A client that speaks plain HTTP to the port gets a `400` that says to use
+//!   `https://`.
 //!
 //! The `ring` crypto provider is chosen explicitly; no process-wide default is needed.
 
 use crate::datadir;
-use axum::extract::ConnectInfo;
-use axum::Router;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use thiserror::Error;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{self, ServerConfig};
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tower::ServiceExt;
 
 /// The self-signed certificate in the data directory (public; `gsv node --ca` can use it).
 pub const CERT_FILE: &str = "tls-cert.pem";
 /// The self-signed certificate's private key in the data directory (0600).
 pub const KEY_FILE: &str = "tls-key.pem";
-/// Deadline for a client to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a stopping gateway waits for open HTTP requests to finish.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the gateway's certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,120 +219,28 @@ fn write_public(path: &Path, content: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Accepts TLS connections on `listener` and serves `router` on each, until `shutdown`.
-/// Then stops accepting and gives open HTTP requests a short time to finish (WebSocket
-/// sessions close on the same token by themselves).
-pub(crate) async fn serve(
-    listener: TcpListener,
-    tls: Arc<ServerConfig>,
-    router: Router,
-    shutdown: CancellationToken,
-) {
-    let acceptor = TlsAcceptor::from(tls);
-    let connections = TaskTracker::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) if is_connection_error(&e) => continue,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait instead of spinning.
-                    tracing::error!(error = %e, "accept failed");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                    }
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        connections.spawn(serve_connection(
-            tcp,
-            peer,
-            acceptor.clone(),
-            router.clone(),
-            shutdown.clone(),
-        ));
-    }
-    drop(listener);
-    connections.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some HTTPS connections were still open at shutdown");
-    }
-}
-
-fn is_connection_error(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::*;
-    matches!(
-        e.kind(),
-        ConnectionRefused | ConnectionAborted | ConnectionReset
-    )
-}
-
 /// The answer to plain HTTP on the TLS port.
 const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
 Content-Length: 53\r\nConnection: close\r\n\r\n\
 this port speaks TLS: use https:// or wss:// instead\n";
 
-async fn serve_connection(
+/// The server side of a TLS handshake on an accepted connection (the caller puts the
+/// deadline on it). `None`: the client spoke plain HTTP and was told to use TLS.
+pub(crate) async fn accept(
     tcp: TcpStream,
-    peer: SocketAddr,
     acceptor: TlsAcceptor,
-    router: Router,
-    shutdown: CancellationToken,
-) {
-    let handshake = async {
-        // A TLS client opens with a handshake record (0x16); anything that looks like
-        // an HTTP method gets a plain answer instead of a TLS alert it cannot read.
-        let mut first = [0u8; 1];
-        tcp.peek(&mut first).await?;
-        if first[0].is_ascii_uppercase() {
-            let mut tcp = tcp;
-            tcp.write_all(PLAIN_HTTP_ANSWER).await?;
-            let _ = tcp.shutdown().await;
-            return Ok(None);
-        }
-        acceptor.accept(tcp).await.map(Some)
-    };
-    let stream = tokio::select! {
-        _ = shutdown.cancelled() => return,
-        r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
-            Ok(Ok(Some(stream))) => stream,
-            Ok(Ok(None)) => {
-                tracing::debug!(%peer, "plain HTTP on the TLS port");
-                return;
-            }
-            Ok(Err(error)) => {
-                tracing::debug!(%peer, %error, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
-        },
-    };
-    let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-        req.extensions_mut().insert(ConnectInfo(peer));
-        router.clone().oneshot(req)
-    });
-    let builder = Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(error) = result {
-        tracing::debug!(%peer, %error, "HTTPS connection ended with an error");
+) -> std::io::Result<Option<TlsStream<TcpStream>>> {
+    // A TLS client opens with a handshake record (0x16); anything that looks like an
+    // HTTP method gets a plain answer instead of a TLS alert it cannot read.
+    let mut first = [0u8; 1];
+    tcp.peek(&mut first).await?;
+    if first[0].is_ascii_uppercase() {
+        let mut tcp = tcp;
+        tcp.write_all(PLAIN_HTTP_ANSWER).await?;
+        let _ = tcp.shutdown().await;
+        return Ok(None);
     }
+    acceptor.accept(tcp).await.map(Some)
 }
 
 #[cfg(test)]

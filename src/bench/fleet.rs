@@ -55,6 +55,19 @@ pub fn raise_nofile() -> u64 {
     }
 }
 
+/// The caps on unauthenticated connections a benchmark's gateway runs with: every
+/// simulated node dials from 127.0.0.1, thousands at once after a restart, so the
+/// per-source default (64) would turn the reconnect storm into a test of backoff.
+pub const BENCH_MAX_UNAUTH: usize = 100_000;
+
+/// [`BENCH_MAX_UNAUTH`] as the gateway's caps (for in-process gateways).
+pub fn bench_caps() -> gsv_gateway::admission::Caps {
+    gsv_gateway::admission::Caps {
+        max_unauth: BENCH_MAX_UNAUTH,
+        max_unauth_per_source: BENCH_MAX_UNAUTH,
+    }
+}
+
 /// Mints `n` node credentials (`sim-00001`…) in the store of `data`.
 pub fn mint_nodes(data: &Path, n: usize) -> Result<Vec<(String, String)>, String> {
     let store = Store::open(data).map_err(|e| format!("store: {e}"))?;
@@ -98,6 +111,11 @@ impl GatewayProcess {
         let child = Command::new(exe)
             .args(["gateway", "--listen", listen, "--data"])
             .arg(data)
+            .args(["--max-unauth-conns", &BENCH_MAX_UNAUTH.to_string()])
+            .args([
+                "--max-unauth-conns-per-source",
+                &BENCH_MAX_UNAUTH.to_string(),
+            ])
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

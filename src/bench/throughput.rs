@@ -87,6 +87,7 @@ async fn measure(
     let data = dir.0.join("data");
     let mut config = GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), data.clone());
     config.write_addr_file = false;
+    config.caps = super::fleet::bench_caps();
     let gateway = gsv_gateway::start(config)
         .await
         .map_err(|e| format!("gateway: {e}"))?;

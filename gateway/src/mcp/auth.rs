@@ -183,6 +183,7 @@ pub async fn require_bearer(
     };
     match checked {
         Ok(principal) => {
+            shared.admission.authenticated(peer);
             if let (Some(k), false) = (key, cached) {
                 gate.verified.put(k, principal.clone());
             }
