@@ -124,6 +124,62 @@ async fn blocklisted_commands_are_refused_with_the_gateway_wide_open() {
     assert_eq!(left, ["OK"]);
 }
 
+/// Issue 14 item 9: brace and glob spellings of root paths, `find -L`, wrappers,
+/// partitioners and `kill 1` used to slip past the blocklist.
+#[tokio::test]
+async fn second_pass_spellings_are_refused_and_nothing_runs() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let _node = gw.node("box2", ws.path()).await;
+    let agent = gw.agent().await;
+    let cases = [
+        ("false && rm -rf /{etc,usr}; touch M0", "rm-root"),
+        ("false && rm -rf /[e]tc; touch M1", "rm-root"),
+        ("false && rm -rf /e*; touch M2", "rm-root"),
+        ("false && find -L / -delete; touch M3", "find-delete-root"),
+        ("false && chroot / rm -rf /; touch M4", "rm-root"),
+        ("false && nsenter -t 1 -m reboot; touch M5", "power"),
+        ("false && flock /tmp/l -c 'rm -rf /'; touch M6", "rm-root"),
+        ("false && env -S 'rm -rf /'; touch M7", "rm-root"),
+        ("false && script -q -c reboot /dev/null; touch M8", "power"),
+        ("false && sgdisk -Z /dev/sda; touch M9", "disk-partition"),
+        (
+            "false && parted -s /dev/sda mklabel gpt; touch M10",
+            "disk-partition",
+        ),
+        ("false && kill -9 1; touch M11", "kill-all"),
+        ("false && killall5 -9; touch M12", "kill-all"),
+    ];
+    for (command, rule) in cases {
+        let e = agent
+            .call("box2__Bash", json!({ "command": command }), Some(30_000))
+            .await
+            .expect_err("a blocklisted command must be refused");
+        let shape = e.remote().unwrap_or_else(|| panic!("{command}: {e:?}"));
+        assert_eq!(shape.code, ErrorCode::Denied, "{command}: {shape:?}");
+        assert!(
+            shape.message.contains(&format!("shell blocklist ({rule})")),
+            "{command}: {}",
+            shape.message
+        );
+    }
+    // Read-only spellings still run.
+    let r = agent
+        .call(
+            "box2__Bash",
+            json!({"command": "ls /e* >/dev/null; kill -l 1; touch OK"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    let left: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["OK"]);
+}
+
 #[tokio::test]
 async fn a_read_only_node_offers_only_read_only_tools() {
     let gw = Gateway::start().await;

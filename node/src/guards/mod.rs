@@ -22,7 +22,10 @@
 
 pub mod approve;
 pub mod blocklist;
+mod partition;
+mod pattern;
 pub(crate) mod shell;
+mod wrappers;
 
 pub use approve::ApproveShell;
 pub use blocklist::{Blocked, Rule};
