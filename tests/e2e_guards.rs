@@ -332,6 +332,82 @@ async fn approve_shell_runs_matches_and_asks_the_operator_for_the_rest() {
     assert!(!ws.path().join("M").exists());
 }
 
+/// Runs `git ARGS` in `dir` (test setup), panicking on failure.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 14 item 2: the pattern the docs recommended, `git (status|log|diff)( [^>]*)?`,
+/// matched `git diff --output=FILE`, which overwrites any file. A matching command with
+/// an option that writes or runs must still go to an operator.
+#[tokio::test]
+async fn an_auto_approved_pattern_does_not_approve_writing_options() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let elsewhere = TempDir::new("out");
+    git(ws.path(), &["init", "-q"]);
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    git(ws.path(), &["add", "a.txt"]);
+    git(ws.path(), &["commit", "-qm", "first"]);
+    std::fs::write(ws.path().join("a.txt"), "two\n").unwrap();
+    let _node = gw.spawn_node(
+        "gitbox",
+        &gw.node_token("gitbox"),
+        ws.path(),
+        &["--approve-shell", "git (status|log|diff)( [^>]*)?"],
+    );
+    gw.wait_online("gitbox").await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let agent = Arc::new(gw.agent().await);
+
+    // What the pattern is for runs at once.
+    let r = agent
+        .call(
+            "gitbox__Bash",
+            json!({"command": "git status --short"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert!(r.joined_text().contains("a.txt"), "{}", r.joined_text());
+
+    // `--output` writes a file: an operator decides, and denied, nothing is written.
+    let target = elsewhere.path().join("x");
+    let command = format!("git diff --output={}", target.display());
+    let a = agent.clone();
+    let call = tokio::spawn(async move {
+        a.call("gitbox__Bash", json!({ "command": command }), Some(60_000))
+            .await
+    });
+    let req = next_request(&operator).await;
+    assert_eq!(req["node"], "gitbox");
+    let reason = req["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("--output") && reason.contains("matches an auto-approve pattern"),
+        "{req}"
+    );
+    assert!(!target.exists());
+    let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::Denied);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!target.exists(), "git diff --output ran");
+}
+
 #[tokio::test]
 async fn an_approval_for_the_policy_also_satisfies_the_node() {
     let (gw, ws, _node, operator) = approve_shell_setup("both").await;

@@ -9,7 +9,8 @@
 //!   bombs, `reboot`, writes to raw disks, …), with the protocol error `denied`. Always
 //!   on. A seat belt against obvious destruction, not a sandbox.
 //! - [`approve`]: with `--approve-shell REGEX…`, Bash commands that match none of the
-//!   node's auto-approve patterns are answered `approval_required` unless the call
+//!   node's auto-approve patterns, or match but carry an option that writes files or
+//!   runs programs ([`risky`]), are answered `approval_required` unless the call
 //!   carries an operator's approval (the gateway opens the request and re-sends the
 //!   call once it is approved).
 //! - `--read-only` is applied where the tool set is built
@@ -24,10 +25,11 @@ pub mod approve;
 pub mod blocklist;
 mod partition;
 mod pattern;
+pub mod risky;
 pub(crate) mod shell;
 mod wrappers;
 
-pub use approve::ApproveShell;
+pub use approve::{ApproveShell, Unapproved};
 pub use blocklist::{Blocked, Rule};
 
 use gsv_protocol::{ErrorCode, ErrorShape};
@@ -94,10 +96,15 @@ impl ShellGuard {
             tracing::info!(approval = id, "running a command an operator approved");
             return Ok(());
         }
-        let reason = format!(
-            "the node runs in approve-shell mode and {:?} matches none of its auto-approve patterns",
-            truncate(&unapproved, MAX_SUMMARY_CHARS)
-        );
+        let shown = truncate(&unapproved.command, MAX_SUMMARY_CHARS);
+        let reason = match &unapproved.risk {
+            None => format!(
+                "the node runs in approve-shell mode and {shown:?} matches none of its auto-approve patterns"
+            ),
+            Some(why) => format!(
+                "the node runs in approve-shell mode and {shown:?} matches an auto-approve pattern, but {why}"
+            ),
+        };
         Err(ErrorShape::new(
             ErrorCode::ApprovalRequired,
             format!("this command needs an operator's approval: {reason}"),
