@@ -408,6 +408,63 @@ async fn an_auto_approved_pattern_does_not_approve_writing_options() {
     assert!(!target.exists(), "git diff --output ran");
 }
 
+/// Issue 14 item 2: with Write, an agent plants `core.fsmonitor` (or `core.pager`) in
+/// `.git/config`, and the next auto-approved `git status` runs its program. The node
+/// runs auto-approved commands with those settings pinned from the environment.
+#[tokio::test]
+async fn an_auto_approved_git_command_ignores_program_settings_in_the_repository() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let markers = TempDir::new("markers");
+    git(ws.path(), &["init", "-q"]);
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    git(ws.path(), &["add", "a.txt"]);
+    git(ws.path(), &["commit", "-qm", "first"]);
+    std::fs::write(ws.path().join("a.txt"), "two\n").unwrap();
+    let fsmonitor = markers.path().join("FSMONITOR_RAN");
+    let pager = markers.path().join("PAGER_RAN");
+    // What a Write call could put there.
+    let mut config = std::fs::read_to_string(ws.path().join(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n\tpager = \"touch {}; cat\"\n",
+        fsmonitor.display(),
+        pager.display()
+    ));
+    std::fs::write(ws.path().join(".git/config"), config).unwrap();
+    // The plant is live: plain git runs it.
+    git(ws.path(), &["status", "--short"]);
+    assert!(
+        fsmonitor.exists(),
+        "the planted fsmonitor did not run under plain git"
+    );
+    std::fs::remove_file(&fsmonitor).unwrap();
+
+    let _node = gw.spawn_node(
+        "gitfs",
+        &gw.node_token("gitfs"),
+        ws.path(),
+        &["--approve-shell", "git (status|log|diff)( [^>]*)?"],
+    );
+    gw.wait_online("gitfs").await;
+    let agent = gw.agent().await;
+    for args in [
+        json!({"command": "git status --short"}),
+        json!({"command": "git diff", "pty": true}),
+        json!({"command": "git log --oneline", "pty": true}),
+    ] {
+        let r = agent
+            .call("gitfs__Bash", args.clone(), Some(30_000))
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{args}: {}", r.joined_text());
+    }
+    assert!(
+        !fsmonitor.exists(),
+        "an auto-approved git ran core.fsmonitor"
+    );
+    assert!(!pager.exists(), "an auto-approved git ran core.pager");
+}
+
 #[tokio::test]
 async fn an_approval_for_the_policy_also_satisfies_the_node() {
     let (gw, ws, _node, operator) = approve_shell_setup("both").await;

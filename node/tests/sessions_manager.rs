@@ -114,6 +114,7 @@ async fn dropping_the_manager_kills_running_sessions() {
             background: true,
             stdin: false,
             timeout: None,
+            env_overrides: Vec::new(),
         })
         .await
         .unwrap();

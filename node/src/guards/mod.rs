@@ -23,6 +23,7 @@
 
 pub mod approve;
 pub mod blocklist;
+pub mod git_env;
 mod partition;
 mod pattern;
 pub mod risky;
@@ -72,6 +73,12 @@ impl ShellGuard {
     /// Whether the node runs in approve-shell mode.
     pub fn approve_shell(&self) -> bool {
         self.approve.is_some()
+    }
+
+    /// Whether a command that passed [`ShellGuard::check`] with `approval` runs because
+    /// a pattern approved it (approve-shell mode, no operator's approval).
+    pub fn auto_approves(&self, approval: Option<&str>) -> bool {
+        self.approve.is_some() && approval.is_none()
     }
 
     /// Decides whether `command` may run: the blocklist first (`denied`, whatever the

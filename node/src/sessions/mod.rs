@@ -95,6 +95,10 @@ pub struct SpawnSpec {
     pub stdin: bool,
     /// Kill the group this long after the start.
     pub timeout: Option<Duration>,
+    /// Changes to the login environment for this command: `Some` sets a variable,
+    /// `None` removes it (an auto-approved command's git hardening, see
+    /// [`crate::guards::git_env`]).
+    pub env_overrides: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
 }
 
 /// All sessions of this node process.
@@ -151,7 +155,10 @@ impl SessionManager {
     pub async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<Session>, SessionError> {
         self.prune();
         let reservation = self.reserve()?;
-        let env = probe::login_env().await;
+        let mut env = probe::login_env().await;
+        if !spec.env_overrides.is_empty() {
+            env = Arc::new(env.with_overrides(&spec.env_overrides));
+        }
         let shell = probe::user_shell();
         let started = Instant::now();
         let started_at = gsv_protocol::now_ms();
