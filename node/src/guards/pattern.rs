@@ -15,6 +15,8 @@
 pub const MAX_EXPANSIONS: usize = 1024;
 /// Longest word brace-expanded (longer ones with braces are unknowable).
 const MAX_WORD_CHARS: usize = 1024;
+/// Most `{` in a word brace-expanded (more are unknowable): bounds the work.
+const MAX_BRACES: usize = 64;
 /// Widest `{a..b}` range expanded term by term; wider ones become `*`.
 const MAX_SEQUENCE: i64 = 64;
 
@@ -24,7 +26,7 @@ pub fn expand_braces(word: &str) -> Option<Vec<String>> {
     if !word.contains('{') {
         return Some(vec![word.to_owned()]);
     }
-    if word.chars().count() > MAX_WORD_CHARS {
+    if word.chars().count() > MAX_WORD_CHARS || word.matches('{').count() > MAX_BRACES {
         return None;
     }
     let mut out = Vec::new();
@@ -261,6 +263,11 @@ mod tests {
         assert_eq!(expand_braces("/{a,b").unwrap(), ["/{a,b"]);
         // Too many: unknowable.
         assert_eq!(expand_braces(&"{a,b}".repeat(11)), None);
+        assert_eq!(expand_braces(&format!("/{}", "{1..1}".repeat(65))), None);
+        assert_eq!(
+            expand_braces(&format!("/{}", "{1..1}".repeat(64))).unwrap(),
+            [format!("/{}", "1".repeat(64))]
+        );
         assert_eq!(expand_braces(&format!("/{{{}}}", "a,".repeat(2000))), None);
     }
 

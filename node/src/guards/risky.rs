@@ -17,7 +17,7 @@
 //!   `--output`, `--exec`, `--config`, `--upload-pack`, `--ext-diff`, `--to-command`, …,
 //!   also abbreviated as GNU and git parsers accept them), except for the programs whose
 //!   `--output` only picks a format ([`FORMAT_OUTPUT`]: `journalctl`, `kubectl`, `df`…);
-//! - per program ([`program_risk`]): `git -c`/`-C`/`--git-dir`/`--work-tree`/`-p`,
+//! - per program (`program_risk`): `git -c`/`-C`/`--git-dir`/`--work-tree`/`-p`,
 //!   `git grep -O`, `git format-patch -o`, `git rebase -x`, and git subcommands that run
 //!   tools (`difftool`, `mergetool`, `submodule foreach`, `bisect run`, …); `find
 //!   -exec`/`-execdir`/`-ok`/`-okdir`/`-delete`/`-fprint*`/`-fls`; `sed -i` and sed
