@@ -45,6 +45,9 @@
 //! every mode, `pty` included. `execute` applies the blocklist once more, so a Bash
 //! tool used outside the dispatcher cannot run a blocklisted command either. Data later
 //! written to a running command's stdin (Process `write` / `submit`) is not checked.
+//! A command that runs because a pattern approved it (no operator's approval) gets
+//! git's program-running settings pinned in its environment
+//! ([`crate::guards::git_env`]).
 
 use crate::guards::{blocklist, git_env, ShellGuard};
 use crate::sessions::{
