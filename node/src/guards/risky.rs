@@ -34,7 +34,7 @@
 //! (configuration files, environment, aliases, a repository's own hooks and config).
 
 use super::shell::SimpleCommand;
-use super::wrappers::{basename, unwrap};
+use super::wrappers::{basename, is_wrapper, unwrap};
 
 /// Long options that write files or run programs for most programs that have them.
 pub const GENERIC_LONG: &[&str] = &[
@@ -82,7 +82,16 @@ pub const GENERIC_LONG: &[&str] = &[
 
 /// Real options that happen to be prefixes of [`GENERIC_LONG`] entries (an exact
 /// option is never read as an abbreviation).
-const EXACT_SAFE: &[&str] = &["--text", "--filter", "--log"];
+const EXACT_SAFE: &[&str] = &[
+    "--text",
+    "--filter",
+    "--log",
+    "--dump",
+    "--cookie",
+    "--checkpoint",
+    "--info",
+    "--compress",
+];
 
 /// Programs whose `--output`/`-o` chooses a format or columns, never a file.
 pub const FORMAT_OUTPUT: &[&str] = &[
@@ -134,6 +143,9 @@ pub(crate) fn risk(command: &SimpleCommand) -> Option<String> {
     // The wrappers' own options count too (`strace -o F ls`, `time -o F ls`).
     let wrapped_at = words.len() - unwrapped.words.len();
     for (i, word) in words.iter().enumerate().take(wrapped_at) {
+        if !is_wrapper(basename(word)) {
+            continue;
+        }
         if let Some(why) = program_risk(basename(word), &words[i + 1..]) {
             return Some(format!("{why} ({})", basename(word)));
         }
@@ -155,7 +167,8 @@ pub(crate) fn risk(command: &SimpleCommand) -> Option<String> {
 }
 
 /// Whether `arg` is one of [`GENERIC_LONG`], with or without `=VALUE`, or an
-/// abbreviation of one (at least three letters, not itself a known option).
+/// abbreviation of one (GNU getopt and git accept any unambiguous prefix, so even
+/// `--ou=F` is `--output=F` for `sort`), unless it is itself a known option.
 fn generic_long(arg: &str) -> bool {
     if !arg.starts_with("--") {
         return false;
@@ -164,7 +177,7 @@ fn generic_long(arg: &str) -> bool {
     if GENERIC_LONG.contains(&name) {
         return true;
     }
-    name.len() >= 5
+    name.len() >= 3
         && !EXACT_SAFE.contains(&name)
         && GENERIC_LONG.iter().any(|o| o.starts_with(name))
 }
@@ -562,6 +575,8 @@ mod tests {
         "sort -uo /tmp/out f",
         "sort --output=/tmp/out f",
         "sort --out=/tmp/out f",
+        "sort --ou=/tmp/out f",
+        "sort --o /tmp/out f",
         "tar -xf a.tar",
         "tar xzf a.tgz",
         "tar -cf a.tar .",
@@ -672,6 +687,10 @@ mod tests {
         "cat < f",
         "rg foo",
         "cat -- --output",
+        "command -v vim",
+        "sfdisk --dump /dev/sda",
+        "curl --cookie a=b http://127.0.0.1/",
+        "git log --",
     ];
 
     #[test]

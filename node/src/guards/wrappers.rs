@@ -350,6 +350,11 @@ fn peel<'a, 'w>(
     }
 }
 
+/// Whether `name` (a base name) is one of the wrappers [`unwrap`] sees through.
+pub(crate) fn is_wrapper(name: &str) -> bool {
+    WRAPPERS.iter().any(|w| w.name == name)
+}
+
 /// `env -S STRING ARGS…`: STRING split into words, then ARGS.
 fn split_string_line(value: &str, rest: Option<&[&str]>) -> String {
     let mut line = value.to_owned();
