@@ -124,6 +124,62 @@ async fn blocklisted_commands_are_refused_with_the_gateway_wide_open() {
     assert_eq!(left, ["OK"]);
 }
 
+/// Issue 14 item 9: brace and glob spellings of root paths, `find -L`, wrappers,
+/// partitioners and `kill 1` used to slip past the blocklist.
+#[tokio::test]
+async fn second_pass_spellings_are_refused_and_nothing_runs() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let _node = gw.node("box2", ws.path()).await;
+    let agent = gw.agent().await;
+    let cases = [
+        ("false && rm -rf /{etc,usr}; touch M0", "rm-root"),
+        ("false && rm -rf /[e]tc; touch M1", "rm-root"),
+        ("false && rm -rf /e*; touch M2", "rm-root"),
+        ("false && find -L / -delete; touch M3", "find-delete-root"),
+        ("false && chroot / rm -rf /; touch M4", "rm-root"),
+        ("false && nsenter -t 1 -m reboot; touch M5", "power"),
+        ("false && flock /tmp/l -c 'rm -rf /'; touch M6", "rm-root"),
+        ("false && env -S 'rm -rf /'; touch M7", "rm-root"),
+        ("false && script -q -c reboot /dev/null; touch M8", "power"),
+        ("false && sgdisk -Z /dev/sda; touch M9", "disk-partition"),
+        (
+            "false && parted -s /dev/sda mklabel gpt; touch M10",
+            "disk-partition",
+        ),
+        ("false && kill -9 1; touch M11", "kill-all"),
+        ("false && killall5 -9; touch M12", "kill-all"),
+    ];
+    for (command, rule) in cases {
+        let e = agent
+            .call("box2__Bash", json!({ "command": command }), Some(30_000))
+            .await
+            .expect_err("a blocklisted command must be refused");
+        let shape = e.remote().unwrap_or_else(|| panic!("{command}: {e:?}"));
+        assert_eq!(shape.code, ErrorCode::Denied, "{command}: {shape:?}");
+        assert!(
+            shape.message.contains(&format!("shell blocklist ({rule})")),
+            "{command}: {}",
+            shape.message
+        );
+    }
+    // Read-only spellings still run.
+    let r = agent
+        .call(
+            "box2__Bash",
+            json!({"command": "ls /e* >/dev/null; kill -l 1; touch OK"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    let left: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["OK"]);
+}
+
 #[tokio::test]
 async fn a_read_only_node_offers_only_read_only_tools() {
     let gw = Gateway::start().await;
@@ -274,6 +330,139 @@ async fn approve_shell_runs_matches_and_asks_the_operator_for_the_rest() {
         }
     }
     assert!(!ws.path().join("M").exists());
+}
+
+/// Runs `git ARGS` in `dir` (test setup), panicking on failure.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 14 item 2: the pattern the docs recommended, `git (status|log|diff)( [^>]*)?`,
+/// matched `git diff --output=FILE`, which overwrites any file. A matching command with
+/// an option that writes or runs must still go to an operator.
+#[tokio::test]
+async fn an_auto_approved_pattern_does_not_approve_writing_options() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let elsewhere = TempDir::new("out");
+    git(ws.path(), &["init", "-q"]);
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    git(ws.path(), &["add", "a.txt"]);
+    git(ws.path(), &["commit", "-qm", "first"]);
+    std::fs::write(ws.path().join("a.txt"), "two\n").unwrap();
+    let _node = gw.spawn_node(
+        "gitbox",
+        &gw.node_token("gitbox"),
+        ws.path(),
+        &["--approve-shell", "git (status|log|diff)( [^>]*)?"],
+    );
+    gw.wait_online("gitbox").await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let agent = Arc::new(gw.agent().await);
+
+    // What the pattern is for runs at once.
+    let r = agent
+        .call(
+            "gitbox__Bash",
+            json!({"command": "git status --short"}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert!(r.joined_text().contains("a.txt"), "{}", r.joined_text());
+
+    // `--output` writes a file: an operator decides, and denied, nothing is written.
+    let target = elsewhere.path().join("x");
+    let command = format!("git diff --output={}", target.display());
+    let a = agent.clone();
+    let call = tokio::spawn(async move {
+        a.call("gitbox__Bash", json!({ "command": command }), Some(60_000))
+            .await
+    });
+    let req = next_request(&operator).await;
+    assert_eq!(req["node"], "gitbox");
+    let reason = req["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("--output") && reason.contains("matches an auto-approve pattern"),
+        "{req}"
+    );
+    assert!(!target.exists());
+    let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(e.remote().unwrap().code, ErrorCode::Denied);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!target.exists(), "git diff --output ran");
+}
+
+/// Issue 14 item 2: with Write, an agent plants `core.fsmonitor` (or `core.pager`) in
+/// `.git/config`, and the next auto-approved `git status` runs its program. The node
+/// runs auto-approved commands with those settings pinned from the environment.
+#[tokio::test]
+async fn an_auto_approved_git_command_ignores_program_settings_in_the_repository() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let markers = TempDir::new("markers");
+    git(ws.path(), &["init", "-q"]);
+    std::fs::write(ws.path().join("a.txt"), "one\n").unwrap();
+    git(ws.path(), &["add", "a.txt"]);
+    git(ws.path(), &["commit", "-qm", "first"]);
+    std::fs::write(ws.path().join("a.txt"), "two\n").unwrap();
+    let fsmonitor = markers.path().join("FSMONITOR_RAN");
+    let pager = markers.path().join("PAGER_RAN");
+    // What a Write call could put there.
+    let mut config = std::fs::read_to_string(ws.path().join(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n\tpager = \"touch {}; cat\"\n",
+        fsmonitor.display(),
+        pager.display()
+    ));
+    std::fs::write(ws.path().join(".git/config"), config).unwrap();
+    // The plant is live: plain git runs it.
+    git(ws.path(), &["status", "--short"]);
+    assert!(
+        fsmonitor.exists(),
+        "the planted fsmonitor did not run under plain git"
+    );
+    std::fs::remove_file(&fsmonitor).unwrap();
+
+    let _node = gw.spawn_node(
+        "gitfs",
+        &gw.node_token("gitfs"),
+        ws.path(),
+        &["--approve-shell", "git (status|log|diff)( [^>]*)?"],
+    );
+    gw.wait_online("gitfs").await;
+    let agent = gw.agent().await;
+    for args in [
+        json!({"command": "git status --short"}),
+        json!({"command": "git diff", "pty": true}),
+        json!({"command": "git log --oneline", "pty": true}),
+    ] {
+        let r = agent
+            .call("gitfs__Bash", args.clone(), Some(30_000))
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{args}: {}", r.joined_text());
+    }
+    assert!(
+        !fsmonitor.exists(),
+        "an auto-approved git ran core.fsmonitor"
+    );
+    assert!(!pager.exists(), "an auto-approved git ran core.pager");
 }
 
 #[tokio::test]

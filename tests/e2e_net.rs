@@ -296,3 +296,134 @@ async fn a_public_target_with_external_waits_for_an_operator() {
     let e = call.await.unwrap().unwrap_err();
     assert_eq!(e.remote().unwrap().code, ErrorCode::Denied);
 }
+
+/// Writes `body` to `path` (creating its directory), executable if `exec`.
+fn plant(path: &std::path::Path, body: &str, exec: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    if exec {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// Issue 14 item 6: `net_services` ran `nmap -sV` with the login environment, so an
+/// agent that could write the workspace-as-home (a `.profile` putting its own `nmap`
+/// first on `PATH`, or `NMAPDIR` at its own `nse_main.lua` and service probes) had its
+/// code run by a "read-only" tool. The node here runs with `HOME` = its workspace (a
+/// temporary directory; the real home is never touched) where all of that is planted;
+/// every planted file would leave a marker or change the scan's answer.
+#[tokio::test]
+async fn network_tools_ignore_programs_and_nmap_data_planted_in_the_workspace() {
+    if !have("nmap") {
+        return;
+    }
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let markers = TempDir::new("markers");
+    let m = markers.path().display();
+    let home = ws.path();
+    // A fake nmap first on PATH, both in the node's own environment and via .profile.
+    plant(
+        &home.join("bin/nmap"),
+        &format!("#!/bin/sh\ntouch {m}/FAKE_NMAP\nexit 1\n"),
+        true,
+    );
+    plant(
+        &home.join(".profile"),
+        "PATH=\"$HOME/bin:$PATH\"; export PATH\nNMAPDIR=\"$HOME/nmapdir\"; export NMAPDIR\n",
+        false,
+    );
+    // nmap data that runs code (nse_main.lua) and relabels the service (probes), in
+    // NMAPDIR and in ~/.nmap.
+    let lua = format!(
+        "local f = io.open(\"{m}/LUA_RAN\", \"w\") if f then f:write(\"x\") f:close() end\n"
+    );
+    let probes = "Probe TCP NULL q||\ntotalwaitms 6000\nmatch gsvplanted m|^SSH-| p/planted/\n";
+    for dir in ["nmapdir", ".nmap"] {
+        plant(&home.join(dir).join("nse_main.lua"), &lua, false);
+        plant(&home.join(dir).join("nmap-service-probes"), probes, false);
+        plant(
+            &home.join(dir).join("scripts/script.db"),
+            "Entry { filename = \"planted.nse\", categories = { \"version\", } }\n",
+            false,
+        );
+        plant(&home.join(dir).join("scripts/planted.nse"), &lua, false);
+    }
+    let path = format!(
+        "{}:{}",
+        home.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = std::process::Command::new(common::gsv_bin());
+    cmd.arg("node")
+        .args(["--gateway", &gw.url(), "--id", "netp2"])
+        .args(["--token", &gw.node_token("netp2")])
+        .arg("--workspace")
+        .arg(home)
+        .arg("--data")
+        .arg(gw.node_data.path())
+        .args(["--heartbeat-ms", "1000"])
+        .env("RUST_LOG", "warn")
+        .env("HOME", home)
+        .env("SHELL", "/bin/sh")
+        .env("PATH", &path)
+        .env("NMAPDIR", home.join("nmapdir"))
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    let _node = common::Proc(
+        common::die_with_parent(&mut cmd)
+            .spawn()
+            .expect("spawn gsv node"),
+    );
+    gw.wait_online("netp2").await;
+    let agent = gw.agent().await;
+
+    // The Bash tool does see the planted environment (it is the user's shell)...
+    let r = agent
+        .call(
+            "netp2__Bash",
+            json!({"command": "command -v nmap; echo \"$NMAPDIR\""}),
+            Some(30_000),
+        )
+        .await
+        .unwrap();
+    let seen = r.joined_text();
+    assert!(
+        seen.contains(&format!("{}/bin/nmap", home.display())),
+        "{seen}"
+    );
+
+    // ...net_services does not: the real nmap, with the system data, scans.
+    let port = listener().await;
+    let r = agent
+        .call(
+            "netp2__net_services",
+            json!({"host": "127.0.0.1", "ports": port.to_string()}),
+            Some(120_000),
+        )
+        .await
+        .unwrap();
+    let v = structured(&r);
+    assert_eq!(v["ports"][0]["port"], port, "{v}");
+    assert_eq!(v["ports"][0]["state"], "open", "{v}");
+    assert_eq!(v["ports"][0]["service"], "ssh", "{v}");
+    let r = agent
+        .call(
+            "netp2__net_discover",
+            json!({"subnet": "127.0.0.1/32"}),
+            Some(120_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(structured(&r)["hosts"][0]["ip"], "127.0.0.1");
+
+    let left: Vec<String> = std::fs::read_dir(markers.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "planted code ran: {left:?}");
+}

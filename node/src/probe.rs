@@ -121,6 +121,24 @@ impl LoginEnv {
         }
     }
 
+    /// This environment with `overrides` applied: `Some` sets a variable, `None`
+    /// removes it. `PATH` is kept as merged unless overridden.
+    pub fn with_overrides(&self, overrides: &[(OsString, Option<OsString>)]) -> LoginEnv {
+        let mut vars: BTreeMap<OsString, OsString> = self.vars.iter().cloned().collect();
+        for (name, value) in overrides {
+            match value {
+                Some(v) => vars.insert(name.clone(), v.clone()),
+                None => vars.remove(name),
+            };
+        }
+        let path = vars.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+        LoginEnv {
+            vars: vars.into_iter().collect(),
+            path,
+            from_login_shell: self.from_login_shell,
+        }
+    }
+
     /// The value of `name`, if set.
     pub fn get(&self, name: &str) -> Option<&OsStr> {
         self.vars
@@ -408,6 +426,13 @@ mod tests {
         let fallback = LoginEnv::new(None, OsStr::new("/own/bin"));
         assert!(!fallback.from_login_shell);
         assert!(fallback.get("PATH").is_some());
+        let changed = env.with_overrides(&[
+            (OsString::from("HOME"), None),
+            (OsString::from("GIT_PAGER"), Some(OsString::from("cat"))),
+        ]);
+        assert_eq!(changed.get("HOME"), None);
+        assert_eq!(changed.get("GIT_PAGER"), Some(OsStr::new("cat")));
+        assert_eq!(changed.path, env.path);
     }
 
     #[tokio::test]

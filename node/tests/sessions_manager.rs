@@ -115,6 +115,7 @@ async fn dropping_the_manager_kills_running_sessions() {
             stdin: false,
             timeout: None,
             owner: None,
+            env_overrides: Vec::new(),
         })
         .await
         .unwrap();

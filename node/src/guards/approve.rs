@@ -11,10 +11,15 @@
 //!
 //! Why per simple command and anchored: matched against the whole line, a pattern like
 //! `^ls .*` would also approve `ls; rm -rf build`, and an unanchored `ls` would approve
-//! `rm -rf build # ls`. Even so a pattern is only as tight as it is written: `.*` also
-//! matches redirections (`echo .*` approves `echo x > ~/.bashrc`), and wrappers are not
-//! skipped (`sudo ls` needs a pattern that allows `sudo`). Prefer patterns such as
-//! `git (status|log|diff)( [^>]*)?`.
+//! `rm -rf build # ls`. Even so a pattern is only as tight as it is written, and a
+//! regex cannot tell which options write files or run programs: `git diff .*` also
+//! matches `git diff --output=~/.bashrc`. So a simple command that matches still goes
+//! to an operator when it carries such an option or writes through a redirection
+//! ([`super::risky`] holds the table). Wrappers are not skipped when matching (`sudo
+//! ls` needs a pattern that allows `sudo`). Nothing here sees what the program itself
+//! reads — its configuration files, the environment, aliases, a git repository's own
+//! `.git/config` and hooks — so a pattern is only as safe as those are; see
+//! docs/security.md.
 //!
 //! Commands that match no pattern are not refused: the node answers
 //! `approval_required`, the gateway opens an approval request, and once an operator
@@ -23,7 +28,8 @@
 //! operator approved** (unlike the blocklist, which trusts nobody). It protects against
 //! a gateway whose policy is too permissive, not against a compromised gateway.
 
-use super::shell::{lex, SimpleCommand};
+use super::risky::risk;
+use super::shell::lex;
 use super::GuardError;
 use regex::{RegexSet, RegexSetBuilder};
 
@@ -59,30 +65,51 @@ impl ApproveShell {
         Ok(ApproveShell { set })
     }
 
-    /// The first simple command in `command` that no pattern approves (its normalised
-    /// text), or `None` if every one is approved.
-    pub fn unapproved(&self, command: &str) -> Option<String> {
+    /// The first simple command in `command` that is not auto-approved — no pattern
+    /// matches it, or it matches but carries an option that writes files or runs
+    /// programs ([`super::risky`]) — or `None` if every one is approved.
+    pub fn unapproved(&self, command: &str) -> Option<Unapproved> {
         self.first_unapproved(command, 0)
     }
 
-    fn first_unapproved(&self, text: &str, depth: usize) -> Option<String> {
+    fn first_unapproved(&self, text: &str, depth: usize) -> Option<Unapproved> {
         if depth > MAX_NESTING {
-            return Some(text.to_owned());
+            return Some(Unapproved {
+                command: text.to_owned(),
+                risk: Some("it nests command lines too deeply to check".to_owned()),
+            });
         }
         let script = lex(text);
-        if let Some(c) = script
-            .commands
-            .iter()
-            .map(SimpleCommand::text)
-            .find(|t| !self.set.is_match(t))
-        {
-            return Some(c);
+        for command in &script.commands {
+            let normalised = command.text();
+            if !self.set.is_match(&normalised) {
+                return Some(Unapproved {
+                    command: normalised,
+                    risk: None,
+                });
+            }
+            if let Some(why) = risk(command) {
+                return Some(Unapproved {
+                    command: normalised,
+                    risk: Some(why),
+                });
+            }
         }
         script
             .nested
             .iter()
             .find_map(|n| self.first_unapproved(n, depth + 1))
     }
+}
+
+/// A simple command that is not auto-approved, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unapproved {
+    /// Its normalised text.
+    pub command: String,
+    /// `None`: no pattern matches it; `Some`: a pattern matches but this makes it
+    /// write files or run programs.
+    pub risk: Option<String>,
 }
 
 fn anchored(pattern: &str) -> String {
@@ -112,7 +139,7 @@ mod tests {
             "'ls' -l",
             "echo $(ls)",
             "echo `echo hi`",
-            "echo hi > out.txt",
+            "echo hi > /dev/null",
         ] {
             assert_eq!(m.unapproved(approved), None, "{approved:?}");
         }
@@ -132,13 +159,16 @@ mod tests {
             ("lsblk", "lsblk"),
             ("cat <<EOF\n$(touch x)\nEOF", "cat << EOF"),
         ] {
-            assert_eq!(m.unapproved(command).as_deref(), Some(first), "{command:?}");
+            let u = m.unapproved(command).expect(command);
+            assert_eq!(u.command, first, "{command:?}");
+            assert_eq!(u.risk, None, "{command:?}");
         }
         // Substitutions inside an unquoted here-document run too.
         let m = matcher(&["cat << EOF"]);
         assert_eq!(
-            m.unapproved("cat <<EOF\n$(touch x)\nEOF").as_deref(),
-            Some("touch x")
+            m.unapproved("cat <<EOF\n$(touch x)\nEOF")
+                .map(|u| u.command),
+            Some("touch x".to_owned())
         );
         assert_eq!(m.unapproved("cat <<'EOF'\n$(touch x)\nEOF"), None);
     }
@@ -159,7 +189,47 @@ mod tests {
 
     #[test]
     fn an_empty_list_approves_nothing() {
-        assert_eq!(matcher(&[]).unapproved("ls").as_deref(), Some("ls"));
+        assert_eq!(
+            matcher(&[]).unapproved("ls").map(|u| u.command),
+            Some("ls".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_match_that_writes_or_runs_still_needs_an_operator() {
+        // The pattern the docs used to recommend, and wider ones.
+        let m = matcher(&[
+            "git (status|log|diff)( [^>]*)?",
+            "echo .*",
+            "find .*",
+            "sed .*",
+        ]);
+        for approved in [
+            "git status",
+            "git diff --stat",
+            "git log --oneline | echo x",
+            "echo hi",
+            "find . -name x",
+            "sed -n 1p f",
+        ] {
+            assert_eq!(m.unapproved(approved), None, "{approved:?}");
+        }
+        for (command, first) in [
+            ("git diff --output=/tmp/x", "git diff --output=/tmp/x"),
+            (
+                "git status; git diff --output /tmp/x",
+                "git diff --output /tmp/x",
+            ),
+            ("echo $(git diff --ext-diff)", "git diff --ext-diff"),
+            ("echo x > ~/.bashrc", "echo x > ~/.bashrc"),
+            ("find . -exec sh {} ;", "find . -exec sh {}"),
+            ("sed -i s/a/b/ f", "sed -i s/a/b/ f"),
+            ("sed 'w /tmp/o' f", "sed w /tmp/o f"),
+        ] {
+            let u = m.unapproved(command).expect(command);
+            assert_eq!(u.command, first, "{command:?}");
+            assert!(u.risk.is_some(), "{command:?}");
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! the protocol error `denied` and nothing runs.
 //!
 //! **It is a seat belt, not a sandbox.** It catches the obvious spellings (quotes and
-//! backslashes inside words, `sudo`/`env`/`nohup`/… prefixes, chained commands,
+//! backslashes inside words, brace and glob spellings of paths (`/{etc,usr}`, `/[e]tc`,
+//! `/e*`), `sudo`/`env`/`chroot`/`nsenter`/`flock`/… prefixes, chained commands,
 //! `$(…)`/backtick bodies, `bash -c '…'`, `eval`, `find / -delete`), and nothing that
 //! needs the shell to run first: variables (`x=rm; $x -rf /`), aliases, functions,
 //! scripts in files, other interpreters (`python -c …`), text piped into a shell,
@@ -23,14 +24,15 @@
 //!
 //! | Rule | Refused | Not refused |
 //! |---|---|---|
-//! | `rm-root` | recursive `rm` of `/`, `/*`, a top-level system directory (`/etc`, `/usr`, `/home`, …, and vital second levels such as `/usr/lib`, `/var/lib`), a whole home directory (`~`, `~/`, `~/*`, `$HOME`, `~user`, `/home/user`, `/root`), or any `rm --no-preserve-root` | `rm -rf ./build`, `rm -rf /tmp/x`, `rm -rf ~/project/target` |
+//! | `rm-root` | recursive `rm` of `/`, `/*`, a top-level system directory (`/etc`, `/usr`, `/home`, …, and vital second levels such as `/usr/lib`, `/var/lib`), a whole home directory (`~`, `~/`, `~/*`, `$HOME`, `~user`, `/home/user`, `/root`), or any `rm --no-preserve-root`; also when a brace expression or glob could name one (`/{etc,usr}`, `/[e]tc`, `/e*`, `/*/*`), or braces expand to more than 1024 words | `rm -rf ./build`, `rm -rf /tmp/x`, `rm -rf ~/project/target`, `rm -rf /tmp/{a,b}`, `rm -rf /tmp/build-*` |
 //! | `chmod-root` | recursive `chmod`/`chown`/`chgrp` of the same paths, or `--no-preserve-root` | `chmod -R u+w ./src` |
 //! | `mv-root` | `mv` of one of those paths | `mv a b` |
-//! | `find-delete-root` | `find` starting at one of those paths with `-delete` or `-exec rm` | `find . -delete` |
-//! | `disk-format` | `mkfs`, `mkfs.*`, `mke2fs`, `mkswap`, `newfs*`, `wipefs`, `blkdiscard`, `diskutil erase…`/`zeroDisk`/`partitionDisk` | `fdisk -l`, `lsblk` |
+//! | `find-delete-root` | `find` (after `-H`/`-L`/`-P`/`-D`/`-O`) starting at one of those paths with `-delete` or `-exec`/`-execdir`/`-ok` `rm`/`shred`/`unlink`/`rmdir`; the command of every `-exec` is checked by all the rules | `find . -delete`, `find / -name x` |
+//! | `disk-format` | `mkfs`, `mkfs.*`, `mke2fs`, `mkswap`, `newfs*`, `wipefs`, `blkdiscard`, `diskutil erase…`/`zeroDisk`/`partitionDisk` | `lsblk` |
+//! | `disk-partition` | `fdisk`, `sfdisk`, `cfdisk`, `gdisk`, `sgdisk`, `cgdisk`, `parted` in any spelling not known to only print (interactive use included) | `fdisk -l`, `sfdisk --dump /dev/sda`, `sgdisk -p /dev/sda`, `parted -l`, `parted /dev/sda print` |
 //! | `raw-disk-write` | writing to a disk device (`/dev/sd*`, `/dev/nvme*`, `/dev/vd*`, `/dev/xvd*`, `/dev/mmcblk*`, `/dev/disk*`, `/dev/mapper/*`, `/dev/md*`, `/dev/mem`, …): `dd of=`, a redirection (`>`, `>>`, `&>`, `<>`), `tee`, `cp` to it, `shred` | `dd if=/dev/sda of=disk.img`, `ls /dev/sda`, `> /dev/null` |
 //! | `power` | `shutdown`, `reboot`, `halt`, `poweroff`, `init 0`/`6`, `telinit 0`/`6`, `systemctl`/`loginctl` `poweroff`/`reboot`/`halt`/`kexec` | `echo reboot`, `grep shutdown log.txt`, `systemctl status` |
-//! | `kill-all` | `kill` of pid `-1` (every process the user may signal) | `kill -1 1234` (SIGHUP to 1234) |
+//! | `kill-all` | `kill` of pid `-1` (every process the user may signal) or `1` (init: SIGINT reboots a systemd host), with any signal; `killall5` | `kill -1 1234` (SIGHUP to 1234), `kill -l 1`, `killall firefox` |
 //! | `fork-bomb` | a function that pipes or backgrounds itself twice: `:(){ :\|:& };:` and its spaced and renamed variants | `f() { echo hi; }` |
 //! | `nesting` | command substitutions or `-c` strings nested deeper than 8 levels (too deep to check) | |
 //!
@@ -39,13 +41,18 @@
 //!
 //! Each rule looks at *simple commands* as the `shell` lexer splits them, after the
 //! wrappers that run their arguments as a command (`sudo`, `doas`, `env`, `nice`,
-//! `nohup`, `timeout`, `xargs`, `command`, `exec`, `time`, `stdbuf`, `setsid`, …) and
-//! leading `VAR=value` assignments are skipped, with the program's base name
-//! (`/sbin/reboot` is `reboot`). Nested command lines (`$(…)`, backticks, process
-//! substitutions, `sh -c`, `su -c`, `eval`, here-documents fed to a shell) are checked
-//! the same way.
+//! `nohup`, `timeout`, `xargs`, `command`, `exec`, `time`, `stdbuf`, `setsid`,
+//! `chroot`, `nsenter`, `unshare`, `setpriv`, `flock`, `runuser`, `chrt`, `taskset`,
+//! `fakeroot`, `strace`, …: see `wrappers`) and leading `VAR=value` assignments are
+//! skipped, with the program's base name (`/sbin/reboot` is `reboot`). Nested command
+//! lines (`$(…)`, backticks, process substitutions, `sh -c`, `su -c`, `eval`,
+//! `flock -c`, `script -c`, `runuser -c`, `env -S`, `watch`, `sg`, here-documents fed to
+//! a shell) are checked the same way.
 
-use super::shell::{lex, SimpleCommand};
+use super::partition::edits_partitions;
+use super::pattern::{expand_braces, glob_matches};
+use super::shell::{lex, SimpleCommand, Token};
+use super::wrappers::{basename, unwrap};
 use regex::Regex;
 use std::fmt;
 use std::sync::LazyLock;
@@ -62,6 +69,7 @@ pub enum Rule {
     MvRoot,
     FindDeleteRoot,
     DiskFormat,
+    DiskPartition,
     RawDiskWrite,
     Power,
     KillAll,
@@ -78,6 +86,7 @@ impl Rule {
             Rule::MvRoot => "mv-root",
             Rule::FindDeleteRoot => "find-delete-root",
             Rule::DiskFormat => "disk-format",
+            Rule::DiskPartition => "disk-partition",
             Rule::RawDiskWrite => "raw-disk-write",
             Rule::Power => "power",
             Rule::KillAll => "kill-all",
@@ -130,8 +139,11 @@ fn check_command(command: &SimpleCommand, depth: usize) -> Result<(), Rule> {
         return Err(Rule::RawDiskWrite);
     }
     let words = command.words();
-    let words = skip_prefixes(&words);
-    let Some((&program, args)) = words.split_first() else {
+    let unwrapped = unwrap(&words);
+    for line in &unwrapped.command_lines {
+        scan(line, depth + 1)?;
+    }
+    let Some((&program, args)) = unwrapped.words.split_first() else {
         return Ok(());
     };
     match basename(program) {
@@ -142,6 +154,11 @@ fn check_command(command: &SimpleCommand, depth: usize) -> Result<(), Rule> {
             _ => Ok(()),
         },
         "mke2fs" | "mkswap" | "wipefs" | "blkdiscard" => Err(Rule::DiskFormat),
+        p @ ("fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "cgdisk" | "parted")
+            if edits_partitions(p, args) =>
+        {
+            Err(Rule::DiskPartition)
+        }
         n if n == "mkfs" || n.starts_with("mkfs.") || n.starts_with("newfs") => {
             Err(Rule::DiskFormat)
         }
@@ -204,8 +221,9 @@ fn check_command(command: &SimpleCommand, depth: usize) -> Result<(), Rule> {
                 _ => Ok(()),
             }
         }
-        "find" => check_find(args),
+        "find" => check_find(args, depth),
         "kill" => check_kill(args),
+        "killall5" => Err(Rule::KillAll),
         "eval" => scan(&args.join(" "), depth + 1),
         "su" => match command_string(args, &["-c", "--command"]) {
             Some(inner) => scan(inner, depth + 1),
@@ -225,129 +243,6 @@ fn check_command(command: &SimpleCommand, depth: usize) -> Result<(), Rule> {
         }
         _ => Ok(()),
     }
-}
-
-/// Programs that run their arguments as another command, with the options of each
-/// that take a value (short letters, long names).
-const WRAPPERS: &[(&str, &str, &[&str])] = &[
-    (
-        "sudo",
-        "ughpCDrtUT",
-        &[
-            "--user",
-            "--group",
-            "--host",
-            "--prompt",
-            "--close-from",
-            "--chdir",
-            "--role",
-            "--type",
-            "--other-user",
-            "--command-timeout",
-        ],
-    ),
-    ("doas", "uC", &[]),
-    ("run0", "uMD", &["--user", "--machine", "--chdir"]),
-    ("pkexec", "", &["--user"]),
-    ("env", "uCS", &["--unset", "--chdir", "--split-string"]),
-    ("nice", "n", &["--adjustment"]),
-    ("ionice", "cnp", &["--class", "--classdata", "--pid"]),
-    ("nohup", "", &[]),
-    ("setsid", "", &[]),
-    ("builtin", "", &[]),
-    ("command", "", &[]),
-    ("exec", "a", &[]),
-    ("time", "fo", &["--format", "--output"]),
-    ("timeout", "sk", &["--signal", "--kill-after"]),
-    ("stdbuf", "ioe", &["--input", "--output", "--error"]),
-    (
-        "xargs",
-        "IdEeLlnPsa",
-        &[
-            "--delimiter",
-            "--eof",
-            "--replace",
-            "--max-lines",
-            "--max-args",
-            "--max-procs",
-            "--max-chars",
-            "--arg-file",
-            "--process-slot-var",
-        ],
-    ),
-    ("busybox", "", &[]),
-    ("unbuffer", "", &[]),
-];
-
-/// Shell keywords that may precede a command in a simple command as the lexer sees it.
-const KEYWORDS: &[&str] = &[
-    "!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "time",
-];
-
-/// Drops keywords, `VAR=value` assignments and wrappers (with their options) from the
-/// front of `words`, leaving the program that actually runs first.
-fn skip_prefixes<'a, 'w>(mut words: &'a [&'w str]) -> &'a [&'w str] {
-    loop {
-        let Some((&first, rest)) = words.split_first() else {
-            return words;
-        };
-        if KEYWORDS.contains(&first) || is_assignment(first) {
-            words = rest;
-            continue;
-        }
-        let name = basename(first);
-        let Some(&(wrapper, short, long)) = WRAPPERS.iter().find(|(w, _, _)| *w == name) else {
-            return words;
-        };
-        // `command -v reboot` only looks the name up.
-        if wrapper == "command" && rest.iter().any(|a| *a == "-v" || *a == "-V") {
-            return &[];
-        }
-        let mut i = 0;
-        while let Some(arg) = rest.get(i) {
-            if *arg == "--" {
-                i += 1;
-                break;
-            }
-            if arg.starts_with("--") {
-                i += if long.contains(arg) { 2 } else { 1 };
-            } else if arg.len() > 1 && arg.starts_with('-') {
-                // A cluster of short options; a value-taking letter takes the rest of
-                // the word or, at the end of it, the next word.
-                let letters: Vec<char> = arg.chars().skip(1).collect();
-                let takes = letters.iter().position(|c| short.contains(*c));
-                i += match takes {
-                    Some(p) if p + 1 == letters.len() => 2,
-                    _ => 1,
-                };
-            } else {
-                break;
-            }
-        }
-        let mut rest = rest.get(i..).unwrap_or(&[]);
-        if wrapper == "timeout" {
-            // The duration.
-            rest = rest.get(1..).unwrap_or(&[]);
-        }
-        words = rest;
-    }
-}
-
-fn is_assignment(word: &str) -> bool {
-    match word.split_once('=') {
-        Some((name, _)) => {
-            let mut chars = name.chars();
-            chars
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        }
-        None => false,
-    }
-}
-
-fn basename(program: &str) -> &str {
-    program.rsplit('/').next().unwrap_or(program)
 }
 
 fn is_shell(name: &str) -> bool {
@@ -431,32 +326,69 @@ fn is_recursive(args: &[&str], letters: &[char]) -> bool {
     false
 }
 
-/// `find PATH… EXPR` with a protected starting point and a deleting action.
-fn check_find(args: &[&str]) -> Result<(), Rule> {
-    let mut starts = args
-        .iter()
-        .take_while(|a| !a.starts_with('-') && **a != "(" && **a != "!");
-    if !starts.any(|a| is_protected(a)) {
-        return Ok(());
+/// `find [-H|-L|-P] [-D LIST] [-OLEVEL] PATH… EXPR`: a protected starting point with a
+/// deleting action (`-delete`, `-exec rm …`) is refused; the commands of `-exec`,
+/// `-execdir`, `-ok` and `-okdir` are checked like any other.
+fn check_find(args: &[&str], depth: usize) -> Result<(), Rule> {
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        match *arg {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            "--" => {
+                i += 1;
+                break;
+            }
+            o if o.starts_with("-O") => i += 1,
+            _ => break,
+        }
     }
-    let deletes = args.iter().enumerate().any(|(i, a)| match *a {
-        "-delete" => true,
-        "-exec" | "-execdir" | "-ok" | "-okdir" => args
-            .get(i + 1)
-            .is_some_and(|p| matches!(basename(p), "rm" | "shred")),
-        _ => false,
-    });
-    if deletes {
+    let args = args.get(i..).unwrap_or(&[]);
+    let protected_start = args
+        .iter()
+        .take_while(|a| !a.starts_with('-') && **a != "(" && **a != "!")
+        .any(|a| is_protected(a));
+    let mut deletes = false;
+    for (i, arg) in args.iter().enumerate() {
+        match *arg {
+            "-delete" => deletes = true,
+            "-exec" | "-execdir" | "-ok" | "-okdir" => {
+                let inner: Vec<&str> = args[i + 1..]
+                    .iter()
+                    .copied()
+                    .take_while(|a| *a != ";" && *a != "+")
+                    .collect();
+                let unwrapped = unwrap(&inner);
+                if unwrapped
+                    .words
+                    .first()
+                    .is_some_and(|p| matches!(basename(p), "rm" | "shred" | "unlink" | "rmdir"))
+                {
+                    deletes = true;
+                }
+                let command = SimpleCommand {
+                    tokens: inner.iter().map(|w| Token::Word((*w).to_owned())).collect(),
+                    stdin_texts: Vec::new(),
+                };
+                check_command(&command, depth + 1)?;
+            }
+            _ => {}
+        }
+    }
+    if protected_start && deletes {
         Err(Rule::FindDeleteRoot)
     } else {
         Ok(())
     }
 }
 
-/// `kill [-SIG] -1`: signal every process the user may signal.
+/// `kill [-SIG] PID…` where a PID is `-1` (every process the user may signal) or `1`
+/// (init: SIGINT reboots a systemd machine, SIGRTMIN+4 powers it off).
 fn check_kill(args: &[&str]) -> Result<(), Rule> {
     let mut rest = args;
     match rest.first() {
+        // `kill -l 1` names signal 1.
+        Some(&("-l" | "-L" | "--list" | "--table")) => return Ok(()),
         Some(&("-s" | "-n")) => rest = rest.get(2..).unwrap_or(&[]),
         Some(&"--") => {}
         Some(first) if first.starts_with('-') && rest.len() > 1 => rest = &rest[1..],
@@ -465,7 +397,8 @@ fn check_kill(args: &[&str]) -> Result<(), Rule> {
     if rest.first() == Some(&"--") {
         rest = &rest[1..];
     }
-    if rest.contains(&"-1") {
+    let everything_or_init = |pid: &&str| matches!(pid.parse::<i64>(), Ok(-1) | Ok(1));
+    if rest.iter().any(everything_or_init) {
         Err(Rule::KillAll)
     } else {
         Ok(())
@@ -519,7 +452,17 @@ const SYSTEM_SUBDIRS: &[&str] = &[
 ];
 
 /// Whether removing `path` recursively would destroy the system or a home directory.
+/// Brace expressions are expanded and glob characters are taken to match whatever
+/// they could (`/{etc,usr}`, `/[e]tc`, `/e*`, `/*/lib` are all protected); a word
+/// whose expansion is too large to check is protected if it looks like a path.
 fn is_protected(path: &str) -> bool {
+    match expand_braces(path) {
+        Some(words) => words.iter().any(|w| is_protected_word(w)),
+        None => path.contains('/') || path.starts_with('~'),
+    }
+}
+
+fn is_protected_word(path: &str) -> bool {
     let mut p = path;
     // `~/`, `~/*`, `$HOME/.*`, `/*`: the directory itself or all of it.
     while let Some(stripped) = p
@@ -549,9 +492,12 @@ fn is_protected(path: &str) -> bool {
     }
     match parts.as_slice() {
         [] => true,
-        [top] => SYSTEM_DIRS.contains(top),
-        ["home" | "Users", _user] => true,
-        [a, b] => SYSTEM_SUBDIRS.contains(&format!("{a}/{b}").as_str()),
+        [top] => SYSTEM_DIRS.iter().any(|d| glob_matches(top, d)),
+        [home, _user] if glob_matches(home, "home") || glob_matches(home, "Users") => true,
+        [a, b] => SYSTEM_SUBDIRS.iter().any(|sub| {
+            sub.split_once('/')
+                .is_some_and(|(x, y)| glob_matches(a, x) && glob_matches(b, y))
+        }),
         _ => false,
     }
 }
@@ -836,6 +782,101 @@ mod tests {
         ("f(){ f|f& };f", Rule::ForkBomb),
         ("function f { f | f & }; f", Rule::ForkBomb),
         ("bash -c ':(){ :|:& };:'", Rule::ForkBomb),
+        // Brace and glob spellings of protected paths.
+        ("rm -rf /{etc,usr}", Rule::RmRoot),
+        ("rm -rf /{tmp/x,etc}", Rule::RmRoot),
+        ("rm -rf {/tmp/x,/}", Rule::RmRoot),
+        ("rm -rf /{e,}tc", Rule::RmRoot),
+        ("rm -rf /{d..f}tc", Rule::RmRoot),
+        ("rm -rf /lib{30..40}", Rule::RmRoot),
+        ("rm -rf /[e]tc", Rule::RmRoot),
+        ("rm -rf /[a-f]tc/", Rule::RmRoot),
+        ("rm -rf /e*", Rule::RmRoot),
+        ("rm -rf /e?c", Rule::RmRoot),
+        ("rm -rf /???", Rule::RmRoot),
+        ("rm -rf /*", Rule::RmRoot),
+        ("rm -rf /*/*", Rule::RmRoot),
+        ("rm -rf /u*/l*", Rule::RmRoot),
+        ("rm -rf /usr/li[b]", Rule::RmRoot),
+        ("rm -rf /h*/alice", Rule::RmRoot),
+        ("rm -rf /tmp/../e*", Rule::RmRoot),
+        ("rm -rf ~{,}", Rule::RmRoot),
+        (
+            "rm -rf /tmp/{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}{s,t}{u,v}",
+            Rule::RmRoot,
+        ),
+        ("chmod -R 777 /{etc,tmp}", Rule::ChmodRoot),
+        ("mv /[e]tc /tmp/x", Rule::MvRoot),
+        ("find /e* -delete", Rule::FindDeleteRoot),
+        // find with its leading options, and what -exec runs.
+        ("find -L / -delete", Rule::FindDeleteRoot),
+        ("find -H -O3 / -delete", Rule::FindDeleteRoot),
+        ("find -D tree / -delete", Rule::FindDeleteRoot),
+        ("find / -exec sudo rm -f {} +", Rule::FindDeleteRoot),
+        ("find / -execdir unlink {} ;", Rule::FindDeleteRoot),
+        ("find . -exec reboot ;", Rule::Power),
+        ("find . -exec sh -c 'rm -rf /' ;", Rule::RmRoot),
+        // Wrappers.
+        ("chroot / rm -rf /", Rule::RmRoot),
+        ("chroot --userspec=0:0 / rm -rf /", Rule::RmRoot),
+        ("nsenter -t 1 -m -u -i -n -p rm -rf /", Rule::RmRoot),
+        ("nsenter --target 1 --mount reboot", Rule::Power),
+        ("unshare -r rm -rf /", Rule::RmRoot),
+        (
+            "unshare --map-root-user --mount mkfs.ext4 /dev/sda1",
+            Rule::DiskFormat,
+        ),
+        (
+            "setpriv --reuid=0 --regid=0 --init-groups rm -rf /",
+            Rule::RmRoot,
+        ),
+        ("setpriv --reuid 0 reboot", Rule::Power),
+        ("flock /tmp/lock rm -rf /", Rule::RmRoot),
+        ("flock -w 5 /tmp/lock -c 'rm -rf /'", Rule::RmRoot),
+        ("flock --command 'reboot' /tmp/lock", Rule::Power),
+        ("script -q -c 'rm -rf /' /dev/null", Rule::RmRoot),
+        ("script -c reboot", Rule::Power),
+        ("script --command='rm -rf /'", Rule::RmRoot),
+        ("env -S 'rm -rf /'", Rule::RmRoot),
+        ("env -S 'rm -rf' /", Rule::RmRoot),
+        ("env -i -S'rm -rf /'", Rule::RmRoot),
+        ("env --split-string='rm -rf /'", Rule::RmRoot),
+        ("env --split-string 'reboot'", Rule::Power),
+        ("runuser -u root -- rm -rf /", Rule::RmRoot),
+        ("runuser root -c 'rm -rf /'", Rule::RmRoot),
+        ("sg wheel 'rm -rf /'", Rule::RmRoot),
+        ("watch -n 1 rm -rf /", Rule::RmRoot),
+        ("chrt -f 10 rm -rf /", Rule::RmRoot),
+        ("taskset -c 0 reboot", Rule::Power),
+        ("fakeroot rm -rf /", Rule::RmRoot),
+        ("strace -f -o /tmp/log rm -rf /", Rule::RmRoot),
+        (
+            "timeout 5 chroot / env A=1 nsenter -t 1 reboot",
+            Rule::Power,
+        ),
+        // Partition tables.
+        ("sgdisk -Z /dev/sda", Rule::DiskPartition),
+        ("sgdisk --zap-all /dev/nvme0n1", Rule::DiskPartition),
+        ("parted -s /dev/sda mklabel gpt", Rule::DiskPartition),
+        ("parted /dev/sda rm 1", Rule::DiskPartition),
+        ("fdisk /dev/sda", Rule::DiskPartition),
+        ("sudo fdisk /dev/sda <<EOF\no\nw\nEOF", Rule::DiskPartition),
+        ("echo ',,83' | sfdisk /dev/sda", Rule::DiskPartition),
+        ("sfdisk --delete /dev/sda", Rule::DiskPartition),
+        ("cfdisk /dev/sda", Rule::DiskPartition),
+        ("gdisk /dev/sda", Rule::DiskPartition),
+        ("wipefs -a -f /dev/sda", Rule::DiskFormat),
+        // init, and everything.
+        ("kill -9 1", Rule::KillAll),
+        ("kill 1", Rule::KillAll),
+        ("kill -INT 1", Rule::KillAll),
+        ("kill -s RTMIN+4 1", Rule::KillAll),
+        ("kill -- 1", Rule::KillAll),
+        ("kill -9 1234 1", Rule::KillAll),
+        ("sudo kill -TERM 1", Rule::KillAll),
+        ("killall5", Rule::KillAll),
+        ("killall5 -9", Rule::KillAll),
+        ("/sbin/killall5 -15", Rule::KillAll),
     ];
 
     /// Commands that must run.
@@ -916,6 +957,51 @@ mod tests {
         "shutdownd --help",
         "mkfsx",
         "ssh-keygen -t ed25519",
+        // Globs and braces that name nothing protected.
+        "ls /etc",
+        "ls /e*",
+        "cat /e*/hostname",
+        "cat /etc/{hostname,hosts}",
+        "rm -rf /tmp/{a,b}",
+        "rm -rf /tmp/build-*",
+        "rm -rf /tmp/x{1..100000}",
+        "rm -rf ./{build,dist}",
+        "rm -rf {build,dist}/",
+        "rm -rf /var/tmp/*",
+        "rm -rf /usr/local/lib/old*",
+        "rm -rf ~/{build,.cache}",
+        "rm -f /etc/*.bak",
+        "rm -rf ${HOME}/build",
+        "find / -name '*.conf'",
+        "find -L . -delete",
+        "find /tmp -exec rm {} +",
+        "find . -exec grep -l x {} ;",
+        // Wrappers around harmless commands.
+        "chroot /srv/jail ls /",
+        "nsenter -t 1 -n ip addr",
+        "unshare -r id",
+        "setpriv --reuid=1000 ls",
+        "flock /tmp/lock -c 'make build'",
+        "script -q -c 'ls -l' /dev/null",
+        "env -S 'ls -l' /tmp",
+        "watch -n 5 df -h",
+        "chrt -p 1",
+        "taskset -p 1",
+        // Partition tables, read.
+        "fdisk -l /dev/sda",
+        "sfdisk -d /dev/sda",
+        "sfdisk --json /dev/sda",
+        "sgdisk -p /dev/sda",
+        "parted -l",
+        "parted -s /dev/sda unit MiB print",
+        "lsblk -f",
+        // Processes that are neither init nor everything.
+        "kill -9 12345",
+        "kill -l 1",
+        "kill -1 4242",
+        "kill -s HUP 10",
+        "killall firefox",
+        "pkill -f 'python worker.py'",
     ];
 
     #[test]
@@ -978,6 +1064,11 @@ mod tests {
             "$HOME/*",
             "/etc",
             "/usr/lib/",
+            "/{etc,tmp}",
+            "/[e]tc",
+            "/e*",
+            "/*/lib",
+            "/home/*",
         ] {
             assert!(is_protected(p), "{p}");
         }
@@ -990,6 +1081,10 @@ mod tests {
             "/usr/local",
             "/etc/x",
             "build/",
+            "/tmp/{a,b}",
+            "/t*",
+            "/etc/*.conf",
+            "{a,b}",
         ] {
             assert!(!is_protected(p), "{p}");
         }

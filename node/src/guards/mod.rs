@@ -9,7 +9,8 @@
 //!   bombs, `reboot`, writes to raw disks, …), with the protocol error `denied`. Always
 //!   on. A seat belt against obvious destruction, not a sandbox.
 //! - [`approve`]: with `--approve-shell REGEX…`, Bash commands that match none of the
-//!   node's auto-approve patterns are answered `approval_required` unless the call
+//!   node's auto-approve patterns, or match but carry an option that writes files or
+//!   runs programs ([`risky`]), are answered `approval_required` unless the call
 //!   carries an operator's approval (the gateway opens the request and re-sends the
 //!   call once it is approved).
 //! - `--read-only` is applied where the tool set is built
@@ -22,9 +23,14 @@
 
 pub mod approve;
 pub mod blocklist;
+pub mod git_env;
+mod partition;
+mod pattern;
+pub mod risky;
 pub(crate) mod shell;
+mod wrappers;
 
-pub use approve::ApproveShell;
+pub use approve::{ApproveShell, Unapproved};
 pub use blocklist::{Blocked, Rule};
 
 use gsv_protocol::{ErrorCode, ErrorShape};
@@ -69,6 +75,12 @@ impl ShellGuard {
         self.approve.is_some()
     }
 
+    /// Whether a command that passed [`ShellGuard::check`] with `approval` runs because
+    /// a pattern approved it (approve-shell mode, no operator's approval).
+    pub fn auto_approves(&self, approval: Option<&str>) -> bool {
+        self.approve.is_some() && approval.is_none()
+    }
+
     /// Decides whether `command` may run: the blocklist first (`denied`, whatever the
     /// approval), then, in approve-shell mode, the patterns (`approval_required` unless
     /// `approval` names the operator's approval of this call).
@@ -91,10 +103,15 @@ impl ShellGuard {
             tracing::info!(approval = id, "running a command an operator approved");
             return Ok(());
         }
-        let reason = format!(
-            "the node runs in approve-shell mode and {:?} matches none of its auto-approve patterns",
-            truncate(&unapproved, MAX_SUMMARY_CHARS)
-        );
+        let shown = truncate(&unapproved.command, MAX_SUMMARY_CHARS);
+        let reason = match &unapproved.risk {
+            None => format!(
+                "the node runs in approve-shell mode and {shown:?} matches none of its auto-approve patterns"
+            ),
+            Some(why) => format!(
+                "the node runs in approve-shell mode and {shown:?} matches an auto-approve pattern, but {why}"
+            ),
+        };
         Err(ErrorShape::new(
             ErrorCode::ApprovalRequired,
             format!("this command needs an operator's approval: {reason}"),

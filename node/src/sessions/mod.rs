@@ -102,6 +102,10 @@ pub struct SpawnSpec {
     /// The token id of the caller that starts it (`tool.invoke.caller`): the session
     /// is that token's. `None`: nobody's (only operators see it).
     pub owner: Option<String>,
+    /// Changes to the login environment for this command: `Some` sets a variable,
+    /// `None` removes it (an auto-approved command's git hardening, see
+    /// [`crate::guards::git_env`]).
+    pub env_overrides: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
 }
 
 /// All sessions of this node process.
@@ -174,7 +178,10 @@ impl SessionManager {
     pub async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<Session>, SessionError> {
         self.prune();
         let reservation = self.reserve(spec.owner.as_deref())?;
-        let env = probe::login_env().await;
+        let mut env = probe::login_env().await;
+        if !spec.env_overrides.is_empty() {
+            env = Arc::new(env.with_overrides(&spec.env_overrides));
+        }
         let shell = probe::user_shell();
         let started = Instant::now();
         let started_at = gsv_protocol::now_ms();

@@ -45,8 +45,11 @@
 //! every mode, `pty` included. `execute` applies the blocklist once more, so a Bash
 //! tool used outside the dispatcher cannot run a blocklisted command either. Data later
 //! written to a running command's stdin (Process `write` / `submit`) is not checked.
+//! A command that runs because a pattern approved it (no operator's approval) gets
+//! git's program-running settings pinned in its environment
+//! ([`crate::guards::git_env`]).
 
-use crate::guards::{blocklist, ShellGuard};
+use crate::guards::{blocklist, git_env, ShellGuard};
 use crate::sessions::{
     describe_end, KillReason, Session, SessionManager, Snapshot, SpawnSpec, Status,
     MAX_OUTPUT_CHARS,
@@ -179,6 +182,13 @@ impl Tool for Bash {
             )),
             Mode::Background | Mode::Yield(_) => request.timeout_ms.map(Duration::from_millis),
         };
+        // A command no operator looked at runs with git's program-running settings
+        // pinned (see `guards::git_env`).
+        let env_overrides = if self.guard.auto_approves(ctx.approval.as_deref()) {
+            git_env::auto_approved_overrides()
+        } else {
+            Vec::new()
+        };
         let spec = SpawnSpec {
             command: request.command,
             workdir,
@@ -187,6 +197,7 @@ impl Tool for Bash {
             stdin: request.mode != Mode::Sync,
             timeout,
             owner: ctx.owner().map(str::to_owned),
+            env_overrides,
         };
         let session = match self.sessions.spawn(spec).await {
             Ok(session) => session,

@@ -354,7 +354,7 @@ fn run_failure(e: &RunError) -> Value {
     let status = match e {
         RunError::NotInstalled { .. } => "not installed",
         RunError::Cancelled { .. } => "cancelled",
-        RunError::Spawn { .. } => "failed",
+        RunError::Spawn { .. } | RunError::NoNmapData { .. } => "failed",
     };
     json!({"status": status, "failure": e.to_string()})
 }

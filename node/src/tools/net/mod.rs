@@ -67,10 +67,11 @@ pub struct NetEnv {
 }
 
 impl NetEnv {
-    /// Real processes, the system resolver, real TCP connections, the real files.
+    /// Real processes (programs resolved now, see [`run`]), the system resolver, real
+    /// TCP connections, the real files.
     pub fn system() -> NetEnv {
         NetEnv {
-            runner: Arc::new(SystemRunner),
+            runner: Arc::new(SystemRunner::new()),
             resolver: Arc::new(SystemResolver),
             connector: Arc::new(SystemConnector),
             arp_table: PathBuf::from("/proc/net/arp"),
