@@ -248,6 +248,7 @@ impl Call {
             deadline,
             events: self.node.events.clone(),
             approval: self.params.approval.clone(),
+            protected: Arc::clone(&self.node.protected),
         };
         // The tool's own guards first: a refusal is the call's protocol error.
         let tool = Arc::clone(&self.tool);

@@ -9,10 +9,12 @@
 //! `approval_required` (see [`crate::guards`]).
 
 use crate::events::EventSender;
+use crate::tools::protected::Protected;
 use gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS;
 use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -73,6 +75,9 @@ pub struct ToolContext {
     /// if the gateway obtained one. Node-side guards that ask for approval accept it
     /// as the gateway's word; see [`crate::guards::approve`].
     pub approval: Option<String>,
+    /// What the file tools never read or write (the node's and the gateway's data);
+    /// see [`crate::tools::protected`].
+    pub protected: Arc<Protected>,
 }
 
 impl ToolContext {
@@ -87,6 +92,7 @@ impl ToolContext {
             deadline: Instant::now() + Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
             events: EventSender::detached(),
             approval: None,
+            protected: Arc::new(Protected::default()),
         }
     }
 
