@@ -60,8 +60,9 @@ fn swapper(
 
 /// Issue 14 item 7: a directory inside the workspace is swapped, over and over, with a
 /// symlink (also inside) that points outside, while the agent reads, writes and greps
-/// through it. Before openat2 some of the 400 Reads returned the outside file; now none
-/// may, no file may appear outside, and Grep never finds the outside line.
+/// through it. Before openat2 some of the 400 Reads returned the outside file and some
+/// Writes landed outside; now no Read returns it, no file appears outside, Grep never
+/// finds the outside line and Glob never lists an outside name.
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn confined_tools_never_cross_a_directory_swapped_for_a_symlink() {
@@ -72,6 +73,7 @@ async fn confined_tools_never_cross_a_directory_swapped_for_a_symlink() {
     let ws = TempDir::new("race-ws");
     let outside = TempDir::new("race-out");
     std::fs::write(outside.path().join("secret.txt"), SECRET).unwrap();
+    std::fs::write(outside.path().join("outside-only.txt"), "o").unwrap();
     std::fs::create_dir(ws.path().join("d")).unwrap();
     std::fs::write(ws.path().join("d/secret.txt"), "inside\n").unwrap();
     std::os::unix::fs::symlink(outside.path(), ws.path().join("l")).unwrap();
@@ -103,6 +105,16 @@ async fn confined_tools_never_cross_a_directory_swapped_for_a_symlink() {
             )
             .await;
         }
+        if i % 8 == 4 {
+            let r = call(&agent, "Glob", json!({"pattern": "**/*.txt"})).await;
+            let listed = matches(&r);
+            if listed
+                .iter()
+                .any(|m| m.as_str().is_some_and(|m| m.ends_with("outside-only.txt")))
+            {
+                leaked.push(format!("Glob {i}: {}", r.joined_text()));
+            }
+        }
         if i % 8 == 0 {
             let r = call(&agent, "Grep", json!({"pattern": SECRET})).await;
             if !matches(&r).is_empty() {
@@ -113,12 +125,13 @@ async fn confined_tools_never_cross_a_directory_swapped_for_a_symlink() {
     stop.store(true, Ordering::Relaxed);
     let swaps = swaps.join().expect("swapper");
     assert!(swaps > 1000, "the race was not exercised ({swaps} swaps)");
-    let outside_now: Vec<_> = std::fs::read_dir(outside.path())
+    let mut outside_now: Vec<_> = std::fs::read_dir(outside.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
+    outside_now.sort();
     assert!(
-        leaked.is_empty() && outside_now == ["secret.txt"],
+        leaked.is_empty() && outside_now == ["outside-only.txt", "secret.txt"],
         "content from outside came back: {leaked:?}; files now outside: {outside_now:?}"
     );
     assert_eq!(

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// Most entries read from one protected directory tree per snapshot (a data
 /// directory holds a handful; this bounds a directory someone pointed `--protect` at).
-const MAX_ENTRIES: usize = 100_000;
+const MAX_ENTRIES: usize = 10_000;
 
 /// The protected paths of a node, as configured (files or directories).
 #[derive(Debug, Clone, Default)]
