@@ -179,6 +179,36 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::symlink;
 
+    fn layout() -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join("sub")).unwrap();
+        fs::write(ws.join("sub/a.txt"), "a").unwrap();
+        fs::write(base.join("outside.txt"), "o").unwrap();
+        symlink(base.join("outside.txt"), ws.join("abs-out")).unwrap();
+        symlink("../outside.txt", ws.join("rel-out")).unwrap();
+        (tmp, ws)
+    }
+
+    /// What runs where `openat2` answers `ENOSYS`: open by name, then check the
+    /// descriptor's real path.
+    #[test]
+    fn the_fallback_checks_where_the_descriptor_is() {
+        let (_tmp, ws) = layout();
+        let rd = OFlags::RDONLY | OFlags::CLOEXEC;
+        assert!(fallback(&ws, Path::new("sub/a.txt"), rd, Mode::empty()).is_ok());
+        for escape in [
+            "../outside.txt",
+            "abs-out",
+            "rel-out",
+            "sub/../../outside.txt",
+        ] {
+            let r = fallback(&ws, Path::new(escape), rd, Mode::empty());
+            assert!(matches!(r, Err(BeneathError::Escapes)), "{escape}: {r:?}");
+        }
+    }
+
     #[test]
     fn opens_inside_and_refuses_every_way_out() {
         let tmp = tempfile::tempdir().unwrap();

@@ -33,11 +33,11 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::beneath::{is_not_found, BeneathError};
+use crate::tools::beneath::BeneathError;
 use crate::tools::paths::{PathPolicy, WalkAccess};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
-use rustix::fs::{FileType, OFlags};
+use rustix::fs::FileType;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -309,7 +309,8 @@ fn walk(
             return false;
         }
         // Protected directories are not entered (checked by device and inode).
-        !e.metadata().is_ok_and(|m| filter_access.skips_dir(&m))
+        !e.metadata()
+            .is_ok_and(|m| filter_access.skips_dir(e.path(), &m, false))
     });
     let shared = Arc::new(Mutex::new(Vec::new()));
     builder.build_parallel().run(|| {
@@ -337,9 +338,9 @@ fn walk(
     found
 }
 
-/// The entry and its modification time, if it is a file the pattern matches. The
-/// file is opened (`O_PATH`, following a symlink; beneath the workspace when
-/// confined) and left out unless it is, at that moment, a non-directory that is not
+/// The entry and its modification time, if it is a file the pattern matches. It is
+/// looked at again ([`WalkAccess::listing`]: when confined, opened `O_PATH` beneath the
+/// workspace) and left out unless it is, at that moment, a non-directory that is not
 /// protected: a name listed while a directory was swapped for a symlink pointing
 /// out, or a symlink leading out of the workspace, does not come back.
 fn visit(
@@ -356,18 +357,7 @@ fn visit(
     if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
         return None;
     }
-    let fd = match access.open_unchecked(entry.path(), OFlags::PATH) {
-        Ok(fd) => fd,
-        // Unconfined, a dangling symlink is listed as itself.
-        Err(e) if !access.is_confined() && is_not_found(&e) && file_type.is_symlink() => access
-            .open_unchecked(entry.path(), OFlags::PATH | OFlags::NOFOLLOW)
-            .ok()?,
-        Err(_) => return None,
-    };
-    if access.is_protected(&fd) {
-        return None;
-    }
-    let st = rustix::fs::fstat(&fd).ok()?;
+    let st = access.listing(entry.path(), file_type.is_symlink())?;
     if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
         return None;
     }

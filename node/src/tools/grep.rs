@@ -298,7 +298,8 @@ impl Search {
             // Protected directories are not entered (checked by device and inode).
             .filter_entry(move |e| {
                 !(e.file_type().is_some_and(|t| t.is_dir())
-                    && std::fs::metadata(e.path()).is_ok_and(|m| access.skips_dir(&m)))
+                    && std::fs::metadata(e.path())
+                        .is_ok_and(|m| access.skips_dir(e.path(), &m, e.path_is_symlink())))
             })
             .build_parallel()
             .run(|| {
@@ -348,7 +349,10 @@ impl Search {
         // Opened once, beneath the workspace when confined and never a protected file;
         // unreadable files are skipped, as rg does (it only warns).
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let Some(fd) = self.access.open(entry.path(), flags) else {
+        let Some(fd) = self
+            .access
+            .open(entry.path(), flags, entry.path_is_symlink())
+        else {
             return self.state();
         };
         let file = std::fs::File::from(fd);

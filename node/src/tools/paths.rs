@@ -504,10 +504,43 @@ pub struct WalkAccess {
 
 impl WalkAccess {
     /// Opens `path` (following symlinks) with `flags`; `None` when it is not beneath
-    /// the workspace (confined), is protected, or cannot be opened.
-    pub fn open(&self, path: &Path, flags: OFlags) -> Option<OwnedFd> {
+    /// the workspace (confined), is protected, or cannot be opened. `via_symlink`
+    /// says whether the walk reached it through a symlink: only then can it lie in a
+    /// protected directory the walk did not enter, so only then is its real path
+    /// checked as well as its device and inode (which keeps walks cheap).
+    pub fn open(&self, path: &Path, flags: OFlags, via_symlink: bool) -> Option<OwnedFd> {
         let fd = self.open_unchecked(path, flags).ok()?;
-        (!self.snapshot.covers_fd(&fd)).then_some(fd)
+        let protected = if via_symlink {
+            self.snapshot.covers_fd(&fd)
+        } else {
+            rustix::fs::fstat(&fd).map_or(true, |st| self.snapshot.covers_stat(&st))
+        };
+        (!protected).then_some(fd)
+    }
+
+    /// What a walk lists at `path` (following a symlink; a dangling one, unconfined,
+    /// as itself): `None` when it is not beneath the workspace at this moment
+    /// (confined: opened `O_PATH` beneath it), is protected, or is gone.
+    pub fn listing(&self, path: &Path, is_symlink: bool) -> Option<rustix::fs::Stat> {
+        if self.root.is_some() {
+            let fd = self.open(path, OFlags::PATH, is_symlink)?;
+            return rustix::fs::fstat(&fd).ok();
+        }
+        let st = match rustix::fs::stat(path) {
+            Ok(st) => st,
+            Err(Errno::NOENT) if is_symlink => rustix::fs::lstat(path).ok()?,
+            Err(_) => return None,
+        };
+        if self.snapshot.covers_stat(&st) {
+            return None;
+        }
+        if is_symlink
+            && !self.snapshot.is_empty()
+            && std::fs::canonicalize(path).is_ok_and(|real| self.snapshot.covers_real_path(&real))
+        {
+            return None;
+        }
+        Some(st)
     }
 
     /// [`WalkAccess::open`] that reports why it failed, without the protected check.
@@ -534,15 +567,17 @@ impl WalkAccess {
             .map_err(|e| BeneathError::Io(e.into()))
     }
 
-    /// Whether an open descriptor is protected.
-    pub fn is_protected(&self, fd: &OwnedFd) -> bool {
-        self.snapshot.covers_fd(fd)
-    }
-
-    /// Whether a directory met in a walk is protected (by device and inode), so the
-    /// walk must not enter it.
-    pub fn skips_dir(&self, meta: &std::fs::Metadata) -> bool {
+    /// Whether a directory met in a walk at `path` is protected, so the walk must not
+    /// enter it: by device and inode, and, when it was reached through a symlink, by
+    /// its real path too (a directory made in a protected one after the snapshot).
+    pub fn skips_dir(&self, path: &Path, meta: &std::fs::Metadata, via_symlink: bool) -> bool {
+        if self.snapshot.is_empty() {
+            return false;
+        }
         self.snapshot.covers_meta(meta)
+            || (via_symlink
+                && std::fs::canonicalize(path)
+                    .is_ok_and(|real| self.snapshot.covers_real_path(&real)))
     }
 
     /// Whether the walk is confined.

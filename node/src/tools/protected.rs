@@ -126,6 +126,11 @@ impl Snapshot {
         self.ids.contains(&(dev, ino))
     }
 
+    /// Whether the file `st` describes is protected (by device and inode).
+    pub fn covers_stat(&self, st: &rustix::fs::Stat) -> bool {
+        self.covers_id(st.st_dev, st.st_ino)
+    }
+
     /// Whether the path `real` (canonical) is a protected path or inside one.
     pub fn covers_real_path(&self, real: &Path) -> bool {
         self.roots.iter().any(|r| real.starts_with(r))
