@@ -34,7 +34,9 @@ pub struct NodeConfig {
     pub echo_tool: bool,
     /// Confine the file tools (Read, Write, Edit, Glob, Grep) to `workspace`: paths
     /// are canonicalised and anything outside it, through `..` or a symlink, is
-    /// refused (`gsv node --confine`). Off by default.
+    /// refused, and files are opened beneath a descriptor of the workspace
+    /// (`openat2(RESOLVE_BENEATH)` on Linux), so a directory swapped for a symlink
+    /// during a call cannot lead out (`gsv node --confine`). Off by default.
     pub confine: bool,
     /// Files and directories the file tools never read, write or list, whatever
     /// `confine` says (`gsv node --protect`, repeatable; `gsv up` adds the gateway's
