@@ -355,15 +355,14 @@ impl PathPolicy {
                     .map_err(|e| BeneathError::Io(e.into()))
             }
         };
-        let not_a_dir = |e: &BeneathError| matches!(e, BeneathError::Io(io) if io.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()));
+        // A file where a directory should be: the directory cannot be created.
         let create_error = |e: BeneathError| match e {
-            e if not_a_dir(&e) => AccessError::CreateDir {
-                path: base_path.join(relative),
-                source: match e {
-                    BeneathError::Io(io) => io,
-                    BeneathError::Escapes => io::Error::other("escapes"),
-                },
-            },
+            BeneathError::Io(io) if io.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) => {
+                AccessError::CreateDir {
+                    path: base_path.join(relative),
+                    source: io,
+                }
+            }
             e => self.beneath_error(&base_path.join(relative), e),
         };
         let found = match open(base, base_path, relative) {
