@@ -487,6 +487,9 @@ async fn standalone_node_protects_its_credential_and_the_default_gateway_data() 
         let r = call(&agent, "Read", json!({"path": s(&admin)})).await;
         if confine {
             refused(&r, "Read admin.token (confined)");
+            let sc = r.structured_content.as_ref().expect("refusal code");
+            assert_eq!(sc["code"], "denied", "{}", r.joined_text());
+            assert_eq!(sc["reason"], "outside_workspace", "{}", r.joined_text());
         } else {
             refused_as_protected(&r, "Read admin.token");
         }
