@@ -17,9 +17,17 @@
 //!   for it (`/proc/self/fd/N`) lies inside a protected directory (a file created
 //!   there after the snapshot).
 //!
-//! Not covered: a protected file copied elsewhere (a copy is a different file), and,
-//! on systems without `/proc`, a file created in a protected directory after the
-//! snapshot and reached through a hard link made after it.
+//! Walks (Glob, Grep) do not enter protected directories (device and inode, plus the
+//! real path for a directory reached through a symlink) and check every file by
+//! device and inode, and by real path too when the file itself is a symlink
+//! ([`crate::tools::paths::WalkAccess`]): what lies below a directory the walk did
+//! not enter cannot be reached without a symlink, and skipping the `/proc` lookup
+//! for the rest keeps walks as cheap as before.
+//!
+//! Not covered: a protected file copied elsewhere (a copy is a different file); a file
+//! created in a protected directory after a call's snapshot and hard-linked elsewhere
+//! before that call opens the link (the window is one call); and, without `/proc`, a
+//! file created in a protected directory after the snapshot and reached by a symlink.
 
 use rustix::fd::AsFd;
 use std::collections::HashSet;
