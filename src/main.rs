@@ -265,6 +265,12 @@ enum Command {
         /// pointing out) is refused [default: off]
         #[arg(long)]
         confine: bool,
+        /// A file or directory the file tools never read, write or list, confined or
+        /// not (repeatable). Always protected as well: this node's --data directory
+        /// and the default gateway data directory ($GSV_DATA, else
+        /// $XDG_DATA_HOME/gsv, else ~/.local/share/gsv) when it exists
+        #[arg(long, value_name = "PATH")]
+        protect: Vec<PathBuf>,
         #[command(flatten)]
         guards: NodeGuardArgs,
         /// Host role: execution or specialized
@@ -570,6 +576,7 @@ fn main() -> ExitCode {
             node_data,
             echo_tool,
             confine,
+            protect,
             guards,
             role,
             heartbeat_ms,
@@ -628,6 +635,7 @@ fn main() -> ExitCode {
             config.read_only = guards.read_only;
             config.approve_shell = guards.approve_shell;
             config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
+            config.protect = resolve::protected_paths(protect);
             config.host_role = host_role;
             config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
             config.ca = trust.ca;

@@ -17,6 +17,17 @@ pub fn data_dir(flag: Option<&Path>) -> PathBuf {
         .unwrap_or_else(datadir::default_data_dir)
 }
 
+/// What a node's file tools never touch besides its own data directory: `extra`
+/// (`--protect`), plus the default gateway data directory of this user when it exists,
+/// since a gateway on the same host keeps its tokens and database there.
+pub fn protected_paths(mut extra: Vec<PathBuf>) -> Vec<PathBuf> {
+    let default = datadir::default_data_dir();
+    if default.is_dir() {
+        extra.push(default);
+    }
+    extra
+}
+
 /// The gateway URL: `--gateway`, else `$GSV_GATEWAY`, else the address file in the data
 /// directory (a bare `ADDR` means `http://ADDR`; a TLS gateway writes `https://ADDR`),
 /// else the default `127.0.0.1:8787`.

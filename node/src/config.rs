@@ -34,8 +34,15 @@ pub struct NodeConfig {
     pub echo_tool: bool,
     /// Confine the file tools (Read, Write, Edit, Glob, Grep) to `workspace`: paths
     /// are canonicalised and anything outside it, through `..` or a symlink, is
-    /// refused (`gsv node --confine`). Off by default.
+    /// refused, and files are opened beneath a descriptor of the workspace
+    /// (`openat2(RESOLVE_BENEATH)` on Linux), so a directory swapped for a symlink
+    /// during a call cannot lead out (`gsv node --confine`). Off by default.
     pub confine: bool,
+    /// Files and directories the file tools never read, write or list, whatever
+    /// `confine` says (`gsv node --protect`, repeatable; `gsv up` adds the gateway's
+    /// data directory and TLS key). `data_dir` is always protected as well; see
+    /// [`crate::tools::protected`].
+    pub protect: Vec<PathBuf>,
     /// Offer only the tools that declare `readOnlyHint: true` (Read, Glob, Grep, Echo):
     /// no Bash, Process, Write or Edit (`gsv node --read-only`).
     pub read_only: bool,
@@ -75,6 +82,7 @@ impl NodeConfig {
             workspace,
             echo_tool: false,
             confine: false,
+            protect: Vec::new(),
             read_only: false,
             approve_shell: Vec::new(),
             host_role: HostRole::default(),
@@ -98,6 +106,7 @@ impl fmt::Debug for NodeConfig {
             .field("workspace", &self.workspace)
             .field("echo_tool", &self.echo_tool)
             .field("confine", &self.confine)
+            .field("protect", &self.protect)
             .field("read_only", &self.read_only)
             .field("approve_shell", &self.approve_shell)
             .field("host_role", &self.host_role)

@@ -249,6 +249,7 @@ impl Call {
             events: self.node.events.clone(),
             approval: self.params.approval.clone(),
             caller: self.params.caller.clone(),
+            protected: Arc::clone(&self.node.protected),
         };
         // The tool's own guards first: a refusal is the call's protocol error.
         let tool = Arc::clone(&self.tool);

@@ -85,8 +85,13 @@ pub async fn run_with_registry(
         };
         // The registry's sender: the tools (the session manager) already hold it.
         let events: EventSender = registry.events().clone();
+        let protected = Arc::new(crate::tools::protected::Protected::new(
+            config.data_dir.iter().chain(&config.protect).cloned(),
+        ));
+        info!(paths = ?protected.paths(), "file tools never touch these (protected)");
         let node = Arc::new(NodeState {
             credentials: crate::credential::Credentials::load(&config),
+            protected,
             config,
             registry,
             probe,

@@ -10,8 +10,10 @@ use crate::events::EventSender;
 use crate::ledger::Ledger;
 use crate::probe::Probe;
 use crate::registry::Registry;
+use crate::tools::protected::Protected;
 use gsv_protocol::handshake::{Auth, ClientInfo};
 use gsv_protocol::{ConnectParams, NodeInfo, Role, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use std::sync::Arc;
 
 /// Shared, read-mostly node state.
 pub(crate) struct NodeState {
@@ -24,6 +26,8 @@ pub(crate) struct NodeState {
     pub ledger: Ledger,
     /// Random id of this node process, sent in `connect`.
     pub instance: String,
+    /// What the file tools never touch: `config.protect` plus `config.data_dir`.
+    pub protected: Arc<Protected>,
 }
 
 impl NodeState {

@@ -9,10 +9,12 @@
 //! `approval_required` (see [`crate::guards`]).
 
 use crate::events::EventSender;
+use crate::tools::protected::Protected;
 use gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS;
 use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -77,6 +79,9 @@ pub struct ToolContext {
     /// that token, and Process shows a caller only its own unless it is an operator.
     /// `None` when the gateway did not say (a context made in tests): an operator.
     pub caller: Option<gsv_protocol::method::InvokeCaller>,
+    /// What the file tools never read or write (the node's and the gateway's data);
+    /// see [`crate::tools::protected`].
+    pub protected: Arc<Protected>,
 }
 
 impl ToolContext {
@@ -92,6 +97,7 @@ impl ToolContext {
             events: EventSender::detached(),
             approval: None,
             caller: None,
+            protected: Arc::new(Protected::default()),
         }
     }
 

@@ -79,6 +79,7 @@ pub async fn run(opts: UpOptions) -> u8 {
         }
     };
     let data = opts.gateway.data_dir.clone();
+    let tls = opts.gateway.tls.clone();
     let gw = match gsv_gateway::start(opts.gateway).await {
         Ok(gw) => gw,
         Err(e @ gsv_gateway::GatewayError::Tls(_)) => {
@@ -131,6 +132,12 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.confine = opts.confine;
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
+    // The local node's file tools never touch this gateway's data (its tokens, its
+    // database, its TLS key) nor the user's default gateway data directory.
+    node.protect = crate::resolve::protected_paths(vec![data.clone()]);
+    if let Some(gsv_gateway::TlsSetup::Files { key, .. }) = &tls {
+        node.protect.push(key.clone());
+    }
     let stop = CancellationToken::new();
     let node_task = tokio::spawn(gsv_node::run(node, stop.clone()));
 

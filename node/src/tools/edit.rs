@@ -6,7 +6,7 @@
 //! many times it occurs, so the model can add context or ask for all of them. An
 //! `oldString` that is absent fails too (with a hint when the file uses CRLF line
 //! endings and the string does not). The new content is written atomically like
-//! Write's ([`super::write::write_atomic`]): temporary file, `fsync`, rename, with
+//! Write's ([`super::write::write_atomic_at`]): temporary file, `fsync`, rename, with
 //! the file's permissions kept.
 //!
 //! Files over [`MAX_EDIT_BYTES`] are refused (the whole file is held in memory).
@@ -15,13 +15,15 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::paths::PathPolicy;
-use crate::tools::write::{describe_write_error, write_atomic};
+use crate::tools::paths::{AccessError, PathPolicy};
+use crate::tools::write::{describe_write_error, write_atomic_at};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use memchr::memmem;
+use rustix::fs::{AtFlags, OFlags};
 use serde_json::{json, Value};
-use std::fs;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read as _};
+use std::os::unix::fs::MetadataExt;
 
 /// Largest file Edit changes (64 MiB).
 pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
@@ -113,12 +115,17 @@ impl EditRequest {
 
 /// Applies `request` (blocking).
 fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
-    let path = match policy.resolve(&request.path) {
-        Ok(path) => path,
-        Err(message) => return ToolResult::error(message),
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let opened = match policy.open(&request.path, flags) {
+        Ok(opened) => opened,
+        Err(AccessError::Io { path, source }) => {
+            return ToolResult::error(describe_read_error(&path.display().to_string(), &source))
+        }
+        Err(e) => return e.into_result(),
     };
-    let shown = path.display().to_string();
-    let meta = match fs::metadata(&path) {
+    let shown = opened.path.display().to_string();
+    let mut file = File::from(opened.fd);
+    let meta = match file.metadata() {
         Ok(meta) => meta,
         Err(e) => return ToolResult::error(describe_read_error(&shown, &e)),
     };
@@ -138,10 +145,33 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
             meta.len()
         ));
     }
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
+    let mut bytes = Vec::new();
+    // One byte past the cap, so a file that grew since `fstat` is still caught.
+    match (&mut file).take(MAX_EDIT_BYTES + 1).read_to_end(&mut bytes) {
+        Ok(_) if bytes.len() as u64 > MAX_EDIT_BYTES => {
+            return ToolResult::error(format!(
+                "File too large to edit: {shown} (more than {MAX_EDIT_BYTES} bytes)"
+            ))
+        }
+        Ok(_) => {}
         Err(e) => return ToolResult::error(describe_read_error(&shown, &e)),
+    }
+    // The directory the new content is renamed into, opened the same way; the name
+    // in it must still be the file just read.
+    let parent = match policy.open_parent(&opened.path) {
+        Ok(parent) => parent,
+        Err(AccessError::Io { path, source }) => {
+            return ToolResult::error(describe_write_error(&path.display().to_string(), &source))
+        }
+        Err(e) => return e.into_result(),
     };
+    let same = rustix::fs::statat(&parent.dir, &parent.name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino());
+    if !same {
+        return ToolResult::error(format!(
+            "{shown} was replaced while it was being edited (the file was not changed); try again"
+        ));
+    }
     let old = request.old.as_bytes();
     let found: Vec<usize> = memmem::find_iter(&bytes, old).collect();
     match found.len() {
@@ -165,7 +195,7 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
         at = start + old.len();
     }
     out.extend_from_slice(&bytes[at..]);
-    if let Err(e) = write_atomic(&path, &out) {
+    if let Err(e) = write_atomic_at(&parent.dir, &parent.name, &out) {
         return ToolResult::error(describe_write_error(&shown, &e));
     }
     let replacements = found.len();

@@ -25,14 +25,19 @@
 //! Result (`structuredContent`): `{"pattern", "basePath", "matches": [absolute paths],
 //! "count"}` plus `"truncated": true` when capped.
 //!
-//! When the node is confined, the search directory must be inside the workspace and
-//! symlinks that resolve outside it are left out.
+//! When the node is confined, the search directory must be inside the workspace, and
+//! every match is opened beneath it before it is listed ([`crate::tools::paths`]):
+//! symlinks that resolve outside it are left out, even when swapped in during the walk.
+//! Protected directories (the node's and the gateway's data) are not entered and
+//! protected files are not listed, confined or not.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::paths::{PathPolicy, WalkGuard};
+use crate::tools::beneath::BeneathError;
+use crate::tools::paths::{PathPolicy, WalkAccess};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
+use rustix::fs::FileType;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -173,37 +178,43 @@ fn glob(
     };
     let base = match policy.resolve(&base_arg) {
         Ok(base) => base,
-        Err(message) => return ToolResult::error(message),
+        Err(e) => return e.into_result(),
     };
-    match std::fs::metadata(&base) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
+    let access = match policy.walk_access() {
+        Ok(access) => access,
+        Err(e) => return e.into_result(),
+    };
+    match access.base(&base) {
+        Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+        // A protected directory holds nothing a tool may list.
+        Ok(None) => return render(pattern, &base, Vec::new(), 0, false),
+        Ok(Some(_)) => {
             return ToolResult::error(format!(
                 "Not a directory: {} (Glob searches directories)",
                 base.display()
             ))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(BeneathError::Escapes) => return policy.escaped(&base).into_result(),
+        Err(BeneathError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return ToolResult::error(format!("Directory not found: {}", base.display()))
         }
-        Err(e) => return ToolResult::error(format!("Cannot search {}: {e}", base.display())),
+        Err(BeneathError::Io(e)) => {
+            return ToolResult::error(format!("Cannot search {}: {e}", base.display()))
+        }
     }
     let root = if absolute || plan.prefix.is_empty() {
         base.clone()
     } else {
         match policy.resolve(base.join(&plan.prefix)) {
             Ok(root) => root,
-            Err(message) => return ToolResult::error(message),
+            Err(e) => return e.into_result(),
         }
     };
-    let guard = match policy.walk_guard() {
-        Ok(guard) => guard,
-        Err(message) => return ToolResult::error(message),
-    };
-    let mut found = if root.is_dir() {
-        walk(&root, &plan, &matcher, guard.as_ref(), cancel)
-    } else {
-        Vec::new()
+    let mut found = match access.base(&root) {
+        Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            walk(&root, &plan, &matcher, &access, cancel)
+        }
+        _ => Vec::new(),
     };
     if cancel.is_cancelled() {
         return ToolResult::error("Glob was cancelled");
@@ -278,7 +289,7 @@ fn walk(
     root: &Path,
     plan: &Plan,
     matcher: &globset::GlobMatcher,
-    guard: Option<&WalkGuard>,
+    access: &WalkAccess,
     cancel: &CancellationToken,
 ) -> Vec<(PathBuf, SystemTime)> {
     let mut builder = WalkBuilder::new(root);
@@ -288,11 +299,19 @@ fn walk(
         .follow_links(false)
         .max_depth(plan.max_depth)
         .threads(walk_threads());
-    if plan.hidden && !plan.git_dir {
-        builder.filter_entry(|e| {
-            !(e.file_name() == ".git" && e.file_type().is_some_and(|t| t.is_dir()))
-        });
-    }
+    let skip_git = plan.hidden && !plan.git_dir;
+    let filter_access = access.clone();
+    builder.filter_entry(move |e| {
+        if !e.file_type().is_some_and(|t| t.is_dir()) {
+            return true;
+        }
+        if skip_git && e.file_name() == ".git" {
+            return false;
+        }
+        // Protected directories are not entered (checked by device and inode).
+        !e.metadata()
+            .is_ok_and(|m| filter_access.skips_dir(e.path(), &m, false))
+    });
     let shared = Arc::new(Mutex::new(Vec::new()));
     builder.build_parallel().run(|| {
         let mut collector = Collector {
@@ -304,7 +323,7 @@ fn walk(
                 return WalkState::Quit;
             }
             if let Ok(entry) = entry {
-                if let Some(hit) = visit(&entry, root, matcher, guard) {
+                if let Some(hit) = visit(&entry, root, matcher, access) {
                     collector.local.push(hit);
                 }
             }
@@ -319,12 +338,16 @@ fn walk(
     found
 }
 
-/// The entry and its modification time, if it is a file the pattern matches.
+/// The entry and its modification time, if it is a file the pattern matches. It is
+/// looked at again ([`WalkAccess::listing`]: when confined, opened `O_PATH` beneath the
+/// workspace) and left out unless it is, at that moment, a non-directory that is not
+/// protected: a name listed while a directory was swapped for a symlink pointing
+/// out, or a symlink leading out of the workspace, does not come back.
 fn visit(
     entry: &DirEntry,
     root: &Path,
     matcher: &globset::GlobMatcher,
-    guard: Option<&WalkGuard>,
+    access: &WalkAccess,
 ) -> Option<(PathBuf, SystemTime)> {
     let file_type = entry.file_type()?;
     if file_type.is_dir() {
@@ -334,19 +357,15 @@ fn visit(
     if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
         return None;
     }
-    if file_type.is_symlink() {
-        if entry.path().is_dir() {
-            return None;
-        }
-        if guard.is_some_and(|g| !g.allows(entry.path())) {
-            return None;
-        }
+    let st = access.listing(entry.path(), file_type.is_symlink())?;
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        return None;
     }
-    let modified = entry
-        .metadata()
-        .ok()
-        .and_then(|m| m.modified().ok())
-        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let modified = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(st.st_mtime).unwrap_or(0),
+            u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+        );
     Some((entry.path().to_path_buf(), modified))
 }
 

@@ -30,18 +30,24 @@
 //! "content"}], "count"}`, or `"truncated": true` in place of `count`. Paths are
 //! absolute.
 //!
-//! When the node is confined, the search path must be inside the workspace and symlinks
-//! that resolve outside it are neither searched nor descended into.
+//! When the node is confined, the search path must be inside the workspace, symlinks
+//! that resolve outside it are not descended into, and every file is opened beneath
+//! the workspace before it is searched ([`crate::tools::paths`]), so a directory
+//! swapped for a symlink during the walk cannot bring in a file from outside.
+//! Protected directories are not entered and protected files not searched, confined
+//! or not.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::beneath::BeneathError;
 use crate::tools::glob::walk_threads;
-use crate::tools::paths::{PathPolicy, WalkGuard};
+use crate::tools::paths::{PathPolicy, WalkAccess, WalkGuard};
 use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
+use rustix::fs::OFlags;
 use serde_json::{json, Value};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -157,23 +163,36 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
     };
     let base = match policy.resolve(request.path.as_deref().unwrap_or(".")) {
         Ok(base) => base,
-        Err(message) => return ToolResult::error(message),
+        Err(e) => return e.into_result(),
     };
-    if let Err(e) = std::fs::metadata(&base) {
-        return ToolResult::error(match e.kind() {
-            io::ErrorKind::NotFound => format!("Path not found: {}", base.display()),
-            io::ErrorKind::PermissionDenied => format!("Permission denied: {}", base.display()),
-            _ => format!("Cannot search {}: {e}", base.display()),
-        });
+    let access = match policy.walk_access() {
+        Ok(access) => access,
+        Err(e) => return e.into_result(),
+    };
+    match access.base(&base) {
+        Ok(Some(_)) => {}
+        // A protected file or directory: nothing in it is searched.
+        Ok(None) => return render(&request.pattern, &base, Vec::new(), false),
+        Err(BeneathError::Escapes) => return policy.escaped(&base).into_result(),
+        Err(BeneathError::Io(e)) => {
+            return ToolResult::error(match e.kind() {
+                io::ErrorKind::NotFound => format!("Path not found: {}", base.display()),
+                io::ErrorKind::PermissionDenied => {
+                    format!("Permission denied: {}", base.display())
+                }
+                _ => format!("Cannot search {}: {e}", base.display()),
+            })
+        }
     }
     let guard = match policy.walk_guard() {
         Ok(guard) => guard,
-        Err(message) => return ToolResult::error(message),
+        Err(e) => return e.into_result(),
     };
     let search = Search {
         matcher,
         include,
         guard,
+        access,
         cancel: cancel.clone(),
         found: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
@@ -260,6 +279,7 @@ struct Search {
     matcher: RegexMatcher,
     include: Option<GlobMatcher>,
     guard: Option<WalkGuard>,
+    access: WalkAccess,
     cancel: CancellationToken,
     /// Matching lines found so far (in files fully searched).
     found: AtomicUsize,
@@ -270,10 +290,17 @@ struct Search {
 
 impl Search {
     fn run(&self, base: &Path) {
+        let access = self.access.clone();
         WalkBuilder::new(base)
             .require_git(false)
             .follow_links(true)
             .threads(walk_threads())
+            // Protected directories are not entered (checked by device and inode).
+            .filter_entry(move |e| {
+                !(e.file_type().is_some_and(|t| t.is_dir())
+                    && std::fs::metadata(e.path())
+                        .is_ok_and(|m| access.skips_dir(e.path(), &m, e.path_is_symlink())))
+            })
             .build_parallel()
             .run(|| {
                 let mut searcher = SearcherBuilder::new()
@@ -319,9 +346,21 @@ impl Search {
             lines: Vec::new(),
             binary: false,
         };
-        // Unreadable files are skipped, as rg does (it only warns).
+        // Opened once, beneath the workspace when confined and never a protected file;
+        // unreadable files are skipped, as rg does (it only warns).
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let Some(fd) = self
+            .access
+            .open(entry.path(), flags, entry.path_is_symlink())
+        else {
+            return self.state();
+        };
+        let file = std::fs::File::from(fd);
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return self.state();
+        }
         if searcher
-            .search_path(&self.matcher, entry.path(), &mut sink)
+            .search_file(&self.matcher, &file, &mut sink)
             .is_err()
             || sink.binary
             || sink.lines.is_empty()

@@ -9,13 +9,13 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::paths::PathPolicy;
+use crate::tools::paths::{AccessError, PathPolicy};
 use base64::Engine;
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use rustix::fs::OFlags;
 use serde_json::{json, Value};
 use std::fs::{File, Metadata};
 use std::io::{self, BufRead, BufReader, Cursor, Read as _};
-use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// Largest image returned (10 MiB).
@@ -78,10 +78,7 @@ impl Tool for Read {
         };
         let policy = PathPolicy::of(&ctx);
         let cancel = ctx.cancel.clone();
-        let run = move || match policy.resolve(&request.path) {
-            Ok(path) => read(&path, &request, &cancel),
-            Err(message) => ToolResult::error(message),
-        };
+        let run = move || read(&policy, &request, &cancel);
         match tokio::task::spawn_blocking(run).await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("Read failed: {e}")),
@@ -107,10 +104,24 @@ impl ReadRequest {
     }
 }
 
-/// Reads `path` (blocking).
-fn read(path: &Path, request: &ReadRequest, cancel: &CancellationToken) -> ToolResult {
+/// Reads the file `request.path` names (blocking). It is opened once, through the
+/// path policy (beneath the workspace when confined, never a protected file), and
+/// everything after works on that descriptor.
+fn read(policy: &PathPolicy, request: &ReadRequest, cancel: &CancellationToken) -> ToolResult {
+    // `O_NONBLOCK` so a FIFO swapped in cannot hang the open; it changes nothing for
+    // the regular files that are read.
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let opened = match policy.open(&request.path, flags) {
+        Ok(opened) => opened,
+        Err(AccessError::Io { path, source }) => {
+            return ToolResult::error(describe_io_error(&path.display().to_string(), &source))
+        }
+        Err(e) => return e.into_result(),
+    };
+    let path = opened.path.as_path();
     let shown = path.display().to_string();
-    let meta = match std::fs::metadata(path) {
+    let mut file = File::from(opened.fd);
+    let meta = match file.metadata() {
         Ok(meta) => meta,
         Err(e) => return ToolResult::error(describe_io_error(&shown, &e)),
     };
@@ -124,10 +135,6 @@ fn read(path: &Path, request: &ReadRequest, cancel: &CancellationToken) -> ToolR
             "Not a regular file: {shown} (devices, sockets and pipes are not read)"
         ));
     }
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) => return ToolResult::error(describe_io_error(&shown, &e)),
-    };
     let mut head = Vec::new();
     if let Err(e) = (&mut file).take(SNIFF_BYTES).read_to_end(&mut head) {
         return ToolResult::error(describe_io_error(&shown, &e));

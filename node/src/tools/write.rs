@@ -17,12 +17,14 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::paths::PathPolicy;
+use crate::tools::paths::{AccessError, Parent, PathPolicy};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde_json::{json, Value};
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write as _};
-use std::path::{Path, PathBuf};
 
 /// Longest part of the target's name kept in the temporary file's name, so the
 /// temporary name stays under the usual 255-byte limit.
@@ -89,26 +91,18 @@ fn parse(args: &Value) -> Result<(String, String), String> {
 
 /// Writes `content` to the file `arg` names (blocking).
 fn write(policy: &PathPolicy, arg: &str, content: &[u8]) -> ToolResult {
-    let path = match policy.resolve(arg) {
-        Ok(path) => path,
-        Err(message) => return ToolResult::error(message),
+    let parent = match policy.open_parent(arg) {
+        Ok(parent) => parent,
+        Err(AccessError::Io { path, source }) => {
+            return ToolResult::error(describe_write_error(&path.display().to_string(), &source))
+        }
+        Err(e) => return e.into_result(),
     };
-    let shown = path.display().to_string();
-    if let Err(message) = check_target(&path) {
+    let shown = parent.path.display().to_string();
+    if let Err(message) = check_target(&parent) {
         return ToolResult::error(message);
     }
-    if let Some(parent) = path.parent() {
-        if let Err(e) = fs::create_dir_all(parent) {
-            return ToolResult::error(match e.kind() {
-                io::ErrorKind::PermissionDenied => format!(
-                    "Permission denied: cannot create the directory {}",
-                    parent.display()
-                ),
-                _ => format!("Cannot create the directory {}: {e}", parent.display()),
-            });
-        }
-    }
-    if let Err(e) = write_atomic(&path, content) {
+    if let Err(e) = write_atomic_at(&parent.dir, &parent.name, content) {
         return ToolResult::error(describe_write_error(&shown, &e));
     }
     let bytes = content.len();
@@ -122,17 +116,20 @@ fn write(policy: &PathPolicy, arg: &str, content: &[u8]) -> ToolResult {
 }
 
 /// Refuses targets that are not (or would not become) regular files.
-fn check_target(path: &Path) -> Result<(), String> {
-    match fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(format!(
+fn check_target(parent: &Parent) -> Result<(), String> {
+    let Ok(st) = rustix::fs::statat(&parent.dir, &parent.name, AtFlags::empty()) else {
+        return Ok(());
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => Err(format!(
             "Is a directory, not a file: {} (Write only writes files)",
-            path.display()
+            parent.path.display()
         )),
-        Ok(meta) if !meta.is_file() => Err(format!(
+        FileType::RegularFile => Ok(()),
+        _ => Err(format!(
             "Not a regular file: {} (devices, sockets and pipes are not written)",
-            path.display()
+            parent.path.display()
         )),
-        _ => Ok(()),
     }
 }
 
@@ -145,92 +142,79 @@ pub(crate) fn describe_write_error(shown: &str, e: &io::Error) -> String {
     }
 }
 
-/// Replaces the file at `target` with `data` atomically (blocking): temporary file in
-/// the same directory, `fsync`, rename. The parent directory must exist. An existing
-/// file's permissions (and owner, when allowed) are kept; a symlink at `target` is
-/// written through. On failure the temporary file is removed and `target` untouched.
-pub(crate) fn write_atomic(target: &Path, data: &[u8]) -> io::Result<()> {
-    write_atomic_with(target, |file| file.write_all(data))
+/// Replaces the file `name` in the directory `dir` with `data` atomically (blocking):
+/// temporary file in the same directory, `fsync`, rename, all relative to `dir`, so
+/// nothing is resolved by path again. An existing file's permissions (and owner, when
+/// allowed) are kept. On failure the temporary file is removed and the target untouched.
+pub(crate) fn write_atomic_at(dir: &OwnedFd, name: &OsStr, data: &[u8]) -> io::Result<()> {
+    write_atomic_with(dir, name, |file| file.write_all(data))
 }
 
-/// [`write_atomic`] with the content written by `fill` (tests inject failures here).
+/// [`write_atomic_at`] with the content written by `fill` (tests inject failures here).
 fn write_atomic_with(
-    target: &Path,
+    dir: &OwnedFd,
+    name: &OsStr,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    let target = follow_symlink(target);
-    let existing = fs::metadata(&target).ok().filter(|m| m.is_file());
-    let (dir, temp) = temp_path(&target)?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)?;
+    let existing = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .ok()
+        .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    let temp = temp_name(name);
+    let fd = rustix::fs::openat(
+        dir,
+        temp.as_os_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o666),
+    )?;
+    let mut file = File::from(fd);
     let result = (|| {
-        if let Some(meta) = &existing {
-            keep_owner_and_mode(&file, meta)?;
+        if let Some(st) = &existing {
+            keep_owner_and_mode(&file, st)?;
         }
         fill(&mut file)?;
         file.sync_all()?;
         drop(file);
-        fs::rename(&temp, &target)
+        rustix::fs::renameat(dir, temp.as_os_str(), dir, name)?;
+        Ok(())
     })();
     if let Err(e) = result {
-        let _ = fs::remove_file(&temp);
+        let _ = rustix::fs::unlinkat(dir, temp.as_os_str(), AtFlags::empty());
         return Err(e);
     }
-    // Make the rename itself durable; a failure here does not undo the write.
-    if let Ok(dir) = File::open(dir) {
-        let _ = dir.sync_all();
-    }
+    // Make the rename itself durable; a failure here (an `O_PATH` descriptor of an
+    // unreadable directory) does not undo the write.
+    let _ = rustix::fs::fsync(dir);
     Ok(())
 }
 
-/// The file a symlink at `target` points to (so the link survives), else `target`.
-fn follow_symlink(target: &Path) -> PathBuf {
-    match fs::symlink_metadata(target) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf())
-        }
-        _ => target.to_path_buf(),
-    }
-}
-
-/// The directory of `target` and a fresh temporary path beside it.
-fn temp_path(target: &Path) -> io::Result<(&Path, PathBuf)> {
-    let invalid = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path does not name a file in a directory",
-        )
-    };
-    let dir = target.parent().ok_or_else(invalid)?;
-    let name = target.file_name().ok_or_else(invalid)?.to_string_lossy();
+/// A fresh temporary name beside `name`.
+fn temp_name(name: &OsStr) -> OsString {
+    let name = name.to_string_lossy();
     let kept: String = name
         .char_indices()
         .take_while(|(i, c)| i + c.len_utf8() <= TEMP_NAME_KEEP)
         .map(|(_, c)| c)
         .collect();
-    let temp = dir.join(format!(".{kept}.gsv-tmp-{}", uuid::Uuid::new_v4().simple()));
-    Ok((dir, temp))
+    OsString::from(format!(".{kept}.gsv-tmp-{}", uuid::Uuid::new_v4().simple()))
 }
 
-#[cfg(unix)]
-fn keep_owner_and_mode(file: &File, meta: &fs::Metadata) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
+fn keep_owner_and_mode(file: &File, st: &rustix::fs::Stat) -> io::Result<()> {
     // Only a privileged node can give the file back to another owner; elsewhere the
     // new file is the node's, as any editor's would be.
-    let _ = std::os::unix::fs::fchown(file, Some(meta.uid()), Some(meta.gid()));
-    file.set_permissions(meta.permissions())
-}
-
-#[cfg(not(unix))]
-fn keep_owner_and_mode(file: &File, meta: &fs::Metadata) -> io::Result<()> {
-    file.set_permissions(meta.permissions())
+    let _ = rustix::fs::fchown(
+        file,
+        Some(rustix::fs::Uid::from_raw(st.st_uid)),
+        Some(rustix::fs::Gid::from_raw(st.st_gid)),
+    );
+    rustix::fs::fchmod(file, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::path::Path;
 
     fn leftovers(dir: &Path) -> Vec<String> {
         fs::read_dir(dir)
@@ -240,12 +224,16 @@ mod tests {
             .collect()
     }
 
+    fn open_dir(dir: &Path) -> OwnedFd {
+        rustix::fs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+    }
+
     #[test]
     fn a_failed_write_leaves_the_original_and_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("keep.txt");
         fs::write(&target, "original").unwrap();
-        let err = write_atomic_with(&target, |file| {
+        let err = write_atomic_with(&open_dir(dir.path()), OsStr::new("keep.txt"), |file| {
             file.write_all(b"half of the new")?;
             Err(io::Error::new(io::ErrorKind::StorageFull, "no space"))
         })
@@ -263,22 +251,35 @@ mod tests {
     fn long_names_get_short_temp_names() {
         let dir = tempfile::tempdir().unwrap();
         let name = "é".repeat(120); // 240 bytes
-        let target = dir.path().join(&name);
-        write_atomic(&target, b"x").unwrap();
-        assert_eq!(fs::read(&target).unwrap(), b"x");
-        let (_, temp) = temp_path(&target).unwrap();
-        assert!(temp.file_name().unwrap().len() < 255);
+        write_atomic_at(&open_dir(dir.path()), OsStr::new(&name), b"x").unwrap();
+        assert_eq!(fs::read(dir.path().join(&name)).unwrap(), b"x");
+        assert!(temp_name(OsStr::new(&name)).len() < 255);
         assert!(leftovers(dir.path()).is_empty());
     }
 
     #[test]
-    fn symlinks_are_written_through() {
+    fn modes_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("script.sh");
+        fs::write(&target, "old").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o750)).unwrap();
+        write_atomic_at(&open_dir(dir.path()), OsStr::new("script.sh"), b"new").unwrap();
+        let mode = fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o750);
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new");
+    }
+
+    #[tokio::test]
+    async fn symlinks_are_written_through() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().join("real.txt");
         fs::write(&real, "old").unwrap();
         let link = dir.path().join("link.txt");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        write_atomic(&link, b"new").unwrap();
+        let policy = PathPolicy::new(dir.path(), false);
+        let r = write(&policy, "link.txt", b"new");
+        assert!(!r.is_error, "{}", r.joined_text());
         assert!(fs::symlink_metadata(&link)
             .unwrap()
             .file_type()
