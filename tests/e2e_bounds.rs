@@ -762,10 +762,11 @@ async fn ten_thousand_pending_calls_stay_bounded_and_each_caller_gets_its_answer
     for id in ["n0", "n1", "n2"] {
         holders.push(Holder::start(&gw, id).await);
     }
-    let token = gw.agent_token();
+    // One token per agent: a token may hold at most half of a node's pending calls,
+    // and n0 is filled to its whole limit by four agents.
     let mut agents = Vec::new();
     for _ in 0..10 {
-        agents.push(Collector::start(&gw, &token).await);
+        agents.push(Collector::start(&gw, &gw.agent_token()).await);
     }
     // Agents 0-3 fill n0 to exactly its pending limit (4 x 1,024); agents 4-9 share
     // the rest between n1 and n2.
