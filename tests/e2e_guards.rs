@@ -449,8 +449,8 @@ async fn an_auto_approved_git_command_ignores_program_settings_in_the_repository
     let agent = gw.agent().await;
     for args in [
         json!({"command": "git status --short"}),
-        json!({"command": "git diff", "pty": true}),
-        json!({"command": "git log --oneline", "pty": true}),
+        json!({"command": "git diff"}),
+        json!({"command": "git log --oneline"}),
     ] {
         let r = agent
             .call("gitfs__Bash", args.clone(), Some(30_000))
@@ -458,6 +458,21 @@ async fn an_auto_approved_git_command_ignores_program_settings_in_the_repository
             .unwrap();
         assert!(!r.is_error, "{args}: {}", r.joined_text());
     }
+    // On a terminal (where git would start its pager) nothing is auto-approved: the
+    // call waits for an operator, who does not come.
+    let r = agent
+        .call(
+            "gitfs__Bash",
+            json!({"command": "git log --oneline", "pty": true}),
+            Some(1_500),
+        )
+        .await;
+    assert_eq!(
+        r.expect_err("a pty run waits for an operator")
+            .remote()
+            .map(|e| e.code),
+        Some(gsv_protocol::ErrorCode::Timeout)
+    );
     assert!(
         !fsmonitor.exists(),
         "an auto-approved git ran core.fsmonitor"

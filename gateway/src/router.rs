@@ -192,7 +192,7 @@ async fn route(
 ) -> CallOutcome {
     let started = Instant::now();
     let full = params.name.as_str();
-    let decision = caller.policy.decide(full);
+    let mut decision = caller.policy.decide(full);
     if decision == Decision::Deny {
         tracing::warn!(tool = full, "call outside the agent's policy");
         return Err(ErrorShape::new(
@@ -228,6 +228,20 @@ async fn route(
         )
     })?;
     spec.validate_args(&args)?;
+    // Input to a running session is a command like any other: the token's `confirm`
+    // on the node's Bash covers what it types into a session too (the operator then
+    // sees the exact text or keys), so approving an interactive program does not
+    // approve everything typed into it later.
+    let mut reason = format!("the token's policy requires approval for {full}");
+    if decision == Decision::Allow && is_session_input(name, &args) {
+        let bash = NamespacedName::join(node_id, "Bash");
+        if caller.policy.decide(&bash) != Decision::Allow {
+            decision = Decision::Confirm;
+            reason = format!(
+                "input to a session is judged like a command: the token's policy requires approval for {bash}"
+            );
+        }
+    }
     let timeout_ms = params
         .timeout_ms
         .or(spec.def.default_timeout_ms)
@@ -242,7 +256,6 @@ async fn route(
     // that asks then still gets an operator's decision.
     let mut approval = None;
     if decision == Decision::Confirm {
-        let reason = format!("the token's policy requires approval for {full}");
         let args = trace.args.as_ref().unwrap_or(&Value::Null);
         // The caller's own user may answer only when the token says so (`--self-confirm`).
         let who = if caller.policy.self_confirm() {
@@ -306,6 +319,16 @@ async fn route(
         }
         other => other,
     }
+}
+
+/// Whether a call sends input to a running session: Process `write`, `submit` or
+/// `send-keys`.
+fn is_session_input(name: &NamespacedName, args: &Value) -> bool {
+    name.tool.as_str() == "Process"
+        && matches!(
+            args.get("action").and_then(Value::as_str),
+            Some("write" | "submit" | "send-keys")
+        )
 }
 
 /// Why a node asked for approval: its `details.reason`, else its message.

@@ -78,9 +78,10 @@ impl Registry {
         let sessions = SessionManager::new(registry.events.clone());
         sessions.keep_on_exit(config.keep_sessions_on_exit);
         registry.sessions = Some(Arc::clone(&sessions));
-        let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard);
+        let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard.clone());
         registry.register_standard(bash, read_only)?;
-        registry.register_standard(tools::process::Process::new(sessions), read_only)?;
+        let process = tools::process::Process::with_guard(sessions, guard);
+        registry.register_standard(process, read_only)?;
         let net = tools::net::NetEnv::system();
         registry.register_standard(tools::net::NetDiagnose::new(net.clone()), read_only)?;
         registry.register_standard(tools::net::NetDiscover::new(net.clone()), read_only)?;

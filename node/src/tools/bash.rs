@@ -157,10 +157,28 @@ impl Tool for Bash {
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
         // Malformed arguments are left to `execute`, which reports them.
-        match args.get("command").and_then(Value::as_str) {
-            Some(command) => self.guard.check(command, ctx.approval.as_deref()),
-            None => Ok(()),
+        let Some(command) = args.get("command").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        self.guard.check(command, ctx.approval.as_deref())?;
+        // A pattern approves a command, not a session to type into later: on a
+        // terminal or in the background a pager, shell or REPL would take input that
+        // no pattern saw. Those runs always need an operator in approve-shell mode.
+        let flag = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let interactive = flag("pty") || flag("background");
+        if interactive && self.guard.auto_approves(ctx.approval.as_deref()) {
+            let reason = format!(
+                "the node runs in approve-shell mode and {:?} asks for a {} session: auto-approval never covers those",
+                command.chars().take(300).collect::<String>(),
+                if flag("pty") { "terminal (pty)" } else { "background" }
+            );
+            return Err(gsv_protocol::ErrorShape::new(
+                gsv_protocol::ErrorCode::ApprovalRequired,
+                format!("this command needs an operator's approval: {reason}"),
+            )
+            .with_details(serde_json::json!({ "reason": reason, "summary": command.chars().take(300).collect::<String>() })));
         }
+        Ok(())
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {

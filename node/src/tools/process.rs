@@ -21,6 +21,7 @@
 //!   ended, with its final status.
 //! - `remove`: forgets a finished session.
 
+use crate::guards::ShellGuard;
 use crate::sessions::group::KILL_GRACE;
 use crate::sessions::keys::{key_bytes, key_names};
 use crate::sessions::{
@@ -29,7 +30,9 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{
+    Capability, ContentBlock, ErrorCode, ErrorShape, ToolAnnotations, ToolDef, ToolResult,
+};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,16 +65,74 @@ const ACTIONS: &[&str] = &[
 /// The Process tool.
 pub struct Process {
     sessions: Arc<SessionManager>,
+    /// Input to a session is judged like a Bash command (blocklist, `--approve-shell`).
+    guard: ShellGuard,
 }
 
 impl Process {
     pub fn new(sessions: Arc<SessionManager>) -> Self {
-        Process { sessions }
+        Process::with_guard(sessions, ShellGuard::new())
+    }
+
+    /// Process with the node's shell guard: `write` and `submit` text pass the
+    /// blocklist, and in approve-shell mode run at once only when the text itself
+    /// matches an auto-approve pattern; `send-keys` then always needs an operator.
+    pub fn with_guard(sessions: Arc<SessionManager>, guard: ShellGuard) -> Self {
+        Process { sessions, guard }
+    }
+}
+
+/// What input a Process call sends to a session, if any: the text of `write` and
+/// `submit`, or the key names of `send-keys`.
+pub enum SessionInput<'a> {
+    Text(&'a str),
+    Keys(Vec<&'a str>),
+}
+
+/// The input `args` would send to a session (`None`: the action sends none).
+pub fn session_input(args: &Value) -> Option<SessionInput<'_>> {
+    match args.get("action").and_then(Value::as_str)? {
+        "write" | "submit" => Some(SessionInput::Text(
+            args.get("data").and_then(Value::as_str).unwrap_or(""),
+        )),
+        "send-keys" => Some(SessionInput::Keys(
+            args.get("keys")
+                .and_then(Value::as_array)
+                .map(|k| k.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default(),
+        )),
+        _ => None,
     }
 }
 
 #[async_trait::async_trait]
 impl Tool for Process {
+    /// Input to a running program is a command like any other: approving an
+    /// interactive program (a shell, a pager, a REPL) must not approve what is typed
+    /// into it later.
+    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
+        match session_input(args) {
+            None => Ok(()),
+            Some(SessionInput::Text(text)) => self
+                .guard
+                .check(text.trim_end_matches(['\n', '\r']), ctx.approval.as_deref()),
+            Some(SessionInput::Keys(keys)) => {
+                if !self.guard.auto_approves(ctx.approval.as_deref()) {
+                    return Ok(());
+                }
+                let shown = keys.join(" ");
+                let reason = format!(
+                    "the node runs in approve-shell mode and keys typed into a session ({shown}) are never auto-approved"
+                );
+                Err(ErrorShape::new(
+                    ErrorCode::ApprovalRequired,
+                    format!("this input needs an operator's approval: {reason}"),
+                )
+                .with_details(json!({ "reason": reason, "summary": format!("send-keys {shown}") })))
+            }
+        }
+    }
+
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Process".to_owned(),
