@@ -140,6 +140,15 @@ struct GatewayArgs {
     /// on loopback, any host otherwise
     #[arg(long, value_name = "HOST")]
     mcp_allowed_host: Vec<String>,
+    /// MCP sessions one token may hold open at once (2025 protocol revisions)
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    mcp_sessions_per_token: usize,
+    /// MCP sessions open at once in all
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_MAX, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    mcp_sessions_max: usize,
+    /// An MCP session with no traffic this long is closed, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSION_IDLE.as_secs(), value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
+    mcp_session_idle_secs: u64,
 }
 
 impl GatewayArgs {
@@ -158,6 +167,9 @@ impl GatewayArgs {
         c.grace = Duration::from_millis(self.grace_ms);
         c.drain = Duration::from_millis(self.drain_ms);
         c.audit_args = self.audit_args;
+        c.mcp_sessions_per_token = self.mcp_sessions_per_token;
+        c.mcp_sessions_max = self.mcp_sessions_max;
+        c.mcp_session_idle = Duration::from_secs(self.mcp_session_idle_secs);
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {

@@ -270,3 +270,53 @@ async fn node_keeps_its_credential_out_of_the_process_list_and_its_data_dir_priv
     let _env_node = Proc(die_with_parent(&mut env_node).spawn().expect("spawn"));
     gw.wait_online("envnode").await;
 }
+
+/// Opens an MCP session with `token`; returns the response head.
+async fn initialize(gw: &Gateway, token: &str) -> String {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}"#;
+    head_of(&gw.addr, &mcp_request(&gw.addr, "POST", token, None, init)).await
+}
+
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"))
+}
+
+#[tokio::test]
+async fn one_token_cannot_hold_every_mcp_session() {
+    let gw =
+        Gateway::start_with(&["--mcp-sessions-per-token", "3", "--mcp-sessions-max", "5"]).await;
+    let hog = gw.token(&["agent", "hog", "--allow", "*"]);
+    let other = gw.token(&["agent", "other", "--allow", "*"]);
+    let third = gw.token(&["agent", "third", "--allow", "*"]);
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let head = initialize(&gw, &hog).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        mine.push(session_of(&head));
+    }
+    // Past its share the token is refused, with the limit named…
+    let refused = initialize(&gw, &hog).await;
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    // …while another token still opens sessions, up to the total.
+    for _ in 0..2 {
+        let head = initialize(&gw, &other).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    let full = initialize(&gw, &third).await;
+    assert!(full.starts_with("HTTP/1.1 429"), "{full}");
+    // Closing one makes room again.
+    let del = head_of(
+        &gw.addr,
+        &mcp_request(&gw.addr, "DELETE", &hog, Some(&mine[0]), ""),
+    )
+    .await;
+    assert!(del.starts_with("HTTP/1.1 204"), "{del}");
+    let again = initialize(&gw, &third).await;
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+}

@@ -13,6 +13,13 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`GatewayConfig::unauth_timeout`].
 pub const DEFAULT_UNAUTH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default of [`GatewayConfig::mcp_sessions_per_token`].
+pub const DEFAULT_MCP_SESSIONS_PER_TOKEN: usize = 256;
+/// Default of [`GatewayConfig::mcp_sessions_max`].
+pub const DEFAULT_MCP_SESSIONS_MAX: usize = 4096;
+/// Default of [`GatewayConfig::mcp_session_idle`].
+pub const DEFAULT_MCP_SESSION_IDLE: Duration = Duration::from_secs(10 * 60);
+
 /// How a gateway runs.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -54,6 +61,12 @@ pub struct GatewayConfig {
     /// `Host` names `/mcp` accepts besides loopback ones (DNS-rebinding protection);
     /// empty: loopback names when listening on loopback, any host otherwise.
     pub mcp_allowed_hosts: Vec<String>,
+    /// MCP sessions (2025 revisions) one token may hold open at once.
+    pub mcp_sessions_per_token: usize,
+    /// MCP sessions open at once in all.
+    pub mcp_sessions_max: usize,
+    /// An MCP session with no traffic this long is closed.
+    pub mcp_session_idle: Duration,
 }
 
 impl GatewayConfig {
@@ -76,6 +89,9 @@ impl GatewayConfig {
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),
+            mcp_sessions_per_token: DEFAULT_MCP_SESSIONS_PER_TOKEN,
+            mcp_sessions_max: DEFAULT_MCP_SESSIONS_MAX,
+            mcp_session_idle: DEFAULT_MCP_SESSION_IDLE,
         }
     }
 }

@@ -21,6 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -155,6 +157,12 @@ pub struct Gate {
     pub owners: Arc<SessionOwners>,
     /// How long rmcp keeps an idle session.
     pub session_idle: Duration,
+    /// rmcp's sessions, to close one opened past a limit.
+    pub sessions: Arc<LocalSessionManager>,
+    /// Sessions one token may hold (`--mcp-sessions-per-token`).
+    pub per_token: usize,
+    /// Sessions in all (`--mcp-sessions-max`).
+    pub max_sessions: usize,
 }
 
 /// The middleware in front of `/mcp`: `Origin` check, then Bearer authentication.
@@ -207,9 +215,30 @@ pub async fn require_bearer(
             let mut res = next.run(req).await;
             match (&session, res.headers().get(HEADER_SESSION_ID)) {
                 (None, Some(new)) => {
-                    if let Ok(new) = new.to_str() {
-                        gate.owners.opened(new, &token_id, gate.session_idle);
+                    let new = new.to_str().unwrap_or_default().to_owned();
+                    let (mine, all) = gate.owners.counts(&token_id, gate.session_idle);
+                    if mine >= gate.per_token || all >= gate.max_sessions {
+                        // Over a share: the session rmcp just opened is closed again
+                        // and the client told why, so one token cannot hold them all.
+                        let _ = gate.sessions.close_session(&Arc::from(new.as_str())).await;
+                        let (limit, max) = if mine >= gate.per_token {
+                            ("mcp_sessions_per_token", gate.per_token)
+                        } else {
+                            ("mcp_sessions_max", gate.max_sessions)
+                        };
+                        tracing::warn!(%peer, limit, max, "MCP session refused: over its limit");
+                        return refusal(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            ErrorShape::new(
+                                ErrorCode::Overloaded,
+                                format!(
+                                    "too many MCP sessions open ({limit} = {max}); close one (DELETE /mcp) or let one idle out, then retry"
+                                ),
+                            )
+                            .with_details(json!({ "limit": limit, "max": max })),
+                        );
                     }
+                    gate.owners.opened(&new, &token_id, gate.session_idle);
                 }
                 (Some(s), _) if delete && res.status().is_success() => gate.owners.closed(s),
                 _ => {}

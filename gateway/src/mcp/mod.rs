@@ -34,9 +34,6 @@ pub const PATH: &str = "/mcp";
 /// SSE comment lines sent this often on open streams, so a long call is not cut by
 /// an idle timeout of the client or of a proxy in between.
 const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// A 2025-revision session with no traffic for this long is closed (the client then
-/// re-initializes).
-const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 /// Which `Host` headers `/mcp` accepts (DNS-rebinding protection). A gateway bound to
 /// a loopback address accepts only loopback names; one bound to another address
@@ -77,18 +74,23 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     } else {
         config.with_allowed_hosts(hosts)
     };
+    let idle = shared.config.mcp_session_idle;
     let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(SESSION_IDLE);
+    sessions.session_config.keep_alive = Some(idle);
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(McpHandler::new(state.clone())),
-        Arc::new(sessions),
+        Arc::clone(&sessions),
         config,
     );
     let gate = auth::Gate {
         shared: shared.clone(),
         verified: Arc::default(),
         owners: Arc::default(),
-        session_idle: SESSION_IDLE,
+        session_idle: idle,
+        sessions,
+        per_token: shared.config.mcp_sessions_per_token,
+        max_sessions: shared.config.mcp_sessions_max,
     };
     let mcp = Router::new()
         .route_service(PATH, service)

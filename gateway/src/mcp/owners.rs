@@ -58,6 +58,20 @@ impl SessionOwners {
         }
     }
 
+    /// How many sessions `token_id` holds, and how many there are in all, once
+    /// entries idle longer than `idle` (closed by rmcp) are forgotten.
+    pub fn counts(&self, token_id: &str, idle: Duration) -> (usize, usize) {
+        let now = Instant::now();
+        self.owners
+            .retain(|_, o| now.saturating_duration_since(o.last_seen) < idle);
+        let mine = self
+            .owners
+            .iter()
+            .filter(|o| o.token_id == token_id)
+            .count();
+        (mine, self.owners.len())
+    }
+
     /// Forgets a session its owner closed.
     pub fn closed(&self, session: &str) {
         self.owners.remove(session);
