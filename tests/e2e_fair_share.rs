@@ -247,3 +247,92 @@ async fn one_token_cannot_crowd_out_the_approval_queue() {
         h.abort();
     }
 }
+
+/// The public id inside a token `gsv_agent_{id}_{secret}`.
+fn token_id(token: &str) -> String {
+    token.split('_').nth(2).expect("token id").to_owned()
+}
+
+/// The statuses of every session the operator sees on `lab`, by id.
+async fn statuses(
+    operator: &gsv::client::AgentClient,
+) -> serde_json::Map<String, serde_json::Value> {
+    let list = operator
+        .call("lab__Process", json!({"action": "list"}), None)
+        .await
+        .expect("list");
+    let sessions = list.structured_content.as_ref().expect("sc")["sessions"].clone();
+    sessions
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap_or("").to_owned(),
+                s["status"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn sessions_of_a_revoked_token_end_even_if_revoked_while_the_gateway_was_down() {
+    let mut gw = Gateway::start().await;
+    let ws = TempDir::new("share-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let first = gw.token(&["agent", "first", "--allow", "lab__*"]);
+    let second = gw.token(&["agent", "second", "--allow", "lab__*"]);
+    let bystander = gw.token(&["agent", "bystander", "--allow", "lab__*"]);
+    let mut ids = Vec::new();
+    for token in [&first, &second, &bystander] {
+        let a = gw.agent_with(token).await;
+        let r = a
+            .call(
+                "lab__Bash",
+                json!({"command": "sleep 300", "background": true}),
+                None,
+            )
+            .await
+            .expect("started");
+        ids.push(
+            r.structured_content.as_ref().expect("sc")["sessionId"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    // Revoked while the gateway runs: its sessions end within seconds.
+    let (code, _, err) = gw.cli(&["token", "revoke", &token_id(&first)]);
+    assert_eq!(code, 0, "{err}");
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    eventually(
+        "the revoked token's session ended",
+        Duration::from_secs(15),
+        || async {
+            let s = statuses(&operator).await;
+            (s.get(&ids[0]).is_some_and(|st| st != "running")).then_some(())
+        },
+    )
+    .await;
+    // Revoked while the gateway is down: ended when the node comes back.
+    gw.kill();
+    let (code, _, err) = gw.cli(&["token", "revoke", &token_id(&second)]);
+    assert_eq!(code, 0, "{err}");
+    gw.restart().await;
+    gw.wait_online("lab").await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    eventually(
+        "the session of the token revoked offline ended",
+        Duration::from_secs(15),
+        || async {
+            let s = statuses(&operator).await;
+            (s.get(&ids[1]).is_some_and(|st| st != "running")).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        statuses(&operator).await.get(&ids[2]),
+        Some(&json!("running")),
+        "a bystander's session was ended"
+    );
+}

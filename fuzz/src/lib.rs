@@ -114,6 +114,9 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::NodeProbe => {
                     let _ = params::<ProbeParams>(raw);
                 }
+                Method::SessionsEnd => {
+                    let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
+                }
                 Method::ToolsList | Method::NodesList | Method::Unknown => {}
             }
             let null = RawValue::from_string("null".to_owned()).expect("null is JSON");

@@ -27,6 +27,7 @@ pub mod registry;
 pub mod revocation;
 pub mod router;
 pub mod server;
+pub mod session_end;
 pub mod state;
 pub mod store;
 pub mod summary;

@@ -235,6 +235,10 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
         "connected"
     };
     shared.tools_changed(handle.id.as_str(), &handle.tools, change);
+    tokio::spawn(crate::session_end::on_connect(
+        shared.clone(),
+        handle.clone(),
+    ));
 
     let mut strays = Strays::default();
     let reason = drive(ws, queue, &handle.out, shared.config.heartbeat, |text| {

@@ -43,9 +43,16 @@ pub async fn watch(shared: Arc<Shared>) {
             }
             Err(_) => continue,
         };
+        let mut ids = Vec::with_capacity(revoked.len());
         for (id, at) in revoked {
             since = since.max(at + 1);
             close_token(&shared, &id);
+            ids.push(id);
+        }
+        // Their process sessions end too (nodes ignore ids that own none).
+        if !ids.is_empty() {
+            shared.revoked_recent.invalidate().await;
+            crate::session_end::end_everywhere(&shared, ids);
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct Shared {
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
+    /// Agent tokens revoked recently, for nodes that connect (see `session_end`).
+    pub revoked_recent: crate::session_end::RecentRevocations,
 }
 
 impl Shared {
@@ -115,6 +117,7 @@ impl Shared {
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            revoked_recent: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }
     }

@@ -70,6 +70,7 @@ impl Dispatcher {
             }) => match method {
                 Method::ToolInvoke => self.invoke(id, params),
                 Method::NodeProbe => self.probe(id, params),
+                Method::SessionsEnd => self.end_sessions(id, params),
                 _ => self.reply(encode_err(
                     &id,
                     &ErrorShape::new(
@@ -174,6 +175,23 @@ impl Dispatcher {
         } else {
             tokio::spawn(run);
         }
+    }
+
+    /// `sessions.end`: the tokens were revoked; their running sessions stop.
+    fn end_sessions(&self, id: String, params: Option<Box<RawValue>>) {
+        let params: gsv_protocol::method::SessionsEndParams = match decode_params(params.as_deref())
+        {
+            Ok(p) => p,
+            Err(e) => return self.reply(encode_err(&id, &e)),
+        };
+        let ended = self.node.registry.end_sessions_of(&params.token_ids);
+        if ended > 0 {
+            info!(ended, "ended the sessions of revoked tokens");
+        }
+        self.reply(encode_ok(
+            &id,
+            &gsv_protocol::method::SessionsEndResult { ended },
+        ));
     }
 
     fn probe(&self, id: String, params: Option<Box<RawValue>>) {

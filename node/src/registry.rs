@@ -130,6 +130,14 @@ impl Registry {
         }
     }
 
+    /// Ends the running sessions started by any of `token_ids` (revoked tokens);
+    /// returns how many were told to stop.
+    pub fn end_sessions_of(&self, token_ids: &[String]) -> u64 {
+        self.sessions
+            .as_ref()
+            .map_or(0, |s| s.end_owned_by(token_ids))
+    }
+
     pub fn events(&self) -> &EventSender {
         &self.events
     }

@@ -39,6 +39,9 @@ pub enum Method {
     /// Gateway → node: re-probe binaries on the node's PATH.
     #[serde(rename = "node.probe")]
     NodeProbe,
+    /// Gateway → node: end the process sessions of these (revoked) tokens.
+    #[serde(rename = "sessions.end")]
+    SessionsEnd,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -55,6 +58,7 @@ impl Method {
             Method::ApprovalsDecide => "approvals.decide",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
+            Method::SessionsEnd => "sessions.end",
             Method::Unknown => "unknown",
         }
     }
@@ -128,6 +132,19 @@ pub struct ToolInvokeParams {
     /// See [`ToolInvokeOut::caller`].
     #[serde(default)]
     pub caller: Option<InvokeCaller>,
+}
+
+/// Params of `sessions.end`: the tokens whose process sessions the node ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsEndParams {
+    pub token_ids: Vec<String>,
+}
+
+/// Result of `sessions.end`: how many running sessions were told to stop.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsEndResult {
+    pub ended: u64,
 }
 
 /// Params of `node.probe`. An empty list re-probes everything the node tracks.

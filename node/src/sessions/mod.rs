@@ -264,6 +264,21 @@ impl SessionManager {
         sessions
     }
 
+    /// Kills every running session owned by one of `owners` (their tokens were
+    /// revoked); returns how many were told to stop.
+    pub fn end_owned_by(&self, owners: &[String]) -> u64 {
+        let mut ended = 0;
+        for s in self.all() {
+            let owned = s.owner().is_some_and(|o| owners.iter().any(|t| t == o));
+            if owned && !s.is_finished() {
+                info!(session = %s.id(), "ending a session of a revoked token");
+                s.kill(KillReason::Requested);
+                ended += 1;
+            }
+        }
+        ended
+    }
+
     /// Forgets the finished background session `id`.
     pub fn remove(&self, id: &str) -> Result<Arc<Session>, SessionError> {
         let session = self.background(id)?;
