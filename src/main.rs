@@ -405,6 +405,12 @@ enum ApprovalsCommand {
         all: bool,
         #[arg(long)]
         json: bool,
+        /// Requests per page (1-500)
+        #[arg(long, value_name = "N", default_value_t = gsv_gateway::approvals::DEFAULT_PAGE, value_parser = clap::value_parser!(u32).range(1..=500))]
+        limit: u32,
+        /// Skip this many requests (newest first): the next page
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        offset: u32,
     },
     /// Approve a request: the waiting call runs
     Approve {
@@ -727,9 +733,19 @@ fn main() -> ExitCode {
             commands::mcp::run(target.target()),
         ),
         Command::Approvals { command } => match command {
-            ApprovalsCommand::List { target, all, json } => run_client(
+            ApprovalsCommand::List {
+                target,
+                all,
+                json,
+                limit,
+                offset,
+            } => run_client(
                 "warn",
-                commands::approvals::list(target.target(), all, json),
+                commands::approvals::list(
+                    target.target(),
+                    gsv_gateway::approvals::ListQuery { all, limit, offset },
+                    json,
+                ),
             ),
             ApprovalsCommand::Approve { id, target } => run_client(
                 "warn",

@@ -238,6 +238,27 @@ async fn one_token_cannot_crowd_out_the_approval_queue() {
         },
     )
     .await;
+    // The list pages, says how many more there are, and counts every agent's requests
+    // (fewest first) even when the page holds only the flood.
+    let (code, out, err) = gw.cli(&["approvals", "list", "--limit", "10"]);
+    assert_eq!(code, 0, "{err}");
+    let victim_line = out.find("agent victim: 1 pending").expect(&out);
+    let hog_line = out
+        .find(&format!("agent hog: {share} pending"))
+        .expect(&out);
+    assert!(victim_line < hog_line, "{out}");
+    assert!(
+        err.contains(&format!(
+            "{} more: gsv approvals list --offset 10",
+            share + 1 - 10
+        )),
+        "{err}"
+    );
+    let (_, page2, _) = gw.cli(&["approvals", "list", "--limit", "10", "--offset", "10"]);
+    assert!(
+        !page2.contains(&id),
+        "the newest request is on the first page only: {page2}"
+    );
     let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
     assert_eq!(code, 0, "{err}");
     let r = call.await.expect("join").expect("approved call runs");

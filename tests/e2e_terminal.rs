@@ -63,7 +63,12 @@ async fn approvals_list_escapes_the_command_and_shows_every_option() {
     ] {
         assert!(listed.contains(part), "{part} not shown: {listed}");
     }
-    let id = listed.split_whitespace().next().expect("an id").to_owned();
+    let id = listed
+        .lines()
+        .find(|l| l.contains("lab__Bash"))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("an id")
+        .to_owned();
     let (code, _, err) = gw.cli(&["approvals", "deny", &id]);
     assert_eq!(code, 0, "{err}");
     assert_no_hidden("gsv approvals deny", &err);

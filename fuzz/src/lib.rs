@@ -60,14 +60,6 @@ struct DecideParams {
     decision: Decision,
 }
 
-/// Mirror of the gateway's private `approvals.list` params.
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct ListParams {
-    #[serde(default)]
-    all: bool,
-}
-
 /// `frame_decode`: one WebSocket text frame as either side receives it. Decodes the
 /// frame, then whatever each side decodes next for that kind of frame: the params of
 /// every method, the payload of every event, every shape of result. Checks that a
@@ -101,7 +93,9 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                     }
                 }
                 Method::ApprovalsList => {
-                    let _ = serde_json::from_str::<ListParams>(raw.map_or("{}", RawValue::get));
+                    let _ = serde_json::from_str::<gsv_gateway::approvals::ListQuery>(
+                        raw.map_or("{}", RawValue::get),
+                    );
                 }
                 Method::ApprovalsDecide => {
                     let _ = serde_json::from_str::<DecideParams>(raw.map_or("{}", RawValue::get));

@@ -245,14 +245,6 @@ fn start_call(
     });
 }
 
-/// Params of `approvals.list`.
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ListParams {
-    #[serde(default)]
-    all: bool,
-}
-
 /// Params of `approvals.decide`.
 #[derive(serde::Deserialize)]
 struct DecideParams {
@@ -282,13 +274,17 @@ fn operator_request(
     let agent = agent.clone();
     tokio::spawn(async move {
         let frame = match method {
-            Method::ApprovalsList => match serde_json::from_str::<ListParams>(&raw) {
-                Ok(p) => match shared.approvals.list(!p.all).await {
-                    Ok(list) => encode_ok(&id, &serde_json::json!({ "approvals": list })),
-                    Err(e) => encode_err(&id, &e),
-                },
-                Err(e) => encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string())),
-            },
+            Method::ApprovalsList => {
+                match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
+                    Ok(q) => match shared.approvals.list(q).await {
+                        Ok(page) => encode_ok(&id, &page),
+                        Err(e) => encode_err(&id, &e),
+                    },
+                    Err(e) => {
+                        encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))
+                    }
+                }
+            }
             _ => match serde_json::from_str::<DecideParams>(&raw) {
                 Ok(p) => match crate::approvals::decide_and_announce(
                     &shared, &p.id, p.decision, "operator",

@@ -94,6 +94,53 @@ struct Waiter {
     tx: oneshot::Sender<Decision>,
 }
 
+/// The largest page `approvals.list` returns.
+pub const MAX_PAGE: u32 = 500;
+/// The page size when none is asked for.
+pub const DEFAULT_PAGE: u32 = 50;
+
+/// What `approvals.list` asks for.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListQuery {
+    /// Every state, not only pending.
+    pub all: bool,
+    /// Page size (1–500, default 50).
+    pub limit: u32,
+    /// Requests skipped, newest first.
+    pub offset: u32,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery {
+            all: false,
+            limit: DEFAULT_PAGE,
+            offset: 0,
+        }
+    }
+}
+
+/// One page of approval requests.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    pub approvals: Vec<ApprovalRequest>,
+    /// How many requests match the query in all.
+    pub total: u64,
+    /// How many were skipped before this page.
+    pub offset: u64,
+    /// How many matching requests each agent has, fewest first.
+    pub by_agent: Vec<AgentCount>,
+}
+
+/// One agent's number of matching requests.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct AgentCount {
+    pub agent: String,
+    pub count: u64,
+}
+
 /// Default of [`Approvals::per_token`].
 pub const DEFAULT_PENDING_PER_TOKEN: usize = 32;
 
@@ -290,18 +337,44 @@ impl Approvals {
     }
 
     /// Requests, newest first; only pending ones (not yet expired) when `pending_only`.
-    pub async fn list(&self, pending_only: bool) -> Result<Vec<ApprovalRequest>, ErrorShape> {
+    /// One page of requests, newest first (pending ones only unless `all`), with how
+    /// many match in all and how many of those each agent has, so no agent's request
+    /// can hide behind another's flood.
+    pub async fn list(&self, query: ListQuery) -> Result<ListPage, ErrorShape> {
         let now = gsv_protocol::now_ms() as i64;
+        let limit = query.limit.clamp(1, MAX_PAGE) as i64;
+        let offset = query.offset as i64;
+        let filter = if query.all {
+            "?1 = ?1"
+        } else {
+            "state = 'pending' AND expires_at > ?1"
+        };
         self.blocking(move |s| {
             s.with_conn(|c| {
-                let sql = if pending_only {
-                    format!("SELECT {COLUMNS} FROM approvals WHERE state = 'pending' AND expires_at > ?1 ORDER BY created_at DESC LIMIT 500")
-                } else {
-                    format!("SELECT {COLUMNS} FROM approvals WHERE ?1 = ?1 ORDER BY created_at DESC LIMIT 500")
-                };
-                let mut stmt = c.prepare(&sql)?;
-                let rows = stmt.query_map(params![now], read)?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                let mut stmt = c.prepare(&format!(
+                    "SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
+                ))?;
+                let approvals = stmt
+                    .query_map(params![now, limit, offset], read)?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut stmt = c.prepare(&format!(
+                    "SELECT agent, COUNT(*) FROM approvals WHERE {filter} GROUP BY agent ORDER BY COUNT(*) ASC, agent"
+                ))?;
+                let by_agent = stmt
+                    .query_map(params![now], |r| {
+                        Ok(AgentCount {
+                            agent: r.get(0)?,
+                            count: r.get::<_, i64>(1)?.max(0) as u64,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let total = by_agent.iter().map(|a| a.count).sum();
+                Ok(ListPage {
+                    approvals,
+                    total,
+                    offset: offset as u64,
+                    by_agent,
+                })
             })
         })
         .await

@@ -339,21 +339,15 @@ async fn probe(
     Ok(Json(result).into_response())
 }
 
-#[derive(serde::Deserialize, Default)]
-struct ApprovalsQuery {
-    #[serde(default)]
-    all: bool,
-}
-
 async fn approvals_list(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    axum::extract::Query(q): axum::extract::Query<ApprovalsQuery>,
+    axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "listing approvals").await?;
-    let list = shared.approvals.list(!q.all).await.map_err(ApiError)?;
-    Ok(Json(serde_json::json!({ "approvals": list })).into_response())
+    let page = shared.approvals.list(q).await.map_err(ApiError)?;
+    Ok(Json(page).into_response())
 }
 
 #[derive(serde::Deserialize)]

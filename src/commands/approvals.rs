@@ -8,7 +8,7 @@ use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
-use gsv_gateway::approvals::ApprovalRequest;
+use gsv_gateway::approvals::{ApprovalRequest, ListPage, ListQuery};
 use gsv_gateway::datadir;
 use gsv_protocol::Method;
 use std::path::PathBuf;
@@ -65,24 +65,20 @@ async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
         .map_err(|e| fail(&e))
 }
 
-/// `gsv approvals list [--all] [--json]`.
-pub async fn list(t: OperatorTarget, all: bool, json: bool) -> u8 {
+/// `gsv approvals list [--all] [--json] [--limit N] [--offset N]`: one page, newest
+/// first, grouped by agent, with every agent's count and how many more there are.
+pub async fn list(t: OperatorTarget, query: ListQuery, json: bool) -> u8 {
     let client = match connect(&t).await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let raw = match client
-        .request(Method::ApprovalsList, &serde_json::json!({ "all": all }))
-        .await
-    {
+    let params =
+        serde_json::json!({ "all": query.all, "limit": query.limit, "offset": query.offset });
+    let raw = match client.request(Method::ApprovalsList, &params).await {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
-    #[derive(serde::Deserialize)]
-    struct List {
-        approvals: Vec<ApprovalRequest>,
-    }
-    let list: List = match serde_json::from_str(raw.get()) {
+    let page: ListPage = match serde_json::from_str(raw.get()) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: protocol: {e}");
@@ -90,32 +86,56 @@ pub async fn list(t: OperatorTarget, all: bool, json: bool) -> u8 {
         }
     };
     if json {
+        // The page's requests (an array, as before); counts go to stderr.
         println!(
             "{}",
-            serde_json::to_string_pretty(&list.approvals).unwrap_or_default()
+            serde_json::to_string_pretty(&page.approvals).unwrap_or_default()
         );
-    } else if list.approvals.is_empty() {
+    } else if page.total == 0 {
         eprintln!(
             "{}",
-            if all {
+            if query.all {
                 "no approval requests"
             } else {
                 "no pending approval requests"
             }
         );
     } else {
-        for a in list.approvals {
-            println!(
-                "{}  {:<8} agent={}  {}  (expires {})",
-                safe(&a.id),
-                safe(&a.state),
-                safe(&a.agent),
-                safe(&a.summary),
-                gsv_gateway::time::rfc3339(a.expires_at)
-            );
-        }
+        print!("{}", render(&page, query.all));
+    }
+    let shown_to = page.offset + page.approvals.len() as u64;
+    if shown_to < page.total {
+        eprintln!(
+            "{} more: gsv approvals list --offset {shown_to}{}",
+            page.total - shown_to,
+            if query.all { " --all" } else { "" }
+        );
     }
     exit::OK
+}
+
+/// The page as text: a line per agent with its count (fewest first, so a lone request
+/// is not buried under another agent's flood), then the page's requests of each agent.
+fn render(page: &ListPage, all: bool) -> String {
+    let mut out = String::new();
+    let what = if all { "requests" } else { "pending" };
+    for group in &page.by_agent {
+        out.push_str(&format!(
+            "agent {}: {} {what}\n",
+            safe(&group.agent),
+            group.count
+        ));
+        for a in page.approvals.iter().filter(|a| a.agent == group.agent) {
+            out.push_str(&format!(
+                "  {}  {:<8} {}  (expires {})\n",
+                safe(&a.id),
+                safe(&a.state),
+                safe(&a.summary),
+                gsv_gateway::time::rfc3339(a.expires_at)
+            ));
+        }
+    }
+    out
 }
 
 /// `gsv approvals approve|deny ID`.
