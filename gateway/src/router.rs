@@ -235,7 +235,9 @@ async fn route(
     let mut reason = format!("the token's policy requires approval for {full}");
     if decision == Decision::Allow && is_session_input(name, &args) {
         let bash = NamespacedName::join(node_id, "Bash");
-        if caller.policy.decide(&bash) != Decision::Allow {
+        // Denied Bash: the token can own no session, so the node answers "no such
+        // session" by itself; only `confirm` asks an operator.
+        if caller.policy.decide(&bash) == Decision::Confirm {
             decision = Decision::Confirm;
             reason = format!(
                 "input to a session is judged like a command: the token's policy requires approval for {bash}"

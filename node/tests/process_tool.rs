@@ -465,6 +465,13 @@ async fn exits_are_queued_while_detached_and_flushed_in_order() {
     let node = Node::new();
     let first = node.start("echo one").await;
     node.wait_done(&first).await;
+    // The end is queued just after the session reads as done: wait for it, so the
+    // two events are queued in the order the sessions ended.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while node.events.queued() < 1 {
+        assert!(Instant::now() < deadline, "the first event was not queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let second = node.start("exit 4").await;
     node.wait_done(&second).await;
     let deadline = Instant::now() + Duration::from_secs(5);
