@@ -320,3 +320,51 @@ async fn one_token_cannot_hold_every_mcp_session() {
     let again = initialize(&gw, &third).await;
     assert!(again.starts_with("HTTP/1.1 200"), "{again}");
 }
+
+#[tokio::test]
+async fn token_create_warns_about_globs_that_match_only_in_another_case() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("hard-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let (code, token, err) = gw.cli(&[
+        "token",
+        "create",
+        "agent",
+        "careless",
+        "--allow",
+        "lab__*",
+        "--deny",
+        "*__bash",
+        "--confirm",
+        "lab__Nonexistent",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("--deny \"*__bash\"") && err.contains("only Bash in another case"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--confirm \"lab__Nonexistent\" matches no tool"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("lab__*"),
+        "a glob that matches was warned about: {err}"
+    );
+    // Why it matters: the misspelled deny denies nothing.
+    let agent = gw.agent_with(token.trim()).await;
+    let r = agent
+        .call(
+            "lab__Bash",
+            serde_json::json!({"command": "echo not-denied"}),
+            None,
+        )
+        .await
+        .expect("the case-mismatched deny did not apply");
+    assert!(r.joined_text().contains("not-denied"));
+    // A correct policy creates no warning.
+    let (_, _, err) = gw.cli(&[
+        "token", "create", "agent", "careful", "--allow", "lab__*", "--deny", "*__Bash",
+    ]);
+    assert!(!err.contains("warning"), "{err}");
+}

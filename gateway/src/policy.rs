@@ -118,9 +118,79 @@ impl Policy {
     }
 }
 
+/// Warnings about globs that probably do not say what was meant: a glob whose tool
+/// part matches none of `known` bare tool names — and especially one that matches
+/// only in another case (globs are case-sensitive: `--deny '*__bash'` denies
+/// nothing). Globs without a `__` (like `*`) are not checked.
+pub fn lint(spec: &PolicySpec, known: &[&str]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let lists = [
+        ("--allow", &spec.allow),
+        ("--deny", &spec.deny),
+        ("--confirm", &spec.confirm),
+    ];
+    for (flag, globs) in lists {
+        for g in globs.iter() {
+            let Some((_, tool)) = g.rsplit_once("__") else {
+                continue;
+            };
+            let build = |insensitive: bool| {
+                globset::GlobBuilder::new(tool)
+                    .case_insensitive(insensitive)
+                    .build()
+                    .ok()
+                    .map(|g| g.compile_matcher())
+            };
+            let (Some(exact), Some(loose)) = (build(false), build(true)) else {
+                continue;
+            };
+            if known.iter().any(|k| exact.is_match(k)) {
+                continue;
+            }
+            let other_case: Vec<&str> = known
+                .iter()
+                .copied()
+                .filter(|k| loose.is_match(k))
+                .collect();
+            if other_case.is_empty() {
+                warnings.push(format!(
+                    "{flag} {g:?} matches no tool of a standard gsv node (fine if it names a custom tool; globs are case-sensitive)"
+                ));
+            } else {
+                warnings.push(format!(
+                    "{flag} {g:?} matches no tool: globs are case-sensitive, and it matches only {} in another case",
+                    other_case.join(", ")
+                ));
+            }
+        }
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lint_flags_case_mistakes_and_unknown_names() {
+        let known = ["Read", "Bash", "net_diagnose"];
+        let spec = PolicySpec {
+            allow: vec!["*".into(), "lab__*".into(), "*__Read".into()],
+            deny: vec!["*__bash".into(), "*__Nope".into()],
+            confirm: vec!["*__net_*".into()],
+            self_confirm: false,
+        };
+        let w = lint(&spec, &known);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("*__bash") && w[0].contains("only Bash in another case"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].contains("*__Nope") && w[1].contains("matches no tool"),
+            "{w:?}"
+        );
+    }
 
     fn spec(allow: &[&str], deny: &[&str], confirm: &[&str]) -> PolicySpec {
         let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();

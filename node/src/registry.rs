@@ -251,6 +251,16 @@ mod tests {
         c
     }
 
+    #[tokio::test]
+    async fn standard_names_list_every_standard_tool() {
+        let r = Registry::standard(&config(true)).unwrap();
+        let mut names = r.names();
+        names.sort_unstable();
+        let mut listed = crate::tools::STANDARD_NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(names, listed);
+    }
+
     #[test]
     fn standard_set() {
         let r = Registry::standard(&config(false)).unwrap();

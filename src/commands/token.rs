@@ -70,6 +70,9 @@ pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
     if spec.allow.is_empty() {
         eprintln!("warning: no --allow given: this token can see and call nothing (default deny)");
     }
+    for w in gsv_gateway::policy::lint(&spec, gsv_node::tools::STANDARD_NAMES) {
+        eprintln!("warning: {w}");
+    }
     let store = match open(data) {
         Ok(s) => s,
         Err(c) => return c,

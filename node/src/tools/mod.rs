@@ -19,3 +19,21 @@ pub mod process;
 pub mod protected;
 pub mod read;
 pub mod write;
+
+/// The names of every tool a standard gsv node can offer (`Echo` only with
+/// `--echo-tool`): what `gsv token create` checks policy globs against.
+pub const STANDARD_NAMES: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "Process",
+    "net_diagnose",
+    "net_discover",
+    "net_services",
+    "network_status",
+    "dns_lookup",
+    "Echo",
+];
