@@ -26,10 +26,10 @@ pub async fn watch(shared: Arc<Shared>) {
         let found = shared.store.blocking(move |store| {
             store.with_conn(|c| {
                 let mut stmt = c.prepare(
-                    "SELECT id, revoked_at FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
+                    "SELECT id, revoked_at, kind FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
                 )?;
                 let rows = stmt.query_map(params![from], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
                 })?;
                 Ok(rows.collect::<Result<Vec<_>, _>>()?)
             })
@@ -44,12 +44,15 @@ pub async fn watch(shared: Arc<Shared>) {
             Err(_) => continue,
         };
         let mut ids = Vec::with_capacity(revoked.len());
-        for (id, at) in revoked {
+        for (id, at, kind) in revoked {
             since = since.max(at + 1);
             close_token(&shared, &id);
-            ids.push(id);
+            // A join token is marked revoked when it is redeemed: no sessions to end.
+            if kind == "agent" {
+                ids.push(id);
+            }
         }
-        // Their process sessions end too (nodes ignore ids that own none).
+        // Agents' process sessions end too (nodes ignore ids that own none).
         if !ids.is_empty() {
             shared.revoked_recent.invalidate().await;
             crate::session_end::end_everywhere(&shared, ids);
