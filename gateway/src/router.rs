@@ -18,7 +18,7 @@ use crate::registry::{CallOutcome, NodeHandle, PendingError, ProgressSink};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::frame::{encode_cancel, encode_req};
-use gsv_protocol::method::{InvokeCaller, ToolInvokeOut, ToolsCallParams};
+use gsv_protocol::method::{InvokeCallerOut, ToolInvokeOut, ToolsCallParams};
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method, NamespacedName};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -232,16 +232,17 @@ async fn route(
     // on the node's Bash covers what it types into a session too (the operator then
     // sees the exact text or keys), so approving an interactive program does not
     // approve everything typed into it later.
-    let mut reason = format!("the token's policy requires approval for {full}");
+    // Written only for calls that wait (no formatting on the call path).
+    let mut reason = None;
     if decision == Decision::Allow && is_session_input(name, &args) {
         let bash = NamespacedName::join(node_id, "Bash");
         // Denied Bash: the token can own no session, so the node answers "no such
         // session" by itself; only `confirm` asks an operator.
         if caller.policy.decide(&bash) == Decision::Confirm {
             decision = Decision::Confirm;
-            reason = format!(
+            reason = Some(format!(
                 "input to a session is judged like a command: the token's policy requires approval for {bash}"
-            );
+            ));
         }
     }
     let timeout_ms = params
@@ -258,6 +259,8 @@ async fn route(
     // that asks then still gets an operator's decision.
     let mut approval = None;
     if decision == Decision::Confirm {
+        let reason =
+            reason.unwrap_or_else(|| format!("the token's policy requires approval for {full}"));
         let args = trace.args.as_ref().unwrap_or(&Value::Null);
         // The caller's own user may answer only when the token says so (`--self-confirm`).
         let who = if caller.policy.self_confirm() {
@@ -396,8 +399,8 @@ async fn send(
         params,
         approval,
         deadline,
-        caller: InvokeCaller {
-            token_id: caller.token_id.to_owned(),
+        caller: InvokeCallerOut {
+            token_id: caller.token_id,
             operator: caller.policy.is_full(),
         },
     };
@@ -434,7 +437,7 @@ struct Invoke<'a> {
     approval: Option<&'a str>,
     deadline: Instant,
     /// Who the call is for: the node gives sessions it starts to this token.
-    caller: InvokeCaller,
+    caller: InvokeCallerOut<'a>,
 }
 
 impl Invoke<'_> {
@@ -454,7 +457,7 @@ impl Invoke<'_> {
                 timeout_ms: (remaining.as_millis() as u64).max(1),
                 approval: self.approval,
                 resume,
-                caller: Some(&self.caller),
+                caller: Some(self.caller),
             },
         ))
     }

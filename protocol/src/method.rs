@@ -101,7 +101,16 @@ pub struct ToolInvokeOut<'a> {
     /// Who the call is made for. Process sessions the call starts belong to this token;
     /// Process acts only on the caller's own sessions unless the caller is an operator.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub caller: Option<&'a InvokeCaller>,
+    pub caller: Option<InvokeCallerOut<'a>>,
+}
+
+/// [`InvokeCaller`] as the gateway writes it (borrowed: no copy per call).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvokeCallerOut<'a> {
+    pub token_id: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
 }
 
 /// Who a call is made for, as a node needs to know it (`tool.invoke.caller`).
@@ -259,7 +268,10 @@ mod tests {
             token_id: "0123456789ab".into(),
             operator: false,
         };
-        out.caller = Some(&caller);
+        out.caller = Some(InvokeCallerOut {
+            token_id: &caller.token_id,
+            operator: caller.operator,
+        });
         let text = serde_json::to_string(&out).unwrap();
         assert!(
             text.contains(r#""caller":{"tokenId":"0123456789ab"}"#),
