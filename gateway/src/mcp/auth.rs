@@ -216,12 +216,16 @@ pub async fn require_bearer(
             match (&session, res.headers().get(HEADER_SESSION_ID)) {
                 (None, Some(new)) => {
                     let new = new.to_str().unwrap_or_default().to_owned();
+                    // Recorded first and then counted (itself included), so a burst of
+                    // concurrent `initialize`s cannot all pass the check together.
+                    gate.owners.opened(&new, &token_id, gate.session_idle);
                     let (mine, all) = gate.owners.counts(&token_id, gate.session_idle);
-                    if mine >= gate.per_token || all >= gate.max_sessions {
+                    if mine > gate.per_token || all > gate.max_sessions {
+                        gate.owners.closed(&new);
                         // Over a share: the session rmcp just opened is closed again
                         // and the client told why, so one token cannot hold them all.
                         let _ = gate.sessions.close_session(&Arc::from(new.as_str())).await;
-                        let (limit, max) = if mine >= gate.per_token {
+                        let (limit, max) = if mine > gate.per_token {
                             ("mcp_sessions_per_token", gate.per_token)
                         } else {
                             ("mcp_sessions_max", gate.max_sessions)
@@ -238,7 +242,6 @@ pub async fn require_bearer(
                             .with_details(json!({ "limit": limit, "max": max })),
                         );
                     }
-                    gate.owners.opened(&new, &token_id, gate.session_idle);
                 }
                 (Some(s), _) if delete && res.status().is_success() => gate.owners.closed(s),
                 _ => {}

@@ -112,15 +112,21 @@ impl ShellGuard {
                 "the node runs in approve-shell mode and {shown:?} matches an auto-approve pattern, but {why}"
             ),
         };
-        Err(ErrorShape::new(
-            ErrorCode::ApprovalRequired,
-            format!("this command needs an operator's approval: {reason}"),
-        )
-        .with_details(json!({
-            "reason": reason,
-            "summary": truncate(command, MAX_SUMMARY_CHARS),
-        })))
+        Err(ask_operator("command", &reason, command))
     }
+}
+
+/// The `approval_required` a guard answers: what needs approval (`command`, `input`),
+/// why, and the text shown to the operator (cut to [`MAX_SUMMARY_CHARS`]).
+pub fn ask_operator(what: &str, reason: &str, summary: &str) -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::ApprovalRequired,
+        format!("this {what} needs an operator's approval: {reason}"),
+    )
+    .with_details(json!({
+        "reason": reason,
+        "summary": truncate(summary, MAX_SUMMARY_CHARS),
+    }))
 }
 
 fn truncate(text: &str, max: usize) -> String {

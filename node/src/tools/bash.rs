@@ -172,11 +172,7 @@ impl Tool for Bash {
                 command.chars().take(300).collect::<String>(),
                 if flag("pty") { "terminal (pty)" } else { "background" }
             );
-            return Err(gsv_protocol::ErrorShape::new(
-                gsv_protocol::ErrorCode::ApprovalRequired,
-                format!("this command needs an operator's approval: {reason}"),
-            )
-            .with_details(serde_json::json!({ "reason": reason, "summary": command.chars().take(300).collect::<String>() })));
+            return Err(crate::guards::ask_operator("command", &reason, command));
         }
         Ok(())
     }

@@ -30,9 +30,7 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use gsv_protocol::{
-    Capability, ContentBlock, ErrorCode, ErrorShape, ToolAnnotations, ToolDef, ToolResult,
-};
+use gsv_protocol::{Capability, ContentBlock, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,11 +122,11 @@ impl Tool for Process {
                 let reason = format!(
                     "the node runs in approve-shell mode and keys typed into a session ({shown}) are never auto-approved"
                 );
-                Err(ErrorShape::new(
-                    ErrorCode::ApprovalRequired,
-                    format!("this input needs an operator's approval: {reason}"),
-                )
-                .with_details(json!({ "reason": reason, "summary": format!("send-keys {shown}") })))
+                Err(crate::guards::ask_operator(
+                    "input",
+                    &reason,
+                    &format!("send-keys {shown}"),
+                ))
             }
         }
     }
