@@ -67,11 +67,13 @@ async fn broken_pipes_are_tool_errors(agent: &AgentClient, node: &str) {
     );
     call(agent, &process, json!({"action": "kill", "sessionId": id})).await;
 
-    // 2. The reader is killed while the session goes on.
+    // 2. The reader is killed while the session goes on. The pipe goes to the reader
+    //    through fd 3: a POSIX shell (dash, when $SHELL is unset) gives a background
+    //    command /dev/null as its stdin before any `<&0` would take effect.
     let id = started(
         agent,
         node,
-        "cat >/dev/null <&0 & echo $! > reader.pid; exec 0<&-; echo ready; wait; sleep 30",
+        "exec 3<&0; cat >/dev/null <&3 & echo $! > reader.pid; exec 0<&- 3<&-; echo ready; wait; sleep 30",
     )
     .await;
     let w = call(
