@@ -64,6 +64,11 @@ struct NodeGuardArgs {
     /// operator's approval
     #[arg(long, value_name = "REGEX")]
     approve_shell: Vec<String>,
+    /// Sessions (Bash runs and background jobs) one agent token may have running at
+    /// once on this node: its share of the node's 64 slots, so another agent always
+    /// has room
+    #[arg(long, value_name = "N", default_value_t = gsv_node::sessions::Limits::default().max_running_per_owner, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gsv_node::sessions::Limits::default().max_running as u64))]
+    sessions_per_token: usize,
 }
 
 impl NodeGuardArgs {
@@ -149,6 +154,20 @@ struct GatewayArgs {
     /// An MCP session with no traffic this long is closed, in seconds
     #[arg(long, value_name = "SECS", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSION_IDLE.as_secs(), value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
     mcp_session_idle_secs: u64,
+    /// Calls one agent token may have pending on one node at once: its share of the
+    /// node's 4096, so another agent always has room
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::registry::MAX_PENDING_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gsv_protocol::limits::MAX_PENDING_PER_NODE as u64))]
+    pending_calls_per_token: usize,
+    /// Approval requests one agent token may have waiting at once
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::approvals::DEFAULT_PENDING_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    approvals_per_token: usize,
+    /// MiB of call arguments one agent token may have in flight at once (waiting for
+    /// approval or for a node), over every node
+    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_PER_TOKEN >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
+    pending_mib_per_token: u64,
+    /// MiB of call arguments in flight at once in all
+    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_MAX >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
+    pending_mib: u64,
 }
 
 impl GatewayArgs {
@@ -170,6 +189,10 @@ impl GatewayArgs {
         c.mcp_sessions_per_token = self.mcp_sessions_per_token;
         c.mcp_sessions_max = self.mcp_sessions_max;
         c.mcp_session_idle = Duration::from_secs(self.mcp_session_idle_secs);
+        c.pending_calls_per_token = self.pending_calls_per_token;
+        c.approvals_per_token = self.approvals_per_token;
+        c.pending_bytes_per_token = (self.pending_mib_per_token as usize) << 20;
+        c.pending_bytes_max = (self.pending_mib as usize) << 20;
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
@@ -581,6 +604,7 @@ fn main() -> ExitCode {
                     confine,
                     read_only: guards.read_only,
                     approve_shell: guards.approve_shell,
+                    sessions_per_token: guards.sessions_per_token,
                 }),
             )
         }
@@ -652,6 +676,7 @@ fn main() -> ExitCode {
             config.confine = confine;
             config.read_only = guards.read_only;
             config.approve_shell = guards.approve_shell;
+            config.sessions_per_token = guards.sessions_per_token;
             config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
             config.protect = resolve::protected_paths(protect);
             config.host_role = host_role;

@@ -179,6 +179,12 @@ impl Approvals {
         }
     }
 
+    /// The same with a share of `per_token` requests per token (at least 1).
+    pub fn with_per_token(mut self, per_token: usize) -> Self {
+        self.per_token = per_token.max(1);
+        self
+    }
+
     /// How many requests of `token_id` are waiting (calls that went away not counted).
     pub fn pending_for(&self, token_id: &str) -> usize {
         self.waiters

@@ -20,6 +20,11 @@ pub const DEFAULT_MCP_SESSIONS_MAX: usize = 4096;
 /// Default of [`GatewayConfig::mcp_session_idle`].
 pub const DEFAULT_MCP_SESSION_IDLE: Duration = Duration::from_secs(10 * 60);
 
+/// Default of [`GatewayConfig::pending_bytes_per_token`]: 64 MiB, four maximum frames.
+pub const DEFAULT_PENDING_BYTES_PER_TOKEN: usize = 64 * 1024 * 1024;
+/// Default of [`GatewayConfig::pending_bytes_max`]: 256 MiB, four tokens' full shares.
+pub const DEFAULT_PENDING_BYTES_MAX: usize = 256 * 1024 * 1024;
+
 /// How a gateway runs.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -67,6 +72,16 @@ pub struct GatewayConfig {
     pub mcp_sessions_max: usize,
     /// An MCP session with no traffic this long is closed.
     pub mcp_session_idle: Duration,
+    /// Calls one token may have pending on one node (its share of the node's
+    /// [`gsv_protocol::limits::MAX_PENDING_PER_NODE`]; default half).
+    pub pending_calls_per_token: usize,
+    /// Approval requests one token may have waiting at once.
+    pub approvals_per_token: usize,
+    /// Bytes of call arguments one token may have in flight at once (waiting for an
+    /// approval or for a node), over every node: see [`crate::budget`].
+    pub pending_bytes_per_token: usize,
+    /// Bytes of call arguments in flight at once in all.
+    pub pending_bytes_max: usize,
 }
 
 impl GatewayConfig {
@@ -92,6 +107,10 @@ impl GatewayConfig {
             mcp_sessions_per_token: DEFAULT_MCP_SESSIONS_PER_TOKEN,
             mcp_sessions_max: DEFAULT_MCP_SESSIONS_MAX,
             mcp_session_idle: DEFAULT_MCP_SESSION_IDLE,
+            pending_calls_per_token: crate::registry::MAX_PENDING_PER_TOKEN,
+            approvals_per_token: crate::approvals::DEFAULT_PENDING_PER_TOKEN,
+            pending_bytes_per_token: DEFAULT_PENDING_BYTES_PER_TOKEN,
+            pending_bytes_max: DEFAULT_PENDING_BYTES_MAX,
         }
     }
 }

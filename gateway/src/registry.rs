@@ -73,8 +73,8 @@ fn next_call_id() -> u64 {
 #[derive(Default)]
 struct Calls {
     pending: HashMap<u64, Pending>,
-    /// Pending calls by the caller's token id: no token may hold more than
-    /// [`MAX_PENDING_PER_TOKEN`] of a node's pending calls.
+    /// Pending calls by the caller's token id: no token may hold more than its share
+    /// of a node's pending calls ([`MAX_PENDING_PER_TOKEN`] by default).
     by_token: HashMap<Arc<str>, usize>,
     /// Progress sinks of the pending calls whose caller wants progress.
     progress: HashMap<u64, ProgressSink>,
@@ -87,8 +87,8 @@ struct Pending {
     token: Option<Arc<str>>,
 }
 
-/// The most calls one token may have pending on one node: half the node's capacity,
-/// so another agent always has room.
+/// The default of the most calls one token may have pending on one node: half the
+/// node's capacity, so another agent always has room (`--pending-calls-per-token`).
 pub const MAX_PENDING_PER_TOKEN: usize = gsv_protocol::limits::MAX_PENDING_PER_NODE / 2;
 
 impl Calls {
@@ -121,11 +121,19 @@ pub enum Completion {
     Stray,
 }
 
+/// A caller's token and its share of a node's pending calls.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenShare<'a> {
+    pub token: &'a str,
+    /// The most calls the token may have pending on the node.
+    pub share: usize,
+}
+
 /// Why a call could not be registered as pending.
 pub enum PendingError {
     /// The node already has the maximum number of calls pending.
     Full,
-    /// The caller's token already holds its share ([`MAX_PENDING_PER_TOKEN`]).
+    /// The caller's token already holds its share.
     TokenShare,
     /// The connection closed.
     Closed,
@@ -168,11 +176,11 @@ impl NodeHandle {
         self.begin_call_with_progress(None, None)
     }
 
-    /// [`NodeHandle::begin_call`] for the caller's `token` (counted against its share),
-    /// with a sink for the call's `call.progress` events.
+    /// [`NodeHandle::begin_call`] for the caller's token (counted against its share of
+    /// the node's pending calls), with a sink for the call's `call.progress` events.
     pub fn begin_call_with_progress(
         &self,
-        token: Option<&str>,
+        token: Option<TokenShare<'_>>,
         progress: Option<ProgressSink>,
     ) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
         let id = next_call_id();
@@ -185,7 +193,7 @@ impl NodeHandle {
     pub fn resume_call(
         &self,
         id: u64,
-        token: Option<&str>,
+        token: Option<TokenShare<'_>>,
         progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
         if self.out.is_closed() {
@@ -197,9 +205,9 @@ impl NodeHandle {
             return Err(PendingError::Full);
         }
         let token = match token {
-            Some(t) => {
+            Some(TokenShare { token: t, share }) => {
                 let key = match calls.by_token.get_key_value(t) {
-                    Some((_, &n)) if n >= MAX_PENDING_PER_TOKEN => {
+                    Some((_, &n)) if n >= share => {
                         return Err(PendingError::TokenShare)
                     }
                     Some((k, _)) => Arc::clone(k),

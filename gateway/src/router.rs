@@ -14,7 +14,7 @@
 use crate::approvals::{ApprovalRequest, Decision as Approval, NewRequest};
 use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::policy::{Decision, Policy};
-use crate::registry::{CallOutcome, NodeHandle, PendingError, ProgressSink};
+use crate::registry::{CallOutcome, NodeHandle, PendingError, ProgressSink, TokenShare};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::frame::{encode_cancel, encode_req};
@@ -88,7 +88,10 @@ fn not_found(message: String) -> ErrorShape {
 /// What the audit row of a call needs from routing.
 #[derive(Default)]
 struct Trace {
-    args: Option<Value>,
+    /// SHA-256 of the arguments, once parsed.
+    args_hash: Option<String>,
+    /// The arguments as text, with `--audit-args`.
+    args_text: Option<String>,
     /// The named node declares the tool (so its name may label a metric).
     known_tool: bool,
 }
@@ -146,10 +149,8 @@ pub async fn call(
     let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
     entry.node = Some(name.node.to_string());
     entry.tool = Some(name.tool.to_string());
-    entry.args_hash = trace.args.as_ref().map(args_hash);
-    if shared.config.audit_args {
-        entry.args = trace.args.as_ref().map(|a| a.to_string());
-    }
+    entry.args_hash = trace.args_hash.take();
+    entry.args = trace.args_text.take();
     entry.duration_ms = Some(elapsed.as_millis() as u64);
     entry.detail = Some(json!({ "tokenId": caller.token_id }));
     shared.audit.record(entry);
@@ -200,6 +201,18 @@ async fn route(
             format!("this token may not call {full}"),
         ));
     }
+    // The arguments are held until the call ends: they count against the token's
+    // share of the bytes in flight (`crate::budget`).
+    let _bytes = shared
+        .pending_bytes
+        .reserve(caller.token_id, params.args.get().len())
+        .map_err(|e| {
+            ErrorShape::new(
+                ErrorCode::Overloaded,
+                format!("{e}; retry when some of its calls finish"),
+            )
+            .with_details(json!({ "limit": e.limit(), "max": e.max() }))
+        })?;
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
         if let Some(since) = shared.registry.offline_since(node_id) {
@@ -251,7 +264,13 @@ async fn route(
         .unwrap_or(gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS)
         .clamp(1, gsv_protocol::limits::MAX_CALL_TIMEOUT_MS);
     let deadline = started + Duration::from_millis(timeout_ms);
-    trace.args = Some(args);
+    // The audit row keeps the hash (and with `--audit-args` the text), not the parsed
+    // value: a call holds one copy of its arguments while it waits, the raw text it
+    // forwards (`crate::budget` counts it).
+    trace.args_hash = Some(args_hash(&args));
+    if shared.config.audit_args {
+        trace.args_text = Some(params.args.get().to_owned());
+    }
 
     // One operator decision per call: an operator's approval obtained for the policy's
     // `confirm` travels with the first dispatch, so a node guard that would ask again
@@ -261,16 +280,16 @@ async fn route(
     if decision == Decision::Confirm {
         let reason =
             reason.unwrap_or_else(|| format!("the token's policy requires approval for {full}"));
-        let args = trace.args.as_ref().unwrap_or(&Value::Null);
         // The caller's own user may answer only when the token says so (`--self-confirm`).
         let who = if caller.policy.self_confirm() {
             Deciders::CallerOrOperator
         } else {
             Deciders::Operator
         };
-        let id = await_approval(shared, caller, name, args, reason, who, deadline, &cancel).await?;
+        let id = await_approval(shared, caller, name, &args, reason, who, deadline, &cancel).await?;
         approval = (id != CALLER_APPROVAL).then_some(id);
     }
+    drop(args);
 
     let outcome = send(
         shared,
@@ -288,14 +307,16 @@ async fn route(
         // as for `confirm`, then send the same call again carrying its id.
         Err(e) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
             let reason = node_reason(&e);
-            let args = trace.args.as_ref().unwrap_or(&Value::Null);
+            // Parsed again: the value was let go while the node worked (it parsed once,
+            // so it parses again).
+            let args: Value = serde_json::from_str(params.args.get()).unwrap_or(Value::Null);
             // A node guard's question is never the caller's to answer: its whole point is
             // that an operator decides, whatever the token allows.
             let approval = await_approval(
                 shared,
                 caller,
                 name,
-                args,
+                &args,
                 reason,
                 Deciders::Operator,
                 deadline,
@@ -350,6 +371,14 @@ fn node_reason(e: &ErrorShape) -> String {
     )
 }
 
+/// The caller's token with its share of a node's pending calls.
+fn token_share<'a>(shared: &Shared, caller: &Caller<'a>) -> TokenShare<'a> {
+    TokenShare {
+        token: caller.token_id,
+        share: shared.config.pending_calls_per_token,
+    }
+}
+
 /// Sends one `tool.invoke` for the call and waits for its answer (or the deadline),
 /// following the call across reconnects of its node within the grace period.
 #[allow(clippy::too_many_arguments)]
@@ -365,7 +394,7 @@ async fn send(
 ) -> CallOutcome {
     let node_id = name.node.as_str();
     let (call_id, rx) =
-        match node.begin_call_with_progress(Some(caller.token_id), caller.progress.clone()) {
+        match node.begin_call_with_progress(Some(token_share(shared, caller)), caller.progress.clone()) {
         Ok(x) => x,
         Err(PendingError::Full) => {
             return Err(ErrorShape::new(
@@ -378,11 +407,11 @@ async fn send(
                 ErrorCode::Overloaded,
                 format!(
                     "this token already has {} calls pending on node {node_id}, its share of the node's {}; retry when some finish",
-                    crate::registry::MAX_PENDING_PER_TOKEN,
+                    shared.config.pending_calls_per_token,
                     gsv_protocol::limits::MAX_PENDING_PER_NODE
                 ),
             )
-            .with_details(json!({ "limit": "pending_calls_per_token", "max": crate::registry::MAX_PENDING_PER_TOKEN })))
+            .with_details(json!({ "limit": "pending_calls_per_token", "max": shared.config.pending_calls_per_token })))
         }
         Err(PendingError::Closed) => {
             return Err(ErrorShape::new(
@@ -730,7 +759,7 @@ async fn resume(
                 }
                 let rx = match node.resume_call(
                     invoke.call_id,
-                    Some(caller.token_id),
+                    Some(token_share(shared, caller)),
                     caller.progress.clone(),
                 ) {
                     Ok(rx) => rx,

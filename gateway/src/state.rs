@@ -99,12 +99,19 @@ pub struct Shared {
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
     /// Agent tokens revoked recently, for nodes that connect (see `session_end`).
     pub revoked_recent: crate::session_end::RecentRevocations,
+    /// Bytes of call arguments in flight, per token and in all.
+    pub pending_bytes: crate::budget::PendingBytes,
 }
 
 impl Shared {
     pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
         Shared {
-            approvals: Approvals::new(store.clone(), config.approval_ttl),
+            approvals: Approvals::new(store.clone(), config.approval_ttl)
+                .with_per_token(config.approvals_per_token),
+            pending_bytes: crate::budget::PendingBytes::new(
+                config.pending_bytes_per_token,
+                config.pending_bytes_max,
+            ),
             auth_limiter: AuthLimiter::new(config.auth_failures_per_minute),
             admission: Admission::new(config.caps),
             refusals: crate::refusals::Refusals::new(audit.clone(), config.refusal_interval),

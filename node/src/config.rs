@@ -69,6 +69,10 @@ pub struct NodeConfig {
     /// Leave background sessions running when the node stops, instead of ending their
     /// process groups. `gsv node --keep-sessions-on-exit`.
     pub keep_sessions_on_exit: bool,
+    /// Sessions one caller's token may have running at once on this node, its share
+    /// of the node's session slots (`gsv node --sessions-per-token`; default half of
+    /// them, so another agent always has room).
+    pub sessions_per_token: usize,
 }
 
 impl NodeConfig {
@@ -92,6 +96,7 @@ impl NodeConfig {
             pin: None,
             insecure: false,
             keep_sessions_on_exit: false,
+            sessions_per_token: crate::sessions::Limits::default().max_running_per_owner,
         }
     }
 }
@@ -116,6 +121,7 @@ impl fmt::Debug for NodeConfig {
             .field("pin", &self.pin)
             .field("insecure", &self.insecure)
             .field("keep_sessions_on_exit", &self.keep_sessions_on_exit)
+            .field("sessions_per_token", &self.sessions_per_token)
             .finish()
     }
 }

@@ -13,7 +13,7 @@ use crate::config::NodeConfig;
 use crate::events::EventSender;
 use crate::guards::{GuardError, ShellGuard};
 use crate::probe::valid_bin_name;
-use crate::sessions::SessionManager;
+use crate::sessions::{Limits, SessionManager};
 use crate::tool::Tool;
 use crate::tools;
 use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
@@ -75,7 +75,12 @@ impl Registry {
         registry.register_standard(tools::edit::Edit, read_only)?;
         registry.register_standard(tools::glob::Glob, read_only)?;
         registry.register_standard(tools::grep::Grep, read_only)?;
-        let sessions = SessionManager::new(registry.events.clone());
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
+            ..defaults
+        };
+        let sessions = SessionManager::with_limits(registry.events.clone(), limits);
         sessions.keep_on_exit(config.keep_sessions_on_exit);
         registry.sessions = Some(Arc::clone(&sessions));
         let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard.clone());

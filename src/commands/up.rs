@@ -24,6 +24,8 @@ pub struct UpOptions {
     pub read_only: bool,
     /// The local node's Bash auto-approve patterns (`--approve-shell`).
     pub approve_shell: Vec<String>,
+    /// The local node's per-token share of its session slots (`--sessions-per-token`).
+    pub sessions_per_token: usize,
 }
 
 /// The default node id: the host name, lower-cased, other characters mapped to `-`.
@@ -132,6 +134,7 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.confine = opts.confine;
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
+    node.sessions_per_token = opts.sessions_per_token;
     // The local node's file tools never touch this gateway's data (its tokens, its
     // database, its TLS key) nor the user's default gateway data directory.
     node.protect = crate::resolve::protected_paths(vec![data.clone()]);
