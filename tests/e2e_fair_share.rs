@@ -1,8 +1,10 @@
 //! End to end: no token can take a whole shared capacity (issue 15, item 4). Each test
 //! lets an attacker token hold its full share of one capacity of a real node or gateway
 //! and then shows a victim token's call still going through, and the attacker's next
-//! one refused with a clear, retryable `overloaded` naming the limit. Bounded in count
-//! (the shares themselves) and in time.
+//! one refused with a clear, retryable `overloaded` naming the limit. Some shares are
+//! set small by their flag (`--sessions-per-token`, `--approvals-per-token`) so the
+//! flag is what is tried; the others run at their defaults. Bounded in count (the
+//! shares themselves) and in time.
 
 mod common;
 
@@ -16,15 +18,22 @@ use std::time::Duration;
 async fn one_token_cannot_fill_a_nodes_session_slots() {
     let gw = Gateway::start().await;
     let ws = TempDir::new("share-ws");
-    let _node = gw.node("lab", ws.path()).await;
+    // The share is a node flag (default 32 of the node's 64 slots).
+    const SHARE: usize = 8;
+    let _node = gw.spawn_node(
+        "lab",
+        &gw.node_token("lab"),
+        ws.path(),
+        &["--sessions-per-token", &SHARE.to_string()],
+    );
+    gw.wait_online("lab").await;
     let attacker = gw
         .agent_with(&gw.token(&["agent", "hog", "--allow", "lab__Bash"]))
         .await;
     let victim = gw
         .agent_with(&gw.token(&["agent", "victim", "--allow", "lab__*"]))
         .await;
-    // The attacker's share: half of the node's 64 running sessions.
-    for i in 0..32 {
+    for i in 0..SHARE {
         let r = attacker
             .call(
                 "lab__Bash",
@@ -43,7 +52,11 @@ async fn one_token_cannot_fill_a_nodes_session_slots() {
         )
         .await
         .expect("answered");
-    assert!(r.is_error, "33rd session started: {}", r.joined_text());
+    assert!(
+        r.is_error,
+        "a session over the share started: {}",
+        r.joined_text()
+    );
     assert!(r.joined_text().contains("share"), "{}", r.joined_text());
     // The victim still runs commands, in the foreground and the background.
     let r = victim
@@ -144,7 +157,9 @@ async fn one_token_cannot_fill_a_nodes_pending_calls() {
 
 #[tokio::test]
 async fn one_token_cannot_crowd_out_the_approval_queue() {
-    let gw = Gateway::start().await;
+    // The share is a gateway flag (default 32).
+    const SHARE: usize = 12;
+    let gw = Gateway::start_with(&["--approvals-per-token", &SHARE.to_string()]).await;
     let ws = TempDir::new("share-ws");
     let _node = gw.node("lab", ws.path()).await;
     let hog = Arc::new(
@@ -170,7 +185,7 @@ async fn one_token_cannot_crowd_out_the_approval_queue() {
         .await,
     );
     let operator = gw.agent_with(&gw.admin_token()).await;
-    let share = gsv_gateway::approvals::DEFAULT_PENDING_PER_TOKEN;
+    let share = SHARE;
     let mut held = Vec::new();
     for i in 0..share {
         let hog = hog.clone();
@@ -356,4 +371,111 @@ async fn sessions_of_a_revoked_token_end_even_if_revoked_while_the_gateway_was_d
         Some(&json!("running")),
         "a bystander's session was ended"
     );
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// Gateway-wide calls pending at nodes (`gsv_pending_calls`).
+async fn pending_calls(gw: &Gateway) -> Option<usize> {
+    let (_, m) = common::http_get(&gw.addr, "/metrics", None).await;
+    m.lines()
+        .find_map(|l| l.strip_prefix("gsv_pending_calls "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn one_token_cannot_hold_every_pending_byte() {
+    const MIB: usize = 1024 * 1024;
+    const TRIES: usize = 100;
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("share-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let pid = gw.proc.0.id();
+    let hog = Arc::new(
+        gw.agent_with(&gw.token(&["agent", "hog", "--allow", "lab__Echo"]))
+            .await,
+    );
+    let victim = gw
+        .agent_with(&gw.token(&["agent", "victim", "--allow", "lab__*"]))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let base = rss(pid);
+    // 100 calls of 1 MiB each, held for a minute at the node: the token's share of the
+    // bytes in flight (64 MiB by default) takes 63 of them, the rest are refused.
+    let big = Arc::new("x".repeat(MIB));
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut held = Vec::new();
+    for _ in 0..TRIES {
+        let (hog, big, refused) = (hog.clone(), big.clone(), refused.clone());
+        held.push(tokio::spawn(async move {
+            let r = hog
+                .call(
+                    "lab__Echo",
+                    json!({"text": big.as_str(), "delayMs": 60_000}),
+                    Some(90_000),
+                )
+                .await;
+            if let Err(e) = &r {
+                if let Some(remote) = e.remote() {
+                    if remote.code == ErrorCode::Overloaded {
+                        let d = remote.details.as_ref().expect("details");
+                        assert_eq!(d["limit"], "pending_bytes_per_token", "{remote:?}");
+                        assert_eq!(d["max"], 64 * MIB, "{remote:?}");
+                        assert!(remote.retryable, "{remote:?}");
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+            r
+        }));
+        // Paced: building a megabyte of JSON takes a while in a debug build, and this
+        // test's single thread must still answer the gateway's pings.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pending = eventually(
+        "every call pending or refused",
+        Duration::from_secs(60),
+        || async {
+            let pending = pending_calls(&gw).await?;
+            let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+            (pending + refused == TRIES).then_some(pending)
+        },
+    )
+    .await;
+    assert!(
+        (1..=64).contains(&pending),
+        "{pending} calls of 1 MiB pending for one token"
+    );
+    // The victim's own megabyte goes through while the attacker holds its share.
+    let r = victim
+        .call("lab__Echo", json!({"text": big.as_str()}), Some(30_000))
+        .await
+        .expect("the victim's call is served");
+    assert_eq!(r.joined_text().len(), MIB);
+    // The gateway holds about one copy of what is pending: 63 MiB of arguments, where
+    // four copies (args parsed, kept for the audit row, and re-encoded) held ~250 MiB.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let grown = rss(pid).saturating_sub(base);
+    eprintln!(
+        "gateway RSS grew by {} MiB for {pending} pending calls of 1 MiB",
+        grown / MIB as u64
+    );
+    assert!(
+        grown < 200 * MIB as u64,
+        "gateway RSS grew by {} MiB for {pending} pending MiB",
+        grown / MIB as u64
+    );
+    for h in held {
+        h.abort();
+    }
 }

@@ -22,7 +22,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
     /// The token already has this many bytes in flight (its share).
-    #[error("this token already has {held} bytes of call arguments in flight, over its share of {max}")]
+    #[error(
+        "this token already has {held} bytes of call arguments in flight, over its share of {max}"
+    )]
     TokenShare { held: usize, max: usize },
     /// The gateway already holds its total.
     #[error("the gateway already holds {max} bytes of call arguments in flight")]

@@ -207,9 +207,7 @@ impl NodeHandle {
         let token = match token {
             Some(TokenShare { token: t, share }) => {
                 let key = match calls.by_token.get_key_value(t) {
-                    Some((_, &n)) if n >= share => {
-                        return Err(PendingError::TokenShare)
-                    }
+                    Some((_, &n)) if n >= share => return Err(PendingError::TokenShare),
                     Some((k, _)) => Arc::clone(k),
                     None => Arc::from(t),
                 };

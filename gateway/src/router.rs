@@ -286,7 +286,8 @@ async fn route(
         } else {
             Deciders::Operator
         };
-        let id = await_approval(shared, caller, name, &args, reason, who, deadline, &cancel).await?;
+        let id =
+            await_approval(shared, caller, name, &args, reason, who, deadline, &cancel).await?;
         approval = (id != CALLER_APPROVAL).then_some(id);
     }
     drop(args);
