@@ -342,7 +342,8 @@ enum Command {
         timeout_ms: Option<u64>,
         /// Namespaced tool name, {node}__{tool}
         name: String,
-        /// Arguments as a JSON object
+        /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file
+        /// (for arguments larger than a command line may hold)
         #[arg(default_value = "{}")]
         args: String,
     },

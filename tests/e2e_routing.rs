@@ -356,6 +356,61 @@ async fn cli_call_nodes_tools_and_exit_codes() {
         .any(|t| t["name"] == "cli__Read"));
 }
 
+/// `gsv call NAME -` reads the arguments from stdin and `@FILE` from a file, so they
+/// may be larger than a command line holds (128 KiB on Linux).
+#[tokio::test]
+async fn cli_call_reads_large_arguments_from_stdin_and_files() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let _node = gw.node("cli", ws.path()).await;
+    std::fs::write(gw.data.path().join("agent.token"), gw.agent_token()).unwrap();
+    let content = "0123456789abcdef\n".repeat(200_000 / 17);
+    let args = json!({"path": "big.txt", "content": content}).to_string();
+    assert!(args.len() > 128 * 1024);
+
+    let mut child = Command::new(common::gsv_bin())
+        .args(["call", "cli__Write", "-", "--data"])
+        .arg(gw.data.path())
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(args.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big.txt")).unwrap(),
+        content
+    );
+
+    let file = ws.path().join("args.json");
+    let args = json!({"path": "big2.txt", "content": content}).to_string();
+    std::fs::write(&file, args).unwrap();
+    let (code, _, err) = gw.cli(&["call", "cli__Write", &format!("@{}", file.display())]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big2.txt")).unwrap(),
+        content
+    );
+    let (code, _, err) = gw.cli(&["call", "cli__Write", "@/nonexistent/args.json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("error: invalid_args:"), "{err}");
+}
+
 #[tokio::test]
 async fn policy_hides_and_forbids() {
     let gw = Gateway::start().await;

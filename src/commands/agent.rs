@@ -65,7 +65,11 @@ pub async fn call(
     json: bool,
     timeout_ms: Option<u64>,
 ) -> u8 {
-    let args: serde_json::Value = match serde_json::from_str(args) {
+    let text = match crate::commands::call_args::read(args) {
+        Ok(t) => t,
+        Err(e) => return fail("invalid_args", e.to_string(), exit::USAGE),
+    };
+    let args: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
             return fail(
@@ -75,6 +79,7 @@ pub async fn call(
             )
         }
     };
+    drop(text);
     let client = match connect(&target).await {
         Ok(c) => c,
         Err(code) => return code,
