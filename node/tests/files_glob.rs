@@ -1,5 +1,6 @@
 //! Glob against a temporary workspace: braces, `*` vs `**`, .gitignore, hidden files,
-//! newest-first order, the cap, and its errors.
+//! the count of files ignore rules hid and `noIgnore`, newest-first order, the cap,
+//! and its errors.
 
 use gsv_node::tools::glob::{Glob, MAX_MATCHES};
 use gsv_node::{Tool, ToolContext};
@@ -145,6 +146,81 @@ async fn gitignore_and_hidden_files() {
 }
 
 #[tokio::test]
+async fn ignored_files_are_counted_and_no_ignore_lists_them() {
+    let ws = tree();
+    fs::write(ws.path().join(".gitignore"), "target/\n").unwrap();
+    touch(ws.path(), "target/debug/gen.rs");
+    // A rule planted next to a file, and one in .git/info/exclude.
+    touch(ws.path(), "secret/planted.txt");
+    fs::write(ws.path().join("secret/.ignore"), "planted.txt\n").unwrap();
+    touch(ws.path(), "excluded.rs");
+    touch(ws.path(), ".git/info/exclude");
+    fs::write(ws.path().join(".git/info/exclude"), "excluded.rs\n").unwrap();
+    touch(ws.path(), ".hidden/h.txt");
+
+    let r = glob(ws.path(), json!({"pattern": "**/*.rs"})).await;
+    assert_eq!(names(&r, ws.path()), ["src/a.rs", "src/sub/b.rs", "top.rs"]);
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(2));
+    assert!(structured(&r).get("ignoredSkippedAtLeast").is_none());
+    assert!(
+        r.joined_text().ends_with(
+            "\n\n[2 files hidden by .gitignore/.ignore rules were not listed; pass noIgnore: \
+             true to include them.]"
+        ),
+        "{}",
+        r.joined_text()
+    );
+    // The planted file: not listed, but counted.
+    let r = glob(ws.path(), json!({"pattern": "**/*.txt"})).await;
+    assert_eq!(structured(&r)["matches"], json!([]));
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(1));
+    assert!(r.joined_text().starts_with("No files match"));
+    assert!(
+        r.joined_text().contains("1 file hidden"),
+        "{}",
+        r.joined_text()
+    );
+    // Only files matching the pattern count; none hidden says nothing.
+    let r = glob(ws.path(), json!({"pattern": "**/*.md"})).await;
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+    assert!(!r.joined_text().contains("noIgnore"));
+
+    // noIgnore lists them (hidden files stay out); nothing is then skipped.
+    let r = glob(ws.path(), json!({"pattern": "**/*.txt", "noIgnore": true})).await;
+    assert_eq!(names(&r, ws.path()), ["secret/planted.txt"]);
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+    let r = glob(ws.path(), json!({"pattern": "**/*.rs", "noIgnore": true})).await;
+    assert_eq!(
+        names(&r, ws.path()),
+        [
+            "excluded.rs",
+            "src/a.rs",
+            "src/sub/b.rs",
+            "target/debug/gen.rs",
+            "top.rs"
+        ]
+    );
+    let r = glob(ws.path(), json!({"pattern": "**/*.rs", "noIgnore": false})).await;
+    assert_eq!(structured(&r)["count"], json!(3));
+    let r = glob(ws.path(), json!({"pattern": "**/*.txt", "noIgnore": null})).await;
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(1));
+    // A pattern naming hidden entries: hidden ones are listed, the ignored still counted.
+    let r = glob(ws.path(), json!({"pattern": "**/.*/*.txt"})).await;
+    assert_eq!(names(&r, ws.path()), [".hidden/h.txt"]);
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+}
+
+#[tokio::test]
+async fn the_schema_offers_no_ignore() {
+    let def = Glob.def();
+    assert_eq!(
+        def.input_schema["properties"]["noIgnore"]["type"],
+        json!("boolean")
+    );
+    assert!(def.description.contains("noIgnore"));
+}
+
+#[tokio::test]
 async fn newest_first() {
     let ws = tempfile::tempdir().unwrap();
     let now = SystemTime::now();
@@ -207,6 +283,14 @@ async fn errors() {
         (json!({"pattern": ""}), "Glob: "),
         (json!({"pattern": "*", "path": ""}), "Glob: "),
         (json!({"pattern": "*", "depth": 2}), "Glob: "),
+        (
+            json!({"pattern": "*", "noIgnore": "yes"}),
+            "Glob: \"noIgnore\" must be true or false, got a string",
+        ),
+        (
+            json!({"pattern": "*", "noIgnore": 1}),
+            "Glob: \"noIgnore\" must be true or false, got a number",
+        ),
     ] {
         let r = glob(ws.path(), args.clone()).await;
         assert!(r.is_error, "{args}");

@@ -1,6 +1,7 @@
 //! Grep against a temporary workspace: result fields and order, `include` with braces,
 //! the 100-match cap, the 200-character cut, binary files, symlinks (followed, loops
-//! terminate), ignore rules, cancellation and errors.
+//! terminate), ignore rules (the count of files they hid, `noIgnore`), cancellation
+//! and errors.
 
 use gsv_node::tools::grep::{Grep, MAX_LINE_CHARS, MAX_MATCHES};
 use gsv_node::{Tool, ToolContext};
@@ -207,6 +208,93 @@ async fn ignore_rules_hidden_files_and_single_files() {
 }
 
 #[tokio::test]
+async fn ignored_files_are_counted_and_no_ignore_searches_them() {
+    let ws = tempfile::tempdir().unwrap();
+    put(ws.path(), ".gitignore", "build/\n");
+    put(ws.path(), "build/out.txt", "needle\n");
+    put(ws.path(), "build/out.md", "needle\n");
+    put(ws.path(), "secret/planted.txt", "needle\n");
+    put(ws.path(), "secret/.ignore", "*\n");
+    put(ws.path(), ".hidden/h.txt", "needle\n");
+    put(ws.path(), "src/keep.txt", "needle\n");
+    put(ws.path(), "src/none.txt", "hay\n");
+
+    let r = grep(ws.path(), json!({"pattern": "needle"})).await;
+    let files: Vec<String> = hits(&r, ws.path()).into_iter().map(|h| h.0).collect();
+    assert_eq!(files, ["src/keep.txt"]);
+    // Every file the rules hid counts, matching or not reading them.
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(3));
+    assert!(structured(&r).get("ignoredSkippedAtLeast").is_none());
+    assert!(
+        r.joined_text().ends_with(
+            "\n\n[3 files hidden by .gitignore/.ignore rules were not searched; pass \
+             noIgnore: true to include them.]"
+        ),
+        "{}",
+        r.joined_text()
+    );
+    // Only files passing `include` count.
+    let r = grep(ws.path(), json!({"pattern": "needle", "include": "*.md"})).await;
+    assert_eq!(structured(&r)["count"], json!(0));
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(1));
+    assert!(r.joined_text().starts_with("No matches"));
+    assert!(
+        r.joined_text().contains("1 file hidden"),
+        "{}",
+        r.joined_text()
+    );
+    // A scope without ignored files says nothing.
+    let r = grep(ws.path(), json!({"pattern": "needle", "path": "src"})).await;
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+    assert!(!r.joined_text().contains("noIgnore"));
+
+    // noIgnore searches them; hidden files stay out.
+    let r = grep(ws.path(), json!({"pattern": "needle", "noIgnore": true})).await;
+    let files: Vec<String> = hits(&r, ws.path()).into_iter().map(|h| h.0).collect();
+    assert_eq!(
+        files,
+        [
+            "build/out.md",
+            "build/out.txt",
+            "secret/planted.txt",
+            "src/keep.txt"
+        ]
+    );
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+    assert!(!r.joined_text().contains("noIgnore"));
+}
+
+#[tokio::test]
+async fn ignored_files_are_counted_when_the_search_stops_early() {
+    let ws = tempfile::tempdir().unwrap();
+    for i in 0..150 {
+        put(ws.path(), &format!("many/{i}.txt"), "match\n");
+    }
+    for i in 0..7 {
+        put(ws.path(), &format!("hidden-by-rule/{i}.txt"), "match\n");
+    }
+    put(ws.path(), "hidden-by-rule/.ignore", "*.txt\n");
+    let r = grep(ws.path(), json!({"pattern": "match"})).await;
+    let s = structured(&r);
+    assert_eq!(s["truncated"], json!(true));
+    assert_eq!(s["ignoredSkipped"], json!(7), "{s}");
+    assert!(r.joined_text().contains("7 files hidden"));
+    let r = grep(ws.path(), json!({"pattern": "match", "noIgnore": true})).await;
+    assert_eq!(structured(&r)["truncated"], json!(true));
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(0));
+}
+
+#[tokio::test]
+async fn the_schema_offers_no_ignore() {
+    let def = Grep.def();
+    assert_eq!(
+        def.input_schema["properties"]["noIgnore"]["type"],
+        json!("boolean")
+    );
+    assert!(def.description.contains("noIgnore"));
+}
+
+#[tokio::test]
 async fn errors_and_cancellation() {
     let ws = tempfile::tempdir().unwrap();
     put(ws.path(), "a.txt", "x\n");
@@ -220,6 +308,10 @@ async fn errors_and_cancellation() {
         (json!({"pattern": ""}), "Grep: "),
         (json!({"pattern": "x", "include": ""}), "Grep: "),
         (json!({"pattern": "x", "glob": "*"}), "Grep: "),
+        (
+            json!({"pattern": "x", "noIgnore": "yes"}),
+            "Grep: \"noIgnore\" must be true or false, got a string",
+        ),
     ] {
         let r = grep(ws.path(), args.clone()).await;
         assert!(r.is_error, "{args}");

@@ -8,12 +8,13 @@
 //! `path`.
 //!
 //! The walk is `ignore`'s parallel walker, the one ripgrep and fd use: `.gitignore`,
-//! `.ignore` and `.git/info/exclude` rules are honoured (also outside git
-//! repositories), and hidden files and directories (`.name`) are skipped like rg and
-//! fd do — unless the pattern itself names one (a component starting with `.`, e.g.
-//! `.github/**/*.yml` or `**/.env*`), in which case hidden entries are included except
-//! `.git` directories (included only when the pattern mentions `.git`). Symlinks are
-//! listed but not followed. Only non-directories are returned.
+//! `.ignore`, `.git/info/exclude` and global gitignore rules are honoured (also outside
+//! git repositories) unless `noIgnore: true` is given, and hidden files and directories
+//! (`.name`) are skipped like rg and fd do — unless the pattern itself names one (a
+//! component starting with `.`, e.g. `.github/**/*.yml` or `**/.env*`), in which case
+//! hidden entries are included except `.git` directories (included only when the
+//! pattern mentions `.git`). Symlinks are listed but not followed. Only
+//! non-directories are returned.
 //!
 //! Pruning: the pattern's leading literal components (`src/` in `src/**/*.rs`) become
 //! the walk's root, and a pattern without `**` bounds the walk's depth.
@@ -22,8 +23,19 @@
 //! at [`MAX_MATCHES`]; when capped the result adds `"truncated": true` and `count`
 //! is the number returned.
 //!
+//! Ignore rules can be written by anyone who can write files, so they must not hide a
+//! file silently: the result counts the files matching the pattern that the rules
+//! left out (`ignoredSkipped`: the files a second walk without the rules would list
+//! that the first did not; [`crate::tools::ignored`]) and says so in its text when
+//! there are any. That walk reads no file, and checks only the matching names the
+//! first walk did not list the way the first walk checks its matches (so protected
+//! files and links leading out of the workspace are not counted).
+//!
 //! Result (`structuredContent`): `{"pattern", "basePath", "matches": [absolute paths],
-//! "count"}` plus `"truncated": true` when capped.
+//! "count", "ignoredSkipped"}` plus `"truncated": true` when capped and
+//! `"ignoredSkippedAtLeast": true` when the count of ignored files stopped at its cap
+//! (it is then a lower bound). `ignoredSkipped` is always present: `0` when no file
+//! was left out by ignore rules, and with `noIgnore: true`.
 //!
 //! When the node is confined, the search directory must be inside the workspace, and
 //! every match is opened beneath it before it is listed ([`crate::tools::paths`]):
@@ -34,11 +46,13 @@
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::beneath::BeneathError;
+use crate::tools::ignored::{self, Count, Seen};
 use crate::tools::paths::{PathPolicy, WalkAccess};
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use rustix::fs::FileType;
 use serde_json::{json, Value};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -58,8 +72,10 @@ impl Tool for Glob {
             description: "Find files on this node whose path matches a glob pattern, newest \
                           first (at most 1000). `*` matches within one path component, `**` \
                           across directories, `{a,b}` alternatives (e.g. `src/**/*.{rs,toml}`). \
-                          Respects .gitignore and skips hidden files unless the pattern names \
-                          them. Relative paths resolve against the node's workspace."
+                          Respects .gitignore/.ignore rules (`ignoredSkipped` in the result \
+                          counts the matching files they hid; `noIgnore: true` includes them) \
+                          and skips hidden files unless the pattern names them. Relative paths \
+                          resolve against the node's workspace."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -73,6 +89,10 @@ impl Tool for Glob {
                         "type": "string",
                         "minLength": 1,
                         "description": "Directory to search (default: the node's workspace)."
+                    },
+                    "noIgnore": {
+                        "type": "boolean",
+                        "description": "Include files that .gitignore, .ignore, .git/info/exclude or global gitignore rules would leave out (default false). Hidden files are handled the same either way."
                     }
                 },
                 "required": ["pattern"],
@@ -86,29 +106,40 @@ impl Tool for Glob {
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
-        let (pattern, path) = match parse(&args) {
+        let request = match GlobRequest::parse(&args) {
             Ok(parsed) => parsed,
             Err(message) => return ToolResult::error(format!("Glob: {message}")),
         };
         let policy = PathPolicy::of(&ctx);
         let cancel = ctx.cancel.clone();
-        match tokio::task::spawn_blocking(move || glob(&policy, &pattern, path.as_deref(), &cancel))
-            .await
-        {
+        match tokio::task::spawn_blocking(move || glob(&policy, &request, &cancel)).await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("Glob failed: {e}")),
         }
     }
 }
 
-fn parse(args: &Value) -> Result<(String, Option<String>), String> {
-    let args = Args::new(args, &["pattern", "path"])?;
-    let pattern = args.required_str("pattern")?.to_owned();
-    let path = match args.str("path")? {
-        Some("") => return Err("\"path\" must not be empty".to_owned()),
-        other => other.map(str::to_owned),
-    };
-    Ok((pattern, path))
+struct GlobRequest {
+    pattern: String,
+    path: Option<String>,
+    /// Walk without ignore rules.
+    no_ignore: bool,
+}
+
+impl GlobRequest {
+    fn parse(args: &Value) -> Result<GlobRequest, String> {
+        let args = Args::new(args, &["pattern", "path", "noIgnore"])?;
+        let pattern = args.required_str("pattern")?.to_owned();
+        let path = match args.str("path")? {
+            Some("") => return Err("\"path\" must not be empty".to_owned()),
+            other => other.map(str::to_owned),
+        };
+        Ok(GlobRequest {
+            pattern,
+            path,
+            no_ignore: args.bool("noIgnore")?.unwrap_or(false),
+        })
+    }
 }
 
 /// A pattern split into the directory to walk and the glob to match below it.
@@ -155,12 +186,8 @@ fn plan(pattern: &str) -> Plan {
 }
 
 /// Runs one search (blocking).
-fn glob(
-    policy: &PathPolicy,
-    pattern: &str,
-    path: Option<&str>,
-    cancel: &CancellationToken,
-) -> ToolResult {
+fn glob(policy: &PathPolicy, request: &GlobRequest, cancel: &CancellationToken) -> ToolResult {
+    let pattern = request.pattern.as_str();
     // An absolute pattern carries its own directory and ignores `path`.
     let absolute = pattern.starts_with('/');
     let plan = plan(pattern.trim_start_matches('/'));
@@ -174,7 +201,7 @@ fn glob(
     let base_arg = if absolute {
         format!("/{}", plan.prefix)
     } else {
-        path.unwrap_or(".").to_owned()
+        request.path.as_deref().unwrap_or(".").to_owned()
     };
     let base = match policy.resolve(&base_arg) {
         Ok(base) => base,
@@ -187,7 +214,7 @@ fn glob(
     match access.base(&base) {
         Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
         // A protected directory holds nothing a tool may list.
-        Ok(None) => return render(pattern, &base, Vec::new(), 0, false),
+        Ok(None) => return render(pattern, &base, Vec::new(), 0, false, Count::default()),
         Ok(Some(_)) => {
             return ToolResult::error(format!(
                 "Not a directory: {} (Glob searches directories)",
@@ -210,11 +237,17 @@ fn glob(
             Err(e) => return e.into_result(),
         }
     };
-    let mut found = match access.base(&root) {
+    let (mut found, ignored) = match access.base(&root) {
         Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-            walk(&root, &plan, &matcher, &access, cancel)
+            let walker = walker(&root, &plan, &access, !request.no_ignore);
+            let found = walk(walker, &root, &matcher, &access, cancel);
+            let ignored = match request.no_ignore || cancel.is_cancelled() {
+                true => Count::default(),
+                false => count_ignored(&root, &plan, &matcher, &access, &found, cancel),
+            };
+            (found, ignored)
         }
-        _ => Vec::new(),
+        _ => (Vec::new(), Count::default()),
     };
     if cancel.is_cancelled() {
         return ToolResult::error("Glob was cancelled");
@@ -227,7 +260,7 @@ fn glob(
         .into_iter()
         .map(|(p, _)| p.to_string_lossy().into_owned())
         .collect();
-    render(pattern, &base, matches, total, truncated)
+    render(pattern, &base, matches, total, truncated, ignored)
 }
 
 fn render(
@@ -236,6 +269,7 @@ fn render(
     matches: Vec<String>,
     total: usize,
     truncated: bool,
+    ignored: Count,
 ) -> ToolResult {
     let base = base.display().to_string();
     let count = matches.len();
@@ -258,6 +292,7 @@ fn render(
     if truncated {
         structured["truncated"] = json!(true);
     }
+    ignored.report(&mut structured, &mut text, "listed");
     ToolResult {
         content: vec![ContentBlock::Text { text }],
         structured_content: Some(structured),
@@ -284,14 +319,8 @@ impl<T> Drop for Collector<T> {
     }
 }
 
-/// Walks `root` and returns the matching files with their modification times.
-fn walk(
-    root: &Path,
-    plan: &Plan,
-    matcher: &globset::GlobMatcher,
-    access: &WalkAccess,
-    cancel: &CancellationToken,
-) -> Vec<(PathBuf, SystemTime)> {
+/// The walk of `root` for `plan`, applying ignore rules or not.
+fn walker(root: &Path, plan: &Plan, access: &WalkAccess, apply_rules: bool) -> WalkBuilder {
     let mut builder = WalkBuilder::new(root);
     builder
         .hidden(!plan.hidden)
@@ -299,6 +328,7 @@ fn walk(
         .follow_links(false)
         .max_depth(plan.max_depth)
         .threads(walk_threads());
+    ignored::rules(&mut builder, apply_rules);
     let skip_git = plan.hidden && !plan.git_dir;
     let filter_access = access.clone();
     builder.filter_entry(move |e| {
@@ -312,6 +342,17 @@ fn walk(
         !e.metadata()
             .is_ok_and(|m| filter_access.skips_dir(e.path(), &m, false))
     });
+    builder
+}
+
+/// Walks with `builder` and returns the matching files with their modification times.
+fn walk(
+    builder: WalkBuilder,
+    root: &Path,
+    matcher: &globset::GlobMatcher,
+    access: &WalkAccess,
+    cancel: &CancellationToken,
+) -> Vec<(PathBuf, SystemTime)> {
     let shared = Arc::new(Mutex::new(Vec::new()));
     builder.build_parallel().run(|| {
         let mut collector = Collector {
@@ -338,6 +379,44 @@ fn walk(
     found
 }
 
+/// How many files matching the pattern the rules kept out of `found`: a walk of
+/// `root` like [`walk`]'s without ignore rules ([`ignored::count_without_rules`]),
+/// counting the files it would list that are not in `found`. Files listed are only
+/// looked up by path; the others get [`visit`]'s second look, so a protected file or
+/// one leading out of the workspace is not counted.
+fn count_ignored(
+    root: &Path,
+    plan: &Plan,
+    matcher: &globset::GlobMatcher,
+    access: &WalkAccess,
+    found: &[(PathBuf, SystemTime)],
+    cancel: &CancellationToken,
+) -> Count {
+    let listed: HashSet<&Path> = found.iter().map(|(p, _)| p.as_path()).collect();
+    let mut builder = walker(root, plan, access, false);
+    ignored::count_without_rules(&mut builder, cancel, |entry| {
+        // Only a matching name that was not listed costs a look (`visit`'s second one).
+        match matches(entry, root, matcher)
+            && !listed.contains(entry.path())
+            && modified(entry, access).is_some()
+        {
+            true => Seen::Candidate,
+            false => Seen::Other,
+        }
+    })
+}
+
+/// Whether `entry` is a non-directory (by its directory entry) the pattern matches.
+fn matches(entry: &DirEntry, root: &Path, matcher: &globset::GlobMatcher) -> bool {
+    if entry.file_type().is_none_or(|t| t.is_dir()) {
+        return false;
+    }
+    entry
+        .path()
+        .strip_prefix(root)
+        .is_ok_and(|relative| !relative.as_os_str().is_empty() && matcher.is_match(relative))
+}
+
 /// The entry and its modification time, if it is a file the pattern matches. It is
 /// looked at again ([`WalkAccess::listing`]: when confined, opened `O_PATH` beneath the
 /// workspace) and left out unless it is, at that moment, a non-directory that is not
@@ -349,24 +428,26 @@ fn visit(
     matcher: &globset::GlobMatcher,
     access: &WalkAccess,
 ) -> Option<(PathBuf, SystemTime)> {
+    if !matches(entry, root, matcher) {
+        return None;
+    }
+    Some((entry.path().to_path_buf(), modified(entry, access)?))
+}
+
+/// The entry's modification time, if it is listed ([`visit`]'s second look).
+fn modified(entry: &DirEntry, access: &WalkAccess) -> Option<SystemTime> {
     let file_type = entry.file_type()?;
-    if file_type.is_dir() {
-        return None;
-    }
-    let relative = entry.path().strip_prefix(root).ok()?;
-    if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
-        return None;
-    }
     let st = access.listing(entry.path(), file_type.is_symlink())?;
     if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
         return None;
     }
-    let modified = std::time::UNIX_EPOCH
-        + std::time::Duration::new(
-            u64::try_from(st.st_mtime).unwrap_or(0),
-            u32::try_from(st.st_mtime_nsec).unwrap_or(0),
-        );
-    Some((entry.path().to_path_buf(), modified))
+    Some(
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(st.st_mtime).unwrap_or(0),
+                u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+            ),
+    )
 }
 
 #[cfg(test)]

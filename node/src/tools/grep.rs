@@ -6,10 +6,17 @@
 //! with line numbers, no per-line regex calls). Matching is line by line: a pattern
 //! cannot match a line break.
 //!
-//! - Walk: `.gitignore`/`.ignore` rules honoured (also outside git repositories),
-//!   hidden files and directories skipped, symlinks followed — `ignore` detects
-//!   loops (a directory linking to its ancestor) and skips them. `path` may also name
-//!   a single file.
+//! - Walk: `.gitignore`/`.ignore`/`.git/info/exclude`/global gitignore rules honoured
+//!   (also outside git repositories) unless `noIgnore: true` is given, hidden files
+//!   and directories skipped, symlinks followed — `ignore` detects loops (a directory
+//!   linking to its ancestor) and skips them. `path` may also name a single file.
+//! - Ignore rules can be written by anyone who can write files, so they must not hide
+//!   a file silently: `ignoredSkipped` counts the files in scope (passing `include`)
+//!   that the rules kept out, and the text says so when there are any. The count is
+//!   the files a second, path-only walk without the rules meets minus those the search
+//!   met ([`crate::tools::ignored`]); it never reads a file. When the search stops
+//!   early (enough matches), its walk goes on counting paths only, up to
+//!   [`ignored::COUNT_CAP`] entries.
 //! - `include`: a glob matched against the file *name* only (`*.md`, `*.{rs,ts}`);
 //!   one with a `/` is refused with a hint to use `path`.
 //! - Binary files are skipped: a NUL byte in what is read (like rg, the first
@@ -27,8 +34,11 @@
 //! - Cancellation (`ctx.cancel`) stops the walk and the file being searched.
 //!
 //! Result (`structuredContent`): `{"pattern", "basePath", "matches": [{"path", "line",
-//! "content"}], "count"}`, or `"truncated": true` in place of `count`. Paths are
-//! absolute.
+//! "content"}], "count", "ignoredSkipped"}`, or `"truncated": true` in place of
+//! `count`. Paths are absolute. `ignoredSkipped` is always present (`0` when no file
+//! was left out by ignore rules, and with `noIgnore: true`); `"ignoredSkippedAtLeast":
+//! true` is added when counting stopped at its cap (the number is then a lower bound,
+//! possibly 0).
 //!
 //! When the node is confined, the search path must be inside the workspace, symlinks
 //! that resolve outside it are not descended into, and every file is opened beneath
@@ -41,6 +51,7 @@ use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::beneath::BeneathError;
 use crate::tools::glob::walk_threads;
+use crate::tools::ignored::{self, Count, Seen};
 use crate::tools::paths::{PathPolicy, WalkAccess, WalkGuard};
 use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -71,8 +82,10 @@ impl Tool for Grep {
             description: "Search file contents on this node with a regular expression (Rust \
                           regex syntax; `(?i)` for case-insensitive), line by line. Returns \
                           up to 100 matching lines as path, 1-based line number and the line \
-                          (cut to 200 characters). Respects .gitignore, skips hidden and binary \
-                          files, follows symlinks. `include` filters by file name glob, e.g. \
+                          (cut to 200 characters). Respects .gitignore/.ignore rules \
+                          (`ignoredSkipped` in the result counts the files they hid; \
+                          `noIgnore: true` searches them too), skips hidden and binary files, \
+                          follows symlinks. `include` filters by file name glob, e.g. \
                           \"*.{rs,ts}\". Relative paths resolve against the node's workspace."
                 .to_owned(),
             input_schema: json!({
@@ -92,6 +105,10 @@ impl Tool for Grep {
                         "type": "string",
                         "minLength": 1,
                         "description": "File name glob to search only some files, e.g. \"*.md\" or \"*.{rs,ts}\"."
+                    },
+                    "noIgnore": {
+                        "type": "boolean",
+                        "description": "Also search files that .gitignore, .ignore, .git/info/exclude or global gitignore rules would leave out (default false). Hidden files are skipped either way."
                     }
                 },
                 "required": ["pattern"],
@@ -122,11 +139,13 @@ struct GrepRequest {
     pattern: String,
     path: Option<String>,
     include: Option<String>,
+    /// Walk without ignore rules.
+    no_ignore: bool,
 }
 
 impl GrepRequest {
     fn parse(args: &Value) -> Result<GrepRequest, String> {
-        let args = Args::new(args, &["pattern", "path", "include"])?;
+        let args = Args::new(args, &["pattern", "path", "include", "noIgnore"])?;
         let optional = |name: &str| match args.str(name)? {
             Some("") => Err(format!("{name:?} must not be empty")),
             other => Ok(other.map(str::to_owned)),
@@ -135,6 +154,7 @@ impl GrepRequest {
             pattern: args.required_str("pattern")?.to_owned(),
             path: optional("path")?,
             include: optional("include")?,
+            no_ignore: args.bool("noIgnore")?.unwrap_or(false),
         })
     }
 }
@@ -172,7 +192,7 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
     match access.base(&base) {
         Ok(Some(_)) => {}
         // A protected file or directory: nothing in it is searched.
-        Ok(None) => return render(&request.pattern, &base, Vec::new(), false),
+        Ok(None) => return render(&request.pattern, &base, Vec::new(), false, Count::default()),
         Err(BeneathError::Escapes) => return policy.escaped(&base).into_result(),
         Err(BeneathError::Io(e)) => {
             return ToolResult::error(match e.kind() {
@@ -194,11 +214,17 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
         guard,
         access,
         cancel: cancel.clone(),
+        count_scope: !request.no_ignore,
+        count_cap: ignored::COUNT_CAP,
         found: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
+        walked: AtomicUsize::new(0),
+        in_scope: AtomicUsize::new(0),
+        count_cut: AtomicBool::new(false),
         hits: Mutex::new(Vec::new()),
     };
     search.run(&base);
+    let ignored = search.ignored(&base);
     if cancel.is_cancelled() {
         return ToolResult::error("Grep was cancelled");
     }
@@ -206,7 +232,7 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
     hits.sort_unstable();
     let truncated = hits.len() > MAX_MATCHES;
     hits.truncate(MAX_MATCHES);
-    render(&request.pattern, &base, hits, truncated)
+    render(&request.pattern, &base, hits, truncated, ignored)
 }
 
 /// The `include` glob, matched against file names.
@@ -224,7 +250,13 @@ fn include_matcher(include: &str) -> Result<GlobMatcher, String> {
         .map_err(|e| format!("Invalid include glob {include:?}: {e}"))
 }
 
-fn render(pattern: &str, base: &Path, hits: Vec<Hit>, truncated: bool) -> ToolResult {
+fn render(
+    pattern: &str,
+    base: &Path,
+    hits: Vec<Hit>,
+    truncated: bool,
+    ignored: Count,
+) -> ToolResult {
     let base = base.display().to_string();
     let mut text = String::new();
     for hit in &hits {
@@ -267,6 +299,7 @@ fn render(pattern: &str, base: &Path, hits: Vec<Hit>, truncated: bool) -> ToolRe
     } else {
         structured["count"] = json!(count);
     }
+    ignored.report(&mut structured, &mut text, "searched");
     ToolResult {
         content: vec![ContentBlock::Text { text }],
         structured_content: Some(structured),
@@ -281,17 +314,29 @@ struct Search {
     guard: Option<WalkGuard>,
     access: WalkAccess,
     cancel: CancellationToken,
+    /// Whether the files in scope are counted to the end (ignore rules apply).
+    count_scope: bool,
+    /// Most entries walked once counting is all that is left ([`ignored::COUNT_CAP`]).
+    count_cap: usize,
     /// Matching lines found so far (in files fully searched).
     found: AtomicUsize,
     /// Set once more than [`MAX_MATCHES`] are found.
     stop: AtomicBool,
+    /// Entries the walk has met.
+    walked: AtomicUsize,
+    /// Files in scope the walk has met ([`Search::scope`]).
+    in_scope: AtomicUsize,
+    /// Set when the walk stopped counting `in_scope` at `count_cap`.
+    count_cut: AtomicBool,
     hits: Mutex<Vec<Hit>>,
 }
 
 impl Search {
-    fn run(&self, base: &Path) {
+    /// The walk of `base`, applying ignore rules or not.
+    fn walker(&self, base: &Path, apply_rules: bool) -> WalkBuilder {
         let access = self.access.clone();
-        WalkBuilder::new(base)
+        let mut builder = WalkBuilder::new(base);
+        builder
             .require_git(false)
             .follow_links(true)
             .threads(walk_threads())
@@ -300,26 +345,83 @@ impl Search {
                 !(e.file_type().is_some_and(|t| t.is_dir())
                     && std::fs::metadata(e.path())
                         .is_ok_and(|m| access.skips_dir(e.path(), &m, e.path_is_symlink())))
-            })
+            });
+        ignored::rules(&mut builder, apply_rules);
+        builder
+    }
+
+    fn run(&self, base: &Path) {
+        self.walker(base, self.count_scope)
             .build_parallel()
             .run(|| {
                 let mut searcher = SearcherBuilder::new()
                     .binary_detection(BinaryDetection::quit(b'\0'))
                     .line_number(true)
                     .build();
-                Box::new(move |entry| match entry {
-                    Ok(entry) => self.visit(&entry, &mut searcher),
-                    Err(_) => self.state(),
+                Box::new(move |entry| {
+                    self.walked.fetch_add(1, Ordering::Relaxed);
+                    match entry {
+                        Ok(entry) => self.visit(&entry, &mut searcher),
+                        Err(_) => self.state(),
+                    }
                 })
             });
     }
 
-    /// Whether the walk goes on.
+    /// After [`Search::run`]: how many files in scope ignore rules kept out of it
+    /// (none without rules). Counted by a second walk without the rules, by path and
+    /// type only, minus the files in scope the search met.
+    fn ignored(&self, base: &Path) -> Count {
+        if !self.count_scope || self.cancel.is_cancelled() {
+            return Count::default();
+        }
+        if self.count_cut.load(Ordering::Relaxed) {
+            // The search's own count stopped: nothing is known but "at least 0".
+            return Count { n: 0, cut: true };
+        }
+        let mut walker = self.walker(base, false);
+        let all = ignored::count_without_rules(&mut walker, &self.cancel, |e| self.scope(e));
+        Count {
+            n: all.n.saturating_sub(self.in_scope.load(Ordering::Relaxed)),
+            cut: all.cut,
+        }
+    }
+
+    /// Whether the walk goes on. Once enough matches are found it goes on only to
+    /// count the files in scope (paths, nothing read), up to the cap.
     fn state(&self) -> WalkState {
-        if self.stop.load(Ordering::Relaxed) || self.cancel.is_cancelled() {
-            WalkState::Quit
-        } else {
-            WalkState::Continue
+        if self.cancel.is_cancelled() {
+            return WalkState::Quit;
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            if !self.count_scope {
+                return WalkState::Quit;
+            }
+            if self.walked.load(Ordering::Relaxed) > self.count_cap {
+                self.count_cut.store(true, Ordering::Relaxed);
+                return WalkState::Quit;
+            }
+        }
+        WalkState::Continue
+    }
+
+    /// What `entry` is to this search, by path and type only: a file it searches
+    /// (`Candidate`), something else, or a symlink leading out of the workspace of a
+    /// confined node (`Prune`: not descended into). Also the predicate of the count
+    /// without ignore rules, so both walks judge alike.
+    fn scope(&self, entry: &DirEntry) -> Seen {
+        let Some(file_type) = entry.file_type() else {
+            return Seen::Other;
+        };
+        if entry.path_is_symlink() && self.guard.as_ref().is_some_and(|g| !g.allows(entry.path())) {
+            return Seen::Prune;
+        }
+        if !file_type.is_file() {
+            return Seen::Other;
+        }
+        match &self.include {
+            Some(include) if !include.is_match(Path::new(entry.file_name())) => Seen::Other,
+            _ => Seen::Candidate,
         }
     }
 
@@ -327,19 +429,15 @@ impl Search {
         if let WalkState::Quit = self.state() {
             return WalkState::Quit;
         }
-        let Some(file_type) = entry.file_type() else {
-            return WalkState::Continue;
-        };
-        if entry.path_is_symlink() && self.guard.as_ref().is_some_and(|g| !g.allows(entry.path())) {
-            return WalkState::Skip;
+        match self.scope(entry) {
+            Seen::Candidate => {}
+            Seen::Other => return WalkState::Continue,
+            Seen::Prune => return WalkState::Skip,
         }
-        if !file_type.is_file() {
-            return WalkState::Continue;
-        }
-        if let Some(include) = &self.include {
-            if !include.is_match(Path::new(entry.file_name())) {
-                return WalkState::Continue;
-            }
+        self.in_scope.fetch_add(1, Ordering::Relaxed);
+        if self.stop.load(Ordering::Relaxed) {
+            // Enough matches: only counting now.
+            return self.state();
         }
         let mut sink = FileSink {
             search: self,
@@ -425,6 +523,49 @@ fn cut_line(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::paths::PathPolicy;
+
+    fn search(ws: &Path, count_cap: usize) -> Search {
+        let policy = PathPolicy::new(ws, false);
+        Search {
+            matcher: RegexMatcherBuilder::new().build("match").unwrap(),
+            include: None,
+            guard: None,
+            access: policy.walk_access().unwrap(),
+            cancel: CancellationToken::new(),
+            count_scope: true,
+            count_cap,
+            found: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            walked: AtomicUsize::new(0),
+            in_scope: AtomicUsize::new(0),
+            count_cut: AtomicBool::new(false),
+            hits: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn counting_after_the_stop_is_capped() {
+        let ws = tempfile::tempdir().unwrap();
+        for i in 0..40 {
+            let dir = ws.path().join(format!("d{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("a.txt"), "match\n".repeat(5)).unwrap();
+            std::fs::write(dir.join("b.txt"), "none\n").unwrap();
+        }
+        std::fs::write(ws.path().join("d0/.ignore"), "b.txt\n").unwrap();
+        // Within the cap: every file in scope is counted after the stop.
+        let s = search(ws.path(), 1000);
+        s.run(ws.path());
+        assert!(s.stop.load(Ordering::Relaxed));
+        assert_eq!(s.in_scope.load(Ordering::Relaxed), 79);
+        assert_eq!(s.ignored(ws.path()), Count { n: 1, cut: false });
+        // Past the cap the count stops, and says so.
+        let s = search(ws.path(), 30);
+        s.run(ws.path());
+        assert!(s.count_cut.load(Ordering::Relaxed));
+        assert_eq!(s.ignored(ws.path()), Count { n: 0, cut: true });
+    }
 
     #[test]
     fn lines_are_cut_on_characters() {

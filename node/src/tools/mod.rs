@@ -4,7 +4,8 @@
 //! [`crate::Registry::standard`]. Shared helpers for tools live beside them
 //! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
 //! arguments and confining them to the workspace, [`beneath`] for opening beneath a
-//! directory without races, [`protected`] for the files no tool may touch).
+//! directory without races, [`protected`] for the files no tool may touch, [`ignored`]
+//! for counting what ignore rules keep out of Glob and Grep).
 
 pub mod args;
 pub mod bash;
@@ -13,6 +14,7 @@ pub mod echo;
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod ignored;
 pub mod net;
 pub mod paths;
 pub mod process;
