@@ -1,0 +1,179 @@
+//! The human decision a call may need before it runs: the policy's `confirm`, or a
+//! node guard's `approval_required`. The caller's own user decides when the token
+//! allows it (`--self-confirm`, MCP elicitation); otherwise the request waits in the
+//! operator queue, is audited, and is announced to operators, until it is decided,
+//! expires, or the caller goes away.
+
+use super::{ApprovalAsker, ApprovalQuestion, Scope};
+use crate::approvals::{Decision as Approval, NewRequest};
+use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::summary::summary_of;
+use gsv_protocol::{ErrorCode, ErrorShape, EventName, NamespacedName};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// A short, human-readable form of a call for the operator.
+fn summary(name: &NamespacedName, args: &Value) -> String {
+    summary_of(&name.to_string(), args)
+}
+
+/// What [`await_approval`] answers when the caller's own user approved (MCP elicitation,
+/// tokens made with `--self-confirm`): no operator request exists then, and nothing is
+/// sent to the node as an approval, so a node guard still asks an operator.
+pub(super) const CALLER_APPROVAL: &str = "caller";
+
+/// Who may decide a call that needs approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deciders {
+    /// Only an operator (admin token): every node guard's question, and `confirm` for
+    /// tokens without `--self-confirm`.
+    Operator,
+    /// The caller's own user first (MCP elicitation), else an operator: `confirm` for
+    /// tokens made with `--self-confirm`.
+    CallerOrOperator,
+}
+
+/// Waits for a human's decision on a call that needs one: the policy's `confirm`, or a
+/// node guard's `approval_required`. Returns the operator request's id (for
+/// `tool.invoke.approval`) or [`CALLER_APPROVAL`].
+pub(super) async fn await_approval(
+    call: &Scope<'_>,
+    args: &Value,
+    reason: String,
+    deciders: Deciders,
+) -> Result<String, ErrorShape> {
+    let Scope {
+        shared,
+        caller,
+        name,
+        deadline,
+        cancel,
+    } = *call;
+    if let (Some(asker), Deciders::CallerOrOperator) = (caller.asker, deciders) {
+        if let Some(answer) = ask_caller(call, asker, args, &reason).await? {
+            return answer.map(|()| CALLER_APPROVAL.to_owned());
+        }
+    }
+    let (request, rx) = shared
+        .approvals
+        .open(NewRequest {
+            agent: caller.name.to_owned(),
+            token_id: caller.token_id.to_owned(),
+            node: name.node.to_string(),
+            tool: name.tool.to_string(),
+            args_hash: args_hash(args),
+            summary: summary(name, args),
+            reason,
+        })
+        .await?;
+    tracing::info!(approval = %request.id, "call waits for approval");
+    let mut entry = AuditEntry::new(
+        AuditKind::Approval,
+        format!("agent:{}", caller.name),
+        "requested",
+    );
+    entry.node = Some(request.node.clone());
+    entry.tool = Some(request.tool.clone());
+    entry.args_hash = Some(request.args_hash.clone());
+    entry.detail = Some(json!({ "approval": request.id }));
+    shared.audit.record(entry);
+    let conn = caller.agent.map(|a| a.conn_id.as_str());
+    shared.notify_operators(EventName::ApprovalRequested, &request, conn);
+    if let Some(asker) = caller.asker {
+        asker.queued(&request);
+    }
+
+    let ttl = shared.approvals.ttl;
+    let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
+    let resolved = |state: &str| json!({ "id": request.id, "state": state });
+    tokio::select! {
+        d = rx => match d {
+            Ok(Approval::Approve) => Ok(request.id.clone()),
+            Ok(Approval::Deny) => Err(ErrorShape::new(
+                ErrorCode::Denied,
+                format!("an operator denied approval request {}", request.id),
+            ).with_details(json!({ "approval": request.id }))),
+            Err(_) => Err(ErrorShape::new(ErrorCode::Internal, "approval queue dropped the request")),
+        },
+        _ = tokio::time::sleep(wait) => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
+            Err(ErrorShape::new(
+                ErrorCode::Timeout,
+                format!("approval request {} was not decided in time", request.id),
+            ).with_details(json!({ "approval": request.id })))
+        }
+        _ = cancel.cancelled() => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
+            Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller while waiting for approval"))
+        }
+    }
+}
+
+/// Puts the question to the caller's own user. `Ok(None)`: they cannot be asked (use
+/// the operator queue); `Ok(Some(answer))`: their decision, already audited.
+async fn ask_caller(
+    call: &Scope<'_>,
+    asker: &dyn ApprovalAsker,
+    args: &Value,
+    reason: &str,
+) -> Result<Option<Result<(), ErrorShape>>, ErrorShape> {
+    let Scope {
+        shared,
+        caller,
+        name,
+        deadline,
+        cancel,
+    } = *call;
+    let question = ApprovalQuestion {
+        name,
+        args,
+        summary: summary(name, args),
+        reason,
+    };
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .min(shared.approvals.ttl);
+    let answer = tokio::select! {
+        a = asker.ask(&question) => a,
+        _ = tokio::time::sleep(wait) => {
+            return Err(ErrorShape::new(
+                ErrorCode::Timeout,
+                format!("nobody answered whether {name} may run in time"),
+            ))
+        }
+        _ = cancel.cancelled() => {
+            return Err(ErrorShape::new(
+                ErrorCode::Cancelled,
+                "cancelled by the caller while waiting for approval",
+            ))
+        }
+    };
+    let Some(decision) = answer else {
+        return Ok(None);
+    };
+    let outcome = match decision {
+        Approval::Approve => "approved",
+        Approval::Deny => "denied",
+    };
+    tracing::info!(outcome, "the caller's user decided on the call");
+    let mut entry = AuditEntry::new(
+        AuditKind::Approval,
+        format!("agent:{}", caller.name),
+        outcome,
+    );
+    entry.node = Some(name.node.to_string());
+    entry.tool = Some(name.tool.to_string());
+    entry.args_hash = Some(args_hash(args));
+    entry.detail = Some(json!({ "via": "caller", "tokenId": caller.token_id }));
+    shared.audit.record(entry);
+    Ok(Some(match decision {
+        Approval::Approve => Ok(()),
+        Approval::Deny => Err(ErrorShape::new(
+            ErrorCode::Denied,
+            format!("the user declined to run {name} when asked"),
+        )
+        .with_details(json!({ "via": "caller" }))),
+    }))
+}

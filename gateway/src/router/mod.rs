@@ -1,0 +1,371 @@
+//! Routing one agent call to the node its name points at, and back.
+//!
+//! Order of checks: name → policy (deny) → node → tool → arguments (against the tool's
+//! JSON Schema) → approval (policy `confirm`) → dispatch. A node guard may still answer
+//! `approval_required` (e.g. a node in `--approve-shell` mode): the call then waits for
+//! an approval exactly as for `confirm` and is sent again, with a new call id, carrying
+//! the approval's id in `tool.invoke.approval`. A call approved once (by `confirm`)
+//! carries that approval from its first dispatch: one human decision per call. Arguments and the result
+//! cross the gateway as the exact bytes received; only validation parses the
+//! arguments. One deadline covers the whole call, approval wait included; the node gets
+//! what is left of it, and the gateway waits a short slack past it so a node's own
+//! timeout answer arrives first. Every call ends in one audit row.
+//!
+//! This file holds the checks, in order, and the audit row; [`approval`] the human
+//! decision; [`delivery`] the sending to the node and the following of a call across
+//! the node's reconnects.
+
+mod approval;
+mod delivery;
+
+use approval::{await_approval, Deciders, CALLER_APPROVAL};
+use delivery::send;
+
+/// [`approval`]'s short form of a call, for a namespaced name given as text (the MCP
+/// handler asks 2026-07-28 clients before routing).
+pub use crate::summary::summary_of;
+
+use crate::approvals::{ApprovalRequest, Decision as Approval};
+use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::policy::{Decision, Policy};
+use crate::registry::{CallOutcome, ProgressSink};
+use crate::state::{AgentHandle, Shared};
+use futures_util::future::BoxFuture;
+use gsv_protocol::method::ToolsCallParams;
+use gsv_protocol::{ErrorCode, ErrorShape, NamespacedName};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// Who is calling.
+pub struct Caller<'a> {
+    pub name: &'a str,
+    pub token_id: &'a str,
+    pub policy: &'a Policy,
+    /// The caller's WebSocket connection, for approval events.
+    pub agent: Option<&'a AgentHandle>,
+    /// Where the node's `call.progress` events for this call go, if the caller wants them.
+    pub progress: Option<ProgressSink>,
+    /// Asks the caller's own user to approve a call that needs approval, before (or
+    /// instead of) the operator queue: the MCP client's user through elicitation.
+    pub asker: Option<&'a dyn ApprovalAsker>,
+}
+
+/// A call that needs approval, as put to the caller's user.
+pub struct ApprovalQuestion<'a> {
+    pub name: &'a NamespacedName,
+    pub args: &'a Value,
+    /// A short, human-readable form of the call, e.g. `laptop__Bash: rm -r build/`.
+    pub summary: String,
+    /// Why approval is needed.
+    pub reason: &'a str,
+}
+
+/// Asks the caller's own user whether a call may run, in place of the operator queue.
+pub trait ApprovalAsker: Send + Sync {
+    /// The user's answer, or `None` when the user cannot be asked (the call then waits
+    /// in the operator queue, as for any other caller).
+    fn ask<'a>(&'a self, question: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Approval>>;
+
+    /// Told when the call waits in the operator queue instead, so the caller can say so.
+    fn queued(&self, _request: &ApprovalRequest) {}
+}
+
+impl<'a> Caller<'a> {
+    pub fn from_agent(agent: &'a AgentHandle) -> Self {
+        Caller {
+            name: &agent.name,
+            token_id: &agent.token_id,
+            policy: &agent.policy,
+            agent: Some(agent),
+            progress: None,
+            asker: None,
+        }
+    }
+
+    /// The same caller, with a sink for the call's progress events.
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+}
+
+/// One call being routed, past its checks: what approval and delivery need.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    shared: &'a Shared,
+    caller: &'a Caller<'a>,
+    name: &'a NamespacedName,
+    /// The whole call's deadline, approval wait included.
+    deadline: Instant,
+    /// Fires when the caller cancels or goes away.
+    cancel: &'a CancellationToken,
+}
+
+fn not_found(message: String) -> ErrorShape {
+    ErrorShape::new(ErrorCode::NotFound, message)
+}
+
+/// What the audit row of a call needs from routing.
+#[derive(Default)]
+struct Trace {
+    /// SHA-256 of the arguments, once parsed.
+    args_hash: Option<String>,
+    /// The arguments as text, with `--audit-args`.
+    args_text: Option<String>,
+    /// The named node declares the tool (so its name may label a metric).
+    known_tool: bool,
+}
+
+/// The `tool` label of a call's metrics: the bare tool name when some node declares it,
+/// else [`UNKNOWN_TOOL_LABEL`], so names an agent makes up never become series.
+fn tool_label<'a>(shared: &Shared, name: &'a NamespacedName, trace: &Trace) -> &'a str {
+    let tool = name.tool.as_str();
+    if trace.known_tool || shared.registry.declares_tool(tool) {
+        tool
+    } else {
+        UNKNOWN_TOOL_LABEL
+    }
+}
+
+/// The metrics label of calls to a tool no node declares.
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+
+/// Routes one `tools.call`. `cancel` fires when the caller cancels or goes away.
+pub async fn call(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    params: ToolsCallParams,
+    cancel: CancellationToken,
+) -> CallOutcome {
+    let started = Instant::now();
+    if shared.draining.is_cancelled() {
+        return Err(ErrorShape::new(
+            ErrorCode::Overloaded,
+            "the gateway is shutting down; retry on its successor",
+        )
+        .with_details(json!({ "shutdown": true })));
+    }
+    let _in_flight = InFlight::enter(shared);
+    let name = match NamespacedName::parse(&params.name) {
+        Ok(n) => n,
+        Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
+    };
+    let span = tracing::info_span!("call", agent = caller.name, node = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
+    let mut trace = Trace::default();
+    let outcome = route(shared, caller, &name, &params, cancel, &mut trace)
+        .instrument(span)
+        .await;
+    let label = match &outcome {
+        Ok(raw) if is_tool_error(raw.get()) => "tool_error",
+        Ok(_) => "ok",
+        Err(e) => e.code.as_str(),
+    };
+    let elapsed = started.elapsed();
+    shared.metrics.call_done(
+        tool_label(shared, &name, &trace),
+        label,
+        elapsed.as_secs_f64(),
+    );
+    let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
+    entry.node = Some(name.node.to_string());
+    entry.tool = Some(name.tool.to_string());
+    entry.args_hash = trace.args_hash.take();
+    entry.args = trace.args_text.take();
+    entry.duration_ms = Some(elapsed.as_millis() as u64);
+    entry.detail = Some(json!({ "tokenId": caller.token_id }));
+    shared.audit.record(entry);
+    outcome
+}
+
+/// Counts a call in [`Shared::in_flight`] while it lives.
+struct InFlight<'a>(&'a Shared);
+
+impl<'a> InFlight<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        shared
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether a raw result says `"isError":true` (for metrics only; exact because
+/// results come from our serializer, which writes no spaces).
+fn is_tool_error(raw: &str) -> bool {
+    raw.contains("\"isError\":true")
+}
+
+async fn route(
+    shared: &Shared,
+    caller: &Caller<'_>,
+    name: &NamespacedName,
+    params: &ToolsCallParams,
+    cancel: CancellationToken,
+    trace: &mut Trace,
+) -> CallOutcome {
+    let started = Instant::now();
+    let full = params.name.as_str();
+    let mut decision = caller.policy.decide(full);
+    if decision == Decision::Deny {
+        tracing::warn!(tool = full, "call outside the agent's policy");
+        return Err(ErrorShape::new(
+            ErrorCode::Forbidden,
+            format!("this token may not call {full}"),
+        ));
+    }
+    // The arguments are held until the call ends: they count against the token's
+    // share of the bytes in flight (`crate::budget`).
+    let _bytes = shared
+        .pending_bytes
+        .reserve(caller.token_id, params.args.get().len())
+        .map_err(|e| {
+            ErrorShape::new(
+                ErrorCode::Overloaded,
+                format!("{e}; retry when some of its calls finish"),
+            )
+            .with_details(json!({ "limit": e.limit(), "max": e.max() }))
+        })?;
+    let node_id = name.node.as_str();
+    let Some(node) = shared.registry.get(node_id) else {
+        if let Some(since) = shared.registry.offline_since(node_id) {
+            return Err(ErrorShape::new(
+                ErrorCode::NodeOffline,
+                format!(
+                    "node {node_id} is offline since {}",
+                    crate::time::rfc3339(since)
+                ),
+            )
+            .with_details(json!({ "node": node_id, "since": since })));
+        }
+        return Err(not_found(format!("no node named {node_id} is connected")));
+    };
+    let Some(spec) = node.tools.get(name.tool.as_str()) else {
+        return Err(not_found(format!(
+            "node {node_id} has no tool named {}",
+            name.tool
+        )));
+    };
+    trace.known_tool = true;
+    let args: Value = serde_json::from_str(params.args.get()).map_err(|e| {
+        ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!("args are not valid JSON: {e}"),
+        )
+    })?;
+    spec.validate_args(&args)?;
+    // Input to a running session is a command like any other: the token's `confirm`
+    // on the node's Bash covers what it types into a session too (the operator then
+    // sees the exact text or keys), so approving an interactive program does not
+    // approve everything typed into it later.
+    // Written only for calls that wait (no formatting on the call path).
+    let mut reason = None;
+    if decision == Decision::Allow && is_session_input(name, &args) {
+        let bash = NamespacedName::join(node_id, "Bash");
+        // Denied Bash: the token can own no session, so the node answers "no such
+        // session" by itself; only `confirm` asks an operator.
+        if caller.policy.decide(&bash) == Decision::Confirm {
+            decision = Decision::Confirm;
+            reason = Some(format!(
+                "input to a session is judged like a command: the token's policy requires approval for {bash}"
+            ));
+        }
+    }
+    let timeout_ms = params
+        .timeout_ms
+        .or(spec.def.default_timeout_ms)
+        .unwrap_or(gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS)
+        .clamp(1, gsv_protocol::limits::MAX_CALL_TIMEOUT_MS);
+    let deadline = started + Duration::from_millis(timeout_ms);
+    let scope = Scope {
+        shared,
+        caller,
+        name,
+        deadline,
+        cancel: &cancel,
+    };
+    // The audit row keeps the hash (and with `--audit-args` the text), not the parsed
+    // value: a call holds one copy of its arguments while it waits, the raw text it
+    // forwards (`crate::budget` counts it).
+    trace.args_hash = Some(args_hash(&args));
+    if shared.config.audit_args {
+        trace.args_text = Some(params.args.get().to_owned());
+    }
+
+    // One operator decision per call: an operator's approval obtained for the policy's
+    // `confirm` travels with the first dispatch, so a node guard that would ask again
+    // accepts it. The caller's own answer (`--self-confirm`) is not sent: a node guard
+    // that asks then still gets an operator's decision.
+    let mut approval = None;
+    if decision == Decision::Confirm {
+        let reason =
+            reason.unwrap_or_else(|| format!("the token's policy requires approval for {full}"));
+        // The caller's own user may answer only when the token says so (`--self-confirm`).
+        let who = if caller.policy.self_confirm() {
+            Deciders::CallerOrOperator
+        } else {
+            Deciders::Operator
+        };
+        let id = await_approval(&scope, &args, reason, who).await?;
+        approval = (id != CALLER_APPROVAL).then_some(id);
+    }
+    drop(args);
+
+    let outcome = send(&scope, &node, params, approval.as_deref()).await;
+    match outcome {
+        // A node-side guard asks for approval (e.g. `--approve-shell`): open a request
+        // as for `confirm`, then send the same call again carrying its id.
+        Err(e) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
+            let reason = node_reason(&e);
+            // Parsed again: the value was let go while the node worked (it parsed once,
+            // so it parses again).
+            let args: Value = serde_json::from_str(params.args.get()).unwrap_or(Value::Null);
+            // A node guard's question is never the caller's to answer: its whole point is
+            // that an operator decides, whatever the token allows.
+            let approval = await_approval(&scope, &args, reason, Deciders::Operator).await?;
+            // The node may have reconnected while the operator decided.
+            let Some(node) = shared.registry.get(node_id) else {
+                return Err(ErrorShape::new(
+                    ErrorCode::NodeOffline,
+                    format!("node {node_id} went away while the call waited for approval"),
+                )
+                .with_details(json!({ "node": node_id })));
+            };
+            send(&scope, &node, params, Some(&approval)).await
+        }
+        other => other,
+    }
+}
+
+/// Whether a call sends input to a running session: Process `write`, `submit` or
+/// `send-keys`.
+fn is_session_input(name: &NamespacedName, args: &Value) -> bool {
+    name.tool.as_str() == "Process"
+        && matches!(
+            args.get("action").and_then(Value::as_str),
+            Some("write" | "submit" | "send-keys")
+        )
+}
+
+/// Why a node asked for approval: its `details.reason`, else its message.
+fn node_reason(e: &ErrorShape) -> String {
+    let reason = e
+        .details
+        .as_ref()
+        .and_then(|d| d.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or(&e.message);
+    format!(
+        "node guard: {}",
+        reason.chars().take(500).collect::<String>()
+    )
+}
