@@ -28,6 +28,7 @@ pub mod events;
 pub mod guards;
 pub mod ledger;
 mod link;
+mod private_file;
 pub mod probe;
 pub mod registry;
 pub mod runner;
