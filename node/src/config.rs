@@ -69,6 +69,13 @@ pub struct NodeConfig {
     /// Leave background sessions running when the node stops, instead of ending their
     /// process groups. `gsv node --keep-sessions-on-exit`.
     pub keep_sessions_on_exit: bool,
+    /// Where the login-profile baseline is kept. `None`: `node-<id>.login-profile` in
+    /// `data_dir`, or, without one, in memory only (the state at this start). See
+    /// [`crate::login_profile`].
+    pub login_profile_baseline: Option<PathBuf>,
+    /// Record the login profile as it is now as the new baseline, instead of comparing
+    /// with the stored one (`gsv node --accept-login-profile`).
+    pub accept_login_profile: bool,
 }
 
 impl NodeConfig {
@@ -92,7 +99,18 @@ impl NodeConfig {
             pin: None,
             insecure: false,
             keep_sessions_on_exit: false,
+            login_profile_baseline: None,
+            accept_login_profile: false,
         }
+    }
+
+    /// The file the login-profile baseline is kept in, if any.
+    pub fn login_profile_file(&self) -> Option<PathBuf> {
+        self.login_profile_baseline.clone().or_else(|| {
+            self.data_dir
+                .as_ref()
+                .map(|d| d.join(format!("node-{}.login-profile", self.id)))
+        })
     }
 }
 
@@ -116,6 +134,8 @@ impl fmt::Debug for NodeConfig {
             .field("pin", &self.pin)
             .field("insecure", &self.insecure)
             .field("keep_sessions_on_exit", &self.keep_sessions_on_exit)
+            .field("login_profile_baseline", &self.login_profile_baseline)
+            .field("accept_login_profile", &self.accept_login_profile)
             .finish()
     }
 }
