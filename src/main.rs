@@ -64,6 +64,12 @@ struct NodeGuardArgs {
     /// operator's approval
     #[arg(long, value_name = "REGEX")]
     approve_shell: Vec<String>,
+    /// Record the login profile files (~/.profile, ~/.bashrc, /etc/profile, the
+    /// BASH_ENV and ENV files, ...) as they are now as the node's new baseline. Without
+    /// it, a node warns (log, `gsv nodes`) when they differ from the baseline it
+    /// recorded at its first start. Review the files first
+    #[arg(long)]
+    accept_login_profile: bool,
 }
 
 impl NodeGuardArgs {
@@ -581,6 +587,7 @@ fn main() -> ExitCode {
                     confine,
                     read_only: guards.read_only,
                     approve_shell: guards.approve_shell,
+                    accept_login_profile: guards.accept_login_profile,
                 }),
             )
         }
@@ -652,6 +659,7 @@ fn main() -> ExitCode {
             config.confine = confine;
             config.read_only = guards.read_only;
             config.approve_shell = guards.approve_shell;
+            config.accept_login_profile = guards.accept_login_profile;
             config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
             config.protect = resolve::protected_paths(protect);
             config.host_role = host_role;
