@@ -237,7 +237,8 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
         .and_then(|r| r.login_profile.clone())
     {
         tracing::warn!(
-            changed = %lp.changed.join(", "),
+            // Debug-formatted: the node's text, escaped.
+            changed = ?lp.changed,
             "the node reports its login profile changed since its baseline"
         );
         detail["loginProfileChanged"] = serde_json::json!(lp.changed);

@@ -474,7 +474,7 @@ impl LoginProfileCheck {
         });
         if let Some(f) = &finding {
             warn!(
-                changed = %f.changed.join(", "),
+                changed = ?f.changed,
                 baseline_recorded_at_ms = f.since,
                 "the login profile changed since its baseline: what it runs or sets reaches every Bash command of this node; review it, then restart the node with --accept-login-profile"
             );
