@@ -208,8 +208,12 @@ impl Dispatcher {
                 let mut result = node.probe.probe(&params.bins).await;
                 debug!(bins = result.host_bin_status.len(), "probed binaries");
                 // The login profile is compared with its baseline again on every probe.
-                let check = Arc::clone(&node);
-                match tokio::task::spawn_blocking(move || check.login_profile.recheck()).await {
+                let (check, span) = (Arc::clone(&node), tracing::Span::current());
+                let recheck = tokio::task::spawn_blocking(move || {
+                    let _in_probe = span.enter();
+                    check.login_profile.recheck()
+                });
+                match recheck.await {
                     Ok(found) => result.login_profile = found.map(Box::new),
                     Err(e) => {
                         warn!(error = %e, "the login-profile check failed");

@@ -99,7 +99,9 @@ pub async fn run_with_registry(
             let env = crate::probe::login_env().await;
             let file = config.login_profile_file();
             let accept = config.accept_login_profile;
+            let span = tracing::Span::current();
             let check = tokio::task::spawn_blocking(move || {
+                let _in_node = span.enter();
                 LoginProfileCheck::start(file.as_deref(), accept, places, files, env)
             });
             match check.await {
