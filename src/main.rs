@@ -69,6 +69,12 @@ struct NodeGuardArgs {
     /// has room
     #[arg(long, value_name = "N", default_value_t = gsv_node::sessions::Limits::default().max_running_per_owner, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gsv_node::sessions::Limits::default().max_running as u64))]
     sessions_per_token: usize,
+    /// Record the login profile files (~/.profile, ~/.bashrc, /etc/profile, the
+    /// BASH_ENV and ENV files, ...) as they are now as the node's new baseline. Without
+    /// it, a node warns (log, `gsv nodes`) when they differ from the baseline it
+    /// recorded at its first start. Review the files first
+    #[arg(long)]
+    accept_login_profile: bool,
 }
 
 impl NodeGuardArgs {
@@ -606,6 +612,7 @@ fn main() -> ExitCode {
                     read_only: guards.read_only,
                     approve_shell: guards.approve_shell,
                     sessions_per_token: guards.sessions_per_token,
+                    accept_login_profile: guards.accept_login_profile,
                 }),
             )
         }
@@ -678,6 +685,7 @@ fn main() -> ExitCode {
             config.read_only = guards.read_only;
             config.approve_shell = guards.approve_shell;
             config.sessions_per_token = guards.sessions_per_token;
+            config.accept_login_profile = guards.accept_login_profile;
             config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
             config.protect = resolve::protected_paths(protect);
             config.host_role = host_role;

@@ -91,6 +91,8 @@ async fn tools_nodes_errors_and_audit_tail_escape_node_and_agent_text() {
             json!([tool.clone()]),
         );
         p["node"]["runtime"]["hostOs"] = json!("linux\x1b]0;owned\x07");
+        p["node"]["runtime"]["loginProfile"] =
+            json!({"changed": ["~/.profile\r\x1b[2Kall good"], "since": 1});
         p
     };
     let mut raw = Raw::open(&gw.addr, "/v1/node").await;
@@ -121,10 +123,18 @@ async fn tools_nodes_errors_and_audit_tail_escape_node_and_agent_text() {
         "{out}"
     );
 
-    let (code, out, _) = gw.cli(&["nodes", "--token", &sly]);
+    let (code, out, err) = gw.cli(&["nodes", "--token", &sly]);
     assert_eq!(code, 0);
     assert_no_hidden("gsv nodes", &out);
     assert!(out.contains("linux\\x1b]0;owned\\x07"), "{out}");
+    // The login-profile warning names what the node sent, escaped.
+    assert_no_hidden("gsv nodes warning", &err);
+    assert!(
+        err.contains(
+            "! trickster: login profile changed since enrollment: ~/.profile\\r\\x1b[2Kall good"
+        ),
+        "{err}"
+    );
 
     let (code, _, err) = gw.cli(&[
         "call",

@@ -154,6 +154,8 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     );
     let ws = hs.hello(&conn_id, limits, credential).await?;
     let (out, queue) = queue(shared.shutdown.child_token());
+    let mut runtime = info.runtime;
+    runtime.login_profile = runtime.login_profile.map(|lp| Box::new(lp.bounded()));
     let handle = Arc::new(NodeHandle::new(
         id,
         conn_id,
@@ -161,7 +163,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         out,
         tools,
         info.host_role,
-        info.runtime,
+        runtime,
         peer,
         info.instance,
     ));
@@ -226,8 +228,22 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
     let mut entry = AuditEntry::new(AuditKind::Connect, format!("node:{}", handle.id), "ok");
     entry.node = Some(handle.id.to_string());
-    entry.detail =
-        Some(serde_json::json!({ "remote": handle.remote.to_string(), "connId": handle.conn_id }));
+    let mut detail =
+        serde_json::json!({ "remote": handle.remote.to_string(), "connId": handle.conn_id });
+    if let Some(lp) = handle
+        .runtime
+        .lock()
+        .ok()
+        .and_then(|r| r.login_profile.clone())
+    {
+        tracing::warn!(
+            // Debug-formatted: the node's text, escaped.
+            changed = ?lp.changed,
+            "the node reports its login profile changed since its baseline"
+        );
+        detail["loginProfileChanged"] = serde_json::json!(lp.changed);
+    }
+    entry.detail = Some(detail);
     shared.audit.record(entry);
     let change = if replaced.is_some() {
         "replaced"

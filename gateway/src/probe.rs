@@ -1,7 +1,9 @@
 //! `node.probe`: asking a node to look for binaries on its PATH again.
 //!
 //! Used by the admin API (`POST /v1/nodes/{id}/probe`). The node answers with its
-//! current `hostBinStatus`, which replaces what the registry shows for it.
+//! current `hostBinStatus`, which replaces what the registry shows for it, and
+//! compares its login profile with its baseline again (`loginProfile`, absent when
+//! they match).
 
 use crate::state::Shared;
 use gsv_protocol::frame::encode_req;
@@ -52,9 +54,15 @@ pub async fn probe(
             format!("node sent a malformed probe result: {e}"),
         )
     })?;
+    let result = ProbeResult {
+        login_profile: result.login_profile.map(|lp| Box::new(lp.bounded())),
+        ..result
+    };
     if let Ok(mut rt) = node.runtime.lock() {
         rt.host_bin_status.extend(result.host_bin_status.clone());
         rt.host_bin_status_updated_at = result.host_bin_status_updated_at;
+        // The node compared its login profile again: its answer replaces the last one.
+        rt.login_profile = result.login_profile.clone();
     }
     Ok(result)
 }

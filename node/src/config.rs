@@ -73,6 +73,13 @@ pub struct NodeConfig {
     /// of the node's session slots (`gsv node --sessions-per-token`; default half of
     /// them, so another agent always has room).
     pub sessions_per_token: usize,
+    /// Where the login-profile baseline is kept. `None`: `node-<id>.login-profile` in
+    /// `data_dir`, or, without one, in memory only (the state at this start). See
+    /// [`crate::login_profile`].
+    pub login_profile_baseline: Option<PathBuf>,
+    /// Record the login profile as it is now as the new baseline, instead of comparing
+    /// with the stored one (`gsv node --accept-login-profile`).
+    pub accept_login_profile: bool,
 }
 
 impl NodeConfig {
@@ -97,7 +104,18 @@ impl NodeConfig {
             insecure: false,
             keep_sessions_on_exit: false,
             sessions_per_token: crate::sessions::Limits::default().max_running_per_owner,
+            login_profile_baseline: None,
+            accept_login_profile: false,
         }
+    }
+
+    /// The file the login-profile baseline is kept in, if any.
+    pub fn login_profile_file(&self) -> Option<PathBuf> {
+        self.login_profile_baseline.clone().or_else(|| {
+            self.data_dir
+                .as_ref()
+                .map(|d| d.join(format!("node-{}.login-profile", self.id)))
+        })
     }
 }
 
@@ -122,6 +140,8 @@ impl fmt::Debug for NodeConfig {
             .field("insecure", &self.insecure)
             .field("keep_sessions_on_exit", &self.keep_sessions_on_exit)
             .field("sessions_per_token", &self.sessions_per_token)
+            .field("login_profile_baseline", &self.login_profile_baseline)
+            .field("accept_login_profile", &self.accept_login_profile)
             .finish()
     }
 }

@@ -10,8 +10,7 @@
 //! tried instead.
 
 use crate::config::NodeConfig;
-use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tracing::{info, warn};
 
@@ -86,45 +85,8 @@ impl Credentials {
     }
 }
 
-/// Creates `dir` (and missing parents) readable by the node's user only (0700),
-/// whatever the umask; an existing directory keeps its mode.
-fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
-fn write_secret(path: &PathBuf, content: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        create_private_dir(dir)?;
-    }
-    let tmp = path.with_extension("credential.tmp");
-    {
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = opts.open(&tmp)?;
-        f.write_all(content.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
+fn write_secret(path: &Path, content: &str) -> std::io::Result<()> {
+    crate::private_file::write_private(path, format!("{content}\n").as_bytes())
 }
 
 #[cfg(test)]

@@ -205,8 +205,21 @@ impl Dispatcher {
         let span = info_span!("probe", node = %node.config.id, call = %id);
         tokio::spawn(
             async move {
-                let result = node.probe.probe(&params.bins).await;
+                let mut result = node.probe.probe(&params.bins).await;
                 debug!(bins = result.host_bin_status.len(), "probed binaries");
+                // The login profile is compared with its baseline again on every probe.
+                let (check, span) = (Arc::clone(&node), tracing::Span::current());
+                let recheck = tokio::task::spawn_blocking(move || {
+                    let _in_probe = span.enter();
+                    check.login_profile.recheck()
+                });
+                match recheck.await {
+                    Ok(found) => result.login_profile = found.map(Box::new),
+                    Err(e) => {
+                        warn!(error = %e, "the login-profile check failed");
+                        result.login_profile = node.login_profile.status();
+                    }
+                }
                 if out.send(encode_ok(&id, &result)).await.is_err() {
                     warn!("connection closed before the probe result could be sent");
                 }

@@ -13,6 +13,8 @@
 //! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
 //!   tools themselves.
 //! - [`probe`]: which binaries the host has, reported as runtime facts.
+//! - [`login_profile`]: whether the files the login shell reads changed since the
+//!   node recorded them (reported as `runtime.loginProfile`).
 //! - [`events`]: node → gateway events from tools (queued while disconnected).
 //! - [`sessions`]: the process session manager behind the Bash and Process tools.
 //! - [`guards`]: node-side guards no gateway can switch off (the shell blocklist,
@@ -28,6 +30,8 @@ pub mod events;
 pub mod guards;
 pub mod ledger;
 mod link;
+pub mod login_profile;
+mod private_file;
 pub mod probe;
 pub mod registry;
 pub mod runner;

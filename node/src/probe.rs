@@ -336,6 +336,7 @@ impl Probe {
         ProbeResult {
             host_bin_status: state.bins.clone(),
             host_bin_status_updated_at: state.updated_at,
+            login_profile: None,
         }
     }
 
@@ -348,6 +349,7 @@ impl Probe {
             host_env: env_names(),
             host_bin_status: state.bins.clone(),
             host_bin_status_updated_at: state.updated_at,
+            login_profile: None,
         }
     }
 

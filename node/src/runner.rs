@@ -13,6 +13,7 @@ use crate::config::NodeConfig;
 use crate::connection::{self, ConnectError};
 use crate::error::is_fatal_refusal;
 use crate::events::EventSender;
+use crate::login_profile::{self, LoginProfileCheck};
 use crate::probe::Probe;
 use crate::registry::Registry;
 use crate::session::{self, SessionEnd};
@@ -79,9 +80,34 @@ pub async fn run_with_registry(
         } else {
             None
         };
+        // The profile files are fingerprinted before the login shell (which the probe
+        // runs) reads them: a profile that rewrites itself as it runs is still caught.
+        let places = login_profile::Places::of_process();
+        let files = {
+            let places = places.clone();
+            match tokio::task::spawn_blocking(move || login_profile::snapshot_files(&places)).await
+            {
+                Ok(files) => files,
+                Err(e) => return blocking_task_failed(e),
+            }
+        };
         let probe = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             probe = Probe::start(registry.required_bins()) => probe,
+        };
+        let login_profile = {
+            let env = crate::probe::login_env().await;
+            let file = config.login_profile_file();
+            let accept = config.accept_login_profile;
+            let span = tracing::Span::current();
+            let check = tokio::task::spawn_blocking(move || {
+                let _in_node = span.enter();
+                LoginProfileCheck::start(file.as_deref(), accept, places, files, env)
+            });
+            match check.await {
+                Ok(check) => check,
+                Err(e) => return blocking_task_failed(e),
+            }
         };
         // The registry's sender: the tools (the session manager) already hold it.
         let events: EventSender = registry.events().clone();
@@ -95,6 +121,7 @@ pub async fn run_with_registry(
             config,
             registry,
             probe,
+            login_profile,
             events,
             ledger: crate::ledger::Ledger::default(),
             instance: uuid::Uuid::new_v4().simple().to_string(),
@@ -106,6 +133,15 @@ pub async fn run_with_registry(
     }
     .instrument(span)
     .await
+}
+
+/// A start-up task that did not finish: its panic goes on as if it had happened here;
+/// a task cancelled because the runtime is shutting down stops the node quietly.
+fn blocking_task_failed(e: tokio::task::JoinError) -> Result<(), NodeError> {
+    match e.try_into_panic() {
+        Ok(panic) => std::panic::resume_unwind(panic),
+        Err(_) => Ok(()),
+    }
 }
 
 /// What one attempt came to.

@@ -8,6 +8,7 @@ use crate::config::NodeConfig;
 use crate::credential::Credentials;
 use crate::events::EventSender;
 use crate::ledger::Ledger;
+use crate::login_profile::LoginProfileCheck;
 use crate::probe::Probe;
 use crate::registry::Registry;
 use crate::tools::protected::Protected;
@@ -21,6 +22,8 @@ pub(crate) struct NodeState {
     pub credentials: Credentials,
     pub registry: Registry,
     pub probe: Probe,
+    /// The login-profile check and its last finding (reported in `runtime`).
+    pub login_profile: LoginProfileCheck,
     pub events: EventSender,
     /// The calls the gateway sent, across connections (outbox and call-id dedupe).
     pub ledger: Ledger,
@@ -50,7 +53,10 @@ impl NodeState {
                 tools: self.registry.defs(),
                 capabilities: self.registry.capabilities(),
                 host_role: self.config.host_role,
-                runtime: self.probe.runtime(),
+                runtime: gsv_protocol::Runtime {
+                    login_profile: self.login_profile.status(),
+                    ..self.probe.runtime()
+                },
                 instance: self.instance.clone(),
             }),
         }

@@ -55,6 +55,50 @@ pub struct Runtime {
     pub host_bin_status: BTreeMap<String, bool>,
     #[serde(default)]
     pub host_bin_status_updated_at: u64,
+    /// Present only when the node's login profile differs from the baseline it
+    /// recorded at enrollment (or at its last `--accept-login-profile`). Older nodes
+    /// never send it; older gateways ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_profile: Option<Box<LoginProfileChange>>,
+}
+
+/// Most entries of [`LoginProfileChange::changed`] a gateway keeps.
+pub const MAX_LOGIN_PROFILE_CHANGES: usize = 64;
+/// Longest entry of [`LoginProfileChange::changed`] a gateway keeps, in bytes.
+pub const MAX_LOGIN_PROFILE_NAME: usize = 1024;
+
+/// A node's report that the files its login shell reads (or `BASH_ENV`/`ENV`) are not
+/// what they were when it recorded its baseline: whatever changed there runs before
+/// every command of its Bash tool. Text from a node: untrusted, escape before printing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginProfileChange {
+    /// What differs, as the node names it: `~/.profile`, `/etc/profile`, `$BASH_ENV`.
+    pub changed: Vec<String>,
+    /// When the baseline was recorded (ms since the epoch; 0 when unknown).
+    #[serde(default)]
+    pub since: u64,
+    /// When the node last compared (ms since the epoch).
+    #[serde(default)]
+    pub checked_at: u64,
+}
+
+impl LoginProfileChange {
+    /// This report cut to [`MAX_LOGIN_PROFILE_CHANGES`] entries of at most
+    /// [`MAX_LOGIN_PROFILE_NAME`] bytes each, what a gateway keeps of it.
+    pub fn bounded(mut self) -> LoginProfileChange {
+        self.changed.truncate(MAX_LOGIN_PROFILE_CHANGES);
+        for name in &mut self.changed {
+            if name.len() > MAX_LOGIN_PROFILE_NAME {
+                let mut end = MAX_LOGIN_PROFILE_NAME;
+                while !name.is_char_boundary(end) {
+                    end -= 1;
+                }
+                name.truncate(end);
+            }
+        }
+        self
+    }
 }
 
 /// What a node declares about itself in `connect`.
@@ -136,6 +180,33 @@ pub fn negotiate(min: u32, max: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn login_profile_is_optional_and_bounded() {
+        let old: Runtime = serde_json::from_str(r#"{"hostOs":"linux","hostArch":"x86_64"}"#)
+            .expect("a runtime without loginProfile decodes");
+        assert_eq!(old.login_profile, None);
+        let text = serde_json::to_string(&old).expect("encode");
+        assert!(!text.contains("loginProfile"), "{text}");
+        let new: Runtime = serde_json::from_str(
+            r#"{"hostOs":"linux","hostArch":"x86_64","loginProfile":{"changed":["~/.profile"],"since":5}}"#,
+        )
+        .expect("decode");
+        let lp = new.login_profile.expect("loginProfile");
+        assert_eq!(lp.changed, ["~/.profile"]);
+        assert_eq!((lp.since, lp.checked_at), (5, 0));
+        let big = LoginProfileChange {
+            changed: (0..100).map(|_| "é".repeat(600)).collect(),
+            since: 1,
+            checked_at: 2,
+        }
+        .bounded();
+        assert_eq!(big.changed.len(), MAX_LOGIN_PROFILE_CHANGES);
+        assert!(big
+            .changed
+            .iter()
+            .all(|n| n.len() <= MAX_LOGIN_PROFILE_NAME));
+    }
 
     #[test]
     fn negotiation() {

@@ -20,7 +20,9 @@ pub use capability::Capability;
 pub use error::{ErrorCode, ErrorShape};
 pub use event::EventName;
 pub use frame::{Frame, FrameError};
-pub use handshake::{ConnectParams, HelloOk, HostRole, NodeInfo, Role, Runtime};
+pub use handshake::{
+    ConnectParams, HelloOk, HostRole, LoginProfileChange, NodeInfo, Role, Runtime,
+};
 pub use limits::Limits;
 pub use method::Method;
 pub use names::{NameError, NamespacedName, NodeId, ToolName};

@@ -5,7 +5,7 @@
 //! method decodes them into the struct below, so a bad param is answered with the
 //! request's own id.
 
-use crate::handshake::{HostRole, Runtime};
+use crate::handshake::{HostRole, LoginProfileChange, Runtime};
 use crate::tool::ToolAnnotations;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -169,6 +169,11 @@ pub struct ProbeParams {
 pub struct ProbeResult {
     pub host_bin_status: BTreeMap<String, bool>,
     pub host_bin_status_updated_at: u64,
+    /// The node compared its login profile with its baseline again: present when they
+    /// differ (see [`Runtime::login_profile`]), absent when they match or from older
+    /// nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_profile: Option<Box<LoginProfileChange>>,
 }
 
 /// One tool as an agent sees it (`tools.list`, `GET /v1/tools`).

@@ -4,6 +4,7 @@ use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
+use gsv_protocol::method::NodeSummary;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::path::PathBuf;
 
@@ -127,7 +128,7 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
             } else if nodes.is_empty() {
                 eprintln!("no nodes");
             } else {
-                for n in nodes {
+                for n in &nodes {
                     let state = if n.online { "online" } else { "offline" };
                     println!(
                         "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}",
@@ -139,11 +140,43 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
                         gsv_gateway::time::rfc3339(n.since)
                     );
                 }
+                // On stderr, after the table: scripts reading the table see it unchanged.
+                for n in &nodes {
+                    if let Some(line) = login_profile_warning(n) {
+                        eprintln!("{line}");
+                    }
+                }
             }
             exit::OK
         }
         Err(e) => client_error(&e),
     }
+}
+
+/// Most changed files named in one warning line of `gsv nodes`.
+const MAX_WARNING_NAMES: usize = 8;
+
+/// The warning `gsv nodes` prints for a node whose login profile differs from its
+/// baseline, with the node's text escaped; `None` when it does not.
+pub fn login_profile_warning(n: &NodeSummary) -> Option<String> {
+    let lp = n.runtime.login_profile.as_ref()?;
+    if lp.changed.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = lp
+        .changed
+        .iter()
+        .take(MAX_WARNING_NAMES)
+        .map(|c| safe(c).into_owned())
+        .collect();
+    if lp.changed.len() > MAX_WARNING_NAMES {
+        names.push(format!("and {} more", lp.changed.len() - MAX_WARNING_NAMES));
+    }
+    Some(format!(
+        "! {}: login profile changed since enrollment: {} (accept with: gsv node --accept-login-profile)",
+        safe(&n.id),
+        names.join(", ")
+    ))
 }
 
 /// `gsv tools`: one line per tool this token may call, or JSON.
@@ -171,5 +204,52 @@ pub async fn tools(target: Target, json: bool) -> u8 {
             exit::OK
         }
         Err(e) => client_error(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gsv_protocol::{HostRole, LoginProfileChange, Runtime};
+
+    fn node(id: &str, changed: Option<Vec<&str>>) -> NodeSummary {
+        NodeSummary {
+            id: id.into(),
+            online: true,
+            since: 0,
+            host_role: HostRole::Execution,
+            capabilities: Vec::new(),
+            tools: Vec::new(),
+            runtime: Runtime {
+                login_profile: changed.map(|c| {
+                    Box::new(LoginProfileChange {
+                        changed: c.into_iter().map(String::from).collect(),
+                        since: 1,
+                        checked_at: 2,
+                    })
+                }),
+                ..Runtime::default()
+            },
+            conn_id: None,
+            remote_addr: None,
+        }
+    }
+
+    #[test]
+    fn login_profile_warnings_name_the_files_escaped_and_bounded() {
+        assert_eq!(login_profile_warning(&node("a", None)), None);
+        assert_eq!(login_profile_warning(&node("a", Some(vec![]))), None);
+        assert_eq!(
+            login_profile_warning(&node("laptop", Some(vec!["~/.profile", "$BASH_ENV"]))).as_deref(),
+            Some("! laptop: login profile changed since enrollment: ~/.profile, $BASH_ENV (accept with: gsv node --accept-login-profile)")
+        );
+        let hostile = login_profile_warning(&node("x", Some(vec!["~/.p\x1b[2K\rok"]))).unwrap();
+        assert!(
+            !hostile.contains('\x1b') && !hostile.contains('\r'),
+            "{hostile}"
+        );
+        let many: Vec<&str> = vec!["f"; 20];
+        let line = login_profile_warning(&node("x", Some(many))).unwrap();
+        assert!(line.contains("and 12 more"), "{line}");
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! It keeps its credentials in the data directory (`node.token` for the local node,
 //! `agent.token` for the local user, both 0600) and reuses them on the next start, so
-//! `gsv call` on the same machine needs no flags.
+//! `gsv call` on the same machine needs no flags. The local node's login-profile
+//! baseline (`node-<ID>.login-profile`) is kept there too.
 
 use crate::exit;
 use gsv_gateway::datadir::{self, AGENT_TOKEN_FILE, NODE_TOKEN_FILE};
@@ -26,6 +27,9 @@ pub struct UpOptions {
     pub approve_shell: Vec<String>,
     /// The local node's per-token share of its session slots (`--sessions-per-token`).
     pub sessions_per_token: usize,
+    /// Record the local node's login profile as its new baseline
+    /// (`--accept-login-profile`).
+    pub accept_login_profile: bool,
 }
 
 /// The default node id: the host name, lower-cased, other characters mapped to `-`.
@@ -135,6 +139,10 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
     node.sessions_per_token = opts.sessions_per_token;
+    // The local node keeps no data directory of its own (its credential is
+    // `node.token`); its login-profile baseline lives beside it, protected like it.
+    node.login_profile_baseline = Some(data.join(format!("node-{node_id}.login-profile")));
+    node.accept_login_profile = opts.accept_login_profile;
     // The local node's file tools never touch this gateway's data (its tokens, its
     // database, its TLS key) nor the user's default gateway data directory.
     node.protect = crate::resolve::protected_paths(vec![data.clone()]);

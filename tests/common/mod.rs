@@ -273,7 +273,28 @@ impl Gateway {
     }
 
     pub fn spawn_node(&self, id: &str, token: &str, workspace: &Path, extra: &[&str]) -> Proc {
+        self.spawn_node_with_env(id, token, workspace, extra, &[], &[])
+    }
+
+    /// [`Gateway::spawn_node`] with environment variables set (`env`) and removed
+    /// (`unset`) for the node process; the same `--data` directory every time, so a
+    /// node started again is the same enrolled node.
+    pub fn spawn_node_with_env(
+        &self,
+        id: &str,
+        token: &str,
+        workspace: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+        unset: &[&str],
+    ) -> Proc {
         let mut cmd = Command::new(gsv_bin());
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        for name in unset {
+            cmd.env_remove(name);
+        }
         cmd.arg("node")
             .arg("--gateway")
             .arg(self.url())
