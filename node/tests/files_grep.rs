@@ -265,7 +265,7 @@ async fn ignored_files_are_counted_and_no_ignore_searches_them() {
 }
 
 #[tokio::test]
-async fn ignored_files_are_counted_when_the_search_stops_early() {
+async fn a_search_cut_short_says_ignored_files_were_not_counted() {
     let ws = tempfile::tempdir().unwrap();
     for i in 0..150 {
         put(ws.path(), &format!("many/{i}.txt"), "match\n");
@@ -277,7 +277,16 @@ async fn ignored_files_are_counted_when_the_search_stops_early() {
     let r = grep(ws.path(), json!({"pattern": "match"})).await;
     let s = structured(&r);
     assert_eq!(s["truncated"], json!(true));
-    assert_eq!(s["ignoredSkipped"], json!(7), "{s}");
+    // Cut short: not counted (the agent narrows the search, which then counts).
+    assert_eq!(s["ignoredSkipped"], json!(0), "{s}");
+    assert_eq!(s["ignoredSkippedAtLeast"], json!(true), "{s}");
+    assert!(r.joined_text().contains("were not counted"));
+    let r = grep(
+        ws.path(),
+        json!({"pattern": "match", "path": "hidden-by-rule"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["ignoredSkipped"], json!(7));
     assert!(r.joined_text().contains("7 files hidden"));
     let r = grep(ws.path(), json!({"pattern": "match", "noIgnore": true})).await;
     assert_eq!(structured(&r)["truncated"], json!(true));

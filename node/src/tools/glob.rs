@@ -34,8 +34,9 @@
 //! Result (`structuredContent`): `{"pattern", "basePath", "matches": [absolute paths],
 //! "count", "ignoredSkipped"}` plus `"truncated": true` when capped and
 //! `"ignoredSkippedAtLeast": true` when the count of ignored files stopped at its cap
-//! (it is then a lower bound). `ignoredSkipped` is always present: `0` when no file
-//! was left out by ignore rules, and with `noIgnore: true`.
+//! (it is then a lower bound) or was not made because the result was capped (the text
+//! says which). `ignoredSkipped` is always present: `0` when no file was left out by
+//! ignore rules, and with `noIgnore: true`.
 //!
 //! When the node is confined, the search directory must be inside the workspace, and
 //! every match is opened beneath it before it is listed ([`crate::tools::paths`]):
@@ -241,8 +242,11 @@ fn glob(policy: &PathPolicy, request: &GlobRequest, cancel: &CancellationToken) 
         Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
             let walker = walker(&root, &plan, &access, !request.no_ignore);
             let found = walk(walker, &root, &matcher, &access, cancel);
+            // A result cut short is not counted: the agent has to narrow the pattern
+            // anyway, and the count would walk the whole tree again.
             let ignored = match request.no_ignore || cancel.is_cancelled() {
                 true => Count::default(),
+                false if found.len() > MAX_MATCHES => Count::not_counted(),
                 false => count_ignored(&root, &plan, &matcher, &access, &found, cancel),
             };
             (found, ignored)

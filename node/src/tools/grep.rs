@@ -14,9 +14,9 @@
 //!   a file silently: `ignoredSkipped` counts the files in scope (passing `include`)
 //!   that the rules kept out, and the text says so when there are any. The count is
 //!   the files a second, path-only walk without the rules meets minus those the search
-//!   met ([`crate::tools::ignored`]); it never reads a file. When the search stops
-//!   early (enough matches), its walk goes on counting paths only, up to
-//!   [`ignored::COUNT_CAP`] entries.
+//!   met ([`crate::tools::ignored`]); it never reads a file. A search that stops
+//!   early (enough matches) is not counted ([`ignored::Count::not_counted`]): its
+//!   result is cut short anyway, and the count would walk the whole tree.
 //! - `include`: a glob matched against the file *name* only (`*.md`, `*.{rs,ts}`);
 //!   one with a `/` is refused with a hint to use `path`.
 //! - Binary files are skipped: a NUL byte in what is read (like rg, the first
@@ -215,12 +215,9 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
         access,
         cancel: cancel.clone(),
         count_scope: !request.no_ignore,
-        count_cap: ignored::COUNT_CAP,
         found: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
-        walked: AtomicUsize::new(0),
         in_scope: AtomicUsize::new(0),
-        count_cut: AtomicBool::new(false),
         hits: Mutex::new(Vec::new()),
     };
     search.run(&base);
@@ -314,20 +311,14 @@ struct Search {
     guard: Option<WalkGuard>,
     access: WalkAccess,
     cancel: CancellationToken,
-    /// Whether the files in scope are counted to the end (ignore rules apply).
+    /// Whether the files in scope are counted (ignore rules apply).
     count_scope: bool,
-    /// Most entries walked once counting is all that is left ([`ignored::COUNT_CAP`]).
-    count_cap: usize,
     /// Matching lines found so far (in files fully searched).
     found: AtomicUsize,
     /// Set once more than [`MAX_MATCHES`] are found.
     stop: AtomicBool,
-    /// Entries the walk has met.
-    walked: AtomicUsize,
     /// Files in scope the walk has met ([`Search::scope`]).
     in_scope: AtomicUsize,
-    /// Set when the walk stopped counting `in_scope` at `count_cap`.
-    count_cut: AtomicBool,
     hits: Mutex<Vec<Hit>>,
 }
 
@@ -358,49 +349,39 @@ impl Search {
                     .binary_detection(BinaryDetection::quit(b'\0'))
                     .line_number(true)
                     .build();
-                Box::new(move |entry| {
-                    self.walked.fetch_add(1, Ordering::Relaxed);
-                    match entry {
-                        Ok(entry) => self.visit(&entry, &mut searcher),
-                        Err(_) => self.state(),
-                    }
+                Box::new(move |entry| match entry {
+                    Ok(entry) => self.visit(&entry, &mut searcher),
+                    Err(_) => self.state(),
                 })
             });
     }
 
     /// After [`Search::run`]: how many files in scope ignore rules kept out of it
     /// (none without rules). Counted by a second walk without the rules, by path and
-    /// type only, minus the files in scope the search met.
+    /// type only, minus the files in scope the search met. Not counted when the search
+    /// stopped early: its result is cut short anyway, and the count would cost a walk
+    /// of the whole tree where the search took a few files.
     fn ignored(&self, base: &Path) -> Count {
         if !self.count_scope || self.cancel.is_cancelled() {
             return Count::default();
         }
-        if self.count_cut.load(Ordering::Relaxed) {
-            // The search's own count stopped: nothing is known but "at least 0".
-            return Count { n: 0, cut: true };
+        if self.stop.load(Ordering::Relaxed) {
+            return Count::not_counted();
         }
         let mut walker = self.walker(base, false);
         let all = ignored::count_without_rules(&mut walker, &self.cancel, |e| self.scope(e));
         Count {
             n: all.n.saturating_sub(self.in_scope.load(Ordering::Relaxed)),
             cut: all.cut,
+            skipped: false,
         }
     }
 
-    /// Whether the walk goes on. Once enough matches are found it goes on only to
-    /// count the files in scope (paths, nothing read), up to the cap.
+    /// Whether the walk goes on: not once the call is cancelled or enough matches are
+    /// found.
     fn state(&self) -> WalkState {
-        if self.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() || self.stop.load(Ordering::Relaxed) {
             return WalkState::Quit;
-        }
-        if self.stop.load(Ordering::Relaxed) {
-            if !self.count_scope {
-                return WalkState::Quit;
-            }
-            if self.walked.load(Ordering::Relaxed) > self.count_cap {
-                self.count_cut.store(true, Ordering::Relaxed);
-                return WalkState::Quit;
-            }
         }
         WalkState::Continue
     }
@@ -435,10 +416,6 @@ impl Search {
             Seen::Prune => return WalkState::Skip,
         }
         self.in_scope.fetch_add(1, Ordering::Relaxed);
-        if self.stop.load(Ordering::Relaxed) {
-            // Enough matches: only counting now.
-            return self.state();
-        }
         let mut sink = FileSink {
             search: self,
             lines: Vec::new(),
@@ -525,7 +502,7 @@ mod tests {
     use super::*;
     use crate::tools::paths::PathPolicy;
 
-    fn search(ws: &Path, count_cap: usize) -> Search {
+    fn search(ws: &Path) -> Search {
         let policy = PathPolicy::new(ws, false);
         Search {
             matcher: RegexMatcherBuilder::new().build("match").unwrap(),
@@ -534,18 +511,15 @@ mod tests {
             access: policy.walk_access().unwrap(),
             cancel: CancellationToken::new(),
             count_scope: true,
-            count_cap,
             found: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
-            walked: AtomicUsize::new(0),
             in_scope: AtomicUsize::new(0),
-            count_cut: AtomicBool::new(false),
             hits: Mutex::new(Vec::new()),
         }
     }
 
     #[test]
-    fn counting_after_the_stop_is_capped() {
+    fn a_search_cut_short_does_not_count() {
         let ws = tempfile::tempdir().unwrap();
         for i in 0..40 {
             let dir = ws.path().join(format!("d{i}"));
@@ -554,17 +528,25 @@ mod tests {
             std::fs::write(dir.join("b.txt"), "none\n").unwrap();
         }
         std::fs::write(ws.path().join("d0/.ignore"), "b.txt\n").unwrap();
-        // Within the cap: every file in scope is counted after the stop.
-        let s = search(ws.path(), 1000);
+        let s = search(ws.path());
         s.run(ws.path());
         assert!(s.stop.load(Ordering::Relaxed));
-        assert_eq!(s.in_scope.load(Ordering::Relaxed), 79);
-        assert_eq!(s.ignored(ws.path()), Count { n: 1, cut: false });
-        // Past the cap the count stops, and says so.
-        let s = search(ws.path(), 30);
+        assert_eq!(s.ignored(ws.path()), Count::not_counted());
+        // A search that ends by itself counts.
+        std::fs::write(ws.path().join("d0/.ignore"), "b.txt\n").unwrap();
+        for i in 1..40 {
+            std::fs::remove_dir_all(ws.path().join(format!("d{i}"))).unwrap();
+        }
+        let s = search(ws.path());
         s.run(ws.path());
-        assert!(s.count_cut.load(Ordering::Relaxed));
-        assert_eq!(s.ignored(ws.path()), Count { n: 0, cut: true });
+        assert!(!s.stop.load(Ordering::Relaxed));
+        assert_eq!(
+            s.ignored(ws.path()),
+            Count {
+                n: 1,
+                ..Count::default()
+            }
+        );
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //! walk never reads a file — it looks at names and file types (Glob also gives the
 //! matches it did not list its usual second look) — and stops after [`COUNT_CAP`]
 //! entries or when the call is cancelled. A count cut short is a lower
-//! bound, and the result says so with `"ignoredSkippedAtLeast": true`. Files created
-//! or removed between the two walks can make the count off by that many.
+//! bound, and the result says so with `"ignoredSkippedAtLeast": true`. A result the
+//! tool cut short (too many matches) is not counted at all ([`Count::not_counted`],
+//! the same flag): the agent must narrow the search anyway, and a second walk of the
+//! whole tree would cost more than the search itself. Files created or removed between
+//! the two walks can make the count off by that many.
 
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use serde_json::{json, Value};
@@ -55,9 +58,21 @@ pub struct Count {
     pub n: usize,
     /// The count stopped at [`COUNT_CAP`] entries: `n` is a lower bound.
     pub cut: bool,
+    /// Not counted at all: the tool's result was cut short (too many matches), and the
+    /// agent has to narrow the search anyway (`n` is 0 and `cut` true).
+    pub skipped: bool,
 }
 
 impl Count {
+    /// No count: the result was cut short.
+    pub fn not_counted() -> Count {
+        Count {
+            n: 0,
+            cut: true,
+            skipped: true,
+        }
+    }
+
     /// Adds `ignoredSkipped` (and `ignoredSkippedAtLeast: true` when the count was cut
     /// short) to `structured`, and, when there is something to say, a line to `text`
     /// (`verb`: what the tool did not do to those files, e.g. "listed").
@@ -67,6 +82,11 @@ impl Count {
             structured["ignoredSkippedAtLeast"] = json!(true);
         }
         let line = match (self.n, self.cut) {
+            _ if self.skipped => {
+                "[The result was cut short, so files hidden by .gitignore/.ignore rules were \
+                 not counted; narrow the search, or pass noIgnore: true to include them.]"
+                    .to_owned()
+            }
             (0, false) => return,
             (0, true) => format!(
                 "[Ignore rules were applied; the files they hide were not counted past \
@@ -134,6 +154,7 @@ where
     Count {
         n: found.into_inner(),
         cut: cut.into_inner(),
+        skipped: false,
     }
 }
 
@@ -163,7 +184,14 @@ mod tests {
         let cancel = CancellationToken::new();
         // Hidden files stay out (`.ignore` itself is hidden): a.txt and planted.txt.
         let all = count_without_rules(&mut WalkBuilder::new(dir.path()), &cancel, files);
-        assert_eq!(all, Count { n: 2, cut: false });
+        assert_eq!(
+            all,
+            Count {
+                n: 2,
+                cut: false,
+                skipped: false
+            }
+        );
         // The same builder with the rules on finds one.
         let mut with = WalkBuilder::new(dir.path());
         rules(&mut with, true).require_git(false);
@@ -198,22 +226,30 @@ mod tests {
         let c = count(&mut WalkBuilder::new(dir.path()), &cancel, 10, files);
         assert!(c.cut && c.n < 10, "{c:?}");
         let c = count(&mut WalkBuilder::new(dir.path()), &cancel, 24, files);
-        assert_eq!(c, Count { n: 20, cut: false });
+        assert_eq!(
+            c,
+            Count {
+                n: 20,
+                cut: false,
+                skipped: false
+            }
+        );
     }
 
     #[test]
     fn reports() {
         let cases = [
-            (Count { n: 0, cut: false }, None),
+            (Count { n: 0, cut: false, skipped: false }, None),
             (
-                Count { n: 1, cut: false },
+                Count { n: 1, cut: false, skipped: false },
                 Some("[1 file hidden by .gitignore/.ignore rules was not listed; pass noIgnore: true to include them.]"),
             ),
             (
-                Count { n: 3, cut: true },
+                Count { n: 3, cut: true, skipped: false },
                 Some("[At least 3 files hidden by .gitignore/.ignore rules were not listed; pass noIgnore: true to include them.]"),
             ),
-            (Count { n: 0, cut: true }, Some("were not counted past 100000 entries")),
+            (Count { n: 0, cut: true, skipped: false }, Some("were not counted past 100000 entries")),
+            (Count::not_counted(), Some("The result was cut short")),
         ];
         for (count, line) in cases {
             let mut structured = json!({});
