@@ -46,8 +46,10 @@ async fn started(agent: &AgentClient, node: &str, command: &str) -> String {
     id
 }
 
-/// Both broken-pipe cases against `node`; the caller checks the process survived.
-async fn broken_pipes_are_tool_errors(agent: &AgentClient, node: &str) {
+/// Both broken-pipe cases against `node`, driven by `agent`; then `bystander`, another
+/// token's agent on the same node, must still be served. The caller checks the process
+/// survived.
+async fn broken_pipes_are_tool_errors(agent: &AgentClient, bystander: &AgentClient, node: &str) {
     let process = format!("{node}__Process");
     // 1. The program closes its stdin and keeps running.
     let id = started(agent, node, "exec 0<&-; echo ready; sleep 30").await;
@@ -107,14 +109,16 @@ async fn broken_pipes_are_tool_errors(agent: &AgentClient, node: &str) {
     assert!(w.joined_text().contains("EPIPE"), "{}", w.joined_text());
     call(agent, &process, json!({"action": "kill", "sessionId": id})).await;
 
-    // The node still answers.
-    let r = call(
-        agent,
-        &format!("{node}__Bash"),
-        json!({"command": "echo alive"}),
-    )
-    .await;
-    assert!(r.joined_text().contains("alive"), "{}", r.joined_text());
+    // The node still answers, the writer and another agent alike.
+    for who in [agent, bystander] {
+        let r = call(
+            who,
+            &format!("{node}__Bash"),
+            json!({"command": "echo alive"}),
+        )
+        .await;
+        assert!(r.joined_text().contains("alive"), "{}", r.joined_text());
+    }
 }
 
 #[tokio::test]
@@ -122,8 +126,18 @@ async fn a_plain_node_survives_writes_into_closed_pipes() {
     let gw = Gateway::start().await;
     let ws = TempDir::new("pipe-ws");
     let mut node = gw.node("piper", ws.path()).await;
-    let agent = gw.agent().await;
-    broken_pipes_are_tool_errors(&agent, "piper").await;
+    let writer = gw
+        .agent_with(&gw.token(&[
+            "agent",
+            "writer",
+            "--allow",
+            "piper__Bash",
+            "--allow",
+            "piper__Process",
+        ]))
+        .await;
+    let bystander = gw.agent().await;
+    broken_pipes_are_tool_errors(&writer, &bystander, "piper").await;
     assert!(node.0.try_wait().expect("wait").is_none(), "gsv node died");
 }
 
@@ -169,6 +183,10 @@ async fn gsv_up_survives_writes_into_closed_pipes() {
         },
     )
     .await;
-    broken_pipes_are_tool_errors(&agent, "uplap").await;
+    let admin = std::fs::read_to_string(data.path().join("admin.token")).expect("admin.token");
+    let bystander = AgentClient::connect(&url, admin.trim())
+        .await
+        .expect("the admin connects");
+    broken_pipes_are_tool_errors(&agent, &bystander, "uplap").await;
     assert!(up.0.try_wait().expect("wait").is_none(), "gsv up died");
 }
