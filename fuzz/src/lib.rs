@@ -7,7 +7,7 @@
 //! the gateway and the node apply to what arrives on a socket, and returns what came of
 //! it. A panic, or a broken round-trip property (checked with `assert!`), is a bug.
 
-use gsv_gateway::approvals::Decision;
+use gsv_gateway::approvals::Verdict as ApprovalVerdict;
 use gsv_gateway::handshake::parse_connect;
 use gsv_gateway::mcp::result::call_result;
 use gsv_gateway::toolset::Interner;
@@ -57,7 +57,7 @@ fn params<T: DeserializeOwned>(raw: Option<&RawValue>) -> Result<T, serde_json::
 #[allow(dead_code)]
 struct DecideParams {
     id: String,
-    decision: Decision,
+    decision: ApprovalVerdict,
 }
 
 /// `frame_decode`: one WebSocket text frame as either side receives it. Decodes the

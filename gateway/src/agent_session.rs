@@ -4,7 +4,7 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
-use crate::approvals::Decision;
+use crate::approvals::Verdict;
 use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{drive, queue, Outbound, Ws};
 use crate::handshake;
@@ -26,7 +26,7 @@ use tracing::Instrument;
 const PROGRESS_BUFFER: usize = 16;
 
 /// The agent's calls in flight, by request id.
-type InFlight = Arc<DashMap<String, CancellationToken>>;
+type CallCancels = Arc<DashMap<String, CancellationToken>>;
 
 /// Serves an agent WebSocket until it closes.
 pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
@@ -83,7 +83,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         let mut entry = AuditEntry::new(AuditKind::Connect, format!("agent:{}", agent.name), "ok");
         entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
         shared.audit.record(entry);
-        let in_flight: InFlight = Arc::new(DashMap::new());
+        let in_flight: CallCancels = Arc::new(DashMap::new());
         let reason = drive(ws, queue, &out, shared.config.heartbeat, |text| {
             on_frame(&shared, &agent, &in_flight, text)
         })
@@ -107,7 +107,7 @@ fn reply_err(out: &Outbound, id: &str, err: ErrorShape) {
     let _ = out.send(encode_err(id, &err));
 }
 
-fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight, text: &str) {
+fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCancels, text: &str) {
     let frame = match Frame::decode(text) {
         Ok(f) => f,
         Err(e) => return reply_err(&agent.out, "", e.to_shape()),
@@ -163,7 +163,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &InFlight
 fn start_call(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
-    in_flight: &InFlight,
+    in_flight: &CallCancels,
     id: String,
     params: Option<Box<RawValue>>,
 ) {
@@ -249,7 +249,7 @@ fn start_call(
 #[derive(serde::Deserialize)]
 struct DecideParams {
     id: String,
-    decision: Decision,
+    decision: Verdict,
 }
 
 /// `approvals.list` / `approvals.decide`: operators (admin token) only.

@@ -37,7 +37,7 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 /// An operator's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Decision {
+pub enum Verdict {
     Approve,
     Deny,
 }
@@ -91,7 +91,7 @@ pub struct Approvals {
 /// A call waiting for a decision, and whose it is.
 struct Waiter {
     token_id: String,
-    tx: oneshot::Sender<Decision>,
+    tx: oneshot::Sender<Verdict>,
 }
 
 /// The largest page `approvals.list` returns.
@@ -208,7 +208,7 @@ impl Approvals {
     pub async fn open(
         &self,
         req: NewRequest,
-    ) -> Result<(ApprovalRequest, oneshot::Receiver<Decision>), ErrorShape> {
+    ) -> Result<(ApprovalRequest, oneshot::Receiver<Verdict>), ErrorShape> {
         let admit = self.admit.lock().unwrap_or_else(|p| p.into_inner());
         // Calls that stopped waiting without saying so leave no trace behind.
         self.waiters.retain(|_, w| !w.tx.is_closed());
@@ -261,14 +261,14 @@ impl Approvals {
     pub async fn decide(
         &self,
         id: &str,
-        decision: Decision,
+        decision: Verdict,
         by: &str,
     ) -> Result<ApprovalRequest, ErrorShape> {
         let now = gsv_protocol::now_ms();
         let waiting = self.waiters.remove(id).map(|(_, w)| w.tx);
         let state = match decision {
-            Decision::Approve => "approved",
-            Decision::Deny => "denied",
+            Verdict::Approve => "approved",
+            Verdict::Deny => "denied",
         };
         let (id_s, by_s) = (id.to_owned(), by.to_owned());
         let live = waiting.is_some();
@@ -392,13 +392,13 @@ impl Approvals {
 pub async fn decide_and_announce(
     shared: &crate::state::Shared,
     id: &str,
-    decision: Decision,
+    decision: Verdict,
     by: &str,
 ) -> Result<ApprovalRequest, ErrorShape> {
     let result = shared.approvals.decide(id, decision, by).await;
     let outcome = match (&result, decision) {
-        (Ok(_), Decision::Approve) => "approved".to_owned(),
-        (Ok(_), Decision::Deny) => "denied".to_owned(),
+        (Ok(_), Verdict::Approve) => "approved".to_owned(),
+        (Ok(_), Verdict::Deny) => "denied".to_owned(),
         (Err(e), _) => format!("refused:{}", e.code),
     };
     let mut entry = crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);

@@ -352,7 +352,7 @@ async fn approvals_list(
 
 #[derive(serde::Deserialize)]
 struct DecideBody {
-    decision: crate::approvals::Decision,
+    decision: crate::approvals::Verdict,
 }
 
 async fn approvals_decide(

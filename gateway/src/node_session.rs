@@ -191,12 +191,12 @@ async fn enroll(
     entry.detail = Some(serde_json::json!({ "joinTokenId": join_id, "remote": peer.to_string() }));
     let result = match redeemed {
         Redeem::Credential { token, id: cred_id } => {
-            tracing::info!(node = %id, credential = %cred_id, "node enrolled with a join token");
+            tracing::info!(node_id = %id, credential = %cred_id, "node enrolled with a join token");
             entry.outcome = "enrolled".into();
             Ok((token, cred_id))
         }
         Redeem::AlreadyEnrolled => {
-            tracing::warn!(node = %id, %peer, "join token presented for a node that is already enrolled");
+            tracing::warn!(node_id = %id, %peer, "join token presented for a node that is already enrolled");
             entry.outcome = "refused:already_enrolled".into();
             Err(ErrorShape::new(
                 ErrorCode::Forbidden,

@@ -70,7 +70,7 @@ fn close_token(shared: &Shared, token_id: &str) {
     }
     for n in shared.registry.all() {
         if n.token_id == token_id {
-            tracing::info!(node = %n.id, token_id, "token revoked: closing node connection");
+            tracing::info!(node_id = %n.id, token_id, "token revoked: closing node connection");
             n.out
                 .close_with(CloseCode::Policy, gsv_protocol::limits::CLOSE_REVOKED);
         }

@@ -43,10 +43,10 @@ pub async fn end_on(node: Arc<NodeHandle>, token_ids: Vec<String>) {
     }
     match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
         Ok(Ok(Ok(raw))) => {
-            tracing::info!(node = %node.id, result = raw.get(), "sessions of revoked tokens ended")
+            tracing::info!(node_id = %node.id, result = raw.get(), "sessions of revoked tokens ended")
         }
         Ok(Ok(Err(e))) => {
-            tracing::warn!(node = %node.id, error = %e.message, "sessions.end refused")
+            tracing::warn!(node_id = %node.id, error = %e.message, "sessions.end refused")
         }
         Ok(Err(_)) => {}
         Err(_) => node.abandon_call(call_id),

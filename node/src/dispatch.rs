@@ -81,9 +81,9 @@ impl Dispatcher {
             },
             Ok(Frame::Cancel { id }) => {
                 if self.node.ledger.cancel(&id) {
-                    debug!(call = %id, "cancel requested");
+                    debug!(call_id = %id, "cancel requested");
                 } else {
-                    debug!(call = %id, "cancel for a call that is not running");
+                    debug!(call_id = %id, "cancel for a call that is not running");
                 }
             }
             Ok(Frame::Event {
@@ -138,15 +138,15 @@ impl Dispatcher {
             Seen::New(token) => token,
             Seen::Running => {
                 // Its result goes to this connection when it ends.
-                info!(call = %id, resume = params.resume, "call already running; not run again");
+                info!(call_id = %id, resume = params.resume, "call already running; not run again");
                 return;
             }
             Seen::Done(frame) => {
-                info!(call = %id, resume = params.resume, "call already finished; sending its result again");
+                info!(call_id = %id, resume = params.resume, "call already finished; sending its result again");
                 return self.reply(frame);
             }
             Seen::Forgotten => {
-                warn!(call = %id, "call finished long ago and its result is no longer kept");
+                warn!(call_id = %id, "call finished long ago and its result is no longer kept");
                 let e = ErrorShape::new(
                     ErrorCode::NodeDisconnected,
                     "the call ran, but its result is no longer kept on the node",
@@ -156,9 +156,10 @@ impl Dispatcher {
             }
         };
         if params.resume {
-            info!(call = %id, "resumed call had not reached this node; running it now");
+            info!(call_id = %id, "resumed call had not reached this node; running it now");
         }
-        let span = info_span!("call", node = %self.node.config.id, call = %id, tool = %params.tool);
+        let span =
+            info_span!("call", node_id = %self.node.config.id, call_id = %id, tool = %params.tool);
         let instant = tool.instant();
         let call = Call {
             id,
@@ -202,7 +203,7 @@ impl Dispatcher {
         };
         let node = Arc::clone(&self.node);
         let out = self.out.clone();
-        let span = info_span!("probe", node = %node.config.id, call = %id);
+        let span = info_span!("probe", node_id = %node.config.id, call_id = %id);
         tokio::spawn(
             async move {
                 let mut result = node.probe.probe(&params.bins).await;

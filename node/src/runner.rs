@@ -67,7 +67,7 @@ pub async fn run_with_registry(
     if !gateway.tls && (config.ca.is_some() || config.pin.is_some()) {
         warn!(%url, "--ca / --pin are ignored: the gateway address is not https:// or wss://");
     }
-    let span = info_span!("node", node = %config.id);
+    let span = info_span!("node", node_id = %config.id);
     async move {
         let tls = if gateway.tls {
             let (ca, pin) = (config.ca.clone(), config.pin.clone());

@@ -286,7 +286,7 @@ impl Bridge {
                     }
                     _ = context.ct.cancelled(), if !cancelled => {
                         cancelled = true;
-                        tracing::info!(call = %id, "cancelled by the MCP client");
+                        tracing::info!(call_id = %id, "cancelled by the MCP client");
                         let _ = conn.client.cancel(&id).await;
                     }
                     outcome = &mut call => break outcome,

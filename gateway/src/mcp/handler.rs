@@ -18,7 +18,7 @@
 
 use super::auth::McpPrincipal;
 use super::result::{self, Mapped};
-use crate::approvals::{ApprovalRequest, Decision as Approval};
+use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
 use crate::policy::{Decision, Policy};
 use crate::router::{self, ApprovalAsker, ApprovalQuestion, Caller};
@@ -348,10 +348,10 @@ fn question_text(summary: &str) -> String {
 
 /// An elicitation answer as an approval decision: accept approves; decline and cancel
 /// deny.
-fn decision_of(action: &ElicitationAction) -> Approval {
+fn decision_of(action: &ElicitationAction) -> Verdict {
     match action {
-        ElicitationAction::Accept => Approval::Approve,
-        _ => Approval::Deny,
+        ElicitationAction::Accept => Verdict::Approve,
+        _ => Verdict::Deny,
     }
 }
 
@@ -362,13 +362,13 @@ struct McpAsker {
     peer: Peer<RoleServer>,
     elicit: bool,
     /// An answer decided before routing (2026-07-28 `InputRequiredResult` round trip).
-    preset: Option<Approval>,
+    preset: Option<Verdict>,
     progress: Option<mpsc::Sender<CallProgress>>,
     queued: Mutex<Option<ApprovalRequest>>,
 }
 
 impl ApprovalAsker for McpAsker {
-    fn ask<'a>(&'a self, q: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Approval>> {
+    fn ask<'a>(&'a self, q: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Verdict>> {
         Box::pin(async move {
             if let Some(d) = self.preset {
                 return Some(d);
@@ -535,7 +535,7 @@ impl McpHandler {
         args: &Value,
         state: &str,
         request: &CallToolRequestParams,
-    ) -> Result<Approval, ErrorData> {
+    ) -> Result<Verdict, ErrorData> {
         let stale = || {
             ErrorData::invalid_params(
                 "requestState is unknown, used or expired; call the tool again",

@@ -5,7 +5,7 @@
 //! expires, or the caller goes away.
 
 use super::{ApprovalAsker, ApprovalQuestion, Scope};
-use crate::approvals::{Decision as Approval, NewRequest};
+use crate::approvals::{NewRequest, Verdict};
 use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::summary::summary_of;
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, NamespacedName};
@@ -88,8 +88,8 @@ pub(super) async fn await_approval(
     let resolved = |state: &str| json!({ "id": request.id, "state": state });
     tokio::select! {
         d = rx => match d {
-            Ok(Approval::Approve) => Ok(request.id.clone()),
-            Ok(Approval::Deny) => Err(ErrorShape::new(
+            Ok(Verdict::Approve) => Ok(request.id.clone()),
+            Ok(Verdict::Deny) => Err(ErrorShape::new(
                 ErrorCode::Denied,
                 format!("an operator denied approval request {}", request.id),
             ).with_details(json!({ "approval": request.id }))),
@@ -154,8 +154,8 @@ async fn ask_caller(
         return Ok(None);
     };
     let outcome = match decision {
-        Approval::Approve => "approved",
-        Approval::Deny => "denied",
+        Verdict::Approve => "approved",
+        Verdict::Deny => "denied",
     };
     tracing::info!(outcome, "the caller's user decided on the call");
     let mut entry = AuditEntry::new(
@@ -169,8 +169,8 @@ async fn ask_caller(
     entry.detail = Some(json!({ "via": "caller", "tokenId": caller.token_id }));
     shared.audit.record(entry);
     Ok(Some(match decision {
-        Approval::Approve => Ok(()),
-        Approval::Deny => Err(ErrorShape::new(
+        Verdict::Approve => Ok(()),
+        Verdict::Deny => Err(ErrorShape::new(
             ErrorCode::Denied,
             format!("the user declined to run {name} when asked"),
         )

@@ -25,7 +25,7 @@ use delivery::send;
 /// handler asks 2026-07-28 clients before routing).
 pub use crate::summary::summary_of;
 
-use crate::approvals::{ApprovalRequest, Decision as Approval};
+use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::policy::{Decision, Policy};
 use crate::registry::{CallOutcome, ProgressSink};
@@ -66,7 +66,7 @@ pub struct ApprovalQuestion<'a> {
 pub trait ApprovalAsker: Send + Sync {
     /// The user's answer, or `None` when the user cannot be asked (the call then waits
     /// in the operator queue, as for any other caller).
-    fn ask<'a>(&'a self, question: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Approval>>;
+    fn ask<'a>(&'a self, question: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Verdict>>;
 
     /// Told when the call waits in the operator queue instead, so the caller can say so.
     fn queued(&self, _request: &ApprovalRequest) {}
@@ -147,12 +147,12 @@ pub async fn call(
         )
         .with_details(json!({ "shutdown": true })));
     }
-    let _in_flight = InFlight::enter(shared);
+    let _in_flight = InFlightGuard::enter(shared);
     let name = match NamespacedName::parse(&params.name) {
         Ok(n) => n,
         Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
     };
-    let span = tracing::info_span!("call", agent = caller.name, node = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
+    let span = tracing::info_span!("call", agent = caller.name, node_id = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
     let mut trace = Trace::default();
     let outcome = route(shared, caller, &name, &params, cancel, &mut trace)
         .instrument(span)
@@ -180,18 +180,18 @@ pub async fn call(
 }
 
 /// Counts a call in [`Shared::in_flight`] while it lives.
-struct InFlight<'a>(&'a Shared);
+struct InFlightGuard<'a>(&'a Shared);
 
-impl<'a> InFlight<'a> {
+impl<'a> InFlightGuard<'a> {
     fn enter(shared: &'a Shared) -> Self {
         shared
             .in_flight
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        InFlight(shared)
+        InFlightGuard(shared)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlightGuard<'_> {
     fn drop(&mut self) {
         self.0
             .in_flight

@@ -215,7 +215,7 @@ impl SessionManager {
             reservation.release(&mut table);
         }
         info!(
-            session = %session.id(),
+            session_id = %session.id(),
             pid = session.pid(),
             pty = spec.pty,
             background = spec.background,
@@ -271,7 +271,7 @@ impl SessionManager {
         for s in self.all() {
             let owned = s.owner().is_some_and(|o| owners.iter().any(|t| t == o));
             if owned && !s.is_finished() {
-                info!(session = %s.id(), "ending a session of a revoked token");
+                info!(session_id = %s.id(), "ending a session of a revoked token");
                 s.kill(KillReason::Requested);
                 ended += 1;
             }
@@ -286,7 +286,7 @@ impl SessionManager {
             return Err(SessionError::StillRunning(id.to_owned()));
         }
         self.lock().sessions.remove(id);
-        debug!(session = %id, "session removed");
+        debug!(session_id = %id, "session removed");
         Ok(session)
     }
 
@@ -338,7 +338,7 @@ impl SessionManager {
             }
         }
         for id in expired {
-            debug!(session = %id, "finished session expired");
+            debug!(session_id = %id, "finished session expired");
             table.sessions.remove(&id);
         }
         finished.sort();
@@ -347,7 +347,7 @@ impl SessionManager {
             if kept <= self.limits.max_finished && total <= self.limits.max_retained_bytes {
                 break;
             }
-            debug!(session = %id, "dropping the oldest finished session (caps)");
+            debug!(session_id = %id, "dropping the oldest finished session (caps)");
             table.sessions.remove(&id);
             kept -= 1;
             total -= bytes;
@@ -478,7 +478,7 @@ impl Drop for SessionManager {
         let table = self.table.get_mut().unwrap_or_else(|p| p.into_inner());
         for session in table.sessions.values() {
             if session.kill(KillReason::Requested) == KillOutcome::Started {
-                debug!(session = %session.id(), "node stopping: killed a running session");
+                debug!(session_id = %session.id(), "node stopping: killed a running session");
             }
         }
     }

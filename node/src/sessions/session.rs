@@ -457,7 +457,7 @@ impl Session {
         if !leader_exited || group::group_alive(self.pid) {
             group::terminate(self.pid, KILL_GRACE);
         }
-        tracing::info!(session = %self.id, pid = self.pid, ?reason, "killing the session's process group");
+        tracing::info!(session_id = %self.id, pid = self.pid, ?reason, "killing the session's process group");
         KillOutcome::Started
     }
 

@@ -106,7 +106,7 @@ pub(crate) fn start(
     manager: Weak<SessionManager>,
     events: EventSender,
 ) {
-    let span = info_span!("session", session = %session.id(), pid = session.pid());
+    let span = info_span!("session", session_id = %session.id(), pid = session.pid());
     let readers = launched
         .outputs
         .into_iter()

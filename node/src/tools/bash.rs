@@ -217,7 +217,7 @@ impl Tool for Bash {
             Ok(session) => session,
             Err(e) => return ToolResult::error(format!("Bash: {e}")),
         };
-        debug!(call = %ctx.call_id, session = %session.id(), mode = ?request.mode, "command started");
+        debug!(call_id = %ctx.call_id, session_id = %session.id(), mode = ?request.mode, "command started");
         match request.mode {
             Mode::Background => running_result(&session.snapshot()),
             Mode::Sync => {

@@ -214,9 +214,9 @@ impl Tool for Process {
             Err(message) => return ToolResult::error(format!("Process: {message}")),
         };
         debug!(
-            call = %ctx.call_id,
+            call_id = %ctx.call_id,
             action = %request.action_name,
-            session = request.session_id.as_deref().unwrap_or(""),
+            session_id = request.session_id.as_deref().unwrap_or(""),
             "process action"
         );
         match self.run(request, &ctx).await {
