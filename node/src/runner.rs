@@ -15,8 +15,8 @@ use crate::error::is_fatal_refusal;
 use crate::events::EventSender;
 use crate::login_profile::{self, LoginProfileCheck};
 use crate::probe::Probe;
+use crate::registered::{self, ConnectionEnd};
 use crate::registry::Registry;
-use crate::session::{self, SessionEnd};
 use crate::state::NodeState;
 use crate::tls;
 use gsv_protocol::endpoint::{Gateway, NODE_PATH};
@@ -147,7 +147,7 @@ fn blocking_task_failed(e: tokio::task::JoinError) -> Result<(), NodeError> {
 /// What one attempt came to.
 enum Attempt {
     Failed(ConnectError),
-    Served(SessionEnd),
+    Served(ConnectionEnd),
     Shutdown,
 }
 
@@ -162,15 +162,15 @@ async fn reconnect_loop(
     let mut failures: u32 = 0;
     loop {
         match attempt(&node, url, tls.clone(), shutdown).await {
-            Attempt::Shutdown | Attempt::Served(SessionEnd::Shutdown) => {
+            Attempt::Shutdown | Attempt::Served(ConnectionEnd::Shutdown) => {
                 info!("node stopped");
                 return Ok(());
             }
-            Attempt::Served(SessionEnd::Evicted(reason)) => {
+            Attempt::Served(ConnectionEnd::Evicted(reason)) => {
                 error!(%reason, "the gateway closed this node's connection for good");
                 return Err(NodeError::Evicted(reason));
             }
-            Attempt::Served(SessionEnd::Lost(reason)) => {
+            Attempt::Served(ConnectionEnd::Lost(reason)) => {
                 registered_once = true;
                 failures = 0;
                 backoff.reset();
@@ -246,5 +246,5 @@ async fn attempt(
     if let Some(credential) = hello.credential.clone() {
         node.credentials.adopt(credential);
     }
-    Attempt::Served(session::serve(ws, &hello, Arc::clone(node), shutdown).await)
+    Attempt::Served(registered::serve(ws, &hello, Arc::clone(node), shutdown).await)
 }

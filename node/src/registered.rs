@@ -1,5 +1,6 @@
-//! One registered connection: the session loop, the heartbeat and the hand-back on
-//! shutdown.
+//! One registered connection to the gateway: its loop, the heartbeat and the hand-back on
+//! shutdown. (Not to be confused with [`crate::sessions`], the process sessions that
+//! Bash and Process run.)
 //!
 //! Everything the node sends goes through one bounded queue into the connection's
 //! [`Link`], so frames are never interleaved and a slow gateway pushes back on the
@@ -34,7 +35,7 @@ const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How a session ended.
 #[derive(Debug)]
-pub(crate) enum SessionEnd {
+pub(crate) enum ConnectionEnd {
     /// The node was told to stop.
     Shutdown,
     /// The connection was lost or closed; the reason is for the log.
@@ -50,7 +51,7 @@ pub(crate) async fn serve(
     hello: &HelloOk,
     node: Arc<NodeState>,
     shutdown: &CancellationToken,
-) -> SessionEnd {
+) -> ConnectionEnd {
     let heartbeat = node.config.heartbeat;
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
     let mut link = Link::new(ws, rx, heartbeat);
@@ -76,7 +77,7 @@ pub(crate) async fn serve(
     let end = loop {
         let event = tokio::select! {
             biased;
-            _ = &mut stopping => break SessionEnd::Shutdown,
+            _ = &mut stopping => break ConnectionEnd::Shutdown,
             event = link.next() => event,
             _ = &mut silence => {
                 let due = last_seen + dead_after;
@@ -84,16 +85,16 @@ pub(crate) async fn serve(
                     silence.as_mut().reset(due);
                     continue;
                 }
-                break SessionEnd::Lost(format!("nothing received from the gateway for {dead_after:?}"));
+                break ConnectionEnd::Lost(format!("nothing received from the gateway for {dead_after:?}"));
             }
         };
         let message = match event {
             LinkEvent::Message(m) => m,
-            LinkEvent::Closed => break SessionEnd::Lost("connection closed".into()),
-            LinkEvent::ReadFailed(e) => break SessionEnd::Lost(e.to_string()),
+            LinkEvent::Closed => break ConnectionEnd::Lost("connection closed".into()),
+            LinkEvent::ReadFailed(e) => break ConnectionEnd::Lost(e.to_string()),
             LinkEvent::WriteFailed(e) => {
                 debug!(error = %e, "write to the gateway failed");
-                break SessionEnd::Lost("could not write to the gateway".into());
+                break ConnectionEnd::Lost("could not write to the gateway".into());
             }
         };
         last_seen = Instant::now();
@@ -103,13 +104,13 @@ pub(crate) async fn serve(
                 if frame.reason.as_str() == gsv_protocol::limits::CLOSE_REPLACED
                     || frame.reason.as_str() == gsv_protocol::limits::CLOSE_REVOKED =>
             {
-                break SessionEnd::Evicted(frame.reason.as_str().to_owned());
+                break ConnectionEnd::Evicted(frame.reason.as_str().to_owned());
             }
             Message::Close(frame) => {
                 let why = frame
                     .map(|f| format!("{}: {}", f.code, f.reason))
                     .unwrap_or_else(|| "no reason given".into());
-                break SessionEnd::Lost(format!("closed by the gateway ({why})"));
+                break ConnectionEnd::Lost(format!("closed by the gateway ({why})"));
             }
             Message::Binary(_) => warn!("ignoring a binary frame from the gateway"),
             // Pings are answered by tungstenite itself; pongs only prove liveness.
@@ -117,7 +118,7 @@ pub(crate) async fn serve(
         }
     };
 
-    if matches!(end, SessionEnd::Shutdown) {
+    if matches!(end, ConnectionEnd::Shutdown) {
         hand_back(&node, &mut link).await;
     }
     node.events.detach(&tx);
