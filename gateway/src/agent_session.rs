@@ -210,7 +210,12 @@ fn start_call(
     let shared = shared.clone();
     let agent = agent.clone();
     let in_flight = in_flight.clone();
+    // Counted as a call in flight until its answer is queued on the agent's connection
+    // (which a shutdown still delivers), not only until it is routed: a draining
+    // gateway waits for this token.
+    let counted = shared.in_flight.token();
     tokio::spawn(async move {
+        let _counted = counted;
         // The node's progress events reach the agent as `call.progress` events named by
         // the agent's own request id, always before the call's `res`.
         let (progress_tx, mut progress_rx) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);

@@ -13,7 +13,6 @@ use crate::store::{Store, StoreError};
 use crate::token::TokenKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -189,25 +188,18 @@ impl RunningGateway {
         for a in self.shared.agents.iter() {
             a.send_event(gsv_protocol::EventName::Shutdown, &bye);
         }
-        let until = tokio::time::Instant::now() + drain;
-        let in_flight = || {
-            self.shared
-                .in_flight
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
-        if in_flight() > 0 {
+        let calls = &self.shared.in_flight;
+        calls.close();
+        if !calls.is_empty() {
             tracing::info!(
-                calls = in_flight(),
+                calls = calls.len(),
                 ?drain,
                 "shutting down: letting calls in flight finish"
             );
         }
-        while in_flight() > 0 && tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        if in_flight() > 0 {
+        if tokio::time::timeout(drain, calls.wait()).await.is_err() {
             tracing::warn!(
-                calls = in_flight(),
+                calls = calls.len(),
                 "shutting down with calls still in flight"
             );
         }

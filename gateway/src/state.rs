@@ -93,7 +93,9 @@ pub struct Shared {
     /// reconnect to deliver their results.
     pub draining: CancellationToken,
     /// Calls being routed now (from request to answer, approval waits included).
-    pub in_flight: std::sync::atomic::AtomicUsize,
+    /// Each holds a token of this tracker while it lives, so shutdown waits for them
+    /// (`TaskTracker::wait`) instead of polling a counter.
+    pub in_flight: tokio_util::task::TaskTracker,
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
@@ -123,7 +125,7 @@ impl Shared {
             audit,
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: tokio_util::task::TaskTracker::new(),
             revoked_recent: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }

@@ -335,7 +335,9 @@ impl Call {
             );
             return;
         };
-        if out.send(frame).await.is_err() {
+        let sent = out.send(frame).await;
+        self.node.ledger.sent();
+        if sent.is_err() {
             info!(
                 elapsed_ms,
                 "the connection closed before the result could be sent; result kept for redelivery"

@@ -48,6 +48,8 @@ pub enum Seen {
 #[derive(Default)]
 pub struct Ledger {
     inner: Mutex<Inner>,
+    /// Woken when the last running call finishes ([`Ledger::until_idle`]).
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -59,6 +61,9 @@ struct Inner {
     forgotten: VecDeque<(String, Instant)>,
     kept_bytes: usize,
     running: usize,
+    /// Results [`Ledger::finish`] handed out for sending whose send has not been
+    /// reported done yet ([`Ledger::sent`]).
+    unsent: usize,
 }
 
 enum Entry {
@@ -126,12 +131,42 @@ impl Ledger {
             .insert(id.to_owned(), Entry::Done(frame.to_owned()));
         inner.done.push_back((id.to_owned(), now));
         inner.expire(now);
-        to.filter(|tx| !tx.is_closed())
+        let to = to.filter(|tx| !tx.is_closed());
+        if to.is_some() {
+            inner.unsent += 1;
+        } else if inner.idle() {
+            self.idle.notify_waiters();
+        }
+        to
+    }
+
+    /// The send of a result [`Ledger::finish`] handed out is over (queued on its
+    /// connection, or failed).
+    pub fn sent(&self) {
+        let mut inner = self.lock();
+        inner.unsent = inner.unsent.saturating_sub(1);
+        if inner.idle() {
+            self.idle.notify_waiters();
+        }
     }
 
     /// Calls running now.
     pub fn running(&self) -> usize {
         self.lock().running
+    }
+
+    /// Returns once no call is running and every result is queued on its connection.
+    pub async fn until_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a finish in between is not missed.
+            notified.as_mut().enable();
+            if self.lock().idle() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Results kept for redelivery now (count, bytes).
@@ -142,6 +177,11 @@ impl Ledger {
 }
 
 impl Inner {
+    /// No call running and no result on its way to a connection.
+    fn idle(&self) -> bool {
+        self.running == 0 && self.unsent == 0
+    }
+
     /// Drops results past their bounds or TTL (keeping their ids), and ids past theirs.
     fn expire(&mut self, now: Instant) {
         while let Some((id, at)) = self.done.front() {
@@ -175,6 +215,32 @@ mod tests {
 
     fn conn() -> (mpsc::Sender<String>, mpsc::Receiver<String>) {
         mpsc::channel(1)
+    }
+
+    #[tokio::test]
+    async fn until_idle_returns_when_the_last_call_finishes() {
+        let ledger = std::sync::Arc::new(Ledger::default());
+        let (tx, _rx) = conn();
+        let parent = CancellationToken::new();
+        ledger.until_idle().await; // nothing running
+        assert!(matches!(ledger.begin("a", &parent, &tx), Seen::New(_)));
+        assert!(matches!(ledger.begin("b", &parent, &tx), Seen::New(_)));
+        let waiter = tokio::spawn({
+            let ledger = std::sync::Arc::clone(&ledger);
+            async move { ledger.until_idle().await }
+        });
+        assert!(ledger.finish("a", "{}").is_some());
+        ledger.sent();
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one call still runs");
+        assert!(ledger.finish("b", "{}").is_some());
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "its result is not queued yet");
+        ledger.sent();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("joined");
     }
 
     #[test]

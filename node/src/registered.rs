@@ -143,15 +143,19 @@ pub(crate) async fn serve(
 /// hear it now rather than after the gateway's grace period. Frames the gateway sends
 /// meanwhile are read (pings answered) but not acted on.
 async fn hand_back(node: &NodeState, link: &mut Link) {
-    let until = Instant::now() + HAND_BACK_TIMEOUT;
-    while node.ledger.running() > 0 && Instant::now() < until {
-        let tick = tokio::time::sleep(Duration::from_millis(20));
-        let event = tokio::select! {
-            _ = tick => continue,
-            event = link.next() => event,
-        };
-        if !matches!(event, LinkEvent::Message(_)) {
-            return;
+    let idle = node.ledger.until_idle();
+    tokio::pin!(idle);
+    let deadline = tokio::time::sleep(HAND_BACK_TIMEOUT);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = &mut idle => break,
+            _ = &mut deadline => break,
+            event = link.next() => {
+                if !matches!(event, LinkEvent::Message(_)) {
+                    return;
+                }
+            }
         }
     }
     let left = node.ledger.running();

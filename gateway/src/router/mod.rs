@@ -147,7 +147,8 @@ pub async fn call(
         )
         .with_details(json!({ "shutdown": true })));
     }
-    let _in_flight = InFlightGuard::enter(shared);
+    // Counted in `Shared::in_flight` while it lives (shutdown waits for it).
+    let _in_flight = shared.in_flight.token();
     let name = match NamespacedName::parse(&params.name) {
         Ok(n) => n,
         Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
@@ -177,26 +178,6 @@ pub async fn call(
     entry.detail = Some(json!({ "tokenId": caller.token_id }));
     shared.audit.record(entry);
     outcome
-}
-
-/// Counts a call in [`Shared::in_flight`] while it lives.
-struct InFlightGuard<'a>(&'a Shared);
-
-impl<'a> InFlightGuard<'a> {
-    fn enter(shared: &'a Shared) -> Self {
-        shared
-            .in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        InFlightGuard(shared)
-    }
-}
-
-impl Drop for InFlightGuard<'_> {
-    fn drop(&mut self) {
-        self.0
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 /// Whether a raw result says `"isError":true` (for metrics only; exact because
