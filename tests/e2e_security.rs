@@ -284,6 +284,23 @@ async fn audit_chain_records_calls_verifies_and_detects_edits() {
             "no {kind} row in {out}"
         );
     }
+    // Every token is issued on the record: the gateway's own admin token as well as
+    // those `gsv token create` made.
+    let issued = |actor: &str, kind: &str| {
+        rows.iter().any(|r| {
+            r["kind"] == "policy"
+                && r["outcome"] == "token_created"
+                && r["actor"] == actor
+                && match &r["detail"] {
+                    Value::String(text) => serde_json::from_str::<Value>(text).ok(),
+                    other => Some(other.clone()),
+                }
+                .is_some_and(|d| d["kind"] == kind)
+        })
+    };
+    assert!(issued("gateway", "admin"), "no admin token row in {out}");
+    assert!(issued("cli", "agent"), "no agent token row in {out}");
+    assert!(issued("cli", "join"), "no join token row in {out}");
     let (code, out, _) = gw.cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("ok:"), "{out}");

@@ -253,6 +253,18 @@ pub fn args_hash(args: &Value) -> String {
 /// several writers (gateway and CLI): the transaction takes the write lock first.
 pub fn append(conn: &mut Connection, entries: &[(u64, AuditEntry)]) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    append_in(&tx, entries)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// [`append`] inside a transaction the caller holds (taken `IMMEDIATE`, so the chain's
+/// last row cannot move under it), for a change that must not happen unrecorded: the
+/// change and its rows commit together or not at all.
+pub fn append_in(
+    tx: &rusqlite::Transaction<'_>,
+    entries: &[(u64, AuditEntry)],
+) -> Result<(), StoreError> {
     let last: Option<(i64, String)> = tx
         .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -286,7 +298,6 @@ pub fn append(conn: &mut Connection, entries: &[(u64, AuditEntry)]) -> Result<()
             prev = hash;
         }
     }
-    tx.commit()?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub mod summary;
 pub mod time;
 pub mod tls;
 pub mod token;
+pub mod tokens;
 pub mod toolset;
 pub mod upgrade;
 

@@ -51,19 +51,24 @@ pub struct RunningGateway {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Reads `admin.token` if it is still valid, else mints a new one and writes it.
+/// Reads `admin.token` if it is still valid, else issues (and audits) a new one and
+/// writes it.
 fn ensure_admin_token(store: &Store, config: &GatewayConfig) -> Result<String, GatewayError> {
     let path = config.data_dir.join(datadir::ADMIN_TOKEN_FILE);
-    if let Some(existing) = datadir::read_line(&path) {
-        if let Ok(Some(rec)) = store.verify(&existing) {
-            if rec.kind == TokenKind::Admin {
-                return Ok(existing);
-            }
+    crate::tokens::reuse_or_issue(
+        store,
+        &path,
+        crate::tokens::Issuer::Gateway,
+        TokenKind::Admin,
+        "admin",
+        None,
+    )
+    .map_err(|e| match e {
+        crate::tokens::TokenFileError::Store(e) => e.into(),
+        crate::tokens::TokenFileError::Write { path, source } => {
+            GatewayError::Write { path, source }
         }
-    }
-    let (token, _) = store.create_token(TokenKind::Admin, "admin", None)?;
-    datadir::write_secret(&path, &token).map_err(|source| GatewayError::Write { path, source })?;
-    Ok(token)
+    })
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, GatewayError> {

@@ -145,23 +145,15 @@ impl Store {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Mints and stores a token; returns the full token string (shown once).
+    /// Mints and stores a token; returns the full token string (shown once) and its id.
+    /// Unaudited: commands issue tokens through [`crate::tokens`], which records them.
     pub fn create_token(
         &self,
         kind: TokenKind,
         subject: &str,
         policy: Option<&PolicySpec>,
     ) -> Result<(String, String), StoreError> {
-        let t = token::generate(kind);
-        let policy_json = policy
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| StoreError::Policy(e.to_string()))?;
-        self.conn().execute(
-            "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![t.id, kind.as_str(), subject, &t.hash[..], policy_json, now_ms() as i64],
-        )?;
-        Ok((t.token, t.id))
+        insert_token(&self.conn(), kind, subject, policy)
     }
 
     /// Checks a presented token. `Ok(None)` if it is malformed, unknown, revoked or
@@ -269,12 +261,36 @@ impl Store {
 
     /// Revokes a token by id. `Ok(false)` if there is no such unrevoked token.
     pub fn revoke(&self, id: &str) -> Result<bool, StoreError> {
-        let n = self.conn().execute(
-            "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            params![id, now_ms() as i64],
-        )?;
-        Ok(n > 0)
+        revoke_token(&self.conn(), id)
     }
+}
+
+/// Mints a token and inserts it through `conn` (a connection or a transaction).
+pub(crate) fn insert_token(
+    conn: &Connection,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+) -> Result<(String, String), StoreError> {
+    let t = token::generate(kind);
+    let policy_json = policy
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Policy(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![t.id, kind.as_str(), subject, &t.hash[..], policy_json, now_ms() as i64],
+    )?;
+    Ok((t.token, t.id))
+}
+
+/// Revokes the active token `id` through `conn`; whether there was one.
+pub(crate) fn revoke_token(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    let n = conn.execute(
+        "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+        params![id, now_ms() as i64],
+    )?;
+    Ok(n > 0)
 }
 
 fn migrate(conn: &Connection) -> Result<(), StoreError> {

@@ -1,20 +1,13 @@
 //! `gsv token create|list|revoke`: writes the store directly, so it works whether or
-//! not the gateway runs (the gateway reads tokens at each authentication).
+//! not the gateway runs (the gateway reads tokens at each authentication). Tokens are
+//! issued and revoked through [`gsv_gateway::tokens`], which records each in the audit
+//! log in the same transaction.
 
 use crate::exit;
-use gsv_gateway::audit::{self, AuditEntry, AuditKind};
+use gsv_gateway::tokens::{self, Issued, Issuer};
 use gsv_gateway::{Policy, PolicySpec, Store, TokenKind};
 use gsv_protocol::NodeId;
 use std::path::Path;
-
-/// Records a token change in the audit log (policy changes are audited too).
-fn record(store: &Store, outcome: &str, detail: serde_json::Value) {
-    let mut e = AuditEntry::new(AuditKind::Policy, "cli", outcome);
-    e.detail = Some(detail);
-    if let Err(err) = store.with_conn(|c| audit::append(c, &[(gsv_protocol::now_ms(), e)])) {
-        eprintln!("warning: could not write the audit log: {err}");
-    }
-}
 
 fn open(data: &Path) -> Result<Store, u8> {
     Store::open(data).map_err(|e| {
@@ -37,13 +30,11 @@ pub fn create_node(data: &Path, id: &str) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store.create_token(TokenKind::Join, id.as_str(), None) {
-        Ok((token, token_id)) => {
-            record(
-                &store,
-                "token_created",
-                serde_json::json!({ "tokenId": token_id, "kind": "join", "subject": id.as_str() }),
-            );
+    match tokens::issue(&store, Issuer::Cli, TokenKind::Join, id.as_str(), None) {
+        Ok(Issued {
+            token,
+            id: token_id,
+        }) => {
             println!("{token}");
             eprintln!(
                 "join token {token_id} for node {id}: one use; the node exchanges it for its own credential at its first connect (shown once; stored hashed)"
@@ -77,13 +68,11 @@ pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store.create_token(TokenKind::Agent, name, Some(&spec)) {
-        Ok((token, token_id)) => {
-            record(
-                &store,
-                "token_created",
-                serde_json::json!({ "tokenId": token_id, "kind": "agent", "subject": name, "policy": spec }),
-            );
+    match tokens::issue(&store, Issuer::Cli, TokenKind::Agent, name, Some(&spec)) {
+        Ok(Issued {
+            token,
+            id: token_id,
+        }) => {
             println!("{token}");
             eprintln!("agent token {token_id} for {name} (shown once; stored hashed)");
             exit::OK
@@ -153,13 +142,8 @@ pub fn revoke(data: &Path, id: &str) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match store.revoke(id) {
+    match tokens::revoke(&store, Issuer::Cli, id) {
         Ok(true) => {
-            record(
-                &store,
-                "token_revoked",
-                serde_json::json!({ "tokenId": id }),
-            );
             eprintln!("revoked {id} (open connections using it close within a second)");
             exit::OK
         }

@@ -6,7 +6,7 @@
 //! baseline (`node-<ID>.login-profile`) is kept there too.
 
 use crate::exit;
-use gsv_gateway::datadir::{self, AGENT_TOKEN_FILE, NODE_TOKEN_FILE};
+use gsv_gateway::datadir::{AGENT_TOKEN_FILE, NODE_TOKEN_FILE};
 use gsv_gateway::{GatewayConfig, PolicySpec, Store, TokenKind};
 use gsv_node::NodeConfig;
 use gsv_protocol::NodeId;
@@ -37,7 +37,8 @@ pub fn default_node_id() -> NodeId {
     NodeId::from_hostname(&gethostname::gethostname().to_string_lossy())
 }
 
-/// Reuses the token in `file` if it is still valid for `kind`/`subject`; else mints one.
+/// Reuses the token in `file` if it is still valid for `kind`/`subject`; else issues
+/// one (recorded in the audit log with actor `up`) and writes it there.
 fn ensure_token(
     store: &Store,
     dir: &Path,
@@ -46,19 +47,15 @@ fn ensure_token(
     subject: &str,
     policy: Option<&PolicySpec>,
 ) -> Result<String, String> {
-    let path = dir.join(file);
-    if let Some(existing) = datadir::read_line(&path) {
-        if let Ok(Some(rec)) = store.verify(&existing) {
-            if rec.kind == kind && rec.subject == subject {
-                return Ok(existing);
-            }
-        }
-    }
-    let (token, _) = store
-        .create_token(kind, subject, policy)
-        .map_err(|e| e.to_string())?;
-    datadir::write_secret(&path, &token).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(token)
+    gsv_gateway::tokens::reuse_or_issue(
+        store,
+        &dir.join(file),
+        gsv_gateway::tokens::Issuer::Up,
+        kind,
+        subject,
+        policy,
+    )
+    .map_err(|e| e.to_string())
 }
 
 pub async fn run(opts: UpOptions) -> u8 {

@@ -1,0 +1,245 @@
+//! Issuing and revoking tokens, each recorded in the audit log.
+//!
+//! Every command that brings a token into being goes through here: `gsv token create`
+//! and `revoke`, the admin token the gateway mints for itself, and the node and agent
+//! tokens `gsv up` writes for its local node and the local user. The token row and its
+//! audit row (`kind: policy`, `token_created` / `token_revoked`, the acting command as
+//! `actor`) are written in one transaction, so no token exists that the audit log does
+//! not know about, and no audit row names a token that was never stored.
+
+use crate::audit::{self, AuditEntry, AuditKind};
+use crate::datadir;
+use crate::policy::PolicySpec;
+use crate::store::{insert_token, revoke_token, Store, StoreError};
+use crate::token::TokenKind;
+use rusqlite::TransactionBehavior;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Who issues or revokes a token: the audit row's `actor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issuer {
+    /// `gsv token create` / `revoke`.
+    Cli,
+    /// The gateway itself (its admin token).
+    Gateway,
+    /// `gsv up` (its node's and the local agent's tokens).
+    Up,
+}
+
+impl Issuer {
+    fn actor(self) -> &'static str {
+        match self {
+            Issuer::Cli => "cli",
+            Issuer::Gateway => "gateway",
+            Issuer::Up => "up",
+        }
+    }
+}
+
+/// A token just issued: the full token (shown once) and its id.
+#[derive(Debug)]
+pub struct Issued {
+    pub token: String,
+    pub id: String,
+}
+
+/// Why a token could not be kept in its file.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("could not write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The audit row's `detail` for an issued token.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IssuedDetail<'a> {
+    token_id: &'a str,
+    kind: &'a str,
+    subject: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<&'a PolicySpec>,
+}
+
+/// The audit row's `detail` for a revoked token.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RevokedDetail<'a> {
+    token_id: &'a str,
+}
+
+fn entry(issuer: Issuer, outcome: &str, detail: impl Serialize) -> AuditEntry {
+    let mut e = AuditEntry::new(AuditKind::Policy, issuer.actor(), outcome);
+    e.detail = serde_json::to_value(detail).ok();
+    e
+}
+
+/// Mints a token of `kind` for `subject` (with `policy` for an agent token) and
+/// records it, in one transaction.
+pub fn issue(
+    store: &Store,
+    issuer: Issuer,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+) -> Result<Issued, StoreError> {
+    store.with_conn(|conn| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (token, id) = insert_token(&tx, kind, subject, policy)?;
+        let detail = IssuedDetail {
+            token_id: &id,
+            kind: kind.as_str(),
+            subject,
+            policy,
+        };
+        audit::append_in(
+            &tx,
+            &[(
+                gsv_protocol::now_ms(),
+                entry(issuer, "token_created", detail),
+            )],
+        )?;
+        tx.commit()?;
+        Ok(Issued { token, id })
+    })
+}
+
+/// Revokes the active token `id` and records it, in one transaction. `Ok(false)` when
+/// there is no such active token (nothing is recorded then).
+pub fn revoke(store: &Store, issuer: Issuer, id: &str) -> Result<bool, StoreError> {
+    store.with_conn(|conn| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if !revoke_token(&tx, id)? {
+            return Ok(false);
+        }
+        let detail = RevokedDetail { token_id: id };
+        audit::append_in(
+            &tx,
+            &[(
+                gsv_protocol::now_ms(),
+                entry(issuer, "token_revoked", detail),
+            )],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    })
+}
+
+/// The token kept in `path` when it is still valid for `kind` and `subject`; else a
+/// new one, issued (and recorded) and written there (0600).
+pub fn reuse_or_issue(
+    store: &Store,
+    path: &Path,
+    issuer: Issuer,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+) -> Result<String, TokenFileError> {
+    if let Some(existing) = datadir::read_line(path) {
+        if let Ok(Some(rec)) = store.verify(&existing) {
+            if rec.kind == kind && rec.subject == subject {
+                return Ok(existing);
+            }
+        }
+    }
+    let issued = issue(store, issuer, kind, subject, policy)?;
+    datadir::write_secret(path, &issued.token).map_err(|source| TokenFileError::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(issued.token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store in a fresh directory (left in the system's temp dir, like the store's
+    /// own tests).
+    fn store() -> (PathBuf, Store) {
+        let dir = std::env::temp_dir().join(format!("gsv-tokens-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let store = Store::open(&dir).expect("store");
+        (dir, store)
+    }
+
+    fn rows(store: &Store) -> Vec<(String, String, String)> {
+        store
+            .with_conn(|c| {
+                let mut stmt =
+                    c.prepare("SELECT actor, outcome, detail FROM audit ORDER BY seq")?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .expect("rows")
+    }
+
+    #[test]
+    fn issuing_and_revoking_are_recorded_with_their_actor() {
+        let (_d, store) = store();
+        let issued = issue(&store, Issuer::Up, TokenKind::Agent, "me", None).expect("issued");
+        assert!(store.verify(&issued.token).expect("verify").is_some());
+        assert!(revoke(&store, Issuer::Cli, &issued.id).expect("revoked"));
+        assert!(!revoke(&store, Issuer::Cli, &issued.id).expect("no longer active"));
+        let rows = rows(&store);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[0].0.as_str(), rows[0].1.as_str()),
+            ("up", "token_created")
+        );
+        assert!(rows[0].2.contains(&issued.id) && rows[0].2.contains("\"subject\":\"me\""));
+        assert_eq!(
+            (rows[1].0.as_str(), rows[1].1.as_str()),
+            ("cli", "token_revoked")
+        );
+        let report = store.with_conn(|c| audit::verify(c)).expect("verify");
+        assert!(report.ok, "{:?}", report.problem);
+    }
+
+    #[test]
+    fn a_kept_token_is_reused_and_a_stale_one_replaced() {
+        let (dir, store) = store();
+        let path = dir.join("agent.token");
+        let first = reuse_or_issue(
+            &store,
+            &path,
+            Issuer::Gateway,
+            TokenKind::Admin,
+            "admin",
+            None,
+        )
+        .expect("issued");
+        let again = reuse_or_issue(
+            &store,
+            &path,
+            Issuer::Gateway,
+            TokenKind::Admin,
+            "admin",
+            None,
+        )
+        .expect("reused");
+        assert_eq!(first, again);
+        assert_eq!(rows(&store).len(), 1, "reuse records nothing");
+        // Another subject for the same file: a new token, recorded.
+        let other = reuse_or_issue(
+            &store,
+            &path,
+            Issuer::Gateway,
+            TokenKind::Admin,
+            "other",
+            None,
+        )
+        .expect("replaced");
+        assert_ne!(first, other);
+        assert_eq!(rows(&store).len(), 2);
+    }
+}
