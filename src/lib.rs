@@ -2,10 +2,10 @@
 //! `gsv-gateway`, `gsv-node` and `gsv-protocol` crates.
 //!
 //! `main.rs` only parses flags; everything a command does lives here so the end-to-end
-//! tests and the examples can use the same code.
+//! tests and the examples can use the same code. The exception is `gsv bench`: its
+//! scenarios are the `gsv-bench` crate, which only the binary depends on.
 
 pub mod allocator;
-pub mod bench;
 pub mod client;
 pub mod commands;
 pub mod exit;

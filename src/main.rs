@@ -1,9 +1,12 @@
 //! The `gsv` command line. Thin: it parses flags and calls into the library.
 
 use clap::{Args, Parser, Subcommand};
+use gsv::client::AgentClient;
 use gsv::commands::{self, agent::Target};
 use gsv::{exit, logging, resolve};
 use gsv_gateway::{GatewayConfig, PolicySpec};
+use gsv_protocol::method::NodeSummary;
+use gsv_protocol::ToolResult;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -384,19 +387,7 @@ enum Command {
         command: AuditCommand,
     },
     /// Run a loopback-only benchmark scenario and print figure, baseline and ratio
-    Bench {
-        /// Scenario name (`gsv bench list` shows them)
-        scenario: String,
-        /// Print the report as JSON
-        #[arg(long)]
-        json: bool,
-        /// Tiny sizes: a smoke run of a few seconds
-        #[arg(long)]
-        quick: bool,
-        /// Directory for fixtures [default: a fresh temporary directory]
-        #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
-    },
+    Bench(gsv_bench::cli::BenchArgs),
 }
 
 #[derive(Args, Clone)]
@@ -809,15 +800,46 @@ fn main() -> ExitCode {
                 ),
             ),
         },
-        Command::Bench {
-            scenario,
-            json,
-            quick,
-            dir,
-        } => run_async(
-            "warn",
-            commands::bench::run(scenario, json, gsv::bench::BenchOptions { quick, dir }),
-        ),
+        Command::Bench(args) => run_async("warn", bench(args)),
     };
     ExitCode::from(code)
+}
+
+/// `gsv bench`: the scenarios are the gsv-bench crate's; the agent client they time is
+/// this package's, `gsv call`'s own.
+async fn bench(args: gsv_bench::cli::BenchArgs) -> u8 {
+    match gsv_bench::cli::run::<BenchAgent>(args).await {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("error: bench: {e}");
+            match e {
+                gsv_bench::cli::Error::Usage(_) => exit::USAGE,
+                gsv_bench::cli::Error::Failed(_) => exit::TOOL_ERROR,
+            }
+        }
+    }
+}
+
+/// [`AgentClient`] as gsv-bench's [`gsv_bench::Agent`] (a wrapper: neither the trait
+/// nor the client is this crate's).
+struct BenchAgent(AgentClient);
+
+impl gsv_bench::Agent for BenchAgent {
+    async fn connect(gateway: &str, token: &str) -> Result<Self, String> {
+        AgentClient::connect(gateway, token)
+            .await
+            .map(BenchAgent)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn call(&self, name: &str, args: serde_json::Value) -> Result<ToolResult, String> {
+        self.0
+            .call(name, args, None)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeSummary>, String> {
+        self.0.list_nodes().await.map_err(|e| e.to_string())
+    }
 }

@@ -3,7 +3,6 @@
 pub mod agent;
 pub mod approvals;
 pub mod audit;
-pub mod bench;
 pub mod call_args;
 pub mod gateway;
 pub mod mcp;
