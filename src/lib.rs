@@ -10,5 +10,6 @@ pub mod client;
 pub mod commands;
 pub mod exit;
 pub mod logging;
+pub mod mcp_bridge;
 pub mod resolve;
 pub mod terminal;

@@ -370,8 +370,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// MCP server on stdin/stdout, forwarding to the gateway: for MCP clients that only
-    /// launch stdio servers (the gateway serves MCP itself at /mcp)
+    /// MCP on stdin/stdout, bridged to the gateway's /mcp: for MCP clients that only
+    /// launch stdio servers (same tools and behaviour as /mcp, elicitation included)
     Mcp {
         #[command(flatten)]
         target: TargetArgs,
@@ -752,11 +752,7 @@ fn main() -> ExitCode {
         Command::Tools { target, json } => {
             run_client("warn", commands::agent::tools(target.target(), json))
         }
-        Command::Mcp { target } => run_async(
-            // rmcp logs each JSON-RPC error it answers at warn: the client sees those.
-            "warn,rmcp=error",
-            commands::mcp::run(target.target()),
-        ),
+        Command::Mcp { target } => run_async("warn", commands::mcp::run(target.target())),
         Command::Approvals { command } => match command {
             ApprovalsCommand::List {
                 target,

@@ -174,7 +174,7 @@ impl Fleet {
     }
 }
 
-/// Every check `/mcp` must pass, in either protocol mode.
+/// Every check `/mcp` must pass, in either protocol mode (and `gsv mcp` too).
 const HTTP_CHECKS: &[&str] = &[
     "list",
     "read",
@@ -191,22 +191,8 @@ const HTTP_CHECKS: &[&str] = &[
     "list-changed",
 ];
 
-/// The same through `gsv mcp`, less elicitation: over the WebSocket agent protocol an
-/// agent cannot approve its own calls, so they wait for an operator (checked).
-const STDIO_CHECKS: &[&str] = &[
-    "list",
-    "read",
-    "bash-progress",
-    "tool-error",
-    "offline",
-    "hidden",
-    "unauthorized",
-    "cancel",
-    "no-self-approval",
-    "guard-operator",
-    "operator-queue",
-    "list-changed",
-];
+/// `gsv mcp` bridges stdio to `/mcp`: every check, elicitation included.
+const STDIO_CHECKS: &[&str] = HTTP_CHECKS;
 
 #[tokio::test]
 async fn mcp_over_http_legacy_mode() {
@@ -404,4 +390,225 @@ async fn session_less_calls_answer_json_when_quick_and_stream_when_slow() {
         .unwrap_or_else(|| panic!("no result event in {body}"));
     assert_eq!(result["id"], 7);
     assert_eq!(result["result"]["content"][0]["text"], "slow", "{result}");
+}
+
+/// `gsv mcp` driven by hand, one JSON-RPC message a line.
+struct Bridge {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Bridge {
+    /// Starts `gsv mcp` with these flags (and nothing from the environment).
+    fn start(args: &[&str]) -> Bridge {
+        let mut child = tokio::process::Command::new(common::gsv_bin())
+            .arg("mcp")
+            .args(args)
+            .env_remove("GSV_GATEWAY")
+            .env_remove("GSV_AGENT_TOKEN")
+            .env_remove("GSV_DATA")
+            .env_remove("GSV_CA")
+            .env_remove("GSV_PIN")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn gsv mcp");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        Bridge {
+            child,
+            stdin,
+            lines: tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout)),
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.write_all(b"\n").await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// The next line the bridge writes, as JSON.
+    async fn recv(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("a line in time")
+            .expect("read stdout")
+            .expect("stdout open");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    async fn initialize(&mut self) -> serde_json::Value {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}})
+            .to_string(),
+        )
+        .await;
+        self.recv().await
+    }
+
+    /// Closes stdin; returns the exit code.
+    async fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("gsv mcp exits at the end of input")
+            .expect("wait");
+        status.code()
+    }
+}
+
+/// A 2025-11-25 `initialize` of `token` straight to `/mcp`; the HTTP status.
+async fn raw_initialize(gw: &Gateway, token: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    let (head, _) = raw_http(&gw.addr, &req).await;
+    head.split_whitespace().nth(1).unwrap_or("").to_owned()
+}
+
+/// The plain bridge's own behaviour: a line that is not JSON gets a `-32700` error with
+/// id null and the bridge goes on; a slow call does not hold up a later request; the
+/// end of input ends the session (`DELETE /mcp`) and the process, with exit code 0.
+#[tokio::test]
+async fn gsv_mcp_answers_bad_lines_and_ends_its_session_at_eof() {
+    // One session per token: whether the bridge's session is open shows in whether
+    // another `initialize` of the same token is refused.
+    let gw = Gateway::start_with(&["--mcp-sessions-per-token", "1"]).await;
+    let ws = TempDir::new("bridge-ws");
+    let _alpha = gw.node("alpha", ws.path()).await;
+    let token = gw.agent_token();
+    let empty = TempDir::new("bridge-empty");
+    let data = empty.path().display().to_string();
+    let mut bridge = Bridge::start(&["--gateway", &gw.url(), "--token", &token, "--data", &data]);
+
+    let init = bridge.initialize().await;
+    assert_eq!(init["id"], 1, "{init}");
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+
+    bridge.send("this is not JSON").await;
+    let err = bridge.recv().await;
+    assert_eq!(err["error"]["code"], -32700, "{err}");
+    assert!(err["id"].is_null(), "{err}");
+    bridge
+        .send(r#"{"jsonrpc":"2.0","id":"x","nothing":1}"#)
+        .await;
+    let err = bridge.recv().await;
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    assert_eq!(err["id"], "x", "{err}");
+
+    bridge
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#)
+        .await;
+    let list = bridge.recv().await;
+    assert_eq!(list["id"], 2, "{list}");
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|t| t["name"] == "alpha__Echo"), "{list}");
+
+    // A slow call, then a ping: the ping's answer comes first.
+    let slow = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "alpha__Echo", "arguments": {"text": "slow", "delayMs": 2500}}});
+    bridge.send(&slow.to_string()).await;
+    bridge
+        .send(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#)
+        .await;
+    let first = bridge.recv().await;
+    assert_eq!(first["id"], 4, "the ping waited for the slow call: {first}");
+    let second = bridge.recv().await;
+    assert_eq!(second["id"], 3, "{second}");
+    assert_eq!(second["result"]["content"][0]["text"], "slow", "{second}");
+
+    // The session is open…
+    assert_eq!(raw_initialize(&gw, &token).await, "429");
+    // …until the end of input ends it.
+    assert_eq!(bridge.close().await, Some(0));
+    assert_eq!(raw_initialize(&gw, &token).await, "200");
+}
+
+/// Without a gateway to talk to, each request gets an error answer, and the bridge
+/// stays up for the next one.
+#[tokio::test]
+async fn gsv_mcp_answers_for_a_gateway_it_cannot_reach() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let empty = TempDir::new("bridge-none");
+    let data = empty.path().display().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut bridge = Bridge::start(&["--gateway", &url, "--token", "t", "--data", &data]);
+    for _ in 0..2 {
+        let err = bridge.initialize().await;
+        assert_eq!(err["id"], 1, "{err}");
+        assert_eq!(err["error"]["code"], -32000, "{err}");
+        let message = err["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("unreachable: "), "{err}");
+    }
+    assert_eq!(bridge.close().await, Some(0));
+}
+
+/// TLS is trusted as by every other client: the gateway's certificate pinned by
+/// `--pin`, or found in the data directory; a wrong pin is refused, saying so.
+#[tokio::test]
+async fn gsv_mcp_trusts_a_tls_gateway_like_the_other_clients() {
+    let gw = Gateway::start_with(&["--tls-self-signed"]).await;
+    assert!(gw.tls);
+    let pin = gw.tls_options().pin.expect("the gateway's certificate");
+    let token = gw.agent_token();
+    let empty = TempDir::new("bridge-tls");
+    let data = empty.path().display().to_string();
+    let url = gw.url();
+
+    let mut pinned = Bridge::start(&[
+        "--gateway",
+        &url,
+        "--token",
+        &token,
+        "--data",
+        &data,
+        "--pin",
+        &pin,
+    ]);
+    let init = pinned.initialize().await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(pinned.close().await, Some(0));
+
+    // No flags at all: the gateway, the token and the certificate of the data dir.
+    let gw_data = gw.data.path().display().to_string();
+    let mut local = Bridge::start(&["--data", &gw_data]);
+    let init = local.initialize().await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(local.close().await, Some(0));
+
+    let wrong = "00".repeat(32);
+    let mut refused = Bridge::start(&[
+        "--gateway",
+        &url,
+        "--token",
+        &token,
+        "--data",
+        &data,
+        "--pin",
+        &wrong,
+    ]);
+    let err = refused.initialize().await;
+    assert_eq!(err["error"]["code"], -32000, "{err}");
+    let message = err["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("fingerprint mismatch"), "{err}");
+    assert_eq!(refused.close().await, Some(0));
 }

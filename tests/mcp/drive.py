@@ -290,10 +290,9 @@ async def check_guard_operator() -> None:
     """A node guard's approval (--approve-shell) always goes to an operator, never to the
     caller, whatever the token: full access, or --self-confirm with confirm on the tool."""
     name = f"{ARGS.guarded}__Bash"
-    tokens = [("full", ARGS.token, 0)]
-    if ARGS.transport == "http":
-        # The caller answers the policy's question (1 asked); the guard's is the operator's.
-        tokens.append(("self-confirm", ARGS.self_confirm_token, 1))
+    # With --self-confirm the caller answers the policy's question (1 asked); the
+    # guard's is the operator's.
+    tokens = [("full", ARGS.token, 0), ("self-confirm", ARGS.self_confirm_token, 1)]
     for label, token, want_asked in tokens:
         marker = os.path.join(ARGS.workspace, f"pwned-{ARGS.transport}-{ARGS.mode}-{label}")
         asked: list[str] = []
