@@ -6,6 +6,7 @@
 //! scenarios are the `gsv-bench` crate, which only the binary depends on.
 
 pub mod allocator;
+pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod exit;

@@ -1,16 +1,14 @@
 //! The `gsv` command line. Thin: it parses flags and calls into the library.
 
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
+use gsv::cli::{ApprovalsCommand, AuditCommand, Cli, Command, TokenCommand, TokenKindArg};
 use gsv::client::AgentClient;
-use gsv::commands::{self, agent::Target};
+use gsv::commands;
 use gsv::{exit, logging, resolve};
-use gsv_gateway::{GatewayConfig, PolicySpec};
+use gsv_gateway::PolicySpec;
 use gsv_protocol::method::NodeSummary;
 use gsv_protocol::ToolResult;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// mimalloc, tuned in [`gsv::allocator`].
 #[global_allocator]
@@ -23,491 +21,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[used]
 #[link_section = ".init_array.00100"]
 static TUNE_ALLOCATOR: extern "C" fn() = gsv::allocator::tune;
-
-#[derive(Parser)]
-#[command(
-    name = "gsv",
-    version,
-    about = "Let AI agents act on many machines, safely"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Args, Clone)]
-struct DataArg {
-    /// Data directory [default: $GSV_DATA or $XDG_DATA_HOME/gsv or ~/.local/share/gsv]
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
-}
-
-/// How a TLS gateway's certificate is trusted [default: the system's root certificates]
-#[derive(Args, Clone)]
-struct TrustArgs {
-    /// PEM file with the CA certificate(s) to trust instead of the system roots (a
-    /// self-signed gateway's tls-cert.pem works too)
-    #[arg(long, env = "GSV_CA", value_name = "FILE", conflicts_with = "pin")]
-    ca: Option<PathBuf>,
-    /// SHA-256 fingerprint of the gateway's certificate, as `gsv gateway` prints it
-    /// (colons and case optional): only that certificate is trusted
-    #[arg(long, env = "GSV_PIN", value_name = "SHA256")]
-    pin: Option<String>,
-}
-
-/// Node-side guards, set on the node's own command line (no gateway can lift them)
-#[derive(Args, Clone)]
-struct NodeGuardArgs {
-    /// Offer only read-only tools (Read, Glob, Grep and the network tools; no Bash,
-    /// Process, Write, Edit)
-    #[arg(long)]
-    read_only: bool,
-    /// Auto-approve regex for Bash commands (repeatable). With any, every simple
-    /// command of a Bash call must fully match one of them, or the call waits for an
-    /// operator's approval
-    #[arg(long, value_name = "REGEX")]
-    approve_shell: Vec<String>,
-    /// Sessions (Bash runs and background jobs) one agent token may have running at
-    /// once on this node: its share of the node's 64 slots, so another agent always
-    /// has room
-    #[arg(long, value_name = "N", default_value_t = gsv_node::sessions::Limits::default().max_running_per_owner, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gsv_node::sessions::Limits::default().max_running as u64))]
-    sessions_per_token: usize,
-    /// Record the login profile files (~/.profile, ~/.bashrc, /etc/profile, the
-    /// BASH_ENV and ENV files, ...) as they are now as the node's new baseline. Without
-    /// it, a node warns (log, `gsv nodes`) when they differ from the baseline it
-    /// recorded at its first start. Review the files first
-    #[arg(long)]
-    accept_login_profile: bool,
-}
-
-impl NodeGuardArgs {
-    /// Checks the patterns now, so a typo is a usage error before anything starts.
-    fn validate(&self) -> Result<(), String> {
-        gsv_node::guards::ApproveShell::new(&self.approve_shell)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    }
-}
-
-#[derive(Args, Clone)]
-struct GatewayArgs {
-    #[command(flatten)]
-    data: DataArg,
-    /// Address to listen on (nodes, agents, HTTP API)
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
-    listen: SocketAddr,
-    /// Serve /metrics on this address instead of the main one
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
-    /// WebSocket heartbeat interval in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
-    heartbeat_ms: u64,
-    /// Deadline for a connection to finish its handshake, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::HANDSHAKE_TIMEOUT_MS, hide = true)]
-    handshake_timeout_ms: u64,
-    /// Deadline for a TLS handshake and for each HTTP request's headers (also the
-    /// wait for the next request on a kept-alive connection), in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_HEADER_TIMEOUT.as_millis() as u64)]
-    header_timeout_ms: u64,
-    /// An HTTP connection that has presented no valid token this long after it was
-    /// accepted is closed, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_UNAUTH_TIMEOUT.as_millis() as u64, hide = true)]
-    unauth_timeout_ms: u64,
-    /// Most connections open at once that have not presented a valid token yet; new
-    /// ones over it are closed at once
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::admission::DEFAULT_MAX_UNAUTH, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    max_unauth_conns: usize,
-    /// Most such unauthenticated connections from one IP address
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::admission::DEFAULT_MAX_UNAUTH_PER_SOURCE, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    max_unauth_conns_per_source: usize,
-    /// How long refused authentications are gathered into one audit row per source
-    /// and reason, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::refusals::DEFAULT_INTERVAL.as_millis() as u64, hide = true)]
-    audit_refusal_interval_ms: u64,
-    /// How long a caller waits, after a node drops mid-call, for the node to come back
-    /// with the result before getting `node_disconnected` (never past the call's
-    /// deadline; 0 answers at once), in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    grace_ms: u64,
-    /// On SIGTERM, how long calls in flight may take to finish before the gateway
-    /// stops, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    drain_ms: u64,
-    /// Store call arguments in the audit log (by default only their SHA-256)
-    #[arg(long)]
-    audit_args: bool,
-    /// How long an approval request stays open, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 600_000, hide = true)]
-    approval_ttl_ms: u64,
-    /// Serve TLS with this certificate chain (PEM, leaf first; needs --tls-key)
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// Private key of --tls-cert (PEM)
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Serve TLS with a self-signed certificate kept in the data dir; prints its
-    /// fingerprint for `gsv node --pin`
-    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
-    tls_self_signed: bool,
-    /// A Host name (or host:port) MCP clients reach /mcp by, besides loopback names
-    /// (repeatable; DNS-rebinding protection). Default: loopback names when listening
-    /// on loopback, any host otherwise
-    #[arg(long, value_name = "HOST")]
-    mcp_allowed_host: Vec<String>,
-    /// MCP sessions one token may hold open at once (2025 protocol revisions)
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    mcp_sessions_per_token: usize,
-    /// MCP sessions open at once in all
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_MAX, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    mcp_sessions_max: usize,
-    /// An MCP session with no traffic this long is closed, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSION_IDLE.as_secs(), value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..))]
-    mcp_session_idle_secs: u64,
-    /// Calls one agent token may have pending on one node at once: its share of the
-    /// node's 4096, so another agent always has room
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::registry::MAX_PENDING_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=gsv_protocol::limits::MAX_PENDING_PER_NODE as u64))]
-    pending_calls_per_token: usize,
-    /// Approval requests one agent token may have waiting at once
-    #[arg(long, value_name = "N", default_value_t = gsv_gateway::approvals::DEFAULT_PENDING_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    approvals_per_token: usize,
-    /// MiB of call arguments one agent token may have in flight at once (waiting for
-    /// approval or for a node), over every node
-    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_PER_TOKEN >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
-    pending_mib_per_token: u64,
-    /// MiB of call arguments in flight at once in all
-    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_MAX >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
-    pending_mib: u64,
-}
-
-impl GatewayArgs {
-    fn config(&self) -> GatewayConfig {
-        let mut c = GatewayConfig::new(self.listen, resolve::data_dir(self.data.data.as_deref()));
-        c.metrics_listen = self.metrics_listen;
-        c.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
-        c.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms.max(100));
-        c.header_timeout = Duration::from_millis(self.header_timeout_ms.max(100));
-        c.unauth_timeout = Duration::from_millis(self.unauth_timeout_ms.max(100));
-        c.caps = gsv_gateway::admission::Caps {
-            max_unauth: self.max_unauth_conns,
-            max_unauth_per_source: self.max_unauth_conns_per_source,
-        };
-        c.refusal_interval = Duration::from_millis(self.audit_refusal_interval_ms.max(100));
-        c.grace = Duration::from_millis(self.grace_ms);
-        c.drain = Duration::from_millis(self.drain_ms);
-        c.audit_args = self.audit_args;
-        c.mcp_sessions_per_token = self.mcp_sessions_per_token;
-        c.mcp_sessions_max = self.mcp_sessions_max;
-        c.mcp_session_idle = Duration::from_secs(self.mcp_session_idle_secs);
-        c.pending_calls_per_token = self.pending_calls_per_token;
-        c.approvals_per_token = self.approvals_per_token;
-        c.pending_bytes_per_token = (self.pending_mib_per_token as usize) << 20;
-        c.pending_bytes_max = (self.pending_mib as usize) << 20;
-        c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
-        c.tls = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            }),
-            _ if self.tls_self_signed => Some(gsv_gateway::TlsSetup::SelfSigned),
-            _ => None,
-        };
-        c.mcp_allowed_hosts = self.mcp_allowed_host.clone();
-        c
-    }
-}
-
-#[derive(Args, Clone)]
-struct TargetArgs {
-    /// Gateway URL (http(s):// or ws(s)://) [default: $GSV_GATEWAY, else the address in
-    /// the data dir's gateway.addr, else http://127.0.0.1:8787]
-    #[arg(long, value_name = "URL")]
-    gateway: Option<String>,
-    /// Agent token [default: $GSV_AGENT_TOKEN, else agent.token, else admin.token in the
-    /// data dir]
-    #[arg(long, value_name = "TOKEN")]
-    token: Option<String>,
-    #[command(flatten)]
-    data: DataArg,
-    #[command(flatten)]
-    trust: TrustArgs,
-}
-
-impl TargetArgs {
-    fn target(self) -> Target {
-        Target {
-            gateway: self.gateway,
-            token: self.token,
-            data: self.data.data,
-            ca: self.trust.ca,
-            pin: self.trust.pin,
-        }
-    }
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Gateway + a local node in one process: the embedded default
-    Up {
-        #[command(flatten)]
-        gateway: GatewayArgs,
-        /// Id of the local node [default: the host name]
-        #[arg(long, value_name = "ID")]
-        node_id: Option<String>,
-        /// Workspace of the local node [default: the current directory]
-        #[arg(long, value_name = "DIR")]
-        workspace: Option<PathBuf>,
-        /// Also register the Echo tool (tests, benchmarks)
-        #[arg(long)]
-        echo_tool: bool,
-        /// Confine the local node's file tools to the workspace
-        #[arg(long)]
-        confine: bool,
-        #[command(flatten)]
-        guards: NodeGuardArgs,
-    },
-    /// Run the gateway alone
-    Gateway {
-        #[command(flatten)]
-        gateway: GatewayArgs,
-    },
-    /// Run a node that dials the gateway
-    Node {
-        /// Gateway URL (http(s):// or ws(s)://)
-        #[arg(long, env = "GSV_GATEWAY", value_name = "URL")]
-        gateway: String,
-        /// This node's id
-        #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
-        id: String,
-        /// This node's join token (from `gsv token create node ID`; exchanged for a
-        /// stored credential at the first connect) or its credential. On a shared host
-        /// prefer --token-file or $GSV_TOKEN: other local users can read a process's
-        /// command line
-        #[arg(
-            long,
-            env = "GSV_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true,
-            required_unless_present = "token_file",
-            conflicts_with = "token_file"
-        )]
-        token: Option<String>,
-        /// Read the token from this file (its first line), keeping it out of the
-        /// process list
-        #[arg(long, env = "GSV_TOKEN_FILE", value_name = "FILE")]
-        token_file: Option<PathBuf>,
-        /// Directory relative tool paths resolve against [default: the current directory]
-        #[arg(long, env = "GSV_WORKSPACE", value_name = "DIR")]
-        workspace: Option<PathBuf>,
-        /// Register the Echo tool (tests, benchmarks)
-        #[arg(long)]
-        echo_tool: bool,
-        /// Where the node keeps the credential it enrolls with [default: the data dir]
-        #[arg(long = "data", env = "GSV_NODE_DATA", value_name = "DIR")]
-        node_data: Option<PathBuf>,
-        /// Confine the file tools (Read, Write, Edit, Glob, Grep) to the workspace: paths
-        /// are canonicalised, and anything outside it (`..`, absolute paths, symlinks
-        /// pointing out) is refused [default: off]
-        #[arg(long)]
-        confine: bool,
-        /// A file or directory the file tools never read, write or list, confined or
-        /// not (repeatable). Always protected as well: this node's --data directory
-        /// and the default gateway data directory ($GSV_DATA, else
-        /// $XDG_DATA_HOME/gsv, else ~/.local/share/gsv) when it exists
-        #[arg(long, value_name = "PATH")]
-        protect: Vec<PathBuf>,
-        #[command(flatten)]
-        guards: NodeGuardArgs,
-        /// Host role: execution or specialized
-        #[arg(long, value_name = "ROLE", default_value = "execution")]
-        role: String,
-        /// WebSocket heartbeat interval in milliseconds
-        #[arg(long, value_name = "MS", default_value_t = gsv_protocol::limits::DEFAULT_HEARTBEAT_MS, hide = true)]
-        heartbeat_ms: u64,
-        #[command(flatten)]
-        trust: TrustArgs,
-        /// Allow a plain ws:// or http:// gateway that is not on loopback (the token
-        /// then travels unencrypted); refused without this flag
-        #[arg(long)]
-        insecure: bool,
-        /// Leave background sessions running when the node stops [default: their
-        /// process groups are ended, SIGTERM then SIGKILL]
-        #[arg(long)]
-        keep_sessions_on_exit: bool,
-    },
-    /// Manage tokens
-    Token {
-        #[command(subcommand)]
-        command: TokenCommand,
-    },
-    /// Call a namespaced tool: gsv call laptop__Read '{"path":"README.md"}'
-    Call {
-        #[command(flatten)]
-        target: TargetArgs,
-        /// Print the whole result object as JSON
-        #[arg(long)]
-        json: bool,
-        /// Call deadline in milliseconds [default: the tool's]
-        #[arg(long, value_name = "MS")]
-        timeout_ms: Option<u64>,
-        /// Namespaced tool name, {node}__{tool}
-        name: String,
-        /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file
-        /// (for arguments larger than a command line may hold)
-        #[arg(default_value = "{}")]
-        args: String,
-    },
-    /// List nodes
-    Nodes {
-        #[command(flatten)]
-        target: TargetArgs,
-        #[arg(long)]
-        json: bool,
-    },
-    /// List the tools this token may call
-    Tools {
-        #[command(flatten)]
-        target: TargetArgs,
-        #[arg(long)]
-        json: bool,
-    },
-    /// MCP on stdin/stdout, bridged to the gateway's /mcp: for MCP clients that only
-    /// launch stdio servers (same tools and behaviour as /mcp, elicitation included)
-    Mcp {
-        #[command(flatten)]
-        target: TargetArgs,
-    },
-    /// Operator decisions on calls waiting for approval
-    Approvals {
-        #[command(subcommand)]
-        command: ApprovalsCommand,
-    },
-    /// Check or show the hash-chained audit log (reads the database directly)
-    Audit {
-        #[command(subcommand)]
-        command: AuditCommand,
-    },
-    /// Run a loopback-only benchmark scenario and print figure, baseline and ratio
-    Bench(gsv_bench::cli::BenchArgs),
-}
-
-#[derive(Args, Clone)]
-struct OperatorArgs {
-    /// Gateway URL [default: $GSV_GATEWAY, else gateway.addr in the data dir]
-    #[arg(long, value_name = "URL")]
-    gateway: Option<String>,
-    /// Admin token [default: admin.token in the data dir]
-    #[arg(long, value_name = "TOKEN")]
-    token: Option<String>,
-    #[command(flatten)]
-    data: DataArg,
-    #[command(flatten)]
-    trust: TrustArgs,
-}
-
-impl OperatorArgs {
-    fn target(self) -> commands::approvals::OperatorTarget {
-        commands::approvals::OperatorTarget {
-            gateway: self.gateway,
-            token: self.token,
-            data: self.data.data,
-            ca: self.trust.ca,
-            pin: self.trust.pin,
-        }
-    }
-}
-
-#[derive(Subcommand)]
-enum ApprovalsCommand {
-    /// Pending approval requests (all recent ones with --all)
-    List {
-        #[command(flatten)]
-        target: OperatorArgs,
-        #[arg(long)]
-        all: bool,
-        #[arg(long)]
-        json: bool,
-        /// Requests per page (1-500)
-        #[arg(long, value_name = "N", default_value_t = gsv_gateway::approvals::DEFAULT_PAGE, value_parser = clap::value_parser!(u32).range(1..=500))]
-        limit: u32,
-        /// Skip this many requests (newest first): the next page
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        offset: u32,
-    },
-    /// Approve a request: the waiting call runs
-    Approve {
-        id: String,
-        #[command(flatten)]
-        target: OperatorArgs,
-    },
-    /// Deny a request: the waiting call fails with `denied`
-    Deny {
-        id: String,
-        #[command(flatten)]
-        target: OperatorArgs,
-    },
-}
-
-#[derive(Subcommand)]
-enum AuditCommand {
-    /// Verify the hash chain; exit 0 if intact, 1 if a row was edited or deleted
-    Verify {
-        #[command(flatten)]
-        data: DataArg,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show the last rows, and with --follow every new one
-    Tail {
-        #[command(flatten)]
-        data: DataArg,
-        /// How many past rows to show
-        #[arg(long, short = 'n', default_value_t = 20)]
-        lines: u32,
-        #[arg(long, short = 'f')]
-        follow: bool,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum TokenCommand {
-    /// Create a token: `node ID` or `agent NAME`; prints the token alone on stdout
-    Create {
-        /// node or agent
-        kind: String,
-        /// Node id or agent name
-        name: String,
-        #[command(flatten)]
-        data: DataArg,
-        /// Glob of namespaced tools the agent may call (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        allow: Vec<String>,
-        /// Glob of namespaced tools the agent may never call (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        deny: Vec<String>,
-        /// Glob of namespaced tools whose calls need approval (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        confirm: Vec<String>,
-        /// Let the caller's own user answer `--confirm` questions (MCP elicitation)
-        /// instead of an operator. Off by default; never covers a node guard's approval
-        #[arg(long)]
-        self_confirm: bool,
-    },
-    /// List tokens (ids, kinds, subjects; never secrets)
-    List {
-        #[command(flatten)]
-        data: DataArg,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Revoke a token by id
-    Revoke {
-        id: String,
-        #[command(flatten)]
-        data: DataArg,
-    },
-}
 
 /// For the long-running commands (gateway, node, `up`, `mcp`, benchmarks): tokio's
 /// worker threads, and the allocator's upkeep while the command runs.
@@ -551,24 +64,6 @@ fn run_on(
     }
 }
 
-impl Command {
-    /// Whether this command prints and exits. Those die quietly on a closed pipe
-    /// (`gsv audit tail | head`) like other Unix tools. Long-running commands keep
-    /// Rust's default of ignoring `SIGPIPE`: there a write into a closed pipe — a
-    /// Process `write` to a session whose reader exited, a client that went away — is an
-    /// `EPIPE` error handled where it happens, never the end of the gateway or node.
-    fn prints_and_exits(&self) -> bool {
-        !matches!(
-            self,
-            Command::Up { .. }
-                | Command::Gateway { .. }
-                | Command::Node { .. }
-                | Command::Mcp { .. }
-                | Command::Bench { .. }
-        )
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.command.prints_and_exits() {
@@ -608,85 +103,13 @@ fn main() -> ExitCode {
             )
         }
         Command::Gateway { gateway } => run_async("info", commands::gateway::run(gateway.config())),
-        Command::Node {
-            gateway,
-            id,
-            token,
-            token_file,
-            workspace,
-            node_data,
-            echo_tool,
-            confine,
-            protect,
-            guards,
-            role,
-            heartbeat_ms,
-            trust,
-            insecure,
-            keep_sessions_on_exit,
-        } => {
-            let id = match gsv_protocol::NodeId::parse(&id) {
-                Ok(id) => id,
-                Err(e) => {
-                    eprintln!("error: invalid_args: {e}");
-                    return ExitCode::from(exit::USAGE);
-                }
-            };
-            let host_role = match role.as_str() {
-                "execution" => gsv_protocol::HostRole::Execution,
-                "specialized" => gsv_protocol::HostRole::Specialized,
-                other => {
-                    eprintln!(
-                        "error: invalid_args: --role must be execution or specialized, not {other}"
-                    );
-                    return ExitCode::from(exit::USAGE);
-                }
-            };
-            let workspace = match workspace.map(Ok).unwrap_or_else(std::env::current_dir) {
-                Ok(w) => w,
-                Err(e) => {
-                    eprintln!("error: workspace: {e}");
-                    return ExitCode::from(exit::USAGE);
-                }
-            };
-            if let Err(e) = guards.validate() {
-                eprintln!("error: invalid_args: {e}");
+        Command::Node(args) => match args.config() {
+            Ok(config) => run_async("info", commands::node::run(config)),
+            Err(e) => {
+                eprintln!("{e}");
                 return ExitCode::from(exit::USAGE);
             }
-            let token = match (token, token_file) {
-                (Some(t), _) => t,
-                (None, Some(f)) => match gsv_gateway::datadir::read_line(&f) {
-                    Some(t) => t,
-                    None => {
-                        eprintln!(
-                            "error: invalid_args: --token-file {}: missing, unreadable or empty",
-                            f.display()
-                        );
-                        return ExitCode::from(exit::USAGE);
-                    }
-                },
-                (None, None) => {
-                    eprintln!("error: invalid_args: give --token-file FILE, $GSV_TOKEN or --token");
-                    return ExitCode::from(exit::USAGE);
-                }
-            };
-            let mut config = gsv_node::NodeConfig::new(gateway, id, token, workspace);
-            config.echo_tool = echo_tool;
-            config.confine = confine;
-            config.read_only = guards.read_only;
-            config.approve_shell = guards.approve_shell;
-            config.sessions_per_token = guards.sessions_per_token;
-            config.accept_login_profile = guards.accept_login_profile;
-            config.data_dir = Some(resolve::data_dir(node_data.as_deref()));
-            config.protect = resolve::protected_paths(protect);
-            config.host_role = host_role;
-            config.heartbeat = Duration::from_millis(heartbeat_ms.max(100));
-            config.ca = trust.ca;
-            config.pin = trust.pin;
-            config.insecure = insecure;
-            config.keep_sessions_on_exit = keep_sessions_on_exit;
-            run_async("info", commands::node::run(config))
-        }
+        },
         Command::Token { command } => match command {
             TokenCommand::Create {
                 kind,
@@ -698,8 +121,8 @@ fn main() -> ExitCode {
                 self_confirm,
             } => {
                 let dir = resolve::data_dir(data.data.as_deref());
-                match commands::token::kind_of(&kind) {
-                    Some(gsv_gateway::TokenKind::Node) => {
+                match kind {
+                    TokenKindArg::Node => {
                         if !(allow.is_empty()
                             && deny.is_empty()
                             && confirm.is_empty()
@@ -711,7 +134,7 @@ fn main() -> ExitCode {
                             commands::token::create_node(&dir, &name)
                         }
                     }
-                    Some(_) => commands::token::create_agent(
+                    TokenKindArg::Agent => commands::token::create_agent(
                         &dir,
                         &name,
                         PolicySpec {
@@ -721,12 +144,6 @@ fn main() -> ExitCode {
                             self_confirm,
                         },
                     ),
-                    None => {
-                        eprintln!(
-                            "error: invalid_args: token kind must be node or agent, not {kind}"
-                        );
-                        exit::USAGE
-                    }
                 }
             }
             TokenCommand::List { data, json } => {

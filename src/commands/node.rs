@@ -1,8 +1,59 @@
-//! `gsv node`: one node, dialling the gateway, until Ctrl-C or SIGTERM.
+//! `gsv node`: one node, dialling the gateway, until Ctrl-C or SIGTERM; and how its
+//! flags become a [`NodeConfig`].
 
+use crate::cli::NodeArgs;
 use crate::exit;
+use crate::resolve;
 use gsv_node::NodeConfig;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+impl NodeArgs {
+    /// The node's configuration, or a usage error (`error: CODE: message`) for flags
+    /// that parse but cannot be used.
+    pub fn config(self) -> Result<NodeConfig, String> {
+        let id = gsv_protocol::NodeId::parse(&self.id)
+            .map_err(|e| format!("error: invalid_args: {e}"))?;
+        let workspace = self
+            .workspace
+            .map(Ok)
+            .unwrap_or_else(std::env::current_dir)
+            .map_err(|e| format!("error: workspace: {e}"))?;
+        self.guards
+            .validate()
+            .map_err(|e| format!("error: invalid_args: {e}"))?;
+        let token = match (self.token, self.token_file) {
+            (Some(t), _) => t,
+            (None, Some(f)) => gsv_gateway::datadir::read_line(&f).ok_or_else(|| {
+                format!(
+                    "error: invalid_args: --token-file {}: missing, unreadable or empty",
+                    f.display()
+                )
+            })?,
+            (None, None) => {
+                return Err(
+                    "error: invalid_args: give --token-file FILE, $GSV_TOKEN or --token".into(),
+                )
+            }
+        };
+        let mut config = NodeConfig::new(self.gateway, id, token, workspace);
+        config.echo_tool = self.echo_tool;
+        config.confine = self.confine;
+        config.read_only = self.guards.read_only;
+        config.approve_shell = self.guards.approve_shell;
+        config.sessions_per_token = self.guards.sessions_per_token;
+        config.accept_login_profile = self.guards.accept_login_profile;
+        config.data_dir = Some(resolve::data_dir(self.node_data.as_deref()));
+        config.protect = resolve::protected_paths(self.protect);
+        config.host_role = self.role.into();
+        config.heartbeat = Duration::from_millis(self.heartbeat_ms.max(100));
+        config.ca = self.trust.ca;
+        config.pin = self.trust.pin;
+        config.insecure = self.insecure;
+        config.keep_sessions_on_exit = self.keep_sessions_on_exit;
+        Ok(config)
+    }
+}
 
 /// Runs a node until a shutdown signal or a fatal refusal.
 pub async fn run(config: NodeConfig) -> u8 {

@@ -157,12 +157,3 @@ pub fn revoke(data: &Path, id: &str) -> u8 {
         }
     }
 }
-
-/// The kind names accepted by `gsv token create`.
-pub fn kind_of(s: &str) -> Option<TokenKind> {
-    match s {
-        "node" => Some(TokenKind::Node),
-        "agent" => Some(TokenKind::Agent),
-        _ => None,
-    }
-}
