@@ -114,17 +114,17 @@ pub struct GatewayArgs {
     /// How long a caller waits, after a node drops mid-call, for the node to come back
     /// with the result before getting `node_disconnected` (never past the call's
     /// deadline; 0 answers at once), in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_GRACE.as_millis() as u64)]
     pub grace_ms: u64,
     /// On SIGTERM, how long calls in flight may take to finish before the gateway
     /// stops, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_DRAIN.as_millis() as u64)]
     pub drain_ms: u64,
     /// Store call arguments in the audit log (by default only their SHA-256)
     #[arg(long)]
     pub audit_args: bool,
     /// How long an approval request stays open, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 600_000, hide = true)]
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::approvals::DEFAULT_TTL.as_millis() as u64, hide = true)]
     pub approval_ttl_ms: u64,
     /// Serve TLS with this certificate chain (PEM, leaf first; needs --tls-key)
     #[arg(long, value_name = "FILE", requires = "tls_key")]
