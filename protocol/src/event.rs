@@ -147,3 +147,37 @@ pub struct NodeEvent {
     pub node: String,
     pub data: Value,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_keep_their_wire_form() {
+        let bye = Shutdown {
+            drain_ms: 10_000,
+            reason: "gateway shutting down".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&bye).unwrap(),
+            r#"{"drainMs":10000,"reason":"gateway shutting down"}"#
+        );
+        let expired = ApprovalResolved {
+            decided_by: None,
+            id: "341ac5522fa5".into(),
+            state: "expired".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&expired).unwrap(),
+            r#"{"id":"341ac5522fa5","state":"expired"}"#
+        );
+        let decided = ApprovalResolved {
+            decided_by: Some("operator".into()),
+            ..expired
+        };
+        assert_eq!(
+            serde_json::to_string(&decided).unwrap(),
+            r#"{"decidedBy":"operator","id":"341ac5522fa5","state":"expired"}"#
+        );
+    }
+}
