@@ -10,7 +10,9 @@ use futures_util::{SinkExt, StreamExt};
 use gsv_protocol::endpoint::{Gateway, AGENT_PATH};
 use gsv_protocol::frame::{encode_cancel, encode_req};
 use gsv_protocol::handshake::{Auth, Challenge, ClientInfo};
-use gsv_protocol::method::{NodeSummary, NodesListResult, ToolEntry, ToolsListResult};
+use gsv_protocol::method::{
+    NoParams, NodeSummary, NodesListResult, ToolEntry, ToolsCallParams, ToolsListResult,
+};
 use gsv_protocol::{
     ConnectParams, ErrorShape, EventName, Frame, HelloOk, Method, Role, ToolResult,
 };
@@ -321,10 +323,12 @@ impl AgentClient {
         args: Value,
         timeout_ms: Option<u64>,
     ) -> Result<ToolResult, ClientError> {
-        let mut params = serde_json::json!({ "name": name, "args": args });
-        if let Some(t) = timeout_ms {
-            params["timeoutMs"] = t.into();
-        }
+        let params = ToolsCallParams {
+            name: name.to_owned(),
+            args: serde_json::value::to_raw_value(&args)
+                .map_err(|e| ClientError::Protocol(format!("bad tool arguments: {e}")))?,
+            timeout_ms,
+        };
         let raw = self.request_with_id(id, Method::ToolsCall, &params).await?;
         serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad tool result: {e}")))
@@ -351,18 +355,14 @@ impl AgentClient {
     }
 
     pub async fn list_tools(&self) -> Result<Vec<ToolEntry>, ClientError> {
-        let raw = self
-            .request(Method::ToolsList, &serde_json::json!({}))
-            .await?;
+        let raw = self.request(Method::ToolsList, &NoParams {}).await?;
         let r: ToolsListResult = serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad tools.list result: {e}")))?;
         Ok(r.tools)
     }
 
     pub async fn list_nodes(&self) -> Result<Vec<NodeSummary>, ClientError> {
-        let raw = self
-            .request(Method::NodesList, &serde_json::json!({}))
-            .await?;
+        let raw = self.request(Method::NodesList, &NoParams {}).await?;
         let r: NodesListResult = serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad nodes.list result: {e}")))?;
         Ok(r.nodes)

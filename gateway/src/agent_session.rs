@@ -4,7 +4,6 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
-use crate::approvals::Verdict;
 use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{drive, queue, Outbound, Ws};
 use crate::handshake;
@@ -250,13 +249,6 @@ fn start_call(
     });
 }
 
-/// Params of `approvals.decide`.
-#[derive(serde::Deserialize)]
-struct DecideParams {
-    id: String,
-    decision: Verdict,
-}
-
 /// `approvals.list` / `approvals.decide`: operators (admin token) only.
 fn operator_request(
     shared: &Arc<Shared>,
@@ -290,7 +282,7 @@ fn operator_request(
                     }
                 }
             }
-            _ => match serde_json::from_str::<DecideParams>(&raw) {
+            _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
                 Ok(p) => match crate::approvals::decide_and_announce(
                     &shared, &p.id, p.decision, "operator",
                 )

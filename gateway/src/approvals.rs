@@ -10,7 +10,6 @@ use crate::store::{Store, StoreError};
 use dashmap::DashMap;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use rusqlite::{params, OptionalExtension};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -34,35 +33,10 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS approvals (
 /// Default time an approval request stays open.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
-/// An operator's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Approve,
-    Deny,
-}
-
-/// One approval request as stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRequest {
-    pub id: String,
-    pub agent: String,
-    pub token_id: String,
-    pub node: String,
-    pub tool: String,
-    pub args_hash: String,
-    /// What the operator is asked, e.g. `laptop__Bash: rm -r build/`.
-    pub summary: String,
-    /// Why approval is needed (the policy's confirm glob, a tool's own rule).
-    pub reason: String,
-    pub created_at: u64,
-    pub expires_at: u64,
-    /// `pending`, `approved`, `denied` or `expired`.
-    pub state: String,
-    pub decided_at: Option<u64>,
-    pub decided_by: Option<String>,
-}
+pub use gsv_protocol::method::{
+    AgentCount, ApprovalRequest, ApprovalsListParams as ListQuery, ApprovalsListResult as ListPage,
+    Verdict,
+};
 
 /// What is being asked for.
 pub struct NewRequest {
@@ -97,49 +71,7 @@ struct Waiter {
 /// The largest page `approvals.list` returns.
 pub const MAX_PAGE: u32 = 500;
 /// The page size when none is asked for.
-pub const DEFAULT_PAGE: u32 = 50;
-
-/// What `approvals.list` asks for.
-#[derive(Debug, Clone, Copy, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ListQuery {
-    /// Every state, not only pending.
-    pub all: bool,
-    /// Page size (1–500, default 50).
-    pub limit: u32,
-    /// Requests skipped, newest first.
-    pub offset: u32,
-}
-
-impl Default for ListQuery {
-    fn default() -> Self {
-        ListQuery {
-            all: false,
-            limit: DEFAULT_PAGE,
-            offset: 0,
-        }
-    }
-}
-
-/// One page of approval requests.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ListPage {
-    pub approvals: Vec<ApprovalRequest>,
-    /// How many requests match the query in all.
-    pub total: u64,
-    /// How many were skipped before this page.
-    pub offset: u64,
-    /// How many matching requests each agent has, fewest first.
-    pub by_agent: Vec<AgentCount>,
-}
-
-/// One agent's number of matching requests.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct AgentCount {
-    pub agent: String,
-    pub count: u64,
-}
+pub const DEFAULT_PAGE: u32 = gsv_protocol::method::DEFAULT_APPROVALS_PAGE;
 
 /// Default of [`Approvals::per_token`].
 pub const DEFAULT_PENDING_PER_TOKEN: usize = 32;
@@ -220,7 +152,7 @@ impl Approvals {
                     self.per_token
                 ),
             )
-            .with_details(serde_json::json!({ "limit": "approvals_per_token", "max": self.per_token })));
+            .with(gsv_protocol::ErrorDetails::limit("approvals_per_token", self.per_token)));
         }
         let now = gsv_protocol::now_ms();
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
@@ -410,7 +342,11 @@ pub async fn decide_and_announce(
     entry.detail = Some(serde_json::json!({ "approval": id }));
     shared.audit.record(entry);
     if let Ok(req) = &result {
-        let payload = serde_json::json!({ "id": req.id, "state": req.state, "decidedBy": by });
+        let payload = gsv_protocol::event::ApprovalResolved {
+            id: req.id.clone(),
+            state: req.state.clone(),
+            decided_by: Some(by.to_owned()),
+        };
         for a in shared.agents.iter() {
             if a.is_admin || a.token_id == req.token_id {
                 a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);

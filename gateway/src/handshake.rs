@@ -254,10 +254,10 @@ pub fn parse_connect(
                     gsv_protocol::PROTOCOL_VERSION
                 ),
             )
-            .with_details(serde_json::json!({
-                "min": gsv_protocol::MIN_PROTOCOL_VERSION,
-                "max": gsv_protocol::PROTOCOL_VERSION
-            })),
+            .with(gsv_protocol::ErrorDetails::Protocol {
+                min: gsv_protocol::MIN_PROTOCOL_VERSION,
+                max: gsv_protocol::PROTOCOL_VERSION,
+            }),
         ));
     };
     if params.role != role {

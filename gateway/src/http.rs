@@ -14,7 +14,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use gsv_protocol::method::{NodesListResult, ProbeParams, ToolsListResult};
+use gsv_protocol::method::{
+    NodeFailure, NodesListResult, ProbeParams, SessionsPage, ToolsListResult,
+};
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,7 +66,11 @@ impl IntoResponse for ApiError {
             ErrorCode::RateLimited | ErrorCode::Overloaded => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let mut res = (status, Json(serde_json::json!({ "error": self.0 }))).into_response();
+        let mut res = (
+            status,
+            Json(gsv_protocol::error::ErrorBody { error: self.0 }),
+        )
+            .into_response();
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -288,11 +294,17 @@ async fn sessions(
                     sessions.push(s);
                 }
             }
-            Ok(r) => errors.push(serde_json::json!({ "node": node, "error": r.joined_text() })),
-            Err(e) => errors.push(serde_json::json!({ "node": node, "error": e.to_string() })),
+            Ok(r) => errors.push(NodeFailure {
+                node,
+                error: r.joined_text(),
+            }),
+            Err(e) => errors.push(NodeFailure {
+                node,
+                error: e.to_string(),
+            }),
         }
     }
-    Ok(Json(serde_json::json!({ "sessions": sessions, "errors": errors })).into_response())
+    Ok(Json(SessionsPage { sessions, errors }).into_response())
 }
 
 /// Requires the admin token.
@@ -350,11 +362,6 @@ async fn approvals_list(
     Ok(Json(page).into_response())
 }
 
-#[derive(serde::Deserialize)]
-struct DecideBody {
-    decision: crate::approvals::Verdict,
-}
-
 async fn approvals_decide(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -363,12 +370,13 @@ async fn approvals_decide(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "deciding approvals").await?;
-    let body: DecideBody = serde_json::from_slice(&body).map_err(|e| {
-        ApiError(ErrorShape::new(
-            ErrorCode::InvalidArgs,
-            format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {e}"),
-        ))
-    })?;
+    let body: gsv_protocol::method::ApprovalDecision =
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError(ErrorShape::new(
+                ErrorCode::InvalidArgs,
+                format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {e}"),
+            ))
+        })?;
     let req = crate::approvals::decide_and_announce(&shared, &id, body.decision, "admin-api")
         .await
         .map_err(ApiError)?;

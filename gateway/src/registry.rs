@@ -17,8 +17,7 @@ use crate::toolset::{Interner, ToolSet};
 use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
-use gsv_protocol::{ErrorCode, ErrorShape, HostRole, NodeId, Runtime};
-use serde_json::json;
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, HostRole, NodeId, Runtime};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -339,7 +338,7 @@ pub fn disconnected(node: &NodeId) -> ErrorShape {
         ErrorCode::NodeDisconnected,
         format!("node {node} disconnected while the call was running; it may have run"),
     )
-    .with_details(json!({ "dispatched": true, "node": node.as_str() }))
+    .with(ErrorDetails::disconnected(true, node.as_str()))
 }
 
 /// A node that was connected and is not now.

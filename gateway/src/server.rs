@@ -186,10 +186,10 @@ impl RunningGateway {
     pub async fn stop(self) {
         let drain = self.shared.config.drain;
         self.shared.draining.cancel();
-        let bye = serde_json::json!({
-            "reason": "gateway shutting down",
-            "drainMs": drain.as_millis() as u64,
-        });
+        let bye = gsv_protocol::event::Shutdown {
+            reason: "gateway shutting down".to_owned(),
+            drain_ms: drain.as_millis() as u64,
+        };
         for a in self.shared.agents.iter() {
             a.send_event(gsv_protocol::EventName::Shutdown, &bye);
         }

@@ -7,8 +7,8 @@
 
 use dashmap::DashMap;
 use gsv_protocol::names::{NamespacedName, MAX_NAMESPACED_LEN};
-use gsv_protocol::{Capability, ErrorCode, ErrorShape, NodeId, ToolDef, ToolName};
-use serde_json::{json, Value};
+use gsv_protocol::{Capability, ErrorCode, ErrorDetails, ErrorShape, NodeId, ToolDef, ToolName};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -48,7 +48,7 @@ impl ToolSpec {
                         self.def.name, shown, e
                     ),
                 )
-                .with_details(json!({ "path": shown })))
+                .with(ErrorDetails::Path { path: shown }))
             }
         }
     }
@@ -67,8 +67,8 @@ impl ToolSet {
     }
 }
 
-fn invalid(message: String, details: Value) -> ErrorShape {
-    ErrorShape::new(ErrorCode::InvalidArgs, message).with_details(details)
+fn invalid(message: String, details: ErrorDetails) -> ErrorShape {
+    ErrorShape::new(ErrorCode::InvalidArgs, message).with(details)
 }
 
 /// Validates a node's declaration and compiles it.
@@ -79,7 +79,7 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
                 "a node may register at most {} tools",
                 gsv_protocol::limits::MAX_TOOLS_PER_NODE
             ),
-            json!({ "count": defs.len() }),
+            ErrorDetails::Count { count: defs.len() },
         ));
     }
     let mut declared = HashSet::new();
@@ -87,7 +87,9 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
         if Capability::parse(c).is_none() {
             return Err(invalid(
                 format!("unknown capability id {c:?}"),
-                json!({ "capability": c }),
+                ErrorDetails::Capability {
+                    capability: c.clone(),
+                },
             ));
         }
         declared.insert(c.as_str());
@@ -96,18 +98,19 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
     let mut tools = Vec::with_capacity(defs.len());
     for def in defs {
         let name = def.name.clone();
-        ToolName::parse(&name).map_err(|e| invalid(e.to_string(), json!({ "tool": name })))?;
+        ToolName::parse(&name)
+            .map_err(|e| invalid(e.to_string(), ErrorDetails::Tool { tool: name.clone() }))?;
         if node.as_str().len() + 2 + name.len() > MAX_NAMESPACED_LEN {
             let full = NamespacedName::join(node.as_str(), &name);
             return Err(invalid(
                 format!("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters"),
-                json!({ "tool": name }),
+                ErrorDetails::Tool { tool: name.clone() },
             ));
         }
         if !seen.insert(name.clone()) {
             return Err(invalid(
                 format!("tool {name} is declared twice"),
-                json!({ "tool": name }),
+                ErrorDetails::Tool { tool: name.clone() },
             ));
         }
         let capability = Capability::parse(&def.capability).ok_or_else(|| {
@@ -116,7 +119,10 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
                     "tool {name} declares unknown capability id {:?}",
                     def.capability
                 ),
-                json!({ "tool": name, "capability": def.capability }),
+                ErrorDetails::ToolCapability {
+                    tool: name.clone(),
+                    capability: def.capability.clone(),
+                },
             )
         })?;
         if !caps.is_empty() && !declared.contains(def.capability.as_str()) {
@@ -125,19 +131,22 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
                     "tool {name} uses capability {} which the node does not list in capabilities",
                     def.capability
                 ),
-                json!({ "tool": name, "capability": def.capability }),
+                ErrorDetails::ToolCapability {
+                    tool: name.clone(),
+                    capability: def.capability.clone(),
+                },
             ));
         }
         if !def.input_schema.is_object() {
             return Err(invalid(
                 format!("tool {name}: inputSchema must be a JSON object"),
-                json!({ "tool": name }),
+                ErrorDetails::Tool { tool: name.clone() },
             ));
         }
         let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
             invalid(
                 format!("tool {name}: inputSchema is not a valid JSON Schema: {e}"),
-                json!({ "tool": name }),
+                ErrorDetails::Tool { tool: name.clone() },
             )
         })?;
         tools.push(Arc::new(ToolSpec {
@@ -194,7 +203,9 @@ impl Interner {
                             "namespaced name {} is longer than {MAX_NAMESPACED_LEN} characters",
                             NamespacedName::join(node.as_str(), &t.def.name)
                         ),
-                        json!({ "tool": t.def.name }),
+                        ErrorDetails::Tool {
+                            tool: t.def.name.clone(),
+                        },
                     ));
                 }
             }
@@ -222,6 +233,7 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn def(name: &str, cap: &str) -> ToolDef {
         serde_json::from_value(json!({

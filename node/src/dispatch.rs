@@ -15,10 +15,10 @@ use gsv_protocol::event::EventsAck;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
 use gsv_protocol::method::{ProbeParams, ToolInvokeParams};
-use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Method, ToolResult};
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, EventName, Frame, Method, ToolResult};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -151,7 +151,10 @@ impl Dispatcher {
                     ErrorCode::NodeDisconnected,
                     "the call ran, but its result is no longer kept on the node",
                 )
-                .with_details(json!({ "dispatched": true, "node": self.node.config.id.as_str() }));
+                .with(ErrorDetails::disconnected(
+                    true,
+                    self.node.config.id.as_str(),
+                ));
                 return self.reply(encode_err(&id, &e));
             }
         };
@@ -362,13 +365,14 @@ fn encode_result(id: &str, result: &ToolResult, max: usize) -> String {
             ErrorCode::TooLarge,
             format!("the tool's result is {bytes} bytes, over the limit of {max} bytes"),
         )
-        .with_details(json!({"bytes": bytes, "limit": max})),
+        .with(ErrorDetails::TooLarge { bytes, limit: max }),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[tokio::test]
     async fn run_or_spawn_finishes_inline_or_on_a_task() {

@@ -114,9 +114,92 @@ impl ErrorShape {
     }
 
     /// Attaches structured details (e.g. `{"path": "/command"}` for `invalid_args`).
+    /// Prefer [`ErrorShape::with`]: the shapes gsv sends are [`ErrorDetails`].
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
+    }
+
+    /// Attaches one of the documented `details` shapes (docs/protocol.md §4.2).
+    pub fn with(self, details: ErrorDetails) -> Self {
+        let value = serde_json::to_value(details).expect("error details are plain data");
+        self.with_details(value)
+    }
+}
+
+/// The body of a refused HTTP API request: `{"error": ErrorShape}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorShape,
+}
+
+/// The `details` of an error, one variant per shape of docs/protocol.md §4.2. Each
+/// serialises as a plain object of its fields (no tag); readers look fields up by name,
+/// so this type is only written. Fields are in name order, as the JSON maps they replace
+/// wrote them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ErrorDetails {
+    /// `invalid_args` (argument validation): the JSON pointer of the first failing
+    /// value, `"/"` for the root.
+    Path { path: String },
+    /// `invalid_args` (node declaration): the tool and the capability it declares.
+    ToolCapability { capability: String, tool: String },
+    /// `invalid_args` (node declaration): the tool at fault.
+    Tool { tool: String },
+    /// `invalid_args` (node declaration): an unknown capability id.
+    Capability { capability: String },
+    /// `invalid_args` (node declaration): how many tools were declared.
+    Count { count: usize },
+    /// `node_disconnected`: whether the call was sent (`true`: it may have run) and
+    /// to which node; `restarted` when the node process restarted under the call.
+    NodeDisconnected {
+        dispatched: bool,
+        node: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        restarted: Option<bool>,
+    },
+    /// `node_offline` (and other errors about one node): the node, and since when it
+    /// is known offline (ms), when it is.
+    Node {
+        node: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        since: Option<u64>,
+    },
+    /// `denied`, `timeout` (approval): the approval request's id.
+    Approval { approval: String },
+    /// `denied` by the one asked: who decided (`caller`).
+    Via { via: String },
+    /// `denied` (shell blocklist): the rule's name, e.g. `rm-root`.
+    Rule { rule: String },
+    /// `approval_required` (node): why, and the text shown to the operator.
+    ApprovalRequired { reason: String, summary: String },
+    /// `unsupported_protocol`: the gateway's version range.
+    Protocol { max: u32, min: u32 },
+    /// `too_large` (from the node): the size and the limit, in bytes.
+    TooLarge { bytes: usize, limit: usize },
+    /// `overloaded`: which share or bound is full, and its value.
+    Limit { limit: String, max: usize },
+    /// `overloaded` while the gateway drains.
+    Shutdown { shutdown: bool },
+}
+
+impl ErrorDetails {
+    /// `node_disconnected` details: `{"dispatched", "node"}`.
+    pub fn disconnected(dispatched: bool, node: impl Into<String>) -> Self {
+        ErrorDetails::NodeDisconnected {
+            dispatched,
+            node: node.into(),
+            restarted: None,
+        }
+    }
+
+    /// `overloaded` details: `{"limit", "max"}`.
+    pub fn limit(limit: impl Into<String>, max: usize) -> Self {
+        ErrorDetails::Limit {
+            limit: limit.into(),
+            max,
+        }
     }
 }
 
@@ -146,6 +229,29 @@ mod tests {
                 format!("\"{}\"", code.as_str())
             );
         }
+    }
+
+    #[test]
+    fn details_serialise_as_plain_objects() {
+        let e = ErrorShape::new(ErrorCode::NodeDisconnected, "gone").with(
+            ErrorDetails::NodeDisconnected {
+                dispatched: true,
+                node: "laptop".into(),
+                restarted: None,
+            },
+        );
+        assert_eq!(
+            serde_json::to_string(&e.details).unwrap(),
+            r#"{"dispatched":true,"node":"laptop"}"#
+        );
+        let d = ErrorDetails::Limit {
+            limit: "pending_calls_per_token".into(),
+            max: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&d).unwrap(),
+            r#"{"limit":"pending_calls_per_token","max":3}"#
+        );
     }
 
     #[test]

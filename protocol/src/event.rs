@@ -84,9 +84,100 @@ pub struct CallProgress {
     pub total: Option<f64>,
 }
 
+/// Payload of `shutdown` (gateway → agents and nodes; fields in name order, like every
+/// payload built as a JSON map before): the gateway is draining and
+/// lets calls in flight finish for at most `drain_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shutdown {
+    /// How long calls in flight may still run, in ms.
+    pub drain_ms: u64,
+    /// Why, for people (`"gateway shutting down"`).
+    pub reason: String,
+}
+
+/// Payload of `approval.resolved`: an approval request was decided or expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalResolved {
+    /// Who decided (`operator`, `admin-api`); absent when the request expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The approval request's id.
+    pub id: String,
+    /// `approved`, `denied` or `expired`.
+    pub state: String,
+}
+
+/// Payload of `process.exited` as the node sends it: a background process session
+/// ended. The gateway relays it inside [`NodeEvent`]. Fields in name order, as the
+/// node has always sent them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessExited {
+    /// The command line, cut to 1 000 characters (then `…`).
+    pub command: String,
+    /// Run time in ms.
+    pub duration_ms: u64,
+    /// End, in ms since the epoch.
+    pub ended_at: Option<u64>,
+    /// The exit code; `null` when a signal killed it.
+    pub exit_code: Option<i32>,
+    /// The token id of the caller that started the session, or `null`.
+    pub owner: Option<String>,
+    /// The session, as returned by Bash and used by the Process tool.
+    pub session_id: String,
+    /// The signal's name (e.g. `SIGTERM`) when one killed it.
+    pub signal: Option<String>,
+    /// Start, in ms since the epoch.
+    pub started_at: u64,
+    /// `completed` or `failed`.
+    pub status: String,
+    /// The last characters of output.
+    pub tail: String,
+    /// Whether the session's own `timeout` killed it.
+    pub timed_out: bool,
+    /// Whether older output was dropped.
+    pub truncated: bool,
+}
+
 /// Payload of a node event relayed to agents: the node's payload plus its id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeEvent {
     pub node: String,
     pub data: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_keep_their_wire_form() {
+        let bye = Shutdown {
+            drain_ms: 10_000,
+            reason: "gateway shutting down".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&bye).unwrap(),
+            r#"{"drainMs":10000,"reason":"gateway shutting down"}"#
+        );
+        let expired = ApprovalResolved {
+            decided_by: None,
+            id: "341ac5522fa5".into(),
+            state: "expired".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&expired).unwrap(),
+            r#"{"id":"341ac5522fa5","state":"expired"}"#
+        );
+        let decided = ApprovalResolved {
+            decided_by: Some("operator".into()),
+            ..expired
+        };
+        assert_eq!(
+            serde_json::to_string(&decided).unwrap(),
+            r#"{"decidedBy":"operator","id":"341ac5522fa5","state":"expired"}"#
+        );
+    }
 }

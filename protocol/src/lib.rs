@@ -17,7 +17,7 @@ pub mod names;
 pub mod tool;
 
 pub use capability::Capability;
-pub use error::{ErrorCode, ErrorShape};
+pub use error::{ErrorCode, ErrorDetails, ErrorShape};
 pub use event::EventName;
 pub use frame::{Frame, FrameError};
 pub use handshake::{

@@ -222,9 +222,132 @@ pub struct NodesListResult {
     pub nodes: Vec<NodeSummary>,
 }
 
+/// An operator's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Approve,
+    Deny,
+}
+
+/// One approval request as stored and shown (`approvals.list`, `approvals.decide`,
+/// `approval.requested`, `GET /v1/approvals`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    pub id: String,
+    pub agent: String,
+    pub token_id: String,
+    pub node: String,
+    pub tool: String,
+    pub args_hash: String,
+    /// What the operator is asked, e.g. `laptop__Bash: rm -r build/`.
+    pub summary: String,
+    /// Why approval is needed (the policy's confirm glob, a tool's own rule).
+    pub reason: String,
+    pub created_at: u64,
+    pub expires_at: u64,
+    /// `pending`, `approved`, `denied` or `expired`.
+    pub state: String,
+    pub decided_at: Option<u64>,
+    pub decided_by: Option<String>,
+}
+
+/// The page size of `approvals.list` when none is asked for.
+pub const DEFAULT_APPROVALS_PAGE: u32 = 50;
+
+/// Params of `approvals.list` (also the query of `GET /v1/approvals`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ApprovalsListParams {
+    /// Every state, not only pending.
+    pub all: bool,
+    /// Page size (the gateway clamps it to 1–500; default 50).
+    pub limit: u32,
+    /// Requests skipped, newest first.
+    pub offset: u32,
+}
+
+impl Default for ApprovalsListParams {
+    fn default() -> Self {
+        ApprovalsListParams {
+            all: false,
+            limit: DEFAULT_APPROVALS_PAGE,
+            offset: 0,
+        }
+    }
+}
+
+/// Result of `approvals.list`: one page of approval requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalsListResult {
+    pub approvals: Vec<ApprovalRequest>,
+    /// How many requests match the query in all.
+    pub total: u64,
+    /// How many were skipped before this page.
+    pub offset: u64,
+    /// How many matching requests each agent has, fewest first.
+    pub by_agent: Vec<AgentCount>,
+}
+
+/// One agent's number of matching approval requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCount {
+    pub agent: String,
+    pub count: u64,
+}
+
+/// Params of `approvals.decide`. The result is the updated [`ApprovalRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalsDecideParams {
+    pub decision: Verdict,
+    /// The approval request's id.
+    pub id: String,
+}
+
+/// Body of `POST /v1/approvals/{id}` (the id is in the path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    pub decision: Verdict,
+}
+
+/// Params of a method that takes none (`tools.list`, `nodes.list`): `{}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoParams {}
+
+/// Body of `GET /v1/sessions`: the background process sessions of the nodes asked,
+/// and the nodes whose answer failed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionsPage {
+    pub errors: Vec<NodeFailure>,
+    /// Items of the Process tool's `list`, each with `node` added.
+    pub sessions: Vec<Value>,
+}
+
+/// A node that could not answer `GET /v1/sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFailure {
+    /// The tool's error text, or the protocol error as `code: message`.
+    pub error: String,
+    pub node: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approvals_params_round_trip() {
+        let p: ApprovalsListParams = serde_json::from_str("{}").unwrap();
+        assert_eq!(p, ApprovalsListParams::default());
+        let text = serde_json::to_string(&ApprovalsDecideParams {
+            id: "ab12".into(),
+            decision: Verdict::Approve,
+        })
+        .unwrap();
+        assert_eq!(text, r#"{"decision":"approve","id":"ab12"}"#);
+    }
 
     #[test]
     fn unknown_methods_decode_as_unknown() {

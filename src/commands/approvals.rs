@@ -10,6 +10,7 @@ use crate::resolve;
 use crate::terminal::safe;
 use gsv_gateway::approvals::{ApprovalRequest, ListPage, ListQuery};
 use gsv_gateway::datadir;
+use gsv_protocol::method::{ApprovalsDecideParams, Verdict};
 use gsv_protocol::Method;
 use std::path::PathBuf;
 
@@ -72,9 +73,7 @@ pub async fn list(t: OperatorTarget, query: ListQuery, json: bool) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let params =
-        serde_json::json!({ "all": query.all, "limit": query.limit, "offset": query.offset });
-    let raw = match client.request(Method::ApprovalsList, &params).await {
+    let raw = match client.request(Method::ApprovalsList, &query).await {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
@@ -148,7 +147,14 @@ pub async fn decide(t: OperatorTarget, id: &str, approve: bool) -> u8 {
     match client
         .request(
             Method::ApprovalsDecide,
-            &serde_json::json!({ "id": id, "decision": decision }),
+            &ApprovalsDecideParams {
+                id: id.to_owned(),
+                decision: if approve {
+                    Verdict::Approve
+                } else {
+                    Verdict::Deny
+                },
+            },
         )
         .await
     {

@@ -42,7 +42,7 @@ use message::{
     classify, is_jsonrpc, is_modern, own_version, route_headers, Kind, Session, PROTOCOL_VERSION,
     SESSION_ID,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use sse::SseReader;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -404,7 +404,7 @@ impl Bridge {
         };
         drop(init);
         if let (Some(f), false) = (failure, cancelled) {
-            let data = f.http_status.map(|s| json!({ "httpStatus": s }));
+            let data = f.http_status.map(|http_status| ErrorData { http_status });
             self.reply_error(&id, f.code, f.message, data).await;
         }
     }
@@ -636,13 +636,18 @@ impl Bridge {
         id: &Value,
         code: i64,
         message: impl Into<String>,
-        data: Option<Value>,
+        data: Option<ErrorData>,
     ) {
-        let mut error = json!({ "code": code, "message": message.into() });
-        if let Some(d) = data {
-            error["data"] = d;
-        }
-        self.emit(json!({ "jsonrpc": "2.0", "id": id, "error": error }).to_string())
+        let reply = ErrorReply {
+            error: RpcError {
+                code,
+                data,
+                message: message.into(),
+            },
+            id,
+            jsonrpc: "2.0",
+        };
+        self.emit(serde_json::to_string(&reply).unwrap_or_default())
             .await;
     }
 
@@ -763,4 +768,28 @@ impl Bridge {
             self.up.delete(id, session.version.as_deref()).await;
         }
     }
+}
+/// A JSON-RPC error response as the bridge writes it to its MCP client (MCP's framing,
+/// not a gsv protocol type). Fields in name order, as the JSON map it replaces wrote them.
+#[derive(serde::Serialize)]
+struct ErrorReply<'a> {
+    error: RpcError,
+    id: &'a Value,
+    jsonrpc: &'static str,
+}
+
+/// The `error` member of [`ErrorReply`].
+#[derive(serde::Serialize)]
+struct RpcError {
+    code: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<ErrorData>,
+    message: String,
+}
+
+/// The `data` of a bridge error: the gateway's HTTP status, when it answered one.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorData {
+    http_status: u16,
 }

@@ -19,11 +19,10 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use gsv_protocol::{ErrorCode, ErrorShape};
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -89,17 +88,28 @@ pub fn public_base(shared: &Shared, headers: &HeaderMap) -> String {
     format!("{scheme}://{host}")
 }
 
+/// The RFC 9728 protected-resource metadata document (an OAuth format, not a gsv
+/// protocol type), plus gsv's hint on where tokens come from. Fields in name order.
+#[derive(serde::Serialize)]
+struct ResourceMetadata {
+    authorization_servers: [&'static str; 0],
+    bearer_methods_supported: [&'static str; 1],
+    gsv_token_hint: &'static str,
+    resource: String,
+    resource_name: &'static str,
+}
+
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata. No
 /// authorization server is listed: tokens come from `gsv token create agent NAME`.
 pub async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let base = public_base(&shared, &headers);
-    let doc = json!({
-        "resource": format!("{base}{}", super::PATH),
-        "resource_name": "gsv gateway",
-        "bearer_methods_supported": ["header"],
-        "authorization_servers": [],
-        "gsv_token_hint": TOKEN_HINT,
-    });
+    let doc = ResourceMetadata {
+        authorization_servers: [],
+        bearer_methods_supported: ["header"],
+        gsv_token_hint: TOKEN_HINT,
+        resource: format!("{base}{}", super::PATH),
+        resource_name: "gsv gateway",
+    };
     (
         [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
         Json(doc),
@@ -239,7 +249,7 @@ pub async fn require_bearer(
                                     "too many MCP sessions open ({limit} = {max}); close one (DELETE /mcp) or let one idle out, then retry"
                                 ),
                             )
-                            .with_details(json!({ "limit": limit, "max": max })),
+                            .with(ErrorDetails::limit(limit, max)),
                         );
                     }
                 }
@@ -269,7 +279,7 @@ fn refusal(status: StatusCode, e: ErrorShape) -> Response {
     (
         status,
         [(header::CONNECTION, HeaderValue::from_static("close"))],
-        Json(json!({ "error": e })),
+        Json(gsv_protocol::error::ErrorBody { error: e }),
     )
         .into_response()
 }

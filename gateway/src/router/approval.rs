@@ -8,7 +8,7 @@ use super::{ApprovalAsker, ApprovalQuestion, Scope};
 use crate::approvals::{NewRequest, Verdict};
 use crate::audit::{args_hash, AuditEntry, AuditKind};
 use crate::summary::summary_of;
-use gsv_protocol::{ErrorCode, ErrorShape, EventName, NamespacedName};
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, EventName, NamespacedName};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -85,14 +85,18 @@ pub(super) async fn await_approval(
 
     let ttl = shared.approvals.ttl;
     let wait = deadline.saturating_duration_since(Instant::now()).min(ttl);
-    let resolved = |state: &str| json!({ "id": request.id, "state": state });
+    let resolved = |state: &str| gsv_protocol::event::ApprovalResolved {
+        id: request.id.clone(),
+        state: state.to_owned(),
+        decided_by: None,
+    };
     tokio::select! {
         d = rx => match d {
             Ok(Verdict::Approve) => Ok(request.id.clone()),
             Ok(Verdict::Deny) => Err(ErrorShape::new(
                 ErrorCode::Denied,
                 format!("an operator denied approval request {}", request.id),
-            ).with_details(json!({ "approval": request.id }))),
+            ).with(ErrorDetails::Approval { approval: request.id.clone() })),
             Err(_) => Err(ErrorShape::new(ErrorCode::Internal, "approval queue dropped the request")),
         },
         _ = tokio::time::sleep(wait) => {
@@ -101,7 +105,7 @@ pub(super) async fn await_approval(
             Err(ErrorShape::new(
                 ErrorCode::Timeout,
                 format!("approval request {} was not decided in time", request.id),
-            ).with_details(json!({ "approval": request.id })))
+            ).with(ErrorDetails::Approval { approval: request.id.clone() }))
         }
         _ = cancel.cancelled() => {
             shared.approvals.expire(&request.id).await;
@@ -174,6 +178,8 @@ async fn ask_caller(
             ErrorCode::Denied,
             format!("the user declined to run {name} when asked"),
         )
-        .with_details(json!({ "via": "caller" }))),
+        .with(ErrorDetails::Via {
+            via: "caller".to_owned(),
+        })),
     }))
 }

@@ -10,8 +10,7 @@ use crate::router::Caller;
 use crate::state::Shared;
 use gsv_protocol::frame::{encode_cancel, encode_req};
 use gsv_protocol::method::{InvokeCallerOut, ToolInvokeOut, ToolsCallParams};
-use gsv_protocol::{ErrorCode, ErrorShape, Method};
-use serde_json::json;
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, Method};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +59,7 @@ pub(super) async fn send(
                     gsv_protocol::limits::MAX_PENDING_PER_NODE
                 ),
             )
-            .with_details(json!({ "limit": "pending_calls_per_token", "max": shared.config.pending_calls_per_token })))
+            .with(ErrorDetails::limit("pending_calls_per_token", shared.config.pending_calls_per_token)))
         }
         Err(PendingError::Closed) => {
             return Err(ErrorShape::new(
@@ -161,7 +160,7 @@ async fn dispatch(
             ErrorCode::NodeDisconnected,
             format!("node {} closed before the call could be sent", first.id),
         )
-        .with_details(json!({ "dispatched": false, "node": first.id.as_str() })));
+        .with(ErrorDetails::disconnected(false, first.id.as_str())));
     }
     let mut current: Option<std::sync::Arc<NodeHandle>> = None;
     let mut rx = rx;
@@ -237,9 +236,11 @@ async fn resume(
                             gone.id
                         ),
                     )
-                    .with_details(
-                        json!({ "dispatched": true, "node": gone.id.as_str(), "restarted": true }),
-                    ));
+                    .with(ErrorDetails::NodeDisconnected {
+                        dispatched: true,
+                        node: gone.id.to_string(),
+                        restarted: Some(true),
+                    }));
                 }
                 let rx = match node.resume_call(
                     invoke.call_id,
@@ -257,7 +258,7 @@ async fn resume(
                             ErrorCode::NodeDisconnected,
                             format!("node {} came back with too many calls pending to take this one again; it may have run", gone.id),
                         )
-                        .with_details(json!({ "dispatched": true, "node": gone.id.as_str() })));
+                        .with(ErrorDetails::disconnected(true, gone.id.as_str())));
                     }
                 };
                 let Some(frame) = invoke.frame(true) else {

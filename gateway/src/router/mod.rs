@@ -32,7 +32,7 @@ use crate::registry::{CallOutcome, ProgressSink};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::method::ToolsCallParams;
-use gsv_protocol::{ErrorCode, ErrorShape, NamespacedName};
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, NamespacedName};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -145,7 +145,7 @@ pub async fn call(
             ErrorCode::Overloaded,
             "the gateway is shutting down; retry on its successor",
         )
-        .with_details(json!({ "shutdown": true })));
+        .with(ErrorDetails::Shutdown { shutdown: true }));
     }
     // Counted in `Shared::in_flight` while it lives (shutdown waits for it).
     let _in_flight = shared.in_flight.token();
@@ -214,7 +214,7 @@ async fn route(
                 ErrorCode::Overloaded,
                 format!("{e}; retry when some of its calls finish"),
             )
-            .with_details(json!({ "limit": e.limit(), "max": e.max() }))
+            .with(ErrorDetails::limit(e.limit(), e.max()))
         })?;
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
@@ -226,7 +226,10 @@ async fn route(
                     crate::time::rfc3339(since)
                 ),
             )
-            .with_details(json!({ "node": node_id, "since": since })));
+            .with(ErrorDetails::Node {
+                node: node_id.to_owned(),
+                since: Some(since),
+            }));
         }
         return Err(not_found(format!("no node named {node_id} is connected")));
     };
@@ -319,7 +322,10 @@ async fn route(
                     ErrorCode::NodeOffline,
                     format!("node {node_id} went away while the call waited for approval"),
                 )
-                .with_details(json!({ "node": node_id })));
+                .with(ErrorDetails::Node {
+                    node: node_id.to_owned(),
+                    since: None,
+                }));
             };
             send(&scope, &node, params, Some(&approval)).await
         }

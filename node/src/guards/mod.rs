@@ -33,8 +33,7 @@ mod wrappers;
 pub use approve::{ApproveShell, Unapproved};
 pub use blocklist::{Blocked, Rule};
 
-use gsv_protocol::{ErrorCode, ErrorShape};
-use serde_json::json;
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
 use thiserror::Error;
 
 /// Why the guards could not be set up (a startup error: the CLI exits 2).
@@ -90,8 +89,11 @@ impl ShellGuard {
                 rule = blocked.rule.name(),
                 "command refused by the shell blocklist"
             );
-            return Err(ErrorShape::new(ErrorCode::Denied, blocked.to_string())
-                .with_details(json!({ "rule": blocked.rule.name() })));
+            return Err(
+                ErrorShape::new(ErrorCode::Denied, blocked.to_string()).with(ErrorDetails::Rule {
+                    rule: blocked.rule.name().to_owned(),
+                }),
+            );
         }
         let Some(approve) = &self.approve else {
             return Ok(());
@@ -123,10 +125,10 @@ pub fn ask_operator(what: &str, reason: &str, summary: &str) -> ErrorShape {
         ErrorCode::ApprovalRequired,
         format!("this {what} needs an operator's approval: {reason}"),
     )
-    .with_details(json!({
-        "reason": reason,
-        "summary": truncate(summary, MAX_SUMMARY_CHARS),
-    }))
+    .with(ErrorDetails::ApprovalRequired {
+        reason: reason.to_owned(),
+        summary: truncate(summary, MAX_SUMMARY_CHARS),
+    })
 }
 
 fn truncate(text: &str, max: usize) -> String {

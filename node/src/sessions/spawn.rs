@@ -17,7 +17,6 @@ use crate::sessions::pty;
 use crate::sessions::session::{Input, KillReason, Session, Snapshot, Stream};
 use crate::sessions::SessionManager;
 use gsv_protocol::EventName;
-use serde_json::json;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -230,7 +229,7 @@ impl Supervisor {
 }
 
 /// The payload of `process.exited`.
-pub(crate) fn exited_payload(s: &Snapshot) -> serde_json::Value {
+pub(crate) fn exited_payload(s: &Snapshot) -> gsv_protocol::event::ProcessExited {
     let command: String = if s.command.chars().count() > EVENT_COMMAND_CHARS {
         let mut cut: String = s.command.chars().take(EVENT_COMMAND_CHARS).collect();
         cut.push('…');
@@ -238,18 +237,18 @@ pub(crate) fn exited_payload(s: &Snapshot) -> serde_json::Value {
     } else {
         s.command.clone()
     };
-    json!({
-        "sessionId": s.session_id,
-        "status": s.status,
-        "exitCode": s.exit_code,
-        "signal": s.signal,
-        "timedOut": s.timed_out,
-        "startedAt": s.started_at,
-        "endedAt": s.ended_at,
-        "durationMs": s.duration_ms,
-        "tail": s.tail,
-        "truncated": s.truncated,
-        "command": command,
-        "owner": s.owner,
-    })
+    gsv_protocol::event::ProcessExited {
+        session_id: s.session_id.clone(),
+        status: s.status.as_str().to_owned(),
+        exit_code: s.exit_code,
+        signal: s.signal.clone(),
+        timed_out: s.timed_out,
+        started_at: s.started_at,
+        ended_at: s.ended_at,
+        duration_ms: s.duration_ms,
+        tail: s.tail.clone(),
+        truncated: s.truncated,
+        command,
+        owner: s.owner.clone(),
+    }
 }

@@ -40,10 +40,9 @@ pub use dns::DnsLookup;
 pub use services::NetServices;
 pub use status::NetworkStatus;
 
-use gsv_protocol::{ErrorCode, ErrorShape, ToolAnnotations, ToolResult};
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, ToolAnnotations, ToolResult};
 use portcheck::{Connector, SystemConnector};
 use run::{CommandRunner, SystemRunner};
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,10 +102,10 @@ fn approval_required(reason: &str, summary: &str) -> ErrorShape {
         ErrorCode::ApprovalRequired,
         format!("this call needs an operator's approval: {reason}"),
     )
-    .with_details(json!({
-        "reason": reason,
-        "summary": truncate(summary, MAX_SUMMARY_CHARS),
-    }))
+    .with(ErrorDetails::ApprovalRequired {
+        reason: reason.to_owned(),
+        summary: truncate(summary, MAX_SUMMARY_CHARS),
+    })
 }
 
 /// The answer of `execute` when a call that needs approval arrives without one (the
