@@ -15,22 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS approvals (
-    id TEXT PRIMARY KEY,
-    agent TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args_hash TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    decided_at INTEGER,
-    decided_by TEXT
-);";
-
 /// Default time an approval request stays open.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
