@@ -370,36 +370,3 @@ impl Approvals {
         .await
     }
 }
-
-/// Decides a request, records the decision in the audit log and tells operators and
-/// agents (the shared path of the CLI, the HTTP API and the WebSocket method).
-pub async fn decide_and_announce(
-    shared: &crate::state::Shared,
-    id: &str,
-    decision: Verdict,
-    by: &str,
-) -> Result<ApprovalRequest, ErrorShape> {
-    let result = shared.approvals.decide(id, decision, by).await;
-    let outcome = match (&result, decision) {
-        (Ok(_), Verdict::Approve) => "approved".to_owned(),
-        (Ok(_), Verdict::Deny) => "denied".to_owned(),
-        (Err(e), _) => format!("refused:{}", e.code),
-    };
-    let mut entry = crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
-    if let Ok(req) = &result {
-        entry.node = Some(req.node.clone());
-        entry.tool = Some(req.tool.clone());
-        entry.args_hash = Some(req.args_hash.clone());
-    }
-    entry.detail = Some(serde_json::json!({ "approval": id }));
-    shared.audit.record(entry);
-    if let Ok(req) = &result {
-        let payload = serde_json::json!({ "id": req.id, "state": req.state, "decidedBy": by });
-        for a in shared.agents.iter() {
-            if a.is_admin || a.token_id == req.token_id {
-                a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);
-            }
-        }
-    }
-    result
-}
