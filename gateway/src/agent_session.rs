@@ -283,11 +283,7 @@ fn operator_request(
                 }
             }
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
-                Ok(p) => match crate::approvals::decide_and_announce(
-                    &shared, &p.id, p.decision, "operator",
-                )
-                .await
-                {
+                Ok(p) => match shared.decide_approval(&p.id, p.decision, "operator").await {
                     Ok(req) => encode_ok(&id, &req),
                     Err(e) => encode_err(&id, &e),
                 },

@@ -14,22 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS approvals (
-    id TEXT PRIMARY KEY,
-    agent TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args_hash TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    decided_at INTEGER,
-    decided_by TEXT
-);";
-
 /// Default time an approval request stays open.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
@@ -317,41 +301,4 @@ impl Approvals {
         })
         .await
     }
-}
-
-/// Decides a request, records the decision in the audit log and tells operators and
-/// agents (the shared path of the CLI, the HTTP API and the WebSocket method).
-pub async fn decide_and_announce(
-    shared: &crate::state::Shared,
-    id: &str,
-    decision: Verdict,
-    by: &str,
-) -> Result<ApprovalRequest, ErrorShape> {
-    let result = shared.approvals.decide(id, decision, by).await;
-    let outcome = match (&result, decision) {
-        (Ok(_), Verdict::Approve) => "approved".to_owned(),
-        (Ok(_), Verdict::Deny) => "denied".to_owned(),
-        (Err(e), _) => format!("refused:{}", e.code),
-    };
-    let mut entry = crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
-    if let Ok(req) = &result {
-        entry.node = Some(req.node.clone());
-        entry.tool = Some(req.tool.clone());
-        entry.args_hash = Some(req.args_hash.clone());
-    }
-    entry.detail = Some(serde_json::json!({ "approval": id }));
-    shared.audit.record(entry);
-    if let Ok(req) = &result {
-        let payload = gsv_protocol::event::ApprovalResolved {
-            id: req.id.clone(),
-            state: req.state.clone(),
-            decided_by: Some(by.to_owned()),
-        };
-        for a in shared.agents.iter() {
-            if a.is_admin || a.token_id == req.token_id {
-                a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);
-            }
-        }
-    }
-    result
 }

@@ -132,23 +132,6 @@ pub struct VerifyReport {
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The table, created by the store's migration.
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
-    seq INTEGER PRIMARY KEY,
-    ts INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    actor TEXT NOT NULL,
-    node TEXT,
-    tool TEXT,
-    args_hash TEXT,
-    args TEXT,
-    outcome TEXT NOT NULL,
-    duration_ms INTEGER,
-    detail TEXT,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
-);";
-
 /// The fields a row's hash covers, borrowed from an entry being written or a row read
 /// back.
 struct HashedFields<'a> {

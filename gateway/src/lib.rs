@@ -10,6 +10,7 @@ pub mod admission;
 pub mod agent_session;
 pub mod approvals;
 pub mod audit;
+pub mod auth;
 pub mod budget;
 pub mod config;
 pub mod conn;

@@ -19,11 +19,11 @@
 //! of a key per window) and which at `debug`.
 
 use crate::audit::{AuditEntry, AuditKind, AuditLog};
-use crate::state::Shared;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Default of the gathering window.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -130,16 +130,17 @@ impl Refusals {
     }
 }
 
-/// Ends a window every `interval` until the gateway shuts down (`stop` flushes the
-/// last one).
-pub async fn run(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(shared.refusals.interval());
+/// Ends a window every `interval` until `shutdown` is cancelled (`stop` flushes the
+/// last one). Takes the counters, not the gateway's state, so this module does not
+/// depend on `state` (which holds it).
+pub async fn run(refusals: &Refusals, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(refusals.interval());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tokio::select! {
-            _ = shared.shutdown.cancelled() => return,
-            _ = tick.tick() => shared.refusals.flush(),
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => refusals.flush(),
         }
     }
 }

@@ -137,7 +137,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             stop.clone(),
         )));
     }
-    tokio::spawn(crate::refusals::run(shared.clone()));
+    let refusals = shared.clone();
+    tokio::spawn(async move {
+        crate::refusals::run(&refusals.refusals, refusals.shutdown.clone()).await
+    });
     tracing::info!(
         %addr,
         tls = tls_fingerprint.is_some(),

@@ -106,6 +106,45 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Decides a request, records the decision in the audit log and tells operators and
+    /// agents (the shared path of the CLI, the HTTP API and the WebSocket method). Lives
+    /// here, not in `approvals`, so approvals do not depend on the state that holds them.
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        decision: crate::approvals::Verdict,
+        by: &str,
+    ) -> Result<crate::approvals::ApprovalRequest, gsv_protocol::ErrorShape> {
+        let result = self.approvals.decide(id, decision, by).await;
+        let outcome = match (&result, decision) {
+            (Ok(_), crate::approvals::Verdict::Approve) => "approved".to_owned(),
+            (Ok(_), crate::approvals::Verdict::Deny) => "denied".to_owned(),
+            (Err(e), _) => format!("refused:{}", e.code),
+        };
+        let mut entry =
+            crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
+        if let Ok(req) = &result {
+            entry.node = Some(req.node.clone());
+            entry.tool = Some(req.tool.clone());
+            entry.args_hash = Some(req.args_hash.clone());
+        }
+        entry.detail = Some(serde_json::json!({ "approval": id }));
+        self.audit.record(entry);
+        if let Ok(req) = &result {
+            let payload = gsv_protocol::event::ApprovalResolved {
+                id: req.id.clone(),
+                state: req.state.clone(),
+                decided_by: Some(by.to_owned()),
+            };
+            for a in self.agents.iter() {
+                if a.is_admin || a.token_id == req.token_id {
+                    a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);
+                }
+            }
+        }
+        result
+    }
+
     pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
         Shared {
             approvals: Approvals::new(store.clone(), config.approval_ttl)

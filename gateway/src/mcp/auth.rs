@@ -11,7 +11,7 @@
 //! The client's token stops here; nodes never see it.
 
 use super::owners::SessionOwners;
-use crate::http::{authorize, ApiError, Principal};
+use crate::auth::{authorize, ApiError, Principal};
 use crate::policy::Policy;
 use crate::state::Shared;
 use axum::extract::{ConnectInfo, Request, State};

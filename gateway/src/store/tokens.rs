@@ -1,0 +1,197 @@
+//! Queries on the `tokens` table: minting, verifying, redeeming join tokens, listing
+//! and revoking.
+//!
+//! Kept apart from the store's connection handling ([`super`]) so the file that opens
+//! the database does not also carry every token query.
+
+use super::{Store, StoreError};
+use crate::policy::PolicySpec;
+use crate::token::{self, TokenKind};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+/// A valid, unrevoked token as found at authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub id: String,
+    pub kind: TokenKind,
+    /// Node id (node tokens), agent name (agent tokens) or `admin`.
+    pub subject: String,
+    pub policy: Option<PolicySpec>,
+}
+
+/// What redeeming a join token came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redeem {
+    /// The node's new credential (shown once, in `hello-ok`).
+    Credential { token: String, id: String },
+    /// The node id already has an active credential.
+    AlreadyEnrolled,
+    /// The join token was used by another connection first.
+    AlreadyUsed,
+}
+
+/// One row of `gsv token list`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenInfo {
+    pub id: String,
+    pub kind: String,
+    pub subject: String,
+    pub policy: Option<PolicySpec>,
+    pub created_at: u64,
+    pub revoked_at: Option<u64>,
+}
+
+impl Store {
+    /// Mints and stores a token; returns the full token string (shown once) and its id.
+    /// Unaudited: commands issue tokens through [`crate::tokens`], which records them.
+    pub fn create_token(
+        &self,
+        kind: TokenKind,
+        subject: &str,
+        policy: Option<&PolicySpec>,
+    ) -> Result<(String, String), StoreError> {
+        insert_token(&self.conn(), kind, subject, policy)
+    }
+
+    /// Checks a presented token. `Ok(None)` if it is malformed, unknown, revoked or
+    /// its secret does not match.
+    pub fn verify(&self, presented: &str) -> Result<Option<TokenRecord>, StoreError> {
+        let Some(parsed) = token::parse(presented) else {
+            return Ok(None);
+        };
+        let row = self
+            .conn()
+            .query_row(
+                "SELECT kind, subject, hash, policy FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
+                params![parsed.id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((kind, subject, hash, policy)) = row else {
+            return Ok(None);
+        };
+        if TokenKind::parse(&kind) != Some(parsed.kind) || !parsed.matches(&hash) {
+            return Ok(None);
+        }
+        let policy = policy
+            .map(|p| serde_json::from_str::<PolicySpec>(&p))
+            .transpose()
+            .map_err(|e| StoreError::Policy(e.to_string()))?;
+        Ok(Some(TokenRecord {
+            id: parsed.id.to_owned(),
+            kind: parsed.kind,
+            subject,
+            policy,
+        }))
+    }
+
+    /// Exchanges a join token for a node credential, once. Refused when the node id
+    /// already has an active credential (revoke it first to enroll again) — the join
+    /// token then stays usable — or when the join token was used meanwhile.
+    pub fn redeem_join(&self, join_id: &str, node_id: &str) -> Result<Redeem, StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let enrolled: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM tokens WHERE kind = 'node' AND subject = ?1 AND revoked_at IS NULL",
+            params![node_id],
+            |r| r.get(0),
+        )?;
+        if enrolled > 0 {
+            return Ok(Redeem::AlreadyEnrolled);
+        }
+        let used = tx.execute(
+            "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND kind = 'join' AND revoked_at IS NULL",
+            params![join_id, now_ms() as i64],
+        )?;
+        if used == 0 {
+            return Ok(Redeem::AlreadyUsed);
+        }
+        let t = token::generate(TokenKind::Node);
+        tx.execute(
+            "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, 'node', ?2, ?3, NULL, ?4)",
+            params![t.id, node_id, &t.hash[..], now_ms() as i64],
+        )?;
+        tx.commit()?;
+        Ok(Redeem::Credential {
+            token: t.token,
+            id: t.id,
+        })
+    }
+
+    /// Every token, newest first.
+    pub fn list_tokens(&self) -> Result<Vec<TokenInfo>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, kind, subject, policy, created_at, revoked_at FROM tokens ORDER BY created_at DESC, id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, kind, subject, policy, created, revoked) = row?;
+            out.push(TokenInfo {
+                id,
+                kind,
+                subject,
+                policy: policy.and_then(|p| serde_json::from_str(&p).ok()),
+                created_at: created.max(0) as u64,
+                revoked_at: revoked.map(|r| r.max(0) as u64),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Revokes a token by id. `Ok(false)` if there is no such unrevoked token.
+    pub fn revoke(&self, id: &str) -> Result<bool, StoreError> {
+        revoke_token(&self.conn(), id)
+    }
+}
+
+/// Mints a token and inserts it through `conn` (a connection or a transaction).
+pub(crate) fn insert_token(
+    conn: &Connection,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+) -> Result<(String, String), StoreError> {
+    let t = token::generate(kind);
+    let policy_json = policy
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Policy(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![t.id, kind.as_str(), subject, &t.hash[..], policy_json, now_ms() as i64],
+    )?;
+    Ok((t.token, t.id))
+}
+
+/// Revokes the active token `id` through `conn`; whether there was one.
+pub(crate) fn revoke_token(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    let n = conn.execute(
+        "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+        params![id, now_ms() as i64],
+    )?;
+    Ok(n > 0)
+}
+
+fn now_ms() -> u64 {
+    gsv_protocol::now_ms()
+}
