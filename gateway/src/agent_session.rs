@@ -83,7 +83,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
         shared.audit.record(entry);
         let in_flight: CallCancels = Arc::new(DashMap::new());
-        let reason = drive(ws, queue, &out, shared.config.heartbeat, |text| {
+        let reason = drive(ws, queue, &out, shared.config.heartbeat, &shared.closing, |text| {
             on_frame(&shared, &agent, &in_flight, text)
         })
         .await;

@@ -238,6 +238,7 @@ pub async fn drive(
     mut queue: Queue,
     out: &Outbound,
     heartbeat: Duration,
+    closing: &tokio_util::task::TaskTracker,
     mut on_text: impl FnMut(&str),
 ) -> EndReason {
     use futures_util::{Sink, Stream};
@@ -349,7 +350,9 @@ pub async fn drive(
         }
     };
     out.close();
-    tokio::spawn(finish(ws, queue));
+    // Tracked, not detached: a stopping gateway waits for these (bounded) so the last
+    // results and the shutdown notice queued for a peer reach it.
+    closing.spawn(finish(ws, queue));
     reason
 }
 

@@ -257,9 +257,14 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     ));
 
     let mut strays = Strays::default();
-    let reason = drive(ws, queue, &handle.out, shared.config.heartbeat, |text| {
-        on_frame(&shared, &handle, &mut strays, text)
-    })
+    let reason = drive(
+        ws,
+        queue,
+        &handle.out,
+        shared.config.heartbeat,
+        &shared.closing,
+        |text| on_frame(&shared, &handle, &mut strays, text),
+    )
     .await;
 
     handle.out.close();

@@ -225,6 +225,14 @@ impl RunningGateway {
         for t in self.tasks {
             let _ = t.await;
         }
+        // Each connection's last frames (results, the shutdown notice) go out before the
+        // process ends; each such delivery is bounded to a second.
+        self.shared.closing.close();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.shared.closing.wait(),
+        )
+        .await;
         self.shared.refusals.flush();
         self.shared.audit.flush().await;
         if self.shared.config.write_addr_file {

@@ -96,6 +96,9 @@ pub struct Shared {
     /// Each holds a token of this tracker while it lives, so shutdown waits for them
     /// (`TaskTracker::wait`) instead of polling a counter.
     pub in_flight: tokio_util::task::TaskTracker,
+    /// Connections delivering what is left in their queue after they ended (each at
+    /// most a second): a stopping gateway waits for them.
+    pub closing: tokio_util::task::TaskTracker,
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
@@ -165,6 +168,7 @@ impl Shared {
             shutdown: CancellationToken::new(),
             draining: CancellationToken::new(),
             in_flight: tokio_util::task::TaskTracker::new(),
+            closing: tokio_util::task::TaskTracker::new(),
             revoked_recent: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }
