@@ -76,6 +76,9 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     ));
     shared.agents.insert(conn_id.clone(), agent.clone());
     shared.metrics.connected_agents.inc();
+    // A stopping gateway waits (bounded) for its sessions to end and deliver what they
+    // queued, answers to calls in flight included.
+    let _session = shared.closing.token();
     let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
     async {
         tracing::info!(%peer, "agent connected");

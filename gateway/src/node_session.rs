@@ -31,6 +31,9 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let Some((handle, stream)) = register(&shared, hs).await else {
         return;
     };
+    // A stopping gateway waits (bounded) for its sessions to end and deliver what they
+    // queued (the shutdown notice, cancels).
+    let _session = shared.closing.token();
     let span = tracing::info_span!("node", node_id = %handle.id, conn_id = %handle.conn_id);
     serve(shared, handle, stream).instrument(span).await;
 }

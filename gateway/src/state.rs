@@ -96,8 +96,8 @@ pub struct Shared {
     /// Each holds a token of this tracker while it lives, so shutdown waits for them
     /// (`TaskTracker::wait`) instead of polling a counter.
     pub in_flight: tokio_util::task::TaskTracker,
-    /// Connections delivering what is left in their queue after they ended (each at
-    /// most a second): a stopping gateway waits for them.
+    /// Registered sessions, and connections delivering what is left in their queue after
+    /// they ended (each at most a second): a stopping gateway waits for them.
     pub closing: tokio_util::task::TaskTracker,
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
