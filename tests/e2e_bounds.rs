@@ -8,7 +8,7 @@
 mod common;
 
 use common::fake::{agent_connect, tool, Raw};
-use common::{eventually, http_get, Gateway, TempDir};
+use common::{eventually, http_get, rss, Gateway, TempDir};
 use futures_util::{SinkExt, StreamExt};
 use gsv::client::AgentClient;
 use gsv_protocol::limits::{MAX_IN_FLIGHT_PER_AGENT, MAX_PENDING_PER_NODE, MAX_STRAY_RESULTS};
@@ -20,18 +20,6 @@ use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 const MIB: u64 = 1024 * 1024;
-
-/// Resident memory of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
-    kib * 1024
-}
 
 /// Samples a process's RSS every 20 ms in the background and keeps the peak.
 struct RssPeak {

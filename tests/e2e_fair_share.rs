@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, rss, Gateway, TempDir};
 use gsv_protocol::ErrorCode;
 use serde_json::json;
 use std::sync::Arc;
@@ -371,18 +371,6 @@ async fn sessions_of_a_revoked_token_end_even_if_revoked_while_the_gateway_was_d
         Some(&json!("running")),
         "a bystander's session was ended"
     );
-}
-
-/// Resident memory of process `pid`, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
-    kib * 1024
 }
 
 /// Gateway-wide calls pending at nodes (`gsv_pending_calls`).
