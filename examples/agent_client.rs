@@ -6,7 +6,7 @@
 //!     laptop__Read '{"path":"README.md"}'
 //! ```
 
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,5 +1,5 @@
-//! The `gsv` package: the CLI's commands and the agent client, on top of the
-//! `gsv-gateway`, `gsv-node` and `gsv-protocol` crates.
+//! The `gsv` package: the CLI's commands, on top of the `gsv-gateway`, `gsv-node`,
+//! `gsv-client` and `gsv-protocol` crates.
 //!
 //! `main.rs` only parses flags; everything a command does lives here so the end-to-end
 //! tests and the examples can use the same code. The exception is `gsv bench`: its
@@ -7,7 +7,6 @@
 
 pub mod allocator;
 pub mod cli;
-pub mod client;
 pub mod commands;
 pub mod exit;
 pub mod logging;

@@ -2,12 +2,9 @@
 
 use clap::Parser;
 use gsv::cli::{ApprovalsCommand, AuditCommand, Cli, Command, TokenCommand, TokenKindArg};
-use gsv::client::AgentClient;
 use gsv::commands;
 use gsv::{exit, logging, resolve};
 use gsv_gateway::PolicySpec;
-use gsv_protocol::method::NodeSummary;
-use gsv_protocol::ToolResult;
 use std::process::ExitCode;
 
 /// mimalloc, tuned in [`gsv::allocator`].
@@ -219,9 +216,9 @@ fn main() -> ExitCode {
 }
 
 /// `gsv bench`: the scenarios are the gsv-bench crate's; the agent client they time is
-/// this package's, `gsv call`'s own.
+/// `gsv call`'s own (`gsv-client`).
 async fn bench(args: gsv_bench::cli::BenchArgs) -> u8 {
-    match gsv_bench::cli::run::<BenchAgent>(args).await {
+    match gsv_bench::cli::run(args).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("error: bench: {e}");
@@ -230,29 +227,5 @@ async fn bench(args: gsv_bench::cli::BenchArgs) -> u8 {
                 gsv_bench::cli::Error::Failed(_) => exit::TOOL_ERROR,
             }
         }
-    }
-}
-
-/// [`AgentClient`] as gsv-bench's [`gsv_bench::Agent`] (a wrapper: neither the trait
-/// nor the client is this crate's).
-struct BenchAgent(AgentClient);
-
-impl gsv_bench::Agent for BenchAgent {
-    async fn connect(gateway: &str, token: &str) -> Result<Self, String> {
-        AgentClient::connect(gateway, token)
-            .await
-            .map(BenchAgent)
-            .map_err(|e| e.to_string())
-    }
-
-    async fn call(&self, name: &str, args: serde_json::Value) -> Result<ToolResult, String> {
-        self.0
-            .call(name, args, None)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    async fn list_nodes(&self) -> Result<Vec<NodeSummary>, String> {
-        self.0.list_nodes().await.map_err(|e| e.to_string())
     }
 }

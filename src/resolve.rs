@@ -6,7 +6,7 @@
 //! serves TLS with its self-signed certificate (`tls-cert.pem` in the data directory),
 //! the CLI pins that certificate by itself.
 
-use crate::client::TlsOptions;
+use gsv_client::TlsOptions;
 use gsv_gateway::datadir;
 use gsv_protocol::endpoint::Gateway;
 use std::path::{Path, PathBuf};

@@ -213,12 +213,20 @@ fn known() -> Vec<(&'static str, Expected)> {
         ("LINGER", v(vec![dur(gsv_gateway::audit::LINGER)])),
         ("BATCH", src("gateway/src/audit.rs", "BATCH", Value::Count)),
         (
-            "READ_BUFFER",
-            src("gateway/src/conn.rs", "READ_BUFFER", Value::Bytes),
+            "SERVER_READ_BUFFER",
+            src(
+                "transport/src/config.rs",
+                "SERVER_READ_BUFFER",
+                Value::Bytes,
+            ),
         ),
         (
-            "WRITE_BUFFER",
-            src("gateway/src/conn.rs", "WRITE_BUFFER", Value::Bytes),
+            "SERVER_WRITE_BUFFER",
+            src(
+                "transport/src/config.rs",
+                "SERVER_WRITE_BUFFER",
+                Value::Bytes,
+            ),
         ),
         (
             "DEADLINE_SLACK",

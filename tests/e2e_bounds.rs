@@ -10,7 +10,7 @@ mod common;
 use common::fake::{agent_connect, tool, Raw};
 use common::{eventually, http_get, rss, Gateway, TempDir};
 use futures_util::{SinkExt, StreamExt};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::limits::{MAX_IN_FLIGHT_PER_AGENT, MAX_PENDING_PER_NODE, MAX_STRAY_RESULTS};
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -23,7 +23,7 @@ use common::chaos::{self, ChaosProxy, Dir, Plan, Weights, What};
 use common::fake::{agent_connect, Raw};
 use common::{die_with_parent, eventually, gsv_bin, Gateway, Proc, TempDir};
 use futures_util::{SinkExt, StreamExt};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, ToolResult};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

@@ -291,7 +291,7 @@ fn token_id(token: &str) -> String {
 
 /// The statuses of every session the operator sees on `lab`, by id.
 async fn statuses(
-    operator: &gsv::client::AgentClient,
+    operator: &gsv_client::AgentClient,
 ) -> serde_json::Map<String, serde_json::Value> {
     let list = operator
         .call("lab__Process", json!({"action": "list"}), None)

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{eventually, gsv_bin, Gateway, Proc, TempDir};
-use gsv::client::{AgentClient, TlsOptions};
+use gsv_client::{AgentClient, TlsOptions};
 use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

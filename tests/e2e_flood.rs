@@ -106,7 +106,7 @@ fn free_port() -> String {
     format!("127.0.0.1:{}", l.local_addr().expect("addr").port())
 }
 
-async fn echo(agent: &gsv::client::AgentClient, node: &str, text: &str) {
+async fn echo(agent: &gsv_client::AgentClient, node: &str, text: &str) {
     let r = agent
         .call(
             &format!("{node}__Echo"),
@@ -257,7 +257,7 @@ async fn global_cap_keeps_authenticated_connections_working() {
     echo(&agent, "ga", "while full").await;
     // ...and a new connection, even with a valid token, is closed at accept.
     let refused =
-        gsv::client::AgentClient::connect_with(&gw.url(), &gw.admin_token(), &gw.tls_options())
+        gsv_client::AgentClient::connect_with(&gw.url(), &gw.admin_token(), &gw.tls_options())
             .await;
     assert!(refused.is_err(), "a new connection while the cap is full");
     let m = metrics_text(&maddr).await;
@@ -483,7 +483,7 @@ async fn refusal_flood_costs_bounded_audit_rows_with_counts() {
     }
     assert_eq!(answered, HTTP);
     for _ in 0..WS {
-        let r = gsv::client::AgentClient::connect_with(
+        let r = gsv_client::AgentClient::connect_with(
             &gw.url(),
             "gsv_agent_not-a-real-token",
             &gw.tls_options(),
@@ -538,7 +538,7 @@ async fn rate_limit_throttles_bad_tokens_and_never_a_valid_one() {
     }
     assert_eq!(&statuses[..20], &[401; 20], "{statuses:?}");
     assert_eq!(&statuses[20..], &[429; 5], "{statuses:?}");
-    let e = gsv::client::AgentClient::connect_with(&gw.url(), bad, &gw.tls_options())
+    let e = gsv_client::AgentClient::connect_with(&gw.url(), bad, &gw.tls_options())
         .await
         .err()
         .expect("a bad token is refused");

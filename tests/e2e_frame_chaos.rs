@@ -21,7 +21,7 @@ mod common;
 use common::fake::{agent_connect, node_connect, tool, Raw};
 use common::{http_get, Gateway, Proc, TempDir};
 use futures_util::{SinkExt, StreamExt};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::Frame;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

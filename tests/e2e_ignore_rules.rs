@@ -8,7 +8,7 @@
 mod common;
 
 use common::{Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{EventName, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ async fn decided(
     tool: &str,
     args: Value,
     decision: &str,
-) -> (Value, Result<ToolResult, gsv::client::ClientError>) {
+) -> (Value, Result<ToolResult, gsv_client::ClientError>) {
     let (a, tool) = (agent.clone(), tool.to_owned());
     let call = tokio::spawn(async move { a.call(&tool, args, Some(60_000)).await });
     let req = next_request(operator).await;

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{eventually, http_get, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{EventName, ToolResult};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -14,7 +14,7 @@
 mod common;
 
 use common::{eventually, http_get, http_request, Gateway, Proc, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{eventually, Gateway, Proc, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::EventName;
 use serde_json::json;
 use std::path::{Path, PathBuf};

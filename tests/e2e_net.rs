@@ -13,7 +13,7 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName, ToolResult};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -88,10 +88,10 @@ async fn next_ack(raw: &mut Raw) -> u64 {
 fn start_call(
     gw: &Gateway,
     name: &str,
-) -> tokio::task::JoinHandle<Result<ToolResult, gsv::client::ClientError>> {
+) -> tokio::task::JoinHandle<Result<ToolResult, gsv_client::ClientError>> {
     let (url, token, name) = (gw.url(), gw.agent_token(), name.to_owned());
     tokio::spawn(async move {
-        let agent = gsv::client::AgentClient::connect(&url, &token).await?;
+        let agent = gsv_client::AgentClient::connect(&url, &token).await?;
         agent.call(&name, json!({"text": "t"}), Some(30_000)).await
     })
 }

@@ -152,7 +152,7 @@ async fn a_second_connection_replaces_the_first_and_its_calls_fail_fast() {
         let url = gw.url();
         let tok = gw.agent_token();
         async move {
-            let a = gsv::client::AgentClient::connect(&url, &tok).await.unwrap();
+            let a = gsv_client::AgentClient::connect(&url, &tok).await.unwrap();
             a.call("twin__Slow", json!({"text": "t"}), None).await
         }
     });

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -207,7 +207,7 @@ async fn a_revoked_token_is_disconnected_at_once() {
         Duration::from_secs(10),
         || async {
             match agent.call("rv__Echo", json!({"text": "x"}), None).await {
-                Err(gsv::client::ClientError::Closed) => Some(()),
+                Err(gsv_client::ClientError::Closed) => Some(()),
                 _ => None,
             }
         },

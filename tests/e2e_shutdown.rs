@@ -5,7 +5,7 @@
 mod common;
 
 use common::{eventually, Gateway, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName, ToolResult};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{die_with_parent, eventually, Gateway, Proc, TempDir};
-use gsv::client::AgentClient;
+use gsv_client::AgentClient;
 use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{die_with_parent, eventually, gsv_bin, http_get, Gateway, Proc, TempDir};
-use gsv::client::{AgentClient, ClientError, TlsOptions};
+use gsv_client::{AgentClient, ClientError, TlsOptions};
 use serde_json::json;
 use std::io::Read;
 use std::path::Path;
@@ -227,7 +227,7 @@ async fn plain_http_to_the_tls_port_fails_and_https_works() {
     assert!(body.contains("this port speaks TLS"), "{body}");
 
     // The same endpoint over TLS.
-    let config = gsv_node::tls::client_config(None, Some(&pin)).unwrap();
+    let config = gsv_transport::tls::client_config(None, Some(&pin)).unwrap();
     let connector = tokio_rustls::TlsConnector::from(config);
     let tcp = tokio::net::TcpStream::connect(&gw.addr).await.unwrap();
     let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();

@@ -3,7 +3,7 @@
 //! The binary flattens [`BenchArgs`] into its command line and calls [`run`] with its
 //! agent client; it prints an [`Error`] and picks the exit code.
 
-use crate::{latency, Agent, BenchOptions, SCENARIOS};
+use crate::{latency, BenchOptions, SCENARIOS};
 use clap::Args;
 use std::fmt;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ impl std::error::Error for Error {}
 
 /// `gsv bench SCENARIO`: `list` prints the scenarios; a scenario's report is printed
 /// as a table, or as JSON with `--json`. `A` is the agent client the scenarios time.
-pub async fn run<A: Agent>(args: BenchArgs) -> Result<(), Error> {
+pub async fn run(args: BenchArgs) -> Result<(), Error> {
     let BenchArgs {
         scenario,
         json,
@@ -65,7 +65,7 @@ pub async fn run<A: Agent>(args: BenchArgs) -> Result<(), Error> {
         // Not a scenario: the latency baseline's echo server, started by `latency`.
         return latency::serve_echo_process().await.map_err(Error::Failed);
     }
-    let report = crate::run::<A>(&scenario, &BenchOptions { quick, dir })
+    let report = crate::run(&scenario, &BenchOptions { quick, dir })
         .await
         .map_err(Error::Usage)?;
     if json {

@@ -3,7 +3,8 @@
 //! credentials minted straight into the gateway's store, and a gateway plus a real
 //! node as child processes.
 
-use super::{Agent, BenchOptions};
+use super::BenchOptions;
+use gsv_client::AgentClient;
 use gsv_gateway::{Store, TokenKind};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -229,11 +230,7 @@ pub struct ProcessRig {
 impl ProcessRig {
     /// Starts both under `dir` (data, workspace, node state) and waits until the node
     /// `node_id` is online; with `echo_tool` the node also offers Echo.
-    pub async fn start<A: Agent>(
-        dir: &Path,
-        node_id: &str,
-        echo_tool: bool,
-    ) -> Result<ProcessRig, String> {
+    pub async fn start(dir: &Path, node_id: &str, echo_tool: bool) -> Result<ProcessRig, String> {
         let data = dir.join("data");
         let workspace = dir.join("workspace");
         for d in [&data, &workspace] {
@@ -274,18 +271,18 @@ impl ProcessRig {
             node,
             agent_token,
         };
-        rig.wait_for_node::<A>(node_id).await?;
+        rig.wait_for_node(node_id).await?;
         Ok(rig)
     }
 
     /// Waits until the node is online at the gateway (20 s at most).
-    async fn wait_for_node<A: Agent>(&self, node_id: &str) -> Result<(), String> {
-        let agent = A::connect(&self.gateway.url(), &self.agent_token)
+    async fn wait_for_node(&self, node_id: &str) -> Result<(), String> {
+        let agent = AgentClient::connect(&self.gateway.url(), &self.agent_token)
             .await
             .map_err(|e| format!("agent: {e}"))?;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let nodes = agent.list_nodes().await?;
+            let nodes = agent.list_nodes().await.map_err(|e| e.to_string())?;
             if nodes.iter().any(|n| n.id == node_id && n.online) {
                 return Ok(());
             }

@@ -3,8 +3,7 @@
 //!
 //! Every hop crosses processes on both sides. The figure: `gsv gateway` and a real
 //! `gsv node --echo-tool` run as child processes, as in production; the agent is
-//! `gsv::client::AgentClient` (the binary's [`Agent`]). The baseline: a bare
-//! tokio-tungstenite echo server in a child process of its own (`gsv bench
+//! `gsv_client::AgentClient`. The baseline: a bare tokio-tungstenite echo server in a child process of its own (`gsv bench
 //! echo-server`) and a bare client; one sample is two round trips of the agent's
 //! request frame, the hops a routed call makes. Both clients run on one thread with a
 //! single-threaded runtime, standing in for the agent's process (as `gsv call` runs).
@@ -18,18 +17,19 @@
 use super::fleet::{mint_nodes, ProcessRig, TempDir};
 use super::report::{Report, Row};
 use super::stats::{summarize, Summary};
-use super::{Agent, BenchOptions};
+use super::BenchOptions;
 use futures_util::{SinkExt, StreamExt};
+use gsv_client::AgentClient;
 use gsv_protocol::frame::encode_req;
 use gsv_protocol::Method;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
-pub async fn run<A: Agent>(opts: &BenchOptions) -> Result<Report, String> {
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let n = if opts.quick { 200 } else { 5000 };
     let dir = TempDir::new(opts, "latency")?;
-    let procs = ProcessRig::start::<A>(&dir.0, "bench", true).await?;
+    let procs = ProcessRig::start(&dir.0, "bench", true).await?;
     let rig = match super::mcp::rig(opts).await {
         Ok(r) => r,
         Err(e) => {
@@ -51,7 +51,7 @@ pub async fn run<A: Agent>(opts: &BenchOptions) -> Result<Report, String> {
                         .enable_all()
                         .build()
                         .map_err(|e| e.to_string())?;
-                    rt.block_on(measure::<A>(&procs, &rig, n, &here))
+                    rt.block_on(measure(&procs, &rig, n, &here))
                 })
                 .map_err(|e| e.to_string())?;
             agent_side
@@ -153,16 +153,16 @@ struct Samples {
     bytes: usize,
 }
 
-async fn measure<A: Agent>(
+async fn measure(
     procs: &ProcessRig,
     rig: &super::mcp::Rig,
     n: usize,
     fleet: &tokio::runtime::Handle,
 ) -> Result<Samples, String> {
-    let agent = A::connect(&procs.gateway.url(), &procs.agent_token)
+    let agent = AgentClient::connect(&procs.gateway.url(), &procs.agent_token)
         .await
         .map_err(|e| format!("agent: {e}"))?;
-    let local_agent = A::connect(&rig.gateway.url(), &rig.token)
+    let local_agent = AgentClient::connect(&rig.gateway.url(), &rig.token)
         .await
         .map_err(|e| format!("agent: {e}"))?;
     let args = json!({"text": "ping"});
@@ -288,8 +288,11 @@ async fn measure<A: Agent>(
 }
 
 /// One Echo call through `agent`.
-async fn call(agent: &impl Agent, args: &serde_json::Value) -> Result<(), String> {
-    let res = agent.call("bench__Echo", args.clone()).await?;
+async fn call(agent: &AgentClient, args: &serde_json::Value) -> Result<(), String> {
+    let res = agent
+        .call("bench__Echo", args.clone(), None)
+        .await
+        .map_err(|e| e.to_string())?;
     if res.is_error {
         return Err(format!("Echo failed: {}", res.joined_text()));
     }

@@ -9,8 +9,7 @@
 //! count and time and stop by themselves; nothing leaves 127.0.0.1.
 //!
 //! The scenarios that time the agent client (`latency`, `mcp`) measure `gsv call`'s
-//! own, `gsv::client::AgentClient`. It lives in the `gsv` package, which depends on
-//! this crate, so it cannot be named here: the binary passes it in as an [`Agent`].
+//! own, `gsv_client::AgentClient`.
 
 pub mod bash_spawn;
 pub mod cli;
@@ -26,27 +25,7 @@ pub mod ssh_call;
 pub mod stats;
 pub mod throughput;
 
-use gsv_protocol::method::NodeSummary;
-use gsv_protocol::ToolResult;
 use report::Report;
-use serde_json::Value;
-use std::future::Future;
-
-/// The agent client the scenarios drive and time: the binary implements it for
-/// `gsv::client::AgentClient` (what `gsv call` uses), so the figures are that client's.
-/// Errors are the client's messages.
-pub trait Agent: Sized + Send + Sync + 'static {
-    /// Dials `gateway` (a `ws://127.0.0.1:PORT` URL) and authenticates with `token`.
-    fn connect(gateway: &str, token: &str) -> impl Future<Output = Result<Self, String>> + Send;
-    /// Calls the namespaced tool `name` with `args` (the gateway's default timeout).
-    fn call(
-        &self,
-        name: &str,
-        args: Value,
-    ) -> impl Future<Output = Result<ToolResult, String>> + Send;
-    /// The gateway's `nodes.list`.
-    fn list_nodes(&self) -> impl Future<Output = Result<Vec<NodeSummary>, String>> + Send;
-}
 
 /// The scenarios `gsv bench` knows, with a one-line description each.
 pub const SCENARIOS: &[(&str, &str)] = &[
@@ -96,17 +75,17 @@ pub struct BenchOptions {
 
 /// Runs one scenario by name.
 /// `A` is the agent client the `latency`, `mcp` and `ssh` scenarios use.
-pub async fn run<A: Agent>(name: &str, opts: &BenchOptions) -> Result<Report, String> {
+pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
     match name {
         "bash-spawn" => bash_spawn::run(opts).await,
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
-        "mcp" => mcp::run::<A>(opts).await,
-        "latency" => latency::run::<A>(opts).await,
+        "mcp" => mcp::run(opts).await,
+        "latency" => latency::run(opts).await,
         "throughput" => throughput::run(opts).await,
         "memory" => memory::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
-        "ssh" => ssh_call::run::<A>(opts).await,
+        "ssh" => ssh_call::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",
             SCENARIOS

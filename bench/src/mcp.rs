@@ -3,7 +3,7 @@
 //! One in-process gateway and one in-process node with the Echo tool, on loopback. The
 //! same sequential `Echo` call is made through `/mcp` (Streamable HTTP, one keep-alive
 //! connection, the way MCP clients talk to it) and through `/v1/agent` (gsv's own
-//! WebSocket protocol, `gsv::client::AgentClient`), interleaved call by call so drift
+//! WebSocket protocol, `gsv_client::AgentClient`), interleaved call by call so drift
 //! in machine load hits both alike. Two MCP flavours are measured: a 2025-11-25 session
 //! (`initialize` once, then `Mcp-Session-Id`) and the session-less 2026-07-28 revision
 //! (metadata on every request). The client side is a minimal HTTP/1.1 client (hyper),
@@ -16,7 +16,8 @@
 
 use super::report::{Report, Row};
 use super::stats::{summarize, Summary};
-use super::{Agent, BenchOptions};
+use super::BenchOptions;
+use gsv_client::AgentClient;
 use gsv_gateway::{GatewayConfig, Store, TokenKind};
 use gsv_protocol::NodeId;
 use http_body_util::BodyExt;
@@ -284,10 +285,10 @@ pub(super) async fn rig(opts: &BenchOptions) -> Result<Rig, String> {
     })
 }
 
-pub async fn run<A: Agent>(opts: &BenchOptions) -> Result<Report, String> {
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let n = if opts.quick { 30 } else { 2000 };
     let rig = rig(opts).await?;
-    let outcome = measure::<A>(&rig, n).await;
+    let outcome = measure(&rig, n).await;
     rig.stop.cancel();
     let _ = rig.node.await;
     rig.gateway.stop().await;
@@ -345,12 +346,9 @@ pub async fn run<A: Agent>(opts: &BenchOptions) -> Result<Report, String> {
     ))
 }
 
-async fn measure<A: Agent>(
-    rig: &Rig,
-    n: usize,
-) -> Result<(Summary, Summary, Summary, Summary), String> {
+async fn measure(rig: &Rig, n: usize) -> Result<(Summary, Summary, Summary, Summary), String> {
     let addr = rig.gateway.addr;
-    let agent = A::connect(&rig.gateway.url(), &rig.token)
+    let agent = AgentClient::connect(&rig.gateway.url(), &rig.token)
         .await
         .map_err(|e| format!("agent: {e}"))?;
     let mut session = McpConn::open(addr, &rig.token, "2025-11-25").await?;
@@ -359,7 +357,10 @@ async fn measure<A: Agent>(
     let args = json!({"text": "ping"});
     // Warm up every path (connections, allocator, the tool set's validator).
     for _ in 0..20 {
-        agent.call("bench__Echo", args.clone()).await?;
+        agent
+            .call("bench__Echo", args.clone(), None)
+            .await
+            .map_err(|e| e.to_string())?;
         session.call("bench__Echo", args.clone()).await?;
         stateless.call("bench__Echo", args.clone()).await?;
     }
@@ -371,7 +372,10 @@ async fn measure<A: Agent>(
     );
     for _ in 0..n {
         let t = Instant::now();
-        let r = agent.call("bench__Echo", args.clone()).await?;
+        let r = agent
+            .call("bench__Echo", args.clone(), None)
+            .await
+            .map_err(|e| e.to_string())?;
         a.push(t.elapsed());
         if r.is_error {
             return Err(format!("Echo failed: {}", r.joined_text()));

@@ -3,10 +3,10 @@
 //! result; pings answered by tokio-tungstenite), so thousands fit in one process.
 
 use futures_util::{SinkExt, StreamExt};
-use gsv_protocol::frame::{encode_ok, encode_req};
-use gsv_protocol::handshake::{Auth, Challenge, ClientInfo};
+use gsv_protocol::frame::encode_ok;
+use gsv_protocol::handshake::{Auth, ClientInfo};
 use gsv_protocol::{
-    ConnectParams, EventName, Frame, HostRole, Method, NodeId, NodeInfo, Role, Runtime, ToolDef,
+    ConnectParams, Frame, HostRole, Method, NodeId, NodeInfo, Role, Runtime, ToolDef,
 };
 use serde_json::value::RawValue;
 use std::path::Path;
@@ -90,48 +90,15 @@ pub async fn dial(url: &str) -> Result<Ws, String> {
     Ok(ws)
 }
 
-async fn next_text(ws: &mut Ws) -> Result<String, String> {
-    loop {
-        match ws.next().await {
-            Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_owned()),
-            Some(Ok(Message::Close(f))) => return Err(format!("closed: {f:?}")),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(e.to_string()),
-            None => return Err("connection closed".into()),
-        }
-    }
-}
-
+/// The client handshake (the transport's own), its failure as a message.
 async fn handshake(
     ws: &mut Ws,
     params: impl FnOnce(String) -> ConnectParams,
 ) -> Result<(), String> {
-    let nonce = loop {
-        let text = next_text(ws).await?;
-        if let Ok(Frame::Event {
-            event: EventName::Challenge,
-            payload: Some(p),
-            ..
-        }) = Frame::decode(&text)
-        {
-            let c: Challenge = serde_json::from_str(p.get()).map_err(|e| e.to_string())?;
-            break c.nonce;
-        }
-    };
-    let connect = encode_req("connect", Method::Connect, &params(nonce));
-    ws.send(Message::text(connect))
+    gsv_transport::handshake(ws, params)
         .await
-        .map_err(|e| e.to_string())?;
-    loop {
-        let text = next_text(ws).await?;
-        if let Ok(Frame::Res { id, outcome }) = Frame::decode(&text) {
-            if id == "connect" {
-                return outcome
-                    .map(|_| ())
-                    .map_err(|e| format!("connect refused: {}: {}", e.code.as_str(), e.message));
-            }
-        }
-    }
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Dials `url` and registers as node `id`.

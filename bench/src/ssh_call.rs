@@ -34,7 +34,7 @@
 use super::fleet::{die_with_parent, Proc, ProcessRig, TempDir};
 use super::report::{Report, Row};
 use super::stats::{summarize, Summary};
-use super::{Agent, BenchOptions};
+use super::BenchOptions;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -50,13 +50,13 @@ const NODE_ID: &str = "laptop";
 /// The arguments of every call: run `true`.
 const ARGS: &str = r#"{"command":"true"}"#;
 
-pub async fn run<A: Agent>(opts: &BenchOptions) -> Result<Report, String> {
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let (n, warm) = if opts.quick { (10, 3) } else { (300, 20) };
     // Find the OpenSSH programs first, so a machine without them fails at once.
     let bins = SshBins::find()?;
     let dir = TempDir::new(opts, "ssh")?;
 
-    let gsv = ProcessRig::start::<A>(&dir.0, NODE_ID, false).await?;
+    let gsv = ProcessRig::start(&dir.0, NODE_ID, false).await?;
     let sshd = Sshd::start(&bins, &dir.0).await?;
     let client = SshClient::new(&bins, &sshd, &dir.0, false)?;
     let client_rc = SshClient::new(&bins, &sshd, &dir.0, true)?;

@@ -5,7 +5,7 @@
 //! goes away, its calls still running are cancelled on their nodes.
 
 use crate::audit::{AuditEntry, AuditKind};
-use crate::conn::{drive, queue, Outbound, Ws};
+use crate::conn::{drive, Ws};
 use crate::handshake;
 use crate::policy::{Policy, PolicySpec};
 use crate::router;
@@ -15,6 +15,7 @@ use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
 use gsv_protocol::{ErrorCode, ErrorShape, Frame, Limits, Method, Role};
+use gsv_transport::{queue, Outbound};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;

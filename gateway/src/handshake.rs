@@ -4,7 +4,7 @@
 //! to do so and be authenticated. The credential is checked against the store on every
 //! connect (so tokens created or revoked by another process count at once).
 
-use crate::conn::{close_stream, Ws};
+use crate::conn::Ws;
 use crate::state::Shared;
 use crate::store::TokenRecord;
 use futures_util::{SinkExt, StreamExt};
@@ -13,6 +13,7 @@ use gsv_protocol::handshake::{negotiate, Challenge};
 use gsv_protocol::{
     ConnectParams, ErrorCode, ErrorShape, EventName, Frame, HelloOk, Limits, Method, Role,
 };
+use gsv_transport::driver::close_stream;
 use std::net::SocketAddr;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;

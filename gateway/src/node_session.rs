@@ -6,7 +6,7 @@
 //! `node_disconnected`, and agents hear that the node's tools went offline.
 
 use crate::audit::{AuditEntry, AuditKind};
-use crate::conn::{drive, queue, EndReason, Queue, Ws};
+use crate::conn::{drive, EndReason, Ws};
 use crate::handshake::{self, Handshake};
 use crate::registry::{Completion, NodeHandle};
 use crate::state::Shared;
@@ -16,6 +16,7 @@ use gsv_protocol::event::NodeEvent;
 use gsv_protocol::frame::{encode_err, encode_event};
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role};
+use gsv_transport::{queue, Queue};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;

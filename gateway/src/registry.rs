@@ -12,12 +12,12 @@
 //! on the new connection and ask for the result again. [`Registry::arrivals`] wakes
 //! them when any node connects.
 
-use crate::conn::Outbound;
 use crate::toolset::{Interner, ToolSet};
 use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, HostRole, NodeId, Runtime};
+use gsv_transport::Outbound;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -6,11 +6,12 @@
 //! config between the two. So the upgrade answers the handshake itself and hands the
 //! raw upgraded connection to tokio-tungstenite.
 
-use crate::conn::{pre_auth_config, Ws};
+use crate::conn::Ws;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use gsv_transport::config::server_pre_auth as pre_auth_config;
 use hyper_util::rt::TokioIo;
 use std::future::Future;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -92,5 +93,10 @@ where
 /// peer has nothing else in flight.
 pub async fn into_session(ws: Ws) -> Ws {
     let io = ws.into_inner();
-    WebSocketStream::from_raw_socket(io, WsRole::Server, Some(crate::conn::session_config())).await
+    WebSocketStream::from_raw_socket(
+        io,
+        WsRole::Server,
+        Some(gsv_transport::config::server_session()),
+    )
+    .await
 }

@@ -28,7 +28,7 @@ pub enum NodeError {
     Evicted(String),
     /// TLS could not be set up for a `wss://` gateway (unreadable `--ca`, bad `--pin`).
     #[error("TLS setup failed: {0}")]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] gsv_transport::tls::TlsError),
     /// A plain `ws://` / `http://` gateway that is not on loopback, without
     /// `--insecure`: refused before any connection is attempted.
     #[error("refusing to connect to {url}: the node token would travel unencrypted to a non-loopback address; use https:// or wss:// (or --insecure on a network you trust)")]
@@ -101,7 +101,7 @@ mod tests {
         assert!(insecure.to_string().contains("refusing to connect"));
         assert_eq!(NodeError::Certificate("mismatch".into()).exit_code(), 3);
         assert_eq!(
-            NodeError::from(crate::tls::TlsError::Conflict).exit_code(),
+            NodeError::from(gsv_transport::tls::TlsError::Conflict).exit_code(),
             2
         );
     }

@@ -22,14 +22,12 @@
 
 pub mod backoff;
 pub mod config;
-mod connection;
 mod credential;
 mod dispatch;
 pub mod error;
 pub mod events;
 pub mod guards;
 pub mod ledger;
-mod link;
 pub mod login_profile;
 mod private_file;
 pub mod probe;
@@ -38,7 +36,6 @@ pub mod registry;
 pub mod runner;
 pub mod sessions;
 mod state;
-pub mod tls;
 pub mod tool;
 pub mod tools;
 

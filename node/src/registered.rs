@@ -3,22 +3,20 @@
 //! Bash and Process run.)
 //!
 //! Everything the node sends goes through one bounded queue into the connection's
-//! [`Link`], so frames are never interleaved and a slow gateway pushes back on the
-//! senders instead of growing memory. The link also sends a ping every heartbeat
-//! interval; the session declares the gateway dead if nothing at all (frame, ping or
-//! pong) arrives for two intervals.
+//! driver ([`gsv_transport::Driver`], shared with the gateway and agent clients), so
+//! frames are never interleaved and a slow gateway pushes back on the senders instead
+//! of growing memory. The driver also sends a ping every heartbeat interval and
+//! declares the gateway dead if nothing at all (frame, ping or pong) arrives for two
+//! intervals.
 
-use crate::connection::WsStream;
 use crate::dispatch::Dispatcher;
-use crate::link::{Link, LinkEvent};
 use crate::state::NodeState;
 use gsv_protocol::limits::MAX_RESULT_BYTES;
 use gsv_protocol::HelloOk;
+use gsv_transport::{ClientWs, Driver, Event};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -45,16 +43,19 @@ pub(crate) enum ConnectionEnd {
     Evicted(String),
 }
 
+/// The node's connection driver: the socket and its back-pressure queue.
+type Link = Driver<gsv_transport::dial::MaybeTls, mpsc::Receiver<String>>;
+
 /// Serves a registered connection until it ends or `shutdown` is cancelled.
 pub(crate) async fn serve(
-    ws: WsStream,
+    ws: ClientWs,
     hello: &HelloOk,
     node: Arc<NodeState>,
     shutdown: &CancellationToken,
 ) -> ConnectionEnd {
     let heartbeat = node.config.heartbeat;
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
-    let mut link = Link::new(ws, rx, heartbeat);
+    let mut link = Driver::new(ws, rx, heartbeat);
 
     let max_result_bytes = MAX_RESULT_BYTES.min(hello.limits.max_result_bytes);
     let dispatcher = Dispatcher::new(
@@ -65,13 +66,6 @@ pub(crate) async fn serve(
     );
     node.events.attach(tx.clone());
 
-    let dead_after = heartbeat.saturating_mul(2);
-    let mut last_seen = Instant::now();
-    // One timer and one shutdown wait for the whole session, not a new timer entry and
-    // a new waiter per frame: a frame only moves `last_seen`, and the timer, when it
-    // fires, checks it and re-arms for the real deadline.
-    let silence = tokio::time::sleep_until(last_seen + dead_after);
-    tokio::pin!(silence);
     let stopping = shutdown.cancelled();
     tokio::pin!(stopping);
     let end = loop {
@@ -79,42 +73,39 @@ pub(crate) async fn serve(
             biased;
             _ = &mut stopping => break ConnectionEnd::Shutdown,
             event = link.next() => event,
-            _ = &mut silence => {
-                let due = last_seen + dead_after;
-                if Instant::now() < due {
-                    silence.as_mut().reset(due);
-                    continue;
-                }
-                break ConnectionEnd::Lost(format!("nothing received from the gateway for {dead_after:?}"));
-            }
         };
-        let message = match event {
-            LinkEvent::Message(m) => m,
-            LinkEvent::Closed => break ConnectionEnd::Lost("connection closed".into()),
-            LinkEvent::ReadFailed(e) => break ConnectionEnd::Lost(e.to_string()),
-            LinkEvent::WriteFailed(e) => {
-                debug!(error = %e, "write to the gateway failed");
-                break ConnectionEnd::Lost("could not write to the gateway".into());
-            }
-        };
-        last_seen = Instant::now();
-        match message {
-            Message::Text(text) => dispatcher.handle_text(text.as_str()),
-            Message::Close(Some(frame))
+        match event {
+            Event::Text(text) => dispatcher.handle_text(text.as_str()),
+            Event::Close(Some(frame))
                 if frame.reason.as_str() == gsv_protocol::limits::CLOSE_REPLACED
                     || frame.reason.as_str() == gsv_protocol::limits::CLOSE_REVOKED =>
             {
                 break ConnectionEnd::Evicted(frame.reason.as_str().to_owned());
             }
-            Message::Close(frame) => {
+            Event::Close(frame) => {
                 let why = frame
                     .map(|f| format!("{}: {}", f.code, f.reason))
                     .unwrap_or_else(|| "no reason given".into());
                 break ConnectionEnd::Lost(format!("closed by the gateway ({why})"));
             }
-            Message::Binary(_) => warn!("ignoring a binary frame from the gateway"),
-            // Pings are answered by tungstenite itself; pongs only prove liveness.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+            Event::Binary => warn!("ignoring a binary frame from the gateway"),
+            Event::Ended => break ConnectionEnd::Lost("connection closed".into()),
+            Event::TooLarge { size, max } => {
+                break ConnectionEnd::Lost(format!(
+                    "the gateway sent a frame of {size} bytes, over the {max}-byte limit"
+                ))
+            }
+            Event::ReadFailed(e) => break ConnectionEnd::Lost(e.to_string()),
+            Event::WriteFailed(e) => {
+                debug!(error = %e, "write to the gateway failed");
+                break ConnectionEnd::Lost("could not write to the gateway".into());
+            }
+            Event::Silent => {
+                break ConnectionEnd::Lost(format!(
+                    "nothing received from the gateway for {:?}",
+                    heartbeat.saturating_mul(2)
+                ))
+            }
         }
     };
 
@@ -152,7 +143,7 @@ async fn hand_back(node: &NodeState, link: &mut Link) {
             _ = &mut idle => break,
             _ = &mut deadline => break,
             event = link.next() => {
-                if !matches!(event, LinkEvent::Message(_)) {
+                if !matches!(event, Event::Text(_) | Event::Binary) {
                     return;
                 }
             }

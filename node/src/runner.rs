@@ -10,7 +10,6 @@
 
 use crate::backoff::Backoff;
 use crate::config::NodeConfig;
-use crate::connection::{self, ConnectError};
 use crate::error::is_fatal_refusal;
 use crate::events::EventSender;
 use crate::login_profile::{self, LoginProfileCheck};
@@ -18,12 +17,12 @@ use crate::probe::Probe;
 use crate::registered::{self, ConnectionEnd};
 use crate::registry::Registry;
 use crate::state::NodeState;
-use crate::tls;
 use gsv_protocol::endpoint::{Gateway, NODE_PATH};
 use gsv_protocol::ErrorCode;
+use gsv_transport::tls;
+use gsv_transport::ConnectError;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_tungstenite::Connector;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, info_span, warn, Instrument};
 
@@ -76,7 +75,7 @@ pub async fn run_with_registry(
             })
             .await
             .map_err(|e| tls::TlsError::Setup(e.to_string()))??;
-            Some(Connector::Rustls(config))
+            Some(config)
         } else {
             None
         };
@@ -154,7 +153,7 @@ enum Attempt {
 async fn reconnect_loop(
     node: Arc<NodeState>,
     url: &str,
-    tls: Option<Connector>,
+    tls: Option<Arc<rustls::ClientConfig>>,
     shutdown: &CancellationToken,
 ) -> Result<(), NodeError> {
     let mut backoff = Backoff::default();
@@ -218,10 +217,10 @@ async fn reconnect_loop(
 async fn attempt(
     node: &Arc<NodeState>,
     url: &str,
-    tls: Option<Connector>,
+    tls: Option<Arc<rustls::ClientConfig>>,
     shutdown: &CancellationToken,
 ) -> Attempt {
-    let dial = connection::dial(url, tls, node.config.connect_timeout);
+    let dial = gsv_transport::dial(url, tls, node.config.connect_timeout);
     let mut ws = tokio::select! {
         _ = shutdown.cancelled() => return Attempt::Shutdown,
         r = dial => match r {
@@ -229,7 +228,7 @@ async fn attempt(
             Err(e) => return Attempt::Failed(e),
         },
     };
-    let handshake = connection::handshake(&mut ws, |nonce| node.connect_params(nonce));
+    let handshake = gsv_transport::handshake(&mut ws, |nonce| node.connect_params(nonce));
     let hello = tokio::select! {
         _ = shutdown.cancelled() => return Attempt::Shutdown,
         r = handshake => match r {

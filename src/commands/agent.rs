@@ -1,9 +1,9 @@
 //! `gsv call`, `gsv nodes`, `gsv tools`: the agent protocol from the command line.
 
-use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
+use gsv_client::{AgentClient, ClientError};
 use gsv_protocol::method::NodeSummary;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::path::PathBuf;

@@ -4,10 +4,10 @@
 //! the data directory like the other commands), because a decision must reach the call
 //! that is waiting for it in the gateway's memory.
 
-use crate::client::{AgentClient, ClientError};
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
+use gsv_client::{AgentClient, ClientError};
 use gsv_gateway::approvals::{ApprovalRequest, ListPage, ListQuery};
 use gsv_gateway::datadir;
 use gsv_protocol::method::{ApprovalsDecideParams, Verdict};

@@ -2,13 +2,13 @@
 //! TCP or TLS, with a few idle connections kept for reuse.
 //!
 //! TLS uses the same rustls configuration as every other gsv client
-//! ([`gsv_node::tls::client_config`]: system roots, `--ca` or `--pin`). A connection
+//! ([`gsv_transport::tls::client_config`]: system roots, `--ca` or `--pin`). A connection
 //! serves one request at a time: a request whose answer is a long SSE stream holds its
 //! own connection, so it never delays another. A connection goes back to the pool only
 //! once its response body has been read to the end; dropping a [`Conn`] closes it
 //! (that is how a request is abandoned: the gateway sees the stream closed).
 
-use crate::client::TlsOptions;
+use gsv_client::TlsOptions;
 use gsv_protocol::endpoint::Gateway;
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -43,7 +43,7 @@ pub enum SetupError {
     #[error("gateway address {0:?} has a bad port")]
     Port(String),
     #[error("{0}")]
-    Tls(#[from] gsv_node::tls::TlsError),
+    Tls(#[from] gsv_transport::tls::TlsError),
     #[error("gateway host {0:?} is not a valid TLS server name")]
     ServerName(String),
     #[error("the token holds characters an HTTP header cannot carry")]
@@ -107,7 +107,8 @@ impl Http {
         let tls = match g.tls {
             false => None,
             true => {
-                let config = gsv_node::tls::client_config(tls.ca.as_deref(), tls.pin.as_deref())?;
+                let config =
+                    gsv_transport::tls::client_config(tls.ca.as_deref(), tls.pin.as_deref())?;
                 let name = ServerName::try_from(host.clone())
                     .map_err(|_| SetupError::ServerName(host.clone()))?;
                 Some((TlsConnector::from(config), name))
@@ -151,7 +152,7 @@ impl Http {
             Some((connector, name)) => {
                 let stream = connector.connect(name.clone(), tcp).await.map_err(|e| {
                     let error = tokio_tungstenite::tungstenite::Error::Io(e);
-                    match gsv_node::tls::certificate_failure(&error) {
+                    match gsv_transport::tls::certificate_failure(&error) {
                         Some(reason) => HttpError::Certificate {
                             url: self.url.clone(),
                             reason,

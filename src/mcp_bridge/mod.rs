@@ -31,8 +31,8 @@ pub use failure::code;
 pub use http::{HttpError, SetupError};
 pub use stdio::Line;
 
-use crate::client::TlsOptions;
 use failure::Failure;
+use gsv_client::TlsOptions;
 use http::{Conn, Http};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};

@@ -8,7 +8,7 @@
 pub mod chaos;
 pub mod fake;
 
-use gsv::client::{AgentClient, TlsOptions};
+use gsv_client::{AgentClient, TlsOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! No `curl` or `nc` is needed: tokio connects, a minimal HTTP/1.1 request is written
 //! on the connected stream and only the status line is read back (at most
 //! [`MAX_STATUS_LINE`] bytes). TLS uses rustls with the system's root certificates
-//! (the same configuration the node trusts a gateway with, [`crate::tls`]), the target
+//! (the same configuration the node trusts a gateway with, [`gsv_transport::tls`]), the target
 //! name as SNI when the target was a name; a certificate problem is reported as the
 //! TLS result rather than hidden.
 //!
@@ -149,7 +149,7 @@ async fn tls_connect(
     server_name: Option<&str>,
     timeout: Duration,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-    let config = crate::tls::system_roots().map_err(|e| e.to_string())?;
+    let config = gsv_transport::tls::system_roots().map_err(|e| e.to_string())?;
     let name = match server_name {
         Some(n) => ServerName::try_from(n.to_owned()).map_err(|e| e.to_string())?,
         None => ServerName::IpAddress(ip.into()),

@@ -1,4 +1,4 @@
-//! Which gateway certificates a node (or the `gsv` CLI) trusts on `wss://`.
+//! Which gateway certificates a client (a node, an agent, the `gsv` CLI) trusts on `wss://`.
 //!
 //! Tokens are bearer secrets, so off loopback they must only ever reach the real
 //! gateway. This module builds the rustls client configuration for the three ways a

@@ -1,0 +1,213 @@
+//! The queues a connection's [`Driver`](crate::Driver) writes from.
+//!
+//! Two policies, one per kind of sender:
+//!
+//! - [`Outbound`] / [`Queue`] (the gateway): bounded in frames and in bytes, and it
+//!   never waits. A sender that finds it full closes the connection: a peer that
+//!   stops reading is cut off, never buffered without bound, and no gateway task
+//!   ever waits on one peer while holding anything else. The bounds are wide enough
+//!   for every legitimate burst (a node's whole pending window, a few of the largest
+//!   results), so a peer that reads is never cut off.
+//! - a bounded `mpsc::Receiver<String>` (nodes and agent clients): a full queue makes
+//!   the sender wait, so a slow gateway pushes back on the producers instead of
+//!   growing memory.
+//!
+//! Both implement [`Outbox`], what the driver needs from a queue.
+
+use gsv_protocol::limits::{SEND_QUEUE_BYTES, SEND_QUEUE_FRAMES};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+/// What the driver takes frames from.
+pub trait Outbox: Unpin + Send {
+    /// The next frame to write; `Ready(None)` once every sender is gone (nothing more
+    /// to write, the connection itself stays up).
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>>;
+    /// The next frame if one is queued now.
+    fn try_frame(&mut self) -> Option<Message>;
+    /// The close frame to send when the connection ends (code and reason), if a
+    /// sender chose one.
+    fn close_frame(&mut self) -> Option<CloseFrame> {
+        None
+    }
+}
+
+impl Outbox for mpsc::Receiver<String> {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        self.poll_recv(cx).map(|t| t.map(Message::text))
+    }
+
+    fn try_frame(&mut self) -> Option<Message> {
+        self.try_recv().ok().map(Message::text)
+    }
+}
+
+/// Why a frame could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("connection closed")]
+    Closed,
+    #[error("peer is not reading; connection closed")]
+    SlowConsumer,
+}
+
+/// The sending half of a gateway connection: cheap to clone, never blocks.
+#[derive(Clone)]
+pub struct Outbound {
+    tx: mpsc::Sender<Message>,
+    /// Bytes of text queued and not yet handed to the socket.
+    queued: Arc<AtomicUsize>,
+    close: CancellationToken,
+    close_frame: Arc<Mutex<Option<CloseFrame>>>,
+}
+
+impl Outbound {
+    /// Queues a text frame. A full queue means the peer does not keep up: the
+    /// connection is closed and the frame dropped.
+    pub fn send(&self, text: String) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        let len = text.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > SEND_QUEUE_BYTES {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return Err(self.slow_consumer());
+        }
+        match self.tx.try_send(Message::Text(text.into())) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.queued.fetch_sub(len, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full(_) => Err(self.slow_consumer()),
+                    mpsc::error::TrySendError::Closed(_) => Err(SendError::Closed),
+                }
+            }
+        }
+    }
+
+    /// Closes a peer whose queue is full; logs once, when this call is the one closing.
+    fn slow_consumer(&self) -> SendError {
+        if !self.close.is_cancelled() {
+            tracing::warn!("send queue full: closing slow consumer");
+        }
+        self.close_with(CloseCode::Again, "slow consumer: send queue full");
+        SendError::SlowConsumer
+    }
+
+    /// Closes the connection with a close code and a short reason (the first reason
+    /// given wins).
+    pub fn close_with(&self, code: CloseCode, reason: &str) {
+        if let Ok(mut slot) = self.close_frame.lock() {
+            if slot.is_none() {
+                let reason: String = reason.chars().take(100).collect();
+                *slot = Some(CloseFrame {
+                    code,
+                    reason: reason.into(),
+                });
+            }
+        }
+        self.close.cancel();
+    }
+
+    /// Closes the connection normally.
+    pub fn close(&self) {
+        self.close.cancel();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.close.is_cancelled()
+    }
+
+    /// The token cancelled when this connection closes.
+    pub fn closed_token(&self) -> &CancellationToken {
+        &self.close
+    }
+}
+
+/// Creates a gateway connection's send queue: the handle that queues frames, and the
+/// end the driver takes them from. Cancelling `close` closes the connection.
+pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
+    let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
+    let out = Outbound {
+        tx,
+        queued: Arc::new(AtomicUsize::new(0)),
+        close,
+        close_frame: Arc::new(Mutex::new(None)),
+    };
+    let queue = Queue {
+        rx,
+        queued: out.queued.clone(),
+        close_frame: out.close_frame.clone(),
+    };
+    (out, queue)
+}
+
+/// The connection's end of its [`Outbound`] queue: takes frames off and gives their
+/// bytes back.
+pub struct Queue {
+    rx: mpsc::Receiver<Message>,
+    queued: Arc<AtomicUsize>,
+    close_frame: Arc<Mutex<Option<CloseFrame>>>,
+}
+
+impl Queue {
+    fn taken(&self, m: Message) -> Message {
+        if let Message::Text(t) = &m {
+            self.queued.fetch_sub(t.len(), Ordering::AcqRel);
+        }
+        m
+    }
+}
+
+impl Outbox for Queue {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        self.rx.poll_recv(cx).map(|m| m.map(|m| self.taken(m)))
+    }
+
+    fn try_frame(&mut self) -> Option<Message> {
+        let m = self.rx.try_recv().ok()?;
+        Some(self.taken(m))
+    }
+
+    fn close_frame(&mut self) -> Option<CloseFrame> {
+        self.close_frame.lock().ok().and_then(|mut f| f.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_closes_the_connection_and_keeps_the_first_reason() {
+        let close = CancellationToken::new();
+        let (out, mut q) = queue(close.clone());
+        let big = "x".repeat(SEND_QUEUE_BYTES);
+        // The first frame always fits, however large (an empty queue takes one frame).
+        assert_eq!(out.send(big.clone()), Ok(()));
+        assert_eq!(out.send("y".into()), Err(SendError::SlowConsumer));
+        assert!(close.is_cancelled());
+        out.close_with(CloseCode::Away, "later reason");
+        let frame = q.close_frame().expect("close frame");
+        assert_eq!(frame.code, CloseCode::Again);
+        assert_eq!(out.send("z".into()), Err(SendError::Closed));
+        // Bytes are given back as frames are taken.
+        assert!(matches!(q.try_frame(), Some(Message::Text(t)) if t.len() == big.len()));
+        assert_eq!(out.queued.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn close_reasons_are_cut_to_100_characters() {
+        let (out, mut q) = queue(CancellationToken::new());
+        out.close_with(CloseCode::Policy, &"é".repeat(300));
+        let frame = q.close_frame().expect("close frame");
+        assert_eq!(frame.reason.as_str().chars().count(), 100);
+    }
+}
