@@ -24,6 +24,7 @@ pub mod node_session;
 pub mod policy;
 pub mod probe;
 pub mod ratelimit;
+pub mod recent_revocations;
 pub mod refusals;
 pub mod registry;
 pub mod revocation;

@@ -102,8 +102,8 @@ pub struct Shared {
     /// Bumped whenever a node's tool set comes, goes or is replaced: MCP sessions watch
     /// it to send `notifications/tools/list_changed`.
     pub tools_epoch: tokio::sync::watch::Sender<u64>,
-    /// Agent tokens revoked recently, for nodes that connect (see `session_end`).
-    pub revoked_recent: crate::session_end::RecentRevocations,
+    /// Agent tokens revoked recently, for nodes that connect.
+    pub revoked_recent: crate::recent_revocations::RecentRevocations,
     /// Bytes of call arguments in flight, per token and in all.
     pub pending_bytes: crate::budget::PendingBytes,
 }
