@@ -542,6 +542,92 @@ mod tests {
         }
     }
 
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            session_id: "s-1".to_owned(),
+            status: Status::Failed,
+            pid: 4242,
+            command: "make test".to_owned(),
+            workdir: "/ws".to_owned(),
+            pty: false,
+            background: false,
+            started_at: 1_700_000_000_000,
+            ended_at: Some(1_700_000_001_500),
+            duration_ms: 1500,
+            exit_code: None,
+            signal: Some("SIGTERM".to_owned()),
+            timed_out: true,
+            tail: "tail\n".to_owned(),
+            truncated: true,
+            total_chars: 99,
+            owner: Some("tok-1".to_owned()),
+        }
+    }
+
+    #[test]
+    fn structured_output() {
+        assert_eq!(
+            finished_json(&snapshot(), "all\ntail\n".to_owned()),
+            json!({
+                "status": "failed",
+                "sessionId": "s-1",
+                "exitCode": null,
+                "signal": "SIGTERM",
+                "timedOut": true,
+                "startedAt": 1_700_000_000_000_u64,
+                "endedAt": 1_700_000_001_500_u64,
+                "durationMs": 1500,
+                "output": "all\ntail\n",
+                "tail": "tail\n",
+                "truncated": true,
+                "workdir": "/ws",
+            })
+        );
+        let done = Snapshot {
+            status: Status::Completed,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            truncated: false,
+            ..snapshot()
+        };
+        assert_eq!(
+            finished_json(&done, String::new()),
+            json!({
+                "status": "completed",
+                "sessionId": "s-1",
+                "exitCode": 0,
+                "signal": null,
+                "timedOut": false,
+                "startedAt": 1_700_000_000_000_u64,
+                "endedAt": 1_700_000_001_500_u64,
+                "durationMs": 1500,
+                "output": "",
+                "tail": "tail\n",
+                "truncated": false,
+                "workdir": "/ws",
+            })
+        );
+        let running = Snapshot {
+            status: Status::Running,
+            ended_at: None,
+            ..snapshot()
+        };
+        let r = running_result(&running);
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "status": "running",
+                "sessionId": "s-1",
+                "pid": 4242,
+                "startedAt": 1_700_000_000_000_u64,
+                "tail": "tail\n",
+                "workdir": "/ws",
+            }))
+        );
+    }
+
     #[test]
     fn progress_tails() {
         assert_eq!(progress_tail("a\nb\n"), "a\nb");

@@ -459,6 +459,76 @@ mod tests {
     use super::*;
 
     #[test]
+    fn structured_output() {
+        let r = render(
+            "**/*.rs",
+            Path::new("/ws"),
+            vec!["/ws/b.rs".to_owned(), "/ws/a.rs".to_owned()],
+            2,
+            false,
+            Count::default(),
+        );
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "**/*.rs",
+                "basePath": "/ws",
+                "matches": ["/ws/b.rs", "/ws/a.rs"],
+                "count": 2,
+                "ignoredSkipped": 0,
+            }))
+        );
+        assert_eq!(r.joined_text(), "/ws/b.rs\n/ws/a.rs");
+        let r = render(
+            "*",
+            Path::new("/ws"),
+            vec!["/ws/x".to_owned()],
+            5,
+            true,
+            Count::not_counted(),
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "*",
+                "basePath": "/ws",
+                "matches": ["/ws/x"],
+                "count": 1,
+                "truncated": true,
+                "ignoredSkipped": 0,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        let r = render(
+            "*.txt",
+            Path::new("/ws"),
+            Vec::new(),
+            0,
+            false,
+            Count {
+                n: 3,
+                cut: true,
+                skipped: false,
+            },
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "*.txt",
+                "basePath": "/ws",
+                "matches": [],
+                "count": 0,
+                "ignoredSkipped": 3,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        assert!(r
+            .joined_text()
+            .starts_with("No files match \"*.txt\" in /ws\n\n[At least 3 files"));
+    }
+
+    #[test]
     fn plans() {
         let p = plan("src/**/*.rs");
         assert_eq!((p.prefix.as_str(), p.rest.as_str()), ("src", "**/*.rs"));

@@ -550,6 +550,80 @@ mod tests {
     }
 
     #[test]
+    fn structured_output() {
+        let hits = vec![
+            Hit {
+                path: PathBuf::from("/ws/a.rs"),
+                line: 3,
+                content: "let needle = 1;".to_owned(),
+            },
+            Hit {
+                path: PathBuf::from("/ws/b.rs"),
+                line: 10,
+                content: "needle()".to_owned(),
+            },
+        ];
+        let r = render("needle", Path::new("/ws"), hits, false, Count::default());
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "needle",
+                "basePath": "/ws",
+                "matches": [
+                    {"path": "/ws/a.rs", "line": 3, "content": "let needle = 1;"},
+                    {"path": "/ws/b.rs", "line": 10, "content": "needle()"},
+                ],
+                "count": 2,
+                "ignoredSkipped": 0,
+            }))
+        );
+        assert_eq!(
+            r.joined_text(),
+            "/ws/a.rs:3: let needle = 1;\n/ws/b.rs:10: needle()"
+        );
+        // Cut short: `truncated` instead of `count`.
+        let hits = vec![Hit {
+            path: PathBuf::from("/ws/a.rs"),
+            line: 1,
+            content: "x".to_owned(),
+        }];
+        let r = render("x", Path::new("/ws"), hits, true, Count::not_counted());
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "x",
+                "basePath": "/ws",
+                "matches": [{"path": "/ws/a.rs", "line": 1, "content": "x"}],
+                "truncated": true,
+                "ignoredSkipped": 0,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        let r = render(
+            "none",
+            Path::new("/ws"),
+            Vec::new(),
+            false,
+            Count {
+                n: 1,
+                cut: false,
+                skipped: false,
+            },
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "none",
+                "basePath": "/ws",
+                "matches": [],
+                "count": 0,
+                "ignoredSkipped": 1,
+            }))
+        );
+    }
+
+    #[test]
     fn lines_are_cut_on_characters() {
         assert_eq!(cut_line(b"abc\r\n"), "abc");
         assert_eq!(cut_line(b"abc"), "abc");

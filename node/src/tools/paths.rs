@@ -615,6 +615,43 @@ mod tests {
     }
 
     #[test]
+    fn refusals_carry_code_and_reason() {
+        let structured = |e: AccessError| {
+            let r = e.into_result();
+            assert!(r.is_error);
+            r.structured_content
+        };
+        assert_eq!(
+            structured(AccessError::Outside("Refused: out".to_owned())),
+            Some(serde_json::json!({"code": "denied", "reason": "outside_workspace"}))
+        );
+        assert_eq!(
+            structured(AccessError::Escaped {
+                path: "a".to_owned(),
+                workspace: "/ws".to_owned()
+            }),
+            Some(serde_json::json!({"code": "denied", "reason": "outside_workspace"}))
+        );
+        assert_eq!(
+            structured(AccessError::Protected {
+                path: "/data".to_owned()
+            }),
+            Some(serde_json::json!({"code": "denied", "reason": "protected"}))
+        );
+        assert_eq!(
+            structured(AccessError::Unresolvable("bad".to_owned())),
+            None
+        );
+        assert_eq!(
+            structured(AccessError::Io {
+                path: PathBuf::from("/x"),
+                source: io::Error::from(io::ErrorKind::NotFound)
+            }),
+            None
+        );
+    }
+
+    #[test]
     fn unconfined_paths_are_lexical() {
         let p = PathPolicy::new("/srv/ws", false);
         assert_eq!(p.resolve("a/b").unwrap(), Path::new("/srv/ws/a/b"));

@@ -676,6 +676,133 @@ mod tests {
         assert!(err.contains("needs \"sessionId\""), "{err}");
     }
 
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            session_id: "s-1".to_owned(),
+            status: Status::Completed,
+            pid: 4242,
+            command: "make".to_owned(),
+            workdir: "/ws".to_owned(),
+            pty: true,
+            background: true,
+            started_at: 1_700_000_000_000,
+            ended_at: Some(1_700_000_000_250),
+            duration_ms: 250,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            tail: "done\n".to_owned(),
+            truncated: false,
+            total_chars: 5,
+            owner: Some("tok-1".to_owned()),
+        }
+    }
+
+    #[test]
+    fn poll_and_kill_output() {
+        let poll = json!({
+            "sessionId": "s-1",
+            "status": "completed",
+            "running": false,
+            "pid": 4242,
+            "exitCode": 0,
+            "signal": null,
+            "timedOut": false,
+            "startedAt": 1_700_000_000_000_u64,
+            "endedAt": 1_700_000_000_250_u64,
+            "durationMs": 250,
+            "tail": "done\n",
+            "truncated": false,
+            "totalChars": 5,
+            "command": "make",
+            "workdir": "/ws",
+            "pty": true,
+        });
+        assert_eq!(
+            poll_result(&snapshot(), None).structured_content,
+            Some(poll.clone())
+        );
+        let mut killed = poll;
+        killed["killed"] = json!(true);
+        assert_eq!(
+            poll_result(&snapshot(), Some(true)).structured_content,
+            Some(killed)
+        );
+        let running = Snapshot {
+            status: Status::Running,
+            ended_at: None,
+            exit_code: None,
+            ..snapshot()
+        };
+        let v = poll_result(&running, None).structured_content.unwrap();
+        assert_eq!(
+            (&v["status"], &v["running"], &v["endedAt"], &v["exitCode"]),
+            (&json!("running"), &json!(true), &json!(null), &json!(null))
+        );
+    }
+
+    #[test]
+    fn log_output() {
+        let request =
+            parse(json!({"action": "log", "sessionId": "s-1", "offset": 1, "limit": 2})).unwrap();
+        let page = crate::sessions::LogPage {
+            page: crate::sessions::buffer::LinePage {
+                text: "b\nc".to_owned(),
+                lines: 2,
+                total_lines: 4,
+                total_chars: 8,
+                next_offset: Some(3),
+            },
+            truncated: true,
+        };
+        let r = log_result(&snapshot(), &request, LogView::Stderr, page);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "sessionId": "s-1",
+                "status": "completed",
+                "stream": "stderr",
+                "raw": false,
+                "offset": 1,
+                "limit": 2,
+                "lines": 2,
+                "output": "b\nc",
+                "totalLines": 4,
+                "totalChars": 8,
+                "truncated": true,
+                "nextOffset": 3,
+            }))
+        );
+        let page = crate::sessions::LogPage {
+            page: crate::sessions::buffer::LinePage {
+                text: String::new(),
+                lines: 0,
+                total_lines: 0,
+                total_chars: 0,
+                next_offset: None,
+            },
+            truncated: false,
+        };
+        let r = log_result(&snapshot(), &request, LogView::Raw, page);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "sessionId": "s-1",
+                "status": "completed",
+                "stream": "combined",
+                "raw": true,
+                "offset": 1,
+                "limit": 2,
+                "lines": 0,
+                "output": "",
+                "totalLines": 0,
+                "totalChars": 0,
+                "truncated": false,
+                "nextOffset": null,
+            }))
+        );
+    }
+
     #[test]
     fn declaration() {
         let def = Process::new(SessionManager::new(crate::EventSender::detached())).def();

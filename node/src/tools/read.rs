@@ -642,6 +642,47 @@ mod tests {
     }
 
     #[test]
+    fn structured_output() {
+        let page = Page {
+            content: "3\tc\n4\td".to_owned(),
+            lines: 2,
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/f.txt".to_owned(), 2);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"path": "/ws/f.txt", "content": "3\tc\n4\td", "lines": 2}))
+        );
+        let page = Page {
+            content: "1\ta".to_owned(),
+            lines: 1,
+            truncated: true,
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/f.txt".to_owned(), 0);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "path": "/ws/f.txt",
+                "content": "1\ta",
+                "lines": 1,
+                "truncated": true,
+                "nextOffset": 1,
+            }))
+        );
+        let page = Page {
+            total_if_short: Some(0),
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/empty".to_owned(), 0);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"path": "/ws/empty", "content": "", "lines": 0}))
+        );
+        assert_eq!(r.joined_text(), "(the file is empty)");
+    }
+
+    #[test]
     fn binary_detection() {
         assert!(!looks_binary(b"plain text", true));
         assert!(looks_binary(b"a\0b", true));

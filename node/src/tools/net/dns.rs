@@ -344,3 +344,111 @@ pub fn record_json(record: &Record) -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_resolver::proto::rr::rdata::{CAA, CNAME, HINFO, MX, NS, PTR, SOA, SRV, TXT};
+    use std::net::Ipv6Addr;
+    use std::str::FromStr;
+
+    fn name(s: &str) -> Name {
+        Name::from_str(s).unwrap()
+    }
+
+    fn record(data: RData) -> Value {
+        record_json(&Record::from_rdata(name("example.test."), 300, data))
+    }
+
+    fn with(fields: Value, record_type: &str) -> Value {
+        let mut v = json!({"name": "example.test.", "type": record_type, "ttl": 300});
+        if let (Some(a), Value::Object(b)) = (v.as_object_mut(), fields) {
+            a.extend(b);
+        }
+        v
+    }
+
+    #[test]
+    fn records_as_json() {
+        let cases = [
+            (
+                RData::A(Ipv4Addr::new(10, 1, 2, 3).into()),
+                with(json!({"address": "10.1.2.3"}), "A"),
+            ),
+            (
+                RData::AAAA(Ipv6Addr::from_str("fd00::1").unwrap().into()),
+                with(json!({"address": "fd00::1"}), "AAAA"),
+            ),
+            (
+                RData::MX(MX::new(10, name("mail.example.test."))),
+                with(
+                    json!({"preference": 10, "exchange": "mail.example.test."}),
+                    "MX",
+                ),
+            ),
+            (
+                RData::NS(NS(name("ns1.example.test."))),
+                with(json!({"target": "ns1.example.test."}), "NS"),
+            ),
+            (
+                RData::CNAME(CNAME(name("other.test."))),
+                with(json!({"target": "other.test."}), "CNAME"),
+            ),
+            (
+                RData::PTR(PTR(name("host.example.test."))),
+                with(json!({"target": "host.example.test."}), "PTR"),
+            ),
+            (
+                RData::SRV(SRV::new(10, 60, 5060, name("sip.example.test."))),
+                with(
+                    json!({"priority": 10, "weight": 60, "port": 5060, "target": "sip.example.test."}),
+                    "SRV",
+                ),
+            ),
+            (
+                RData::TXT(TXT::new(vec!["part one ".into(), "part two".into()])),
+                with(
+                    json!({"text": "part one part two", "segments": ["part one ", "part two"]}),
+                    "TXT",
+                ),
+            ),
+            (
+                RData::CAA(CAA::new_issue(true, Some(name("letsencrypt.org")), vec![])),
+                with(
+                    json!({"flags": 128, "tag": "issue", "value": "letsencrypt.org"}),
+                    "CAA",
+                ),
+            ),
+            (
+                RData::SOA(SOA::new(
+                    name("ns1.example.test."),
+                    name("hostmaster.example.test."),
+                    2026051601,
+                    3600,
+                    600,
+                    86400,
+                    300,
+                )),
+                with(
+                    json!({
+                        "mname": "ns1.example.test.",
+                        "rname": "hostmaster.example.test.",
+                        "serial": 2026051601u32,
+                        "refresh": 3600,
+                        "retry": 600,
+                        "expire": 86400,
+                        "minimum": 300,
+                    }),
+                    "SOA",
+                ),
+            ),
+            (
+                RData::HINFO(HINFO::new("cpu".to_owned(), "os".to_owned())),
+                with(json!({"data": "cpu os"}), "HINFO"),
+            ),
+        ];
+        for (data, want) in cases {
+            assert_eq!(record(data), want);
+        }
+    }
+}
