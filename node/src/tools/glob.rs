@@ -47,11 +47,13 @@
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::beneath::BeneathError;
-use crate::tools::ignored::{self, Count, Seen};
+use crate::tools::ignored::{self, Count, IgnoredSkipped, Seen};
+use crate::tools::output::{self, is_false};
 use crate::tools::paths::{PathPolicy, WalkAccess};
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use rustix::fs::FileType;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,24 @@ pub const MAX_MATCHES: usize = 1000;
 
 /// The Glob tool.
 pub struct Glob;
+
+/// Glob's structured content (see the module's documentation).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobOutput<'a> {
+    pub pattern: &'a str,
+    /// The directory searched.
+    pub base_path: String,
+    /// Absolute paths, newest first.
+    pub matches: Vec<String>,
+    /// Paths in `matches`.
+    pub count: usize,
+    /// Present (`true`) only when more files matched than `matches` holds.
+    #[serde(skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    #[serde(flatten)]
+    pub ignored: IgnoredSkipped,
+}
 
 #[async_trait::async_trait]
 impl Tool for Glob {
@@ -287,21 +307,18 @@ fn render(
             "\n\n[{total} files match; showing the newest {count}. Narrow the pattern or path to see the rest.]"
         ));
     }
-    let mut structured = json!({
-        "pattern": pattern,
-        "basePath": base,
-        "matches": matches,
-        "count": count,
-    });
-    if truncated {
-        structured["truncated"] = json!(true);
-    }
-    ignored.report(&mut structured, &mut text, "listed");
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
-    }
+    let ignored = ignored.report(&mut text, "listed");
+    output::with_text(
+        text,
+        &GlobOutput {
+            pattern,
+            base_path: base,
+            matches,
+            count,
+            truncated,
+            ignored,
+        },
+    )
 }
 
 /// Walker threads: like rg, one per core, at most 12.
