@@ -20,6 +20,7 @@ pub mod net;
 pub mod output;
 pub mod paths;
 pub mod process;
+pub mod process_output;
 pub mod protected;
 pub mod read;
 pub mod write;

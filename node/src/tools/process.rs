@@ -20,6 +20,8 @@
 //!   running and gave nothing a chance to clean up.) Answers once the session has
 //!   ended, with its final status.
 //! - `remove`: forgets a finished session.
+//!
+//! Each action's structured content is a type of [`super::process_output`].
 
 use crate::guards::ShellGuard;
 use crate::sessions::group::KILL_GRACE;
@@ -30,7 +32,11 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use gsv_protocol::{Capability, ContentBlock, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
+use crate::tools::output;
+use crate::tools::process_output::{
+    ListOutput, ListedSession, LogOutput, PollOutput, RemoveOutput, StdinOutput,
+};
+use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -446,23 +452,15 @@ impl Process {
             }
             Action::Remove => {
                 self.sessions.remove(id)?;
-                Ok(ToolResult {
-                    content: vec![ContentBlock::Text {
-                        text: format!("Session {id} removed."),
-                    }],
-                    structured_content: Some(json!({"sessionId": id, "removed": true})),
-                    is_error: false,
-                })
+                Ok(output::with_text(
+                    format!("Session {id} removed."),
+                    &RemoveOutput {
+                        session_id: id,
+                        removed: true,
+                    },
+                ))
             }
         }
-    }
-}
-
-fn text_result(text: String, structured: Value) -> ToolResult {
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
     }
 }
 
@@ -487,7 +485,6 @@ fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
     let mut items = Vec::with_capacity(sessions.len());
     for session in sessions {
         let s = session.snapshot();
-        let command: String = s.command.chars().take(LIST_COMMAND_CHARS).collect();
         let short: String = s.command.chars().take(80).collect();
         text.push_str(&format!(
             "{}  {:<9}  pid {:<7}  {}\n",
@@ -496,29 +493,18 @@ fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
             s.pid,
             short.replace('\n', " ")
         ));
-        items.push(json!({
-            "sessionId": s.session_id,
-            "status": s.status,
-            "pid": s.pid,
-            "command": command,
-            "workdir": s.workdir,
-            "pty": s.pty,
-            "startedAt": s.started_at,
-            "endedAt": s.ended_at,
-            "durationMs": s.duration_ms,
-            "exitCode": s.exit_code,
-            "signal": s.signal,
-            "timedOut": s.timed_out,
-            "truncated": s.truncated,
-        }));
+        items.push(ListedSession::new(s, LIST_COMMAND_CHARS));
     }
     if text.is_empty() {
         text.push_str("No background sessions.");
     }
     let count = items.len();
-    text_result(
+    output::with_text(
         text.trim_end().to_owned(),
-        json!({"sessions": items, "count": count}),
+        &ListOutput {
+            sessions: items,
+            count,
+        },
     )
 }
 
@@ -529,28 +515,7 @@ fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
         text.push_str("\n--- output (tail) ---\n");
         text.push_str(&s.tail);
     }
-    let mut value = json!({
-        "sessionId": s.session_id,
-        "status": s.status,
-        "running": s.status == Status::Running,
-        "pid": s.pid,
-        "exitCode": s.exit_code,
-        "signal": s.signal,
-        "timedOut": s.timed_out,
-        "startedAt": s.started_at,
-        "endedAt": s.ended_at,
-        "durationMs": s.duration_ms,
-        "tail": s.tail,
-        "truncated": s.truncated,
-        "totalChars": s.total_chars,
-        "command": s.command,
-        "workdir": s.workdir,
-        "pty": s.pty,
-    });
-    if let Some(killed) = killed {
-        value["killed"] = json!(killed);
-    }
-    text_result(text, value)
+    output::with_text(text, &PollOutput::new(s, killed))
 }
 
 fn log_result(
@@ -597,22 +562,22 @@ fn log_result(
         text.push('\n');
     }
     text.push_str(&footer);
-    text_result(
+    output::with_text(
         text,
-        json!({
-            "sessionId": s.session_id,
-            "status": s.status,
-            "stream": stream,
-            "raw": view == LogView::Raw,
-            "offset": request.offset,
-            "limit": request.limit,
-            "lines": page.lines,
-            "output": page.text,
-            "totalLines": page.total_lines,
-            "totalChars": page.total_chars,
-            "truncated": log.truncated,
-            "nextOffset": page.next_offset,
-        }),
+        &LogOutput {
+            session_id: &s.session_id,
+            status: s.status,
+            stream,
+            raw: view == LogView::Raw,
+            offset: request.offset,
+            limit: request.limit,
+            lines: page.lines,
+            output: &page.text,
+            total_lines: page.total_lines,
+            total_chars: page.total_chars,
+            truncated: log.truncated,
+            next_offset: page.next_offset,
+        },
     )
 }
 
@@ -623,17 +588,14 @@ fn write_result(
     keys: Option<&[String]>,
 ) -> ToolResult {
     let id = session.id();
-    let mut value = json!({
-        "sessionId": id,
-        "status": session.snapshot().status,
-        "bytes": bytes,
-    });
-    if let Some(keys) = keys {
-        value["keys"] = json!(keys);
-    }
-    text_result(
+    output::with_text(
         format!("{action}: sent {bytes} byte(s) to session {id}."),
-        value,
+        &StdinOutput {
+            session_id: id,
+            status: session.snapshot().status,
+            bytes,
+            keys,
+        },
     )
 }
 
