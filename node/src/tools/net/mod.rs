@@ -27,6 +27,7 @@
 pub mod diagnose;
 pub mod discover;
 pub mod dns;
+pub mod dns_output;
 pub mod parse;
 pub mod portcheck;
 pub mod run;
