@@ -33,6 +33,7 @@ pub mod portcheck;
 pub mod run;
 pub mod services;
 pub mod status;
+pub mod status_output;
 pub mod target;
 
 pub use diagnose::NetDiagnose;
