@@ -272,6 +272,63 @@ async fn every_record_type_from_a_loopback_server() {
     assert!(count.load(Ordering::SeqCst) >= 12);
 }
 
+/// A lookup's whole result, its timing (present, a whole number) set to 0.
+async fn exact(args: Value) -> Value {
+    let (err, mut v, text) = lookup(args).await;
+    assert!(!err, "{text}");
+    assert!(v["timeMs"].is_u64(), "{v}");
+    v["timeMs"] = json!(0);
+    v
+}
+
+#[tokio::test]
+async fn results_exactly() {
+    let (server, _) = dns_server().await;
+    let s = server.to_string();
+    assert_eq!(
+        exact(json!({"name": "www.example.test", "server": s})).await,
+        json!({
+            "name": "www.example.test.",
+            "type": "A",
+            "server": s,
+            "status": "NOERROR",
+            "count": 2,
+            "records": [
+                {"name": "www.example.test.", "type": "CNAME", "ttl": 30, "target": "example.test."},
+                {"name": "example.test.", "type": "A", "ttl": 300, "address": "10.1.2.3"},
+            ],
+            "timeMs": 0,
+        })
+    );
+    assert_eq!(
+        exact(json!({"name": "missing.example.test", "type": "MX", "server": s})).await,
+        json!({
+            "name": "missing.example.test.",
+            "type": "MX",
+            "server": s,
+            "status": "NXDOMAIN",
+            "count": 0,
+            "records": [],
+            "timeMs": 0,
+        })
+    );
+    assert_eq!(
+        exact(json!({"name": "example.test", "type": "SOA", "server": s})).await["records"],
+        json!([{
+            "name": "example.test.",
+            "type": "SOA",
+            "ttl": 300,
+            "mname": "ns1.example.test.",
+            "rname": "hostmaster.example.test.",
+            "serial": 2026051601u32,
+            "refresh": 3600,
+            "retry": 600,
+            "expire": 86400,
+            "minimum": 300,
+        }])
+    );
+}
+
 #[tokio::test]
 async fn negative_answers_are_results_and_failures_are_errors() {
     let (server, _) = dns_server().await;

@@ -1051,3 +1051,357 @@ async fn status_sections_fail_independently() {
         .contains("neither ss nor netstat"));
     assert!(v["dns"]["error"].as_str().unwrap().contains("cannot read"));
 }
+
+// ---------------------------------------------------------------- exact results
+
+/// `v` with the timings at `pointers` (present, whole numbers) set to 0.
+fn steady(mut v: Value, pointers: &[&str]) -> Value {
+    for p in pointers {
+        let at = v.pointer_mut(p).unwrap_or_else(|| panic!("no {p}"));
+        assert!(at.is_u64(), "{p}: {at}");
+        *at = json!(0);
+    }
+    v
+}
+
+/// What a parser's output is as JSON.
+fn as_json(parsed: impl serde::Serialize) -> Value {
+    serde_json::to_value(parsed).unwrap()
+}
+
+#[tokio::test]
+async fn discover_result_exactly() {
+    let e = env(FakeRunner::new(lan));
+    let r = NetDiscover::new(e.net.clone())
+        .execute(json!({"subnet": "192.168.1.77/24"}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "subnet": "192.168.1.0/24",
+            "subnetSource": "argument",
+            "count": 4,
+            "hosts": [
+                {"ip": "192.168.1.1", "mac": "a4:2b:b0:12:34:56", "hostname": "router.lan", "state": "up"},
+                {"ip": "192.168.1.20", "mac": "00:11:32:ab:cd:ef", "hostname": "nas.lan", "state": "up"},
+                {"ip": "192.168.1.42", "mac": null, "hostname": null, "state": "up"},
+                {"ip": "192.168.1.77", "mac": "3c:2a:f4:01:02:03", "hostname": "printer.lan", "state": "up"},
+            ],
+            "summary": "256 IP addresses (4 hosts up) scanned in 2.61 seconds",
+            "elapsedMs": 0,
+        })
+    );
+}
+
+#[tokio::test]
+async fn services_result_exactly() {
+    let e = env(FakeRunner::new(lan));
+    let r = NetServices::new(e.net.clone())
+        .execute(json!({"host": "nas.lan"}), ctx())
+        .await;
+    let port = |port: u16, service: &str, state: &str, version: Option<&str>| json!({"port": port, "protocol": "tcp", "state": state, "service": service, "version": version});
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "host": "nas.lan",
+            "address": "192.168.1.20",
+            "scope": "private (RFC 1918)",
+            "scanned": "the top 100 ports",
+            "status": "up",
+            "open": 6,
+            "ports": [
+                port(22, "ssh", "open", Some("OpenSSH 9.2p1 Debian 2+deb12u2 (protocol 2.0)")),
+                port(80, "http", "open", Some("nginx 1.22.1")),
+                port(139, "netbios-ssn", "open", Some("Samba smbd 4.6.2")),
+                port(443, "ssl|http", "open", Some("nginx 1.22.1")),
+                port(445, "netbios-ssn", "open", Some("Samba smbd 4.6.2")),
+                port(5000, "upnp", "filtered", None),
+                port(8080, "http", "open", Some("Apache httpd 2.4.57 ((Debian), PHP 8.2)")),
+            ],
+            "ignored": "closed (93)",
+            "summary": "1 IP address (1 host up) scanned in 18.22 seconds",
+            "elapsedMs": 0,
+        })
+    );
+}
+
+#[tokio::test]
+async fn diagnose_results_exactly() {
+    // Every check ran.
+    let e = env(FakeRunner::new(lan));
+    let r = NetDiagnose::new(e.net.clone())
+        .execute(json!({"target": "NAS.lan.", "port": 22}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs", "/dns/timeMs"]),
+        json!({
+            "target": "NAS.lan.",
+            "resolvedTo": "192.168.1.20",
+            "scope": "private (RFC 1918)",
+            "dns": {"status": "ok", "timeMs": 0, "addresses": ["192.168.1.20"]},
+            "ping": {
+                "status": "ok",
+                "sent": 3,
+                "received": 2,
+                "lossPct": 33.3333,
+                "minMs": 14.213,
+                "avgMs": 15.506,
+                "maxMs": 16.8,
+            },
+            "traceroute": {
+                "status": "not reached",
+                "program": "traceroute",
+                "hops": 3,
+                "lastHop": "10.20.30.40",
+                "reached": false,
+                "path": [
+                    {"hop": 1, "address": "192.168.1.1", "rttMs": 0.412},
+                    {"hop": 2, "address": "10.0.0.1", "rttMs": 2.877},
+                    {"hop": 3, "address": "10.20.30.40", "rttMs": 4.051},
+                ],
+                "failure": "the target did not answer within 20 hops",
+            },
+            "portCheck": {
+                "port": 22,
+                "open": false,
+                "connectMs": null,
+                "failure": "connection refused (nothing listens on the port)",
+            },
+            "elapsedMs": 0,
+        })
+    );
+
+    // The name does not resolve: every probe is skipped, the port check too.
+    let r = NetDiagnose::new(e.net.clone())
+        .execute(json!({"target": "nope.example", "port": 443}), ctx())
+        .await;
+    let skipped = json!({"status": "skipped", "reason": "DNS failed: Name or service not known"});
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs", "/dns/timeMs"]),
+        json!({
+            "target": "nope.example",
+            "resolvedTo": null,
+            "dns": {"status": "failed", "timeMs": 0, "failure": "Name or service not known"},
+            "ping": skipped,
+            "traceroute": skipped,
+            "portCheck": skipped,
+            "elapsedMs": 0,
+        })
+    );
+
+    // It resolves to nothing a probe may target; no port asked for.
+    let r = NetDiagnose::new(e.net.clone())
+        .execute(json!({"target": "blocked.example"}), ctx())
+        .await;
+    let skipped = json!({
+        "status": "skipped",
+        "reason": "blocked.example resolves only to 0.0.0.0, which is not a unicast address a probe may target",
+    });
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs", "/dns/timeMs"]),
+        json!({
+            "target": "blocked.example",
+            "resolvedTo": null,
+            "dns": {"status": "ok", "timeMs": 0, "addresses": ["0.0.0.0"]},
+            "ping": skipped,
+            "traceroute": skipped,
+            "portCheck": null,
+            "elapsedMs": 0,
+        })
+    );
+
+    // No echo reply, a traceroute that ran out of time.
+    let e = env(FakeRunner::new(|cmd| match cmd.program {
+        "ping" => exit(1, &fixture("ping_no_reply.txt"), ""),
+        "traceroute" => Ok(Output {
+            status: None,
+            stdout: fixture("traceroute_lan.txt"),
+            timed_out: true,
+            ..Output::default()
+        }),
+        _ => panic!("{cmd:?}"),
+    }));
+    let r = NetDiagnose::new(e.net.clone())
+        .execute(json!({"target": "10.20.30.40"}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "target": "10.20.30.40",
+            "resolvedTo": "10.20.30.40",
+            "scope": "private (RFC 1918)",
+            "dns": {"status": "skipped", "reason": "the target is an IP address"},
+            "ping": {
+                "status": "no reply",
+                "sent": 3,
+                "received": 0,
+                "lossPct": 100.0,
+                "minMs": null,
+                "avgMs": null,
+                "maxMs": null,
+                "failure": "no echo reply (host down, or ICMP filtered)",
+            },
+            "traceroute": {
+                "status": "timed out",
+                "program": "traceroute",
+                "hops": 5,
+                "lastHop": "10.20.30.1",
+                "reached": false,
+                "path": [
+                    {"hop": 1, "address": "192.168.1.1", "rttMs": 0.512},
+                    {"hop": 2, "address": "10.0.0.1", "rttMs": 3.204},
+                    {"hop": 3, "address": null, "rttMs": null},
+                    {"hop": 4, "address": "10.20.30.1", "rttMs": 9.871},
+                    {"hop": 5, "address": "10.20.30.1", "rttMs": 3010.117, "note": "!H"},
+                ],
+                "failure": "timed out",
+            },
+            "portCheck": null,
+            "elapsedMs": 0,
+        })
+    );
+
+    // Neither ping nor a traceroute installed.
+    let e = env(FakeRunner::new(lan).without(&["traceroute", "tracepath", "ping"]));
+    let r = NetDiagnose::new(e.net.clone())
+        .execute(json!({"target": "10.20.30.40"}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "target": "10.20.30.40",
+            "resolvedTo": "10.20.30.40",
+            "scope": "private (RFC 1918)",
+            "dns": {"status": "skipped", "reason": "the target is an IP address"},
+            "ping": {
+                "status": "not installed",
+                "failure": "ping is not installed on this node; install ping (Debian/Ubuntu: apt-get install iputils-ping)",
+            },
+            "traceroute": {
+                "status": "not installed",
+                "failure": "traceroute is not installed on this node; install traceroute (Debian/Ubuntu: apt-get install traceroute)",
+            },
+            "portCheck": null,
+            "elapsedMs": 0,
+        })
+    );
+}
+
+#[tokio::test]
+async fn status_results_exactly() {
+    use gsv_node::tools::net::parse::{ip_addr, ip_route, nmcli, resolv_conf, resolvectl, sockets};
+    const NMCLI: &str = "nmcli -t -f NAME,TYPE,DEVICE,STATE connection show --active";
+    let routes = json!({
+        "source": "ip route; ip -6 route",
+        "ipv4": as_json(ip_route::parse_routes(&fixture("ip_route_laptop.txt"))),
+        "ipv6": as_json(ip_route::parse_routes(&fixture("ip6_route.txt"))),
+    });
+
+    // Everything answers.
+    let e = env(FakeRunner::new(lan));
+    let r = NetworkStatus::new(e.net.clone())
+        .execute(json!({}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "interfaces": {
+                "source": "ip -br addr",
+                "entries": as_json(ip_addr::parse_brief_addr(&fixture("ip_br_addr_laptop.txt"))),
+            },
+            "routes": routes,
+            "networkManager": {
+                "source": NMCLI,
+                "available": true,
+                "active": as_json(nmcli::parse_active(&fixture("nmcli_active.txt"))),
+            },
+            "listening": {
+                "source": "ss -tulpn",
+                "sockets": as_json(sockets::parse_ss(&fixture("ss_tulpn_desktop.txt"))),
+            },
+            "dns": {
+                "source": "resolvectl status",
+                "scopes": as_json(resolvectl::parse_status(&fixture("resolvectl_status.txt"))),
+            },
+            "elapsedMs": 0,
+        })
+    );
+
+    // Failures and fallbacks.
+    let e = env(FakeRunner::new(
+        |cmd| match (cmd.program, cmd.args.first().map(String::as_str)) {
+            ("ip", Some("-br")) => exit(1, "", "Cannot open netlink socket: Permission denied"),
+            ("ip", Some("-6")) => exit(2, "", "IPv6 disabled"),
+            ("nmcli", _) => exit(8, "", "Error: NetworkManager is not running."),
+            ("resolvectl", _) => exit(1, "", "Failed to get global data"),
+            _ => lan(cmd),
+        },
+    )
+    .without(&["ss"]));
+    let resolv_conf_path = fixture_path("resolv_conf.txt").display().to_string();
+    let r = NetworkStatus::new(e.net.clone())
+        .execute(json!({}), ctx())
+        .await;
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "interfaces": {
+                "source": "ip -br addr",
+                "error": "ip -br addr: Cannot open netlink socket: Permission denied",
+            },
+            "routes": {
+                "source": "ip route; ip -6 route",
+                "ipv4": as_json(ip_route::parse_routes(&fixture("ip_route_laptop.txt"))),
+                "ipv6": {"error": "ip -6 route: IPv6 disabled"},
+            },
+            "networkManager": {
+                "source": NMCLI,
+                "available": true,
+                "error": "nmcli -t -f NAME,TYPE,DEVICE,STATE connection show --active: Error: NetworkManager is not running.",
+            },
+            "listening": {
+                "source": "netstat -tulpn",
+                "sockets": as_json(sockets::parse_netstat(&fixture("netstat_tulpn_desktop.txt"))),
+            },
+            "dns": {
+                "source": resolv_conf_path,
+                "resolvConf": as_json(resolv_conf::parse(&fixture("resolv_conf.txt"))),
+                "resolvectlError": "resolvectl status --no-pager: Failed to get global data",
+            },
+            "elapsedMs": 0,
+        })
+    );
+
+    // Nothing installed at all.
+    let e = env(FakeRunner::new(lan).without(&["ip", "ss", "netstat", "nmcli", "resolvectl"]));
+    let mut net = e.net.clone();
+    net.resolv_conf = PathBuf::from("/nonexistent/resolv.conf");
+    let r = NetworkStatus::new(net).execute(json!({}), ctx()).await;
+    let no_ip = "ip is not installed on this node; install iproute2 (Debian/Ubuntu: apt-get install iproute2)";
+    assert_eq!(
+        steady(structured(&r).clone(), &["/elapsedMs"]),
+        json!({
+            "interfaces": {"source": "ip -br addr", "error": no_ip},
+            "routes": {
+                "source": "ip route; ip -6 route",
+                "ipv4": {"error": no_ip},
+                "ipv6": {"error": no_ip},
+                "error": no_ip,
+            },
+            "networkManager": {
+                "source": NMCLI,
+                "available": false,
+                "note": "nmcli is not installed: NetworkManager does not manage this host's network",
+            },
+            "listening": {
+                "source": "ss -tulpn",
+                "error": "neither ss nor netstat is installed; install iproute2 (Debian/Ubuntu: apt-get install iproute2)",
+            },
+            "dns": {
+                "source": "/nonexistent/resolv.conf",
+                "error": "cannot read /nonexistent/resolv.conf: No such file or directory (os error 2)",
+            },
+            "elapsedMs": 0,
+        })
+    );
+}

@@ -67,6 +67,47 @@ async fn list_is_newest_first() {
         .all(|s| s["status"] == "failed"));
 }
 
+/// `v` with the fields that differ from run to run (present, and numbers) set to 0.
+fn steady(mut v: Value, volatile: &[&str]) -> Value {
+    for key in volatile {
+        assert!(v[*key].is_u64(), "{key} in {v}");
+        v[*key] = json!(0);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_entries_exactly() {
+    let node = Node::new();
+    let id = node.start("echo hi; exit 3").await;
+    node.wait_done(&id).await;
+    let v = node.process_ok(json!({"action": "list"})).await;
+    assert_eq!(v["count"], 1);
+    let entry = steady(
+        v["sessions"][0].clone(),
+        &["pid", "startedAt", "endedAt", "durationMs"],
+    );
+    assert_eq!(
+        entry,
+        json!({
+            "sessionId": id,
+            "status": "failed",
+            "pid": 0,
+            "command": "echo hi; exit 3",
+            "workdir": node.dir.path().display().to_string(),
+            "pty": false,
+            "startedAt": 0,
+            "endedAt": 0,
+            "durationMs": 0,
+            "exitCode": 3,
+            "signal": null,
+            "timedOut": false,
+            "truncated": false,
+        })
+    );
+    assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poll_shape_and_wait_returning_early() {
     let node = Node::new();

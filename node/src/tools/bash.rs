@@ -56,8 +56,10 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
-use gsv_protocol::{Capability, ContentBlock, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -448,31 +450,68 @@ fn finished_result(session: &Session) -> ToolResult {
     } else if text.is_empty() {
         text.push_str("(no output)");
     }
-    let structured = finished_json(&s, output);
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
+    output::with_text(text, &FinishedOutput::new(&s, output))
+}
+
+/// Bash's structured content for a command that finished within the call: `{status,
+/// sessionId, exitCode, signal, timedOut, startedAt, endedAt, durationMs, output,
+/// tail, truncated, workdir}` (`exitCode`, `signal` and `endedAt` are `null` when
+/// unknown).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishedOutput<'a> {
+    /// `completed` (exit code 0) or `failed`.
+    pub status: Status,
+    pub session_id: &'a str,
+    pub exit_code: Option<i32>,
+    /// The signal that killed it (`SIGTERM`, ...).
+    pub signal: Option<&'a str>,
+    pub timed_out: bool,
+    pub started_at: u64,
+    pub ended_at: Option<u64>,
+    pub duration_ms: u64,
+    /// All the output retained (its last [`MAX_OUTPUT_CHARS`] characters).
+    pub output: String,
+    /// The last characters of output.
+    pub tail: &'a str,
+    /// Whether earlier output was dropped.
+    pub truncated: bool,
+    pub workdir: &'a str,
+}
+
+impl<'a> FinishedOutput<'a> {
+    /// The output of the finished session `s`, whose retained output is `output`.
+    pub fn new(s: &'a Snapshot, output: String) -> Self {
+        FinishedOutput {
+            status: s.status,
+            session_id: &s.session_id,
+            exit_code: s.exit_code,
+            signal: s.signal.as_deref(),
+            timed_out: s.timed_out,
+            started_at: s.started_at,
+            ended_at: s.ended_at,
+            duration_ms: s.duration_ms,
+            output,
+            tail: &s.tail,
+            truncated: s.truncated,
+            workdir: &s.workdir,
+        }
     }
 }
 
-/// `{status, sessionId, exitCode, signal, timedOut, startedAt, endedAt, durationMs,
-/// output, tail, truncated, workdir}`.
-pub fn finished_json(s: &Snapshot, output: String) -> Value {
-    json!({
-        "status": s.status,
-        "sessionId": s.session_id,
-        "exitCode": s.exit_code,
-        "signal": s.signal,
-        "timedOut": s.timed_out,
-        "startedAt": s.started_at,
-        "endedAt": s.ended_at,
-        "durationMs": s.duration_ms,
-        "output": output,
-        "tail": s.tail,
-        "truncated": s.truncated,
-        "workdir": s.workdir,
-    })
+/// Bash's structured content for a command that goes on in the background: `{status:
+/// "running", sessionId, pid, startedAt, tail, workdir}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunningOutput<'a> {
+    /// Always `running`: the Process tool takes it from here.
+    pub status: Status,
+    pub session_id: &'a str,
+    pub pid: u32,
+    pub started_at: u64,
+    /// The output so far (its last characters).
+    pub tail: &'a str,
+    pub workdir: &'a str,
 }
 
 /// The result of a command that goes on in the background.
@@ -486,18 +525,17 @@ fn running_result(s: &Snapshot) -> ToolResult {
         text.push_str("\nOutput so far (tail):\n");
         text.push_str(&s.tail);
     }
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(json!({
-            "status": "running",
-            "sessionId": s.session_id,
-            "pid": s.pid,
-            "startedAt": s.started_at,
-            "tail": s.tail,
-            "workdir": s.workdir,
-        })),
-        is_error: false,
-    }
+    output::with_text(
+        text,
+        &RunningOutput {
+            status: Status::Running,
+            session_id: &s.session_id,
+            pid: s.pid,
+            started_at: s.started_at,
+            tail: &s.tail,
+            workdir: &s.workdir,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -540,6 +578,93 @@ mod tests {
         ] {
             assert!(parse(bad.clone()).is_err(), "{bad}");
         }
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            session_id: "s-1".to_owned(),
+            status: Status::Failed,
+            pid: 4242,
+            command: "make test".to_owned(),
+            workdir: "/ws".to_owned(),
+            pty: false,
+            background: false,
+            started_at: 1_700_000_000_000,
+            ended_at: Some(1_700_000_001_500),
+            duration_ms: 1500,
+            exit_code: None,
+            signal: Some("SIGTERM".to_owned()),
+            timed_out: true,
+            tail: "tail\n".to_owned(),
+            truncated: true,
+            total_chars: 99,
+            owner: Some("tok-1".to_owned()),
+        }
+    }
+
+    #[test]
+    fn structured_output() {
+        assert_eq!(
+            serde_json::to_value(FinishedOutput::new(&snapshot(), "all\ntail\n".to_owned()))
+                .unwrap(),
+            json!({
+                "status": "failed",
+                "sessionId": "s-1",
+                "exitCode": null,
+                "signal": "SIGTERM",
+                "timedOut": true,
+                "startedAt": 1_700_000_000_000_u64,
+                "endedAt": 1_700_000_001_500_u64,
+                "durationMs": 1500,
+                "output": "all\ntail\n",
+                "tail": "tail\n",
+                "truncated": true,
+                "workdir": "/ws",
+            })
+        );
+        let done = Snapshot {
+            status: Status::Completed,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            truncated: false,
+            ..snapshot()
+        };
+        assert_eq!(
+            serde_json::to_value(FinishedOutput::new(&done, String::new())).unwrap(),
+            json!({
+                "status": "completed",
+                "sessionId": "s-1",
+                "exitCode": 0,
+                "signal": null,
+                "timedOut": false,
+                "startedAt": 1_700_000_000_000_u64,
+                "endedAt": 1_700_000_001_500_u64,
+                "durationMs": 1500,
+                "output": "",
+                "tail": "tail\n",
+                "truncated": false,
+                "workdir": "/ws",
+            })
+        );
+        let running = Snapshot {
+            status: Status::Running,
+            ended_at: None,
+            ..snapshot()
+        };
+        let r = running_result(&running);
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "status": "running",
+                "sessionId": "s-1",
+                "pid": 4242,
+                "startedAt": 1_700_000_000_000_u64,
+                "tail": "tail\n",
+                "workdir": "/ws",
+            }))
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use crate::tools::output;
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -15,6 +17,12 @@ pub const MAX_DELAY_MS: u64 = 600_000;
 
 /// The Echo tool.
 pub struct Echo;
+
+/// Echo's structured content: `{text}`, the text it was given.
+#[derive(Debug, Serialize)]
+pub struct EchoOutput<'a> {
+    pub text: &'a str,
+}
 
 #[async_trait::async_trait]
 impl Tool for Echo {
@@ -57,11 +65,7 @@ impl Tool for Echo {
                 _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
             }
         }
-        ToolResult {
-            content: vec![ContentBlock::Text { text: text.clone() }],
-            structured_content: Some(json!({ "text": text })),
-            is_error: false,
-        }
+        output::with_text(text.clone(), &EchoOutput { text: &text })
     }
 
     /// Without `delayMs` it answers at once; with it, it pauses on its timer and the

@@ -15,11 +15,13 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use crate::tools::paths::{AccessError, PathPolicy};
 use crate::tools::write::{describe_write_error, write_atomic_at};
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use memchr::memmem;
 use rustix::fs::{AtFlags, OFlags};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{self, Read as _};
@@ -30,6 +32,15 @@ pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The Edit tool.
 pub struct Edit;
+
+/// Edit's structured content: `{path, replacements}`.
+#[derive(Debug, Serialize)]
+pub struct EditOutput {
+    /// The file edited, resolved (absolute).
+    pub path: String,
+    /// How many occurrences of `oldString` were replaced.
+    pub replacements: usize,
+}
 
 #[async_trait::async_trait]
 impl Tool for Edit {
@@ -199,16 +210,16 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
         return ToolResult::error(describe_write_error(&shown, &e));
     }
     let replacements = found.len();
-    ToolResult {
-        content: vec![ContentBlock::Text {
-            text: format!(
-                "Replaced {replacements} occurrence{} in {shown}",
-                if replacements == 1 { "" } else { "s" }
-            ),
-        }],
-        structured_content: Some(json!({ "path": shown, "replacements": replacements })),
-        is_error: false,
-    }
+    output::with_text(
+        format!(
+            "Replaced {replacements} occurrence{} in {shown}",
+            if replacements == 1 { "" } else { "s" }
+        ),
+        &EditOutput {
+            path: shown,
+            replacements,
+        },
+    )
 }
 
 fn describe_read_error(shown: &str, e: &io::Error) -> String {

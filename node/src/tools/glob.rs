@@ -47,11 +47,13 @@
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::beneath::BeneathError;
-use crate::tools::ignored::{self, Count, Seen};
+use crate::tools::ignored::{self, Count, IgnoredSkipped, Seen};
+use crate::tools::output::{self, is_false};
 use crate::tools::paths::{PathPolicy, WalkAccess};
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use rustix::fs::FileType;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,24 @@ pub const MAX_MATCHES: usize = 1000;
 
 /// The Glob tool.
 pub struct Glob;
+
+/// Glob's structured content (see the module's documentation).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GlobOutput<'a> {
+    pub pattern: &'a str,
+    /// The directory searched.
+    pub base_path: String,
+    /// Absolute paths, newest first.
+    pub matches: Vec<String>,
+    /// Paths in `matches`.
+    pub count: usize,
+    /// Present (`true`) only when more files matched than `matches` holds.
+    #[serde(skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    #[serde(flatten)]
+    pub ignored: IgnoredSkipped,
+}
 
 #[async_trait::async_trait]
 impl Tool for Glob {
@@ -287,21 +307,18 @@ fn render(
             "\n\n[{total} files match; showing the newest {count}. Narrow the pattern or path to see the rest.]"
         ));
     }
-    let mut structured = json!({
-        "pattern": pattern,
-        "basePath": base,
-        "matches": matches,
-        "count": count,
-    });
-    if truncated {
-        structured["truncated"] = json!(true);
-    }
-    ignored.report(&mut structured, &mut text, "listed");
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
-    }
+    let ignored = ignored.report(&mut text, "listed");
+    output::with_text(
+        text,
+        &GlobOutput {
+            pattern,
+            base_path: base,
+            matches,
+            count,
+            truncated,
+            ignored,
+        },
+    )
 }
 
 /// Walker threads: like rg, one per core, at most 12.
@@ -457,6 +474,76 @@ fn modified(entry: &DirEntry, access: &WalkAccess) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn structured_output() {
+        let r = render(
+            "**/*.rs",
+            Path::new("/ws"),
+            vec!["/ws/b.rs".to_owned(), "/ws/a.rs".to_owned()],
+            2,
+            false,
+            Count::default(),
+        );
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "**/*.rs",
+                "basePath": "/ws",
+                "matches": ["/ws/b.rs", "/ws/a.rs"],
+                "count": 2,
+                "ignoredSkipped": 0,
+            }))
+        );
+        assert_eq!(r.joined_text(), "/ws/b.rs\n/ws/a.rs");
+        let r = render(
+            "*",
+            Path::new("/ws"),
+            vec!["/ws/x".to_owned()],
+            5,
+            true,
+            Count::not_counted(),
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "*",
+                "basePath": "/ws",
+                "matches": ["/ws/x"],
+                "count": 1,
+                "truncated": true,
+                "ignoredSkipped": 0,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        let r = render(
+            "*.txt",
+            Path::new("/ws"),
+            Vec::new(),
+            0,
+            false,
+            Count {
+                n: 3,
+                cut: true,
+                skipped: false,
+            },
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "*.txt",
+                "basePath": "/ws",
+                "matches": [],
+                "count": 0,
+                "ignoredSkipped": 3,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        assert!(r
+            .joined_text()
+            .starts_with("No files match \"*.txt\" in /ws\n\n[At least 3 files"));
+    }
 
     #[test]
     fn plans() {

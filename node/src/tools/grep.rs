@@ -51,14 +51,16 @@ use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::beneath::BeneathError;
 use crate::tools::glob::walk_threads;
-use crate::tools::ignored::{self, Count, Seen};
+use crate::tools::ignored::{self, Count, IgnoredSkipped, Seen};
+use crate::tools::output::{self, is_false};
 use crate::tools::paths::{PathPolicy, WalkAccess, WalkGuard};
 use globset::GlobMatcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use rustix::fs::OFlags;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -73,6 +75,36 @@ pub const MAX_LINE_CHARS: usize = 200;
 
 /// The Grep tool.
 pub struct Grep;
+
+/// Grep's structured content (see the module's documentation).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrepOutput<'a> {
+    pub pattern: &'a str,
+    /// The directory (or file) searched.
+    pub base_path: String,
+    pub matches: Vec<GrepMatch>,
+    /// Present (`true`) only when more lines matched than [`MAX_MATCHES`]; `count`
+    /// is then left out.
+    #[serde(skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    /// Lines in `matches`, when not `truncated`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    #[serde(flatten)]
+    pub ignored: IgnoredSkipped,
+}
+
+/// One matching line.
+#[derive(Debug, Serialize)]
+pub struct GrepMatch {
+    /// The file, absolute.
+    pub path: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// The line, without its line ending, cut at [`MAX_LINE_CHARS`] characters.
+    pub content: String,
+}
 
 #[async_trait::async_trait]
 impl Tool for Grep {
@@ -276,32 +308,26 @@ fn render(
         ));
     }
     let count = hits.len();
-    let matches: Vec<Value> = hits
+    let matches = hits
         .into_iter()
-        .map(|h| {
-            json!({
-                "path": h.path.to_string_lossy(),
-                "line": h.line,
-                "content": h.content,
-            })
+        .map(|h| GrepMatch {
+            path: h.path.to_string_lossy().into_owned(),
+            line: h.line,
+            content: h.content,
         })
         .collect();
-    let mut structured = json!({
-        "pattern": pattern,
-        "basePath": base,
-        "matches": matches,
-    });
-    if truncated {
-        structured["truncated"] = json!(true);
-    } else {
-        structured["count"] = json!(count);
-    }
-    ignored.report(&mut structured, &mut text, "searched");
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
-    }
+    let ignored = ignored.report(&mut text, "searched");
+    output::with_text(
+        text,
+        &GrepOutput {
+            pattern,
+            base_path: base,
+            matches,
+            truncated,
+            count: (!truncated).then_some(count),
+            ignored,
+        },
+    )
 }
 
 /// State shared by the walker threads of one search.
@@ -546,6 +572,80 @@ mod tests {
                 n: 1,
                 ..Count::default()
             }
+        );
+    }
+
+    #[test]
+    fn structured_output() {
+        let hits = vec![
+            Hit {
+                path: PathBuf::from("/ws/a.rs"),
+                line: 3,
+                content: "let needle = 1;".to_owned(),
+            },
+            Hit {
+                path: PathBuf::from("/ws/b.rs"),
+                line: 10,
+                content: "needle()".to_owned(),
+            },
+        ];
+        let r = render("needle", Path::new("/ws"), hits, false, Count::default());
+        assert!(!r.is_error);
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "needle",
+                "basePath": "/ws",
+                "matches": [
+                    {"path": "/ws/a.rs", "line": 3, "content": "let needle = 1;"},
+                    {"path": "/ws/b.rs", "line": 10, "content": "needle()"},
+                ],
+                "count": 2,
+                "ignoredSkipped": 0,
+            }))
+        );
+        assert_eq!(
+            r.joined_text(),
+            "/ws/a.rs:3: let needle = 1;\n/ws/b.rs:10: needle()"
+        );
+        // Cut short: `truncated` instead of `count`.
+        let hits = vec![Hit {
+            path: PathBuf::from("/ws/a.rs"),
+            line: 1,
+            content: "x".to_owned(),
+        }];
+        let r = render("x", Path::new("/ws"), hits, true, Count::not_counted());
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "x",
+                "basePath": "/ws",
+                "matches": [{"path": "/ws/a.rs", "line": 1, "content": "x"}],
+                "truncated": true,
+                "ignoredSkipped": 0,
+                "ignoredSkippedAtLeast": true,
+            }))
+        );
+        let r = render(
+            "none",
+            Path::new("/ws"),
+            Vec::new(),
+            false,
+            Count {
+                n: 1,
+                cut: false,
+                skipped: false,
+            },
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({
+                "pattern": "none",
+                "basePath": "/ws",
+                "matches": [],
+                "count": 0,
+                "ignoredSkipped": 1,
+            }))
         );
     }
 

@@ -21,8 +21,9 @@
 //! whole tree would cost more than the search itself. Files created or removed between
 //! the two walks can make the count off by that many.
 
+use crate::tools::output::is_false;
 use ignore::{DirEntry, WalkBuilder, WalkState};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 
@@ -73,21 +74,21 @@ impl Count {
         }
     }
 
-    /// Adds `ignoredSkipped` (and `ignoredSkippedAtLeast: true` when the count was cut
-    /// short) to `structured`, and, when there is something to say, a line to `text`
-    /// (`verb`: what the tool did not do to those files, e.g. "listed").
-    pub fn report(self, structured: &mut Value, text: &mut String, verb: &str) {
-        structured["ignoredSkipped"] = json!(self.n);
-        if self.cut {
-            structured["ignoredSkippedAtLeast"] = json!(true);
-        }
+    /// What the tool's structured content says about the count ([`IgnoredSkipped`],
+    /// flattened into it), after adding a line to `text` when there is something to
+    /// say (`verb`: what the tool did not do to those files, e.g. "listed").
+    pub fn report(self, text: &mut String, verb: &str) -> IgnoredSkipped {
+        let fields = IgnoredSkipped {
+            ignored_skipped: self.n,
+            ignored_skipped_at_least: self.cut,
+        };
         let line = match (self.n, self.cut) {
             _ if self.skipped => {
                 "[The result was cut short, so files hidden by .gitignore/.ignore rules were \
                  not counted; narrow the search, or pass noIgnore: true to include them.]"
                     .to_owned()
             }
-            (0, false) => return,
+            (0, false) => return fields,
             (0, true) => format!(
                 "[Ignore rules were applied; the files they hide were not counted past \
                  {COUNT_CAP} entries. Pass noIgnore: true to include any.]"
@@ -102,7 +103,20 @@ impl Count {
         };
         text.push_str("\n\n");
         text.push_str(&line);
+        fields
     }
+}
+
+/// The count in Glob's and Grep's structured content (flattened into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoredSkipped {
+    /// Files the ignore rules left out; always present, `0` when none.
+    pub ignored_skipped: usize,
+    /// Present (`true`) only when the count is a lower bound: it stopped at
+    /// [`COUNT_CAP`] entries, or the result was cut short and nothing was counted.
+    #[serde(skip_serializing_if = "is_false")]
+    pub ignored_skipped_at_least: bool,
 }
 
 /// Walks with `builder` — set up like the tool's own walk — with ignore rules off and
@@ -252,15 +266,15 @@ mod tests {
             (Count::not_counted(), Some("The result was cut short")),
         ];
         for (count, line) in cases {
-            let mut structured = json!({});
             let mut text = "body".to_owned();
-            count.report(&mut structured, &mut text, "listed");
-            assert_eq!(structured["ignoredSkipped"], json!(count.n));
-            assert_eq!(
-                structured.get("ignoredSkippedAtLeast").is_some(),
-                count.cut,
-                "{structured}"
-            );
+            let structured = serde_json::to_value(count.report(&mut text, "listed")).unwrap();
+            let want = match count.cut {
+                true => {
+                    serde_json::json!({"ignoredSkipped": count.n, "ignoredSkippedAtLeast": true})
+                }
+                false => serde_json::json!({"ignoredSkipped": count.n}),
+            };
+            assert_eq!(structured, want);
             match line {
                 None => assert_eq!(text, "body"),
                 Some(line) => assert!(

@@ -5,7 +5,8 @@
 //! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
 //! arguments and confining them to the workspace, [`beneath`] for opening beneath a
 //! directory without races, [`protected`] for the files no tool may touch, [`ignored`]
-//! for counting what ignore rules keep out of Glob and Grep).
+//! for counting what ignore rules keep out of Glob and Grep, [`output`] for turning
+//! a tool's typed output into its result).
 
 pub mod args;
 pub mod bash;
@@ -16,8 +17,10 @@ pub mod glob;
 pub mod grep;
 pub mod ignored;
 pub mod net;
+pub mod output;
 pub mod paths;
 pub mod process;
+pub mod process_output;
 pub mod protected;
 pub mod read;
 pub mod write;

@@ -33,12 +33,13 @@
 
 use crate::tool::ToolContext;
 use crate::tools::beneath::{self, BeneathError, Root};
+use crate::tools::output;
 use crate::tools::protected::{Protected, Snapshot};
-use gsv_protocol::{ContentBlock, ToolResult};
+use gsv_protocol::ToolResult;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
-use serde_json::json;
+use serde::Serialize;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -106,20 +107,25 @@ impl AccessError {
     }
 
     /// The error result of a tool call: the message, and for refusals
-    /// `structuredContent: {"code": "denied", "reason": ...}`.
+    /// `structuredContent: {"code": "denied", "reason": ...}` ([`Refusal`]).
     pub fn into_result(self) -> ToolResult {
-        let structured = match (self.code(), self.reason()) {
-            (Some(code), Some(reason)) => Some(json!({ "code": code, "reason": reason })),
-            _ => None,
-        };
-        ToolResult {
-            content: vec![ContentBlock::Text {
-                text: self.to_string(),
-            }],
-            structured_content: structured,
-            is_error: true,
+        match (self.code(), self.reason()) {
+            (Some(code), Some(reason)) => {
+                output::error_with(self.to_string(), &Refusal { code, reason })
+            }
+            _ => ToolResult::error(self.to_string()),
         }
     }
+}
+
+/// The structured content of a refused file-tool call, so a client can tell a
+/// refusal from other failures without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// Always `denied` ([`AccessError::code`]).
+    pub code: &'static str,
+    /// `outside_workspace` or `protected` ([`AccessError::reason`]).
+    pub reason: &'static str,
 }
 
 /// How path arguments are resolved for one call: the workspace, whether the tools
@@ -612,6 +618,43 @@ mod tests {
         fs::write(ws.join("sub/a.txt"), "a").unwrap();
         fs::write(tmp.path().join("outside.txt"), "o").unwrap();
         (tmp, ws)
+    }
+
+    #[test]
+    fn refusals_carry_code_and_reason() {
+        let structured = |e: AccessError| {
+            let r = e.into_result();
+            assert!(r.is_error);
+            r.structured_content
+        };
+        assert_eq!(
+            structured(AccessError::Outside("Refused: out".to_owned())),
+            Some(serde_json::json!({"code": "denied", "reason": "outside_workspace"}))
+        );
+        assert_eq!(
+            structured(AccessError::Escaped {
+                path: "a".to_owned(),
+                workspace: "/ws".to_owned()
+            }),
+            Some(serde_json::json!({"code": "denied", "reason": "outside_workspace"}))
+        );
+        assert_eq!(
+            structured(AccessError::Protected {
+                path: "/data".to_owned()
+            }),
+            Some(serde_json::json!({"code": "denied", "reason": "protected"}))
+        );
+        assert_eq!(
+            structured(AccessError::Unresolvable("bad".to_owned())),
+            None
+        );
+        assert_eq!(
+            structured(AccessError::Io {
+                path: PathBuf::from("/x"),
+                source: io::Error::from(io::ErrorKind::NotFound)
+            }),
+            None
+        );
     }
 
     #[test]

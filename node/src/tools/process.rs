@@ -20,6 +20,8 @@
 //!   running and gave nothing a chance to clean up.) Answers once the session has
 //!   ended, with its final status.
 //! - `remove`: forgets a finished session.
+//!
+//! Each action's structured content is a type of [`super::process_output`].
 
 use crate::guards::ShellGuard;
 use crate::sessions::group::KILL_GRACE;
@@ -30,7 +32,11 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use gsv_protocol::{Capability, ContentBlock, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
+use crate::tools::output;
+use crate::tools::process_output::{
+    ListOutput, ListedSession, LogOutput, PollOutput, RemoveOutput, StdinOutput,
+};
+use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -446,23 +452,15 @@ impl Process {
             }
             Action::Remove => {
                 self.sessions.remove(id)?;
-                Ok(ToolResult {
-                    content: vec![ContentBlock::Text {
-                        text: format!("Session {id} removed."),
-                    }],
-                    structured_content: Some(json!({"sessionId": id, "removed": true})),
-                    is_error: false,
-                })
+                Ok(output::with_text(
+                    format!("Session {id} removed."),
+                    &RemoveOutput {
+                        session_id: id,
+                        removed: true,
+                    },
+                ))
             }
         }
-    }
-}
-
-fn text_result(text: String, structured: Value) -> ToolResult {
-    ToolResult {
-        content: vec![ContentBlock::Text { text }],
-        structured_content: Some(structured),
-        is_error: false,
     }
 }
 
@@ -487,7 +485,6 @@ fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
     let mut items = Vec::with_capacity(sessions.len());
     for session in sessions {
         let s = session.snapshot();
-        let command: String = s.command.chars().take(LIST_COMMAND_CHARS).collect();
         let short: String = s.command.chars().take(80).collect();
         text.push_str(&format!(
             "{}  {:<9}  pid {:<7}  {}\n",
@@ -496,29 +493,18 @@ fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
             s.pid,
             short.replace('\n', " ")
         ));
-        items.push(json!({
-            "sessionId": s.session_id,
-            "status": s.status,
-            "pid": s.pid,
-            "command": command,
-            "workdir": s.workdir,
-            "pty": s.pty,
-            "startedAt": s.started_at,
-            "endedAt": s.ended_at,
-            "durationMs": s.duration_ms,
-            "exitCode": s.exit_code,
-            "signal": s.signal,
-            "timedOut": s.timed_out,
-            "truncated": s.truncated,
-        }));
+        items.push(ListedSession::new(s, LIST_COMMAND_CHARS));
     }
     if text.is_empty() {
         text.push_str("No background sessions.");
     }
     let count = items.len();
-    text_result(
+    output::with_text(
         text.trim_end().to_owned(),
-        json!({"sessions": items, "count": count}),
+        &ListOutput {
+            sessions: items,
+            count,
+        },
     )
 }
 
@@ -529,28 +515,7 @@ fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
         text.push_str("\n--- output (tail) ---\n");
         text.push_str(&s.tail);
     }
-    let mut value = json!({
-        "sessionId": s.session_id,
-        "status": s.status,
-        "running": s.status == Status::Running,
-        "pid": s.pid,
-        "exitCode": s.exit_code,
-        "signal": s.signal,
-        "timedOut": s.timed_out,
-        "startedAt": s.started_at,
-        "endedAt": s.ended_at,
-        "durationMs": s.duration_ms,
-        "tail": s.tail,
-        "truncated": s.truncated,
-        "totalChars": s.total_chars,
-        "command": s.command,
-        "workdir": s.workdir,
-        "pty": s.pty,
-    });
-    if let Some(killed) = killed {
-        value["killed"] = json!(killed);
-    }
-    text_result(text, value)
+    output::with_text(text, &PollOutput::new(s, killed))
 }
 
 fn log_result(
@@ -597,22 +562,22 @@ fn log_result(
         text.push('\n');
     }
     text.push_str(&footer);
-    text_result(
+    output::with_text(
         text,
-        json!({
-            "sessionId": s.session_id,
-            "status": s.status,
-            "stream": stream,
-            "raw": view == LogView::Raw,
-            "offset": request.offset,
-            "limit": request.limit,
-            "lines": page.lines,
-            "output": page.text,
-            "totalLines": page.total_lines,
-            "totalChars": page.total_chars,
-            "truncated": log.truncated,
-            "nextOffset": page.next_offset,
-        }),
+        &LogOutput {
+            session_id: &s.session_id,
+            status: s.status,
+            stream,
+            raw: view == LogView::Raw,
+            offset: request.offset,
+            limit: request.limit,
+            lines: page.lines,
+            output: &page.text,
+            total_lines: page.total_lines,
+            total_chars: page.total_chars,
+            truncated: log.truncated,
+            next_offset: page.next_offset,
+        },
     )
 }
 
@@ -623,17 +588,14 @@ fn write_result(
     keys: Option<&[String]>,
 ) -> ToolResult {
     let id = session.id();
-    let mut value = json!({
-        "sessionId": id,
-        "status": session.snapshot().status,
-        "bytes": bytes,
-    });
-    if let Some(keys) = keys {
-        value["keys"] = json!(keys);
-    }
-    text_result(
+    output::with_text(
         format!("{action}: sent {bytes} byte(s) to session {id}."),
-        value,
+        &StdinOutput {
+            session_id: id,
+            status: session.snapshot().status,
+            bytes,
+            keys,
+        },
     )
 }
 
@@ -674,6 +636,133 @@ mod tests {
         }
         let err = parse(json!({"action": "kill"})).err().unwrap();
         assert!(err.contains("needs \"sessionId\""), "{err}");
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            session_id: "s-1".to_owned(),
+            status: Status::Completed,
+            pid: 4242,
+            command: "make".to_owned(),
+            workdir: "/ws".to_owned(),
+            pty: true,
+            background: true,
+            started_at: 1_700_000_000_000,
+            ended_at: Some(1_700_000_000_250),
+            duration_ms: 250,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            tail: "done\n".to_owned(),
+            truncated: false,
+            total_chars: 5,
+            owner: Some("tok-1".to_owned()),
+        }
+    }
+
+    #[test]
+    fn poll_and_kill_output() {
+        let poll = json!({
+            "sessionId": "s-1",
+            "status": "completed",
+            "running": false,
+            "pid": 4242,
+            "exitCode": 0,
+            "signal": null,
+            "timedOut": false,
+            "startedAt": 1_700_000_000_000_u64,
+            "endedAt": 1_700_000_000_250_u64,
+            "durationMs": 250,
+            "tail": "done\n",
+            "truncated": false,
+            "totalChars": 5,
+            "command": "make",
+            "workdir": "/ws",
+            "pty": true,
+        });
+        assert_eq!(
+            poll_result(&snapshot(), None).structured_content,
+            Some(poll.clone())
+        );
+        let mut killed = poll;
+        killed["killed"] = json!(true);
+        assert_eq!(
+            poll_result(&snapshot(), Some(true)).structured_content,
+            Some(killed)
+        );
+        let running = Snapshot {
+            status: Status::Running,
+            ended_at: None,
+            exit_code: None,
+            ..snapshot()
+        };
+        let v = poll_result(&running, None).structured_content.unwrap();
+        assert_eq!(
+            (&v["status"], &v["running"], &v["endedAt"], &v["exitCode"]),
+            (&json!("running"), &json!(true), &json!(null), &json!(null))
+        );
+    }
+
+    #[test]
+    fn log_output() {
+        let request =
+            parse(json!({"action": "log", "sessionId": "s-1", "offset": 1, "limit": 2})).unwrap();
+        let page = crate::sessions::LogPage {
+            page: crate::sessions::buffer::LinePage {
+                text: "b\nc".to_owned(),
+                lines: 2,
+                total_lines: 4,
+                total_chars: 8,
+                next_offset: Some(3),
+            },
+            truncated: true,
+        };
+        let r = log_result(&snapshot(), &request, LogView::Stderr, page);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "sessionId": "s-1",
+                "status": "completed",
+                "stream": "stderr",
+                "raw": false,
+                "offset": 1,
+                "limit": 2,
+                "lines": 2,
+                "output": "b\nc",
+                "totalLines": 4,
+                "totalChars": 8,
+                "truncated": true,
+                "nextOffset": 3,
+            }))
+        );
+        let page = crate::sessions::LogPage {
+            page: crate::sessions::buffer::LinePage {
+                text: String::new(),
+                lines: 0,
+                total_lines: 0,
+                total_chars: 0,
+                next_offset: None,
+            },
+            truncated: false,
+        };
+        let r = log_result(&snapshot(), &request, LogView::Raw, page);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "sessionId": "s-1",
+                "status": "completed",
+                "stream": "combined",
+                "raw": true,
+                "offset": 1,
+                "limit": 2,
+                "lines": 0,
+                "output": "",
+                "totalLines": 0,
+                "totalChars": 0,
+                "truncated": false,
+                "nextOffset": null,
+            }))
+        );
     }
 
     #[test]

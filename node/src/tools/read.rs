@@ -9,10 +9,12 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output::{self, is_false};
 use crate::tools::paths::{AccessError, PathPolicy};
 use base64::Engine;
 use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 use rustix::fs::OFlags;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::fs::{File, Metadata};
 use std::io::{self, BufRead, BufReader, Cursor, Read as _};
@@ -29,6 +31,25 @@ const CANCEL_CHECK_LINES: usize = 4096;
 
 /// The Read tool.
 pub struct Read;
+
+/// Read's structured content for a text file (an image has none: it is the image
+/// block).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadOutput {
+    /// The file, resolved (absolute).
+    pub path: String,
+    /// The page: `{n}\t{line}` lines joined by `\n`.
+    pub content: String,
+    /// Lines in `content`.
+    pub lines: usize,
+    /// Present (`true`) only when the byte cap ended the page early.
+    #[serde(skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    /// The `offset` to continue with, when `truncated`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+}
 
 #[async_trait::async_trait]
 impl Tool for Read {
@@ -239,14 +260,7 @@ impl Page {
     fn into_result(self, path: String, offset: usize) -> ToolResult {
         let next_offset = offset + self.lines;
         let mut text = self.content.clone();
-        let mut structured = json!({
-            "path": path,
-            "content": self.content,
-            "lines": self.lines,
-        });
         if self.truncated {
-            structured["truncated"] = json!(true);
-            structured["nextOffset"] = json!(next_offset);
             let what = if self.line_cut {
                 format!("line {next_offset} is longer than that and was cut")
             } else {
@@ -266,11 +280,16 @@ impl Page {
                 None => "(no lines)".to_owned(),
             };
         }
-        ToolResult {
-            content: vec![ContentBlock::Text { text }],
-            structured_content: Some(structured),
-            is_error: false,
-        }
+        output::with_text(
+            text,
+            &ReadOutput {
+                path,
+                content: self.content,
+                lines: self.lines,
+                truncated: self.truncated,
+                next_offset: self.truncated.then_some(next_offset),
+            },
+        )
     }
 }
 
@@ -639,6 +658,47 @@ mod tests {
         let len = s["content"].as_str().unwrap().len();
         assert!(len > MAX_TEXT_BYTES - 8 && len <= MAX_TEXT_BYTES, "{len}");
         assert!(r.joined_text().contains("was cut"));
+    }
+
+    #[test]
+    fn structured_output() {
+        let page = Page {
+            content: "3\tc\n4\td".to_owned(),
+            lines: 2,
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/f.txt".to_owned(), 2);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"path": "/ws/f.txt", "content": "3\tc\n4\td", "lines": 2}))
+        );
+        let page = Page {
+            content: "1\ta".to_owned(),
+            lines: 1,
+            truncated: true,
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/f.txt".to_owned(), 0);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({
+                "path": "/ws/f.txt",
+                "content": "1\ta",
+                "lines": 1,
+                "truncated": true,
+                "nextOffset": 1,
+            }))
+        );
+        let page = Page {
+            total_if_short: Some(0),
+            ..Page::default()
+        };
+        let r = page.into_result("/ws/empty".to_owned(), 0);
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"path": "/ws/empty", "content": "", "lines": 0}))
+        );
+        assert_eq!(r.joined_text(), "(the file is empty)");
     }
 
     #[test]

@@ -17,10 +17,12 @@
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use crate::tools::paths::{AccessError, Parent, PathPolicy};
-use gsv_protocol::{Capability, ContentBlock, ToolAnnotations, ToolDef, ToolResult};
+use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -32,6 +34,15 @@ const TEMP_NAME_KEEP: usize = 100;
 
 /// The Write tool.
 pub struct Write;
+
+/// Write's structured content: `{path, bytes}`.
+#[derive(Debug, Serialize)]
+pub struct WriteOutput {
+    /// The file written, resolved (absolute).
+    pub path: String,
+    /// Bytes written: the whole new content.
+    pub bytes: usize,
+}
 
 #[async_trait::async_trait]
 impl Tool for Write {
@@ -106,13 +117,10 @@ fn write(policy: &PathPolicy, arg: &str, content: &[u8]) -> ToolResult {
         return ToolResult::error(describe_write_error(&shown, &e));
     }
     let bytes = content.len();
-    ToolResult {
-        content: vec![ContentBlock::Text {
-            text: format!("Wrote {bytes} bytes to {shown}"),
-        }],
-        structured_content: Some(json!({ "path": shown, "bytes": bytes })),
-        is_error: false,
-    }
+    output::with_text(
+        format!("Wrote {bytes} bytes to {shown}"),
+        &WriteOutput { path: shown, bytes },
+    )
 }
 
 /// Refuses targets that are not (or would not become) regular files.

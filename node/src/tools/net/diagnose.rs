@@ -23,7 +23,12 @@
 //! Guardrails: private targets run at once. A public target (any resolved address
 //! public) is refused unless `external: true`, and then [`Tool::check`] answers
 //! `approval_required` until an operator approves the call.
+//!
+//! The result's types: [`super::diagnose_output`].
 
+use super::diagnose_output::{
+    CheckStatus, DiagnoseOutput, DnsStep, NotRun, PingCheck, Step, TraceCheck,
+};
 use super::parse::{ping, traceroute};
 use super::portcheck::check_port;
 use super::run::{Command, RunError};
@@ -31,6 +36,7 @@ use super::target::{self, decide, Decision, Host, PublicTargets, Resolved};
 use super::{annotations, approval_required, millis, unapproved, NetEnv, RESOLVE_TIMEOUT};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::{Capability, ErrorShape, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::net::IpAddr;
@@ -159,7 +165,9 @@ impl Tool for NetDiagnose {
         // 1. DNS.
         let (dns, raw) = match &host {
             Host::Ip(ip) => (
-                json!({"status": "skipped", "reason": "the target is an IP address"}),
+                DnsStep::Skipped {
+                    reason: "the target is an IP address",
+                },
                 Ok(vec![*ip]),
             ),
             Host::Name(name) => {
@@ -176,16 +184,25 @@ impl Tool for NetDiagnose {
                         let canon: Vec<IpAddr> =
                             addrs.iter().copied().map(target::canonical).collect();
                         (
-                            json!({"status": "ok", "timeMs": ms, "addresses": dedup(&canon)}),
+                            DnsStep::Ok {
+                                time_ms: ms,
+                                addresses: dedup(&canon),
+                            },
                             Ok(addrs),
                         )
                     }
                     Ok(_) => (
-                        json!({"status": "failed", "timeMs": ms, "failure": "no address"}),
+                        DnsStep::Failed {
+                            time_ms: ms,
+                            failure: "no address".to_owned(),
+                        },
                         Err("DNS returned no address".to_owned()),
                     ),
                     Err(e) => (
-                        json!({"status": "failed", "timeMs": ms, "failure": e}),
+                        DnsStep::Failed {
+                            time_ms: ms,
+                            failure: e.clone(),
+                        },
                         Err(format!("DNS failed: {e}")),
                     ),
                 }
@@ -201,16 +218,16 @@ impl Tool for NetDiagnose {
             }
             Err(why) => {
                 // Nothing to probe: the DNS answer is the diagnosis.
-                let skipped = json!({"status": "skipped", "reason": why});
-                return ToolResult::structured(json!({
-                    "target": req.target,
-                    "resolvedTo": null,
-                    "dns": dns,
-                    "ping": skipped,
-                    "traceroute": skipped,
-                    "portCheck": req.port.map(|_| skipped.clone()),
-                    "elapsedMs": millis(start.elapsed()),
-                }));
+                return output::structured(&DiagnoseOutput {
+                    target: &req.target,
+                    resolved_to: None,
+                    scope: None,
+                    dns,
+                    ping: Step::skipped(&why),
+                    traceroute: Step::skipped(&why),
+                    port_check: req.port.map(|_| Step::skipped(&why)),
+                    elapsed_ms: millis(start.elapsed()),
+                });
             }
         };
 
@@ -251,21 +268,21 @@ impl Tool for NetDiagnose {
                 }
             }
         );
-        ToolResult::structured(json!({
-            "target": req.target,
-            "resolvedTo": ip.to_string(),
-            "scope": resolved.class.label(),
-            "dns": dns,
-            "ping": ping,
-            "traceroute": trace,
-            "portCheck": port,
-            "elapsedMs": millis(start.elapsed()),
-        }))
+        output::structured(&DiagnoseOutput {
+            target: &req.target,
+            resolved_to: Some(ip.to_string()),
+            scope: Some(resolved.class.label()),
+            dns,
+            ping,
+            traceroute: trace,
+            port_check: port.map(Step::Ran),
+            elapsed_ms: millis(start.elapsed()),
+        })
     }
 }
 
 impl NetDiagnose {
-    async fn ping(&self, ip: IpAddr, timeout: Duration, ctx: &ToolContext) -> Value {
+    async fn ping(&self, ip: IpAddr, timeout: Duration, ctx: &ToolContext) -> Step<PingCheck> {
         let cmd = Command::new(
             "ping",
             ["-n", "-c", "3", "-W", "2", "--", &ip.to_string()],
@@ -277,26 +294,29 @@ impl NetDiagnose {
         };
         let stats = ping::parse(&out.stdout);
         let status = match (&stats, out.timed_out) {
-            (_, true) => "timed out",
-            (Some(s), _) if s.received > 0 => "ok",
-            (Some(_), _) => "no reply",
-            (None, _) => "failed",
+            (_, true) => CheckStatus::TimedOut,
+            (Some(s), _) if s.received > 0 => CheckStatus::Ok,
+            (Some(_), _) => CheckStatus::NoReply,
+            (None, _) => CheckStatus::Failed,
         };
-        let mut v = json!({"status": status});
-        if let Some(s) = stats {
-            merge(&mut v, serde_json::to_value(s).unwrap_or(Value::Null));
-        }
-        if status != "ok" {
-            v["failure"] = json!(if status == "no reply" {
-                "no echo reply (host down, or ICMP filtered)".to_owned()
-            } else {
-                out.failure()
-            });
-        }
-        v
+        let failure = match status {
+            CheckStatus::Ok => None,
+            CheckStatus::NoReply => Some("no echo reply (host down, or ICMP filtered)".to_owned()),
+            _ => Some(out.failure()),
+        };
+        Step::Ran(PingCheck {
+            status,
+            stats,
+            failure,
+        })
     }
 
-    async fn traceroute(&self, ip: IpAddr, timeout: Duration, ctx: &ToolContext) -> Value {
+    async fn traceroute(
+        &self,
+        ip: IpAddr,
+        timeout: Duration,
+        ctx: &ToolContext,
+    ) -> Step<TraceCheck> {
         let ip_s = ip.to_string();
         let (program, out) = if self.env.runner.available("traceroute").await
             || !self.env.runner.available("tracepath").await
@@ -323,46 +343,39 @@ impl NetDiagnose {
         let reached = hops.iter().any(|h| h.address.as_deref() == Some(&ip_s));
         let last_hop = hops.iter().rev().find_map(|h| h.address.clone());
         let status = if reached {
-            "ok"
+            CheckStatus::Ok
         } else if out.timed_out {
-            "timed out"
+            CheckStatus::TimedOut
         } else if hops.is_empty() {
-            "failed"
+            CheckStatus::Failed
         } else {
-            "not reached"
+            CheckStatus::NotReached
         };
-        let mut v = json!({
-            "status": status,
-            "program": program,
-            "hops": hops.len(),
-            "lastHop": last_hop,
-            "reached": reached,
-            "path": hops,
-        });
-        if status != "ok" {
-            v["failure"] = json!(match status {
-                "not reached" => "the target did not answer within 20 hops".to_owned(),
-                _ => out.failure(),
-            });
-        }
-        v
+        let failure = match status {
+            CheckStatus::Ok => None,
+            CheckStatus::NotReached => Some("the target did not answer within 20 hops".to_owned()),
+            _ => Some(out.failure()),
+        };
+        Step::Ran(TraceCheck {
+            status,
+            program,
+            hops: hops.len(),
+            last_hop,
+            reached,
+            path: hops,
+            failure,
+        })
     }
 }
 
 /// A sub-check that could not run at all.
-fn run_failure(e: &RunError) -> Value {
-    let status = match e {
-        RunError::NotInstalled { .. } => "not installed",
-        RunError::Cancelled { .. } => "cancelled",
-        RunError::Spawn { .. } | RunError::NoNmapData { .. } => "failed",
-    };
-    json!({"status": status, "failure": e.to_string()})
-}
-
-fn merge(into: &mut Value, from: Value) {
-    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
-        a.extend(b);
-    }
+fn run_failure<T>(e: &RunError) -> Step<T> {
+    let failure = e.to_string();
+    Step::NotRun(match e {
+        RunError::NotInstalled { .. } => NotRun::NotInstalled { failure },
+        RunError::Cancelled { .. } => NotRun::Cancelled { failure },
+        RunError::Spawn { .. } | RunError::NoNmapData { .. } => NotRun::Failed { failure },
+    })
 }
 
 fn dedup(addrs: &[IpAddr]) -> Vec<String> {

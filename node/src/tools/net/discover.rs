@@ -20,7 +20,9 @@ use super::target::{self, Subnet};
 use super::{annotations, millis, NetEnv};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::{Capability, ToolDef, ToolResult};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -38,6 +40,34 @@ pub const DEFAULT_PREFIX: u8 = 24;
 /// The `net_discover` tool.
 pub struct NetDiscover {
     env: NetEnv,
+}
+
+/// `net_discover`'s structured content.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverOutput<'a> {
+    /// The subnet scanned (`NET/LEN`).
+    pub subnet: String,
+    /// Where it came from: `argument` or `default route`.
+    pub subnet_source: &'static str,
+    /// Hosts in `hosts`.
+    pub count: usize,
+    pub hosts: Vec<DiscoveredHost<'a>>,
+    /// nmap's closing summary, if it printed one.
+    pub summary: Option<&'a str>,
+    pub elapsed_ms: u64,
+}
+
+/// One host found up.
+#[derive(Debug, Serialize)]
+pub struct DiscoveredHost<'a> {
+    pub ip: &'a str,
+    /// From the kernel's neighbour table; `null` when it is not there.
+    pub mac: Option<&'a str>,
+    /// The reverse-DNS name nmap printed, if any.
+    pub hostname: Option<&'a str>,
+    /// nmap's status for it (`up` when it gave none).
+    pub state: &'a str,
 }
 
 impl NetDiscover {
@@ -152,30 +182,27 @@ impl Tool for NetDiscover {
             Ok(text) => arp::parse_proc_net_arp(&text),
             Err(_) => Vec::new(),
         };
-        let hosts: Vec<Value> = report
+        let hosts: Vec<DiscoveredHost> = report
             .hosts
             .iter()
-            .map(|h| {
-                let mac = neighbours
+            .map(|h| DiscoveredHost {
+                ip: &h.ip,
+                mac: neighbours
                     .iter()
                     .find(|n| n.ip == h.ip)
-                    .map(|n| n.mac.clone());
-                json!({
-                    "ip": h.ip,
-                    "mac": mac,
-                    "hostname": h.hostname,
-                    "state": h.status.clone().unwrap_or_else(|| "up".to_owned()),
-                })
+                    .map(|n| n.mac.as_str()),
+                hostname: h.hostname.as_deref(),
+                state: h.status.as_deref().unwrap_or("up"),
             })
             .collect();
-        ToolResult::structured(json!({
-            "subnet": subnet.to_string(),
-            "subnetSource": source,
-            "count": hosts.len(),
-            "hosts": hosts,
-            "summary": report.summary,
-            "elapsedMs": millis(start.elapsed()),
-        }))
+        output::structured(&DiscoverOutput {
+            subnet: subnet.to_string(),
+            subnet_source: source,
+            count: hosts.len(),
+            hosts,
+            summary: report.summary.as_deref(),
+            elapsed_ms: millis(start.elapsed()),
+        })
     }
 }
 

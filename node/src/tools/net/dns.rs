@@ -19,17 +19,19 @@
 //! (TXT: the character-strings, as `dig` shows them quoted), `flags`/`tag`/`value`
 //! (CAA), the SOA fields, `target` (CNAME/NS/PTR). CNAMEs met on the way are kept. An
 //! empty answer or NXDOMAIN is a result, not an error; a server that cannot be reached
-//! is an error. No DNSSEC validation.
+//! is an error. No DNSSEC validation. The result's types: [`super::dns_output`].
 
+use super::dns_output::{DnsRecord, LookupOutput};
 use super::target::{self, classify, AddrClass};
 use super::{annotations, millis};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::{Capability, ToolDef, ToolResult};
 use hickory_resolver::config::{NameServerConfigGroup, ResolveHosts, ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::op::ResponseCode;
-use hickory_resolver::proto::rr::{RData, Record, RecordType};
+use hickory_resolver::proto::rr::RecordType;
 use hickory_resolver::proto::ProtoErrorKind;
 use hickory_resolver::{Name, ResolveErrorKind, Resolver};
 use serde_json::{json, Value};
@@ -211,15 +213,15 @@ impl Tool for DnsLookup {
             r = tokio::time::timeout(TOTAL_TIMEOUT.min(ctx.remaining()), resolver.lookup(req.name.clone(), req.record_type)) => r,
             _ = ctx.cancel.cancelled() => return ToolResult::error(format!("{NAME}: cancelled")),
         };
-        let base = |status: &str, records: Vec<Value>| {
-            json!({
-                "name": req.name.to_ascii(),
-                "type": req.record_type.to_string(),
-                "server": server,
-                "status": status,
-                "count": records.len(),
-                "records": records,
-                "timeMs": millis(start.elapsed()),
+        let base = |status: &str, records: Vec<DnsRecord>| {
+            output::structured(&LookupOutput {
+                name: req.name.to_ascii(),
+                record_type: req.record_type.to_string(),
+                server: server.clone(),
+                status: status.to_owned(),
+                count: records.len(),
+                records,
+                time_ms: millis(start.elapsed()),
             })
         };
         match lookup {
@@ -234,9 +236,9 @@ impl Tool for DnsLookup {
                     .records()
                     .iter()
                     .take(MAX_RECORDS)
-                    .map(record_json)
+                    .map(DnsRecord::from)
                     .collect();
-                ToolResult::structured(base("NOERROR", records))
+                base("NOERROR", records)
             }
             Ok(Err(e)) => match e.kind() {
                 ResolveErrorKind::Proto(p) => match p.kind() {
@@ -250,7 +252,7 @@ impl Tool for DnsLookup {
                             *response_code,
                             ResponseCode::NoError | ResponseCode::NXDomain
                         ) {
-                            ToolResult::structured(base(&status, Vec::new()))
+                            base(&status, Vec::new())
                         } else {
                             ToolResult::error(format!(
                                 "{NAME}: {server} answered {status} for {} {}",
@@ -291,56 +293,4 @@ fn build_resolver(server: Option<SocketAddr>) -> Result<Resolver<TokioConnection
         }
     };
     Ok(builder.with_options(opts).build())
-}
-
-/// One record as JSON: owner, type, TTL, and the typed fields of its data.
-pub fn record_json(record: &Record) -> Value {
-    let mut v = json!({
-        "name": record.name().to_ascii(),
-        "type": record.record_type().to_string(),
-        "ttl": record.ttl(),
-    });
-    let fields = match record.data() {
-        RData::A(a) => json!({"address": a.0.to_string()}),
-        RData::AAAA(a) => json!({"address": a.0.to_string()}),
-        RData::MX(mx) => {
-            json!({"preference": mx.preference(), "exchange": mx.exchange().to_ascii()})
-        }
-        RData::NS(ns) => json!({"target": ns.0.to_ascii()}),
-        RData::CNAME(c) => json!({"target": c.0.to_ascii()}),
-        RData::PTR(p) => json!({"target": p.0.to_ascii()}),
-        RData::SRV(srv) => json!({
-            "priority": srv.priority(),
-            "weight": srv.weight(),
-            "port": srv.port(),
-            "target": srv.target().to_ascii(),
-        }),
-        RData::TXT(txt) => {
-            let segments: Vec<String> = txt
-                .txt_data()
-                .iter()
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect();
-            json!({"text": segments.concat(), "segments": segments})
-        }
-        RData::CAA(caa) => json!({
-            "flags": caa.flags(),
-            "tag": caa.tag().as_str(),
-            "value": String::from_utf8_lossy(caa.raw_value()),
-        }),
-        RData::SOA(soa) => json!({
-            "mname": soa.mname().to_ascii(),
-            "rname": soa.rname().to_ascii(),
-            "serial": soa.serial(),
-            "refresh": soa.refresh(),
-            "retry": soa.retry(),
-            "expire": soa.expire(),
-            "minimum": soa.minimum(),
-        }),
-        other => json!({"data": other.to_string()}),
-    };
-    if let (Some(a), Value::Object(b)) = (v.as_object_mut(), fields) {
-        a.extend(b);
-    }
-    v
 }

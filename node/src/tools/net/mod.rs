@@ -20,18 +20,25 @@
 //!   `hostBinStatus`); a missing hard requirement (nmap) is an "install nmap" error,
 //!   not a missing tool. `dns_lookup` needs none: it resolves with `hickory-resolver`.
 //!
+//! Each tool's structured content is a `Serialize` type beside it (in
+//! `<tool>_output.rs` where there are several), built from the parsers' typed
+//! records ([`parse`]).
+//!
 //! The system's resolver, command runner and TCP connector are reached through
 //! [`NetEnv`], so tests can substitute fakes and check that a refused call never
 //! spawned anything or opened a connection.
 
 pub mod diagnose;
+pub mod diagnose_output;
 pub mod discover;
 pub mod dns;
+pub mod dns_output;
 pub mod parse;
 pub mod portcheck;
 pub mod run;
 pub mod services;
 pub mod status;
+pub mod status_output;
 pub mod target;
 
 pub use diagnose::NetDiagnose;

@@ -14,13 +14,15 @@
 //! Guardrails as for `net_diagnose`: private hosts run at once; public ones need
 //! `external: true` and then an operator's approval ([`Tool::check`]).
 
-use super::parse::nmap;
+use super::parse::nmap::{self, NmapPort};
 use super::run::{install_hint, Command};
 use super::target::{self, decide, Decision, PublicTargets, Resolved};
 use super::{annotations, approval_required, millis, unapproved, NetEnv, RESOLVE_TIMEOUT};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::{Capability, ErrorShape, ToolDef, ToolResult};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt;
 use std::net::IpAddr;
@@ -176,6 +178,30 @@ pub fn nmap_args(ip: IpAddr, ports: &Ports) -> Vec<String> {
 /// The `net_services` tool.
 pub struct NetServices {
     env: NetEnv,
+}
+
+/// `net_services`' structured content.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicesOutput<'a> {
+    /// The host as the caller gave it.
+    pub host: &'a str,
+    /// The address scanned (the resolved one).
+    pub address: String,
+    /// The address's class (`private (RFC 1918)`, `public`, ...).
+    pub scope: &'static str,
+    /// Which ports were scanned (`the top 100 ports`, `ports 22,80`).
+    pub scanned: String,
+    /// nmap's status for the host (`up`), if it gave one.
+    pub status: Option<&'a str>,
+    /// Ports in `ports` whose state is `open`.
+    pub open: usize,
+    pub ports: &'a [NmapPort],
+    /// The ports nmap did not list, e.g. `closed (93)`.
+    pub ignored: Option<&'a str>,
+    /// nmap's closing summary, if it printed one.
+    pub summary: Option<&'a str>,
+    pub elapsed_ms: u64,
 }
 
 impl NetServices {
@@ -341,17 +367,17 @@ impl Tool for NetServices {
             ));
         };
         let open = found.ports.iter().filter(|p| p.state == "open").count();
-        ToolResult::structured(json!({
-            "host": req.host,
-            "address": address,
-            "scope": resolved.class.label(),
-            "scanned": req.ports.describe(),
-            "status": found.status,
-            "open": open,
-            "ports": found.ports,
-            "ignored": found.ignored,
-            "summary": report.summary,
-            "elapsedMs": millis(start.elapsed()),
-        }))
+        output::structured(&ServicesOutput {
+            host: &req.host,
+            address,
+            scope: resolved.class.label(),
+            scanned: req.ports.describe(),
+            status: found.status.as_deref(),
+            open,
+            ports: &found.ports,
+            ignored: found.ignored.as_deref(),
+            summary: report.summary.as_deref(),
+            elapsed_ms: millis(start.elapsed()),
+        })
     }
 }

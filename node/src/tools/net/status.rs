@@ -11,12 +11,18 @@
 //! - `listening`: `ss -tulpn`, or `netstat -tulpn` where ss is missing.
 //! - `dns`: `resolvectl status`, or `/etc/resolv.conf` where resolvectl is missing or
 //!   fails (systemd-resolved not running).
+//!
+//! The sections' types: [`super::status_output`].
 
 use super::parse::{ip_addr, ip_route, nmcli, resolv_conf, resolvectl, sockets};
 use super::run::{install_hint, Command, Output};
+use super::status_output::{
+    Dns, Interfaces, Listening, NetworkManager, RouteTable, Routes, StatusOutput,
+};
 use super::{annotations, millis, NetEnv};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::output;
 use gsv_protocol::{Capability, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -75,14 +81,14 @@ impl Tool for NetworkStatus {
             self.listening(&ctx),
             self.dns(&ctx),
         );
-        ToolResult::structured(json!({
-            "interfaces": interfaces,
-            "routes": routes,
-            "networkManager": network_manager,
-            "listening": listening,
-            "dns": dns,
-            "elapsedMs": millis(start.elapsed()),
-        }))
+        output::structured(&StatusOutput {
+            interfaces,
+            routes,
+            network_manager,
+            listening,
+            dns,
+            elapsed_ms: millis(start.elapsed()),
+        })
     }
 }
 
@@ -111,42 +117,49 @@ impl NetworkStatus {
         Ok(out)
     }
 
-    async fn interfaces(&self, ctx: &ToolContext) -> Value {
+    async fn interfaces(&self, ctx: &ToolContext) -> Interfaces {
+        const SOURCE: &str = "ip -br addr";
         match self.run("ip", &["-br", "addr"], ctx).await {
-            Ok(out) => json!({
-                "source": "ip -br addr",
-                "entries": ip_addr::parse_brief_addr(&out.stdout),
-            }),
-            Err(e) => json!({"source": "ip -br addr", "error": e}),
+            Ok(out) => Interfaces::Found {
+                source: SOURCE,
+                entries: ip_addr::parse_brief_addr(&out.stdout),
+            },
+            Err(error) => Interfaces::Failed {
+                source: SOURCE,
+                error,
+            },
         }
     }
 
-    async fn routes(&self, ctx: &ToolContext) -> Value {
+    async fn routes(&self, ctx: &ToolContext) -> Routes {
         let (v4, v6) = tokio::join!(
             self.run("ip", &["route"], ctx),
             self.run("ip", &["-6", "route"], ctx)
         );
         let table = |r: Result<Output, String>| match r {
-            Ok(out) => json!(ip_route::parse_routes(&out.stdout)),
-            Err(e) => json!({"error": e}),
+            Ok(out) => RouteTable::Routes(ip_route::parse_routes(&out.stdout)),
+            Err(error) => RouteTable::Failed { error },
         };
-        let both_failed = v4.is_err() && v6.is_err();
-        let mut v =
-            json!({"source": "ip route; ip -6 route", "ipv4": table(v4), "ipv6": table(v6)});
-        if both_failed {
-            v["error"] = v["ipv4"]["error"].clone();
+        let error = match (&v4, &v6) {
+            (Err(e), Err(_)) => Some(e.clone()),
+            _ => None,
+        };
+        Routes {
+            source: "ip route; ip -6 route",
+            ipv4: table(v4),
+            ipv6: table(v6),
+            error,
         }
-        v
     }
 
-    async fn network_manager(&self, ctx: &ToolContext) -> Value {
+    async fn network_manager(&self, ctx: &ToolContext) -> NetworkManager {
         const SOURCE: &str = "nmcli -t -f NAME,TYPE,DEVICE,STATE connection show --active";
         if !self.env.runner.available("nmcli").await {
-            return json!({
-                "source": SOURCE,
-                "available": false,
-                "note": "nmcli is not installed: NetworkManager does not manage this host's network",
-            });
+            return NetworkManager::NotInstalled {
+                source: SOURCE,
+                available: false,
+                note: "nmcli is not installed: NetworkManager does not manage this host's network",
+            };
         }
         let args = [
             "-t",
@@ -157,62 +170,79 @@ impl NetworkStatus {
             "--active",
         ];
         match self.run("nmcli", &args, ctx).await {
-            Ok(out) => json!({
-                "source": SOURCE,
-                "available": true,
-                "active": nmcli::parse_active(&out.stdout),
-            }),
-            Err(e) => json!({"source": SOURCE, "available": true, "error": e}),
+            Ok(out) => NetworkManager::Active {
+                source: SOURCE,
+                available: true,
+                active: nmcli::parse_active(&out.stdout),
+            },
+            Err(error) => NetworkManager::Failed {
+                source: SOURCE,
+                available: true,
+                error,
+            },
         }
     }
 
-    async fn listening(&self, ctx: &ToolContext) -> Value {
+    async fn listening(&self, ctx: &ToolContext) -> Listening {
         if self.env.runner.available("ss").await {
+            const SOURCE: &str = "ss -tulpn";
             return match self.run("ss", &["-tulpn"], ctx).await {
-                Ok(out) => {
-                    json!({"source": "ss -tulpn", "sockets": sockets::parse_ss(&out.stdout)})
-                }
-                Err(e) => json!({"source": "ss -tulpn", "error": e}),
+                Ok(out) => Listening::Found {
+                    source: SOURCE,
+                    sockets: sockets::parse_ss(&out.stdout),
+                },
+                Err(error) => Listening::Failed {
+                    source: SOURCE,
+                    error,
+                },
             };
         }
         if self.env.runner.available("netstat").await {
+            const SOURCE: &str = "netstat -tulpn";
             return match self.run("netstat", &["-tulpn"], ctx).await {
-                Ok(out) => json!({
-                    "source": "netstat -tulpn",
-                    "sockets": sockets::parse_netstat(&out.stdout),
-                }),
-                Err(e) => json!({"source": "netstat -tulpn", "error": e}),
+                Ok(out) => Listening::Found {
+                    source: SOURCE,
+                    sockets: sockets::parse_netstat(&out.stdout),
+                },
+                Err(error) => Listening::Failed {
+                    source: SOURCE,
+                    error,
+                },
             };
         }
-        json!({
-            "source": "ss -tulpn",
-            "error": format!("neither ss nor netstat is installed; {}", install_hint("ss")),
-        })
+        Listening::Failed {
+            source: "ss -tulpn",
+            error: format!(
+                "neither ss nor netstat is installed; {}",
+                install_hint("ss")
+            ),
+        }
     }
 
-    async fn dns(&self, ctx: &ToolContext) -> Value {
+    async fn dns(&self, ctx: &ToolContext) -> Dns {
         let mut note = None;
         if self.env.runner.available("resolvectl").await {
             match self.run("resolvectl", &["status", "--no-pager"], ctx).await {
                 Ok(out) => {
-                    return json!({
-                        "source": "resolvectl status",
-                        "scopes": resolvectl::parse_status(&out.stdout),
-                    })
+                    return Dns::Resolvectl {
+                        source: "resolvectl status",
+                        scopes: resolvectl::parse_status(&out.stdout),
+                    }
                 }
                 Err(e) => note = Some(e),
             }
         }
         let path = self.env.resolv_conf.display().to_string();
         match tokio::fs::read_to_string(&self.env.resolv_conf).await {
-            Ok(text) => {
-                let mut v = json!({"source": path, "resolvConf": resolv_conf::parse(&text)});
-                if let Some(n) = note {
-                    v["resolvectlError"] = json!(n);
-                }
-                v
-            }
-            Err(e) => json!({"source": path, "error": format!("cannot read {path}: {e}")}),
+            Ok(text) => Dns::ResolvConf {
+                source: path,
+                resolv_conf: resolv_conf::parse(&text),
+                resolvectl_error: note,
+            },
+            Err(e) => Dns::Failed {
+                error: format!("cannot read {path}: {e}"),
+                source: path,
+            },
         }
     }
 }
