@@ -8,7 +8,7 @@
 //! - [`outbound`]: the queues a driver writes from (the gateway's close-on-full
 //!   queue, and a back-pressure queue for nodes and clients);
 //! - [`config`]: buffer and frame-size settings per side;
-//! - [`dial`] and [`handshake`]: how a node or an agent opens a connection
+//! - [`mod@dial`] and [`mod@handshake`]: how a node or an agent opens a connection
 //!   (`challenge` → `connect` → `hello-ok`), failing with a [`ConnectError`];
 //! - [`tls`]: which gateway certificates a client trusts (system roots, `--ca`,
 //!   `--pin`).

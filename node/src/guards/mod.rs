@@ -119,7 +119,7 @@ impl ShellGuard {
 }
 
 /// The `approval_required` a guard answers: what needs approval (`command`, `input`),
-/// why, and the text shown to the operator (cut to [`MAX_SUMMARY_CHARS`]).
+/// why, and the text shown to the operator (cut to `MAX_SUMMARY_CHARS`, 300 characters).
 pub fn ask_operator(what: &str, reason: &str, summary: &str) -> ErrorShape {
     ErrorShape::new(
         ErrorCode::ApprovalRequired,

@@ -6,7 +6,7 @@
 //! many times it occurs, so the model can add context or ask for all of them. An
 //! `oldString` that is absent fails too (with a hint when the file uses CRLF line
 //! endings and the string does not). The new content is written atomically like
-//! Write's ([`super::write::write_atomic_at`]): temporary file, `fsync`, rename, with
+//! Write's (`write::write_atomic_at`): temporary file, `fsync`, rename, with
 //! the file's permissions kept.
 //!
 //! Files over [`MAX_EDIT_BYTES`] are refused (the whole file is held in memory).

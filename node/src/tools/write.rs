@@ -13,7 +13,7 @@
 //! gives the file a new inode, so hard links to the old file keep the old content.
 //!
 //! Result (`structuredContent`): `{"path": "<resolved absolute path>", "bytes": N}`.
-//! Edit shares [`write_atomic`].
+//! Edit shares `write_atomic_at`.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
