@@ -18,6 +18,7 @@ use gsv_protocol::method::{
     NodeFailure, NodesListResult, ProbeParams, SessionsPage, ToolsListResult,
 };
 use gsv_protocol::{ErrorCode, ErrorShape};
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -125,7 +126,7 @@ async fn sessions(
     let calls = nodes.iter().map(|node| {
         let params = gsv_protocol::method::ToolsCallParams {
             name: gsv_protocol::names::NamespacedName::join(node, "Process"),
-            args: serde_json::value::to_raw_value(&serde_json::json!({"action": "list"}))
+            args: serde_json::value::to_raw_value(&ProcessArgs { action: "list" })
                 .unwrap_or_default(),
             timeout_ms: Some(10_000),
         };
@@ -171,6 +172,12 @@ async fn sessions(
         }
     }
     Ok(Json(SessionsPage { sessions, errors }).into_response())
+}
+
+/// The arguments of the `Process` call that lists a node's sessions.
+#[derive(Serialize)]
+struct ProcessArgs {
+    action: &'static str,
 }
 
 /// Requires the admin token.
