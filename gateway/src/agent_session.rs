@@ -278,7 +278,7 @@ fn operator_request(
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
                     Ok(q) => match shared.approvals.list(q).await {
                         Ok(page) => encode_ok(&id, &page),
-                        Err(e) => encode_err(&id, &e),
+                        Err(e) => encode_err(&id, &e.into()),
                     },
                     Err(e) => {
                         encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))

@@ -231,7 +231,11 @@ async fn approvals_list(
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = shared.approvals.list(q).await.map_err(ApiError)?;
+    let page = shared
+        .approvals
+        .list(q)
+        .await
+        .map_err(|e| ApiError(e.into()))?;
     Ok(Json(page).into_response())
 }
 

@@ -15,6 +15,7 @@ pub mod budget;
 pub mod config;
 pub mod conn;
 pub mod datadir;
+pub mod error;
 pub mod handshake;
 pub mod http;
 pub(crate) mod listener;

@@ -131,7 +131,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     {
         Ok(t) => t,
         Err(e) => {
-            hs.refuse(shared, e).await;
+            hs.refuse(shared, e.into()).await;
             return None;
         }
     };

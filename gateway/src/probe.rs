@@ -35,11 +35,19 @@ pub async fn probe(
     );
     if node.out.send(frame).is_err() {
         node.abandon_call(call_id);
-        return Err(crate::registry::disconnected(&node.id));
+        return Err(crate::registry::Disconnected {
+            node: node.id.clone(),
+        }
+        .into());
     }
     let raw = match tokio::time::timeout(PROBE_TIMEOUT, rx).await {
         Ok(Ok(outcome)) => outcome?,
-        Ok(Err(_)) => return Err(crate::registry::disconnected(&node.id)),
+        Ok(Err(_)) => {
+            return Err(crate::registry::Disconnected {
+                node: node.id.clone(),
+            }
+            .into())
+        }
         Err(_) => {
             node.abandon_call(call_id);
             return Err(ErrorShape::new(

@@ -118,7 +118,11 @@ impl Shared {
         decision: crate::approvals::Verdict,
         by: &str,
     ) -> Result<crate::approvals::ApprovalRequest, gsv_protocol::ErrorShape> {
-        let result = self.approvals.decide(id, decision, by).await;
+        let result = self
+            .approvals
+            .decide(id, decision, by)
+            .await
+            .map_err(gsv_protocol::ErrorShape::from);
         let outcome = match (&result, decision) {
             (Ok(_), crate::approvals::Verdict::Approve) => "approved".to_owned(),
             (Ok(_), crate::approvals::Verdict::Deny) => "denied".to_owned(),

@@ -263,7 +263,10 @@ async fn resume(
                 };
                 let Some(frame) = invoke.frame(true) else {
                     node.abandon_call(invoke.call_id);
-                    return Err(crate::registry::disconnected(&gone.id));
+                    return Err(crate::registry::Disconnected {
+                        node: gone.id.clone(),
+                    }
+                    .into());
                 };
                 if node.out.send(frame).is_err() {
                     // Its pending entry goes with the closing connection; wait again.
@@ -289,7 +292,9 @@ async fn wait_arrival(
 ) -> Result<(), ErrorShape> {
     tokio::select! {
         _ = arrived => Ok(()),
-        _ = tokio::time::sleep_until(until.into()) => Err(crate::registry::disconnected(&gone.id)),
+                _ = tokio::time::sleep_until(until.into()) => Err(crate::registry::Disconnected {
+            node: gone.id.clone(),
+        }.into()),
         _ = cancel.cancelled() => Err(ErrorShape::new(
             ErrorCode::Cancelled,
             "cancelled by the caller while its node was disconnected",
