@@ -6,15 +6,17 @@
 
 use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{drive, queue, Outbound, Ws};
-use crate::handshake;
+use crate::error::WireError;
+use crate::handshake::{self, HandshakeError};
 use crate::policy::{Policy, PolicySpec};
 use crate::router;
+use crate::session_error::SessionError;
 use crate::state::{AgentHandle, Shared};
 use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
-use gsv_protocol::{ErrorCode, ErrorShape, Frame, Limits, Method, Role};
+use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,18 +41,13 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             match Policy::compile(&spec) {
                 Ok(p) => p,
                 Err(e) => {
-                    let err = ErrorShape::new(ErrorCode::Internal, format!("stored policy: {e}"));
-                    hs.refuse(&shared, err).await;
+                    hs.refuse(&shared, HandshakeError::StoredPolicy(e)).await;
                     return;
                 }
             }
         }
         TokenKind::Node | TokenKind::Join => {
-            let err = ErrorShape::new(
-                ErrorCode::Forbidden,
-                "a node token cannot connect as an agent",
-            );
-            hs.refuse(&shared, err).await;
+            hs.refuse(&shared, HandshakeError::NodeTokenAsAgent).await;
             return;
         }
     };
@@ -86,9 +83,14 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
         shared.audit.record(entry);
         let in_flight: CallCancels = Arc::new(DashMap::new());
-        let reason = drive(ws, queue, &out, shared.config.heartbeat, &shared.closing, |text| {
-            on_frame(&shared, &agent, &in_flight, text)
-        })
+        let reason = drive(
+            ws,
+            queue,
+            &out,
+            shared.config.heartbeat,
+            &shared.closing,
+            |text| on_frame(&shared, &agent, &in_flight, text),
+        )
         .await;
         out.close();
         for call in in_flight.iter() {
@@ -105,8 +107,8 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     shared.metrics.connected_agents.dec();
 }
 
-fn reply_err(out: &Outbound, id: &str, err: ErrorShape) {
-    let _ = out.send(encode_err(id, &err));
+fn reply_err(out: &Outbound, id: &str, err: impl Into<ErrorShape>) {
+    let _ = out.send(encode_err(id, &err.into()));
 }
 
 fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCancels, text: &str) {
@@ -133,15 +135,13 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::ApprovalsList | Method::ApprovalsDecide => {
                 operator_request(shared, agent, id, method, params)
             }
-            Method::Connect => reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(ErrorCode::InvalidFrame, "already connected"),
-            ),
+            Method::Connect => reply_err(&agent.out, &id, SessionError::AlreadyConnected),
             _ => reply_err(
                 &agent.out,
                 &id,
-                ErrorShape::new(ErrorCode::NotFound, format!("unknown method {method_name}")),
+                SessionError::UnknownMethod {
+                    method: method_name,
+                },
             ),
         },
         Frame::Cancel { id } => {
@@ -149,16 +149,8 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 call.value().cancel();
             }
         }
-        Frame::Res { id, .. } => reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send res frames"),
-        ),
-        Frame::Event { .. } => reply_err(
-            &agent.out,
-            "",
-            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send event frames"),
-        ),
+        Frame::Res { id, .. } => reply_err(&agent.out, &id, SessionError::ResFromAgent),
+        Frame::Event { .. } => reply_err(&agent.out, "", SessionError::EventFromAgent),
     }
 }
 
@@ -175,35 +167,15 @@ fn start_call(
         .unwrap_or_else(|| serde_json::from_str("null"))
     {
         Ok(p) => p,
-        Err(e) => {
-            return reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(ErrorCode::InvalidArgs, format!("tools.call params: {e}")),
-            )
-        }
+        Err(e) => return reply_err(&agent.out, &id, SessionError::BadCallParams(e)),
     };
     if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
-        return reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(
-                ErrorCode::Overloaded,
-                "too many calls in flight on this connection",
-            ),
-        );
+        return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
     }
     let cancel = agent.out.closed_token().child_token();
     match in_flight.entry(id.clone()) {
         dashmap::Entry::Occupied(_) => {
-            return reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(
-                    ErrorCode::InvalidFrame,
-                    "a call with this id is already in flight",
-                ),
-            )
+            return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
         }
         dashmap::Entry::Vacant(v) => {
             v.insert(cancel.clone());
@@ -261,11 +233,7 @@ fn operator_request(
     params: Option<Box<RawValue>>,
 ) {
     if !agent.is_admin {
-        return reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(ErrorCode::Forbidden, "approvals need the admin token"),
-        );
+        return reply_err(&agent.out, &id, SessionError::NotOperator);
     }
     let raw = params
         .map(|p| p.get().to_owned())
@@ -278,11 +246,9 @@ fn operator_request(
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
                     Ok(q) => match shared.approvals.list(q).await {
                         Ok(page) => encode_ok(&id, &page),
-                        Err(e) => encode_err(&id, &e.into()),
+                        Err(e) => encode_err(&id, &e.to_shape()),
                     },
-                    Err(e) => {
-                        encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))
-                    }
+                    Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
                 }
             }
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
@@ -290,7 +256,7 @@ fn operator_request(
                     Ok(req) => encode_ok(&id, &req),
                     Err(e) => encode_err(&id, &e),
                 },
-                Err(e) => encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string())),
+                Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
         };
         let _ = agent.out.send(frame);

@@ -31,6 +31,7 @@ pub mod revocation;
 pub mod router;
 pub mod server;
 pub mod session_end;
+pub mod session_error;
 pub mod state;
 pub mod store;
 pub mod summary;

@@ -7,15 +7,16 @@
 
 use crate::audit::{AuditEntry, AuditKind};
 use crate::conn::{drive, queue, EndReason, Queue, Ws};
-use crate::handshake::{self, Handshake};
+use crate::handshake::{self, Handshake, HandshakeError};
 use crate::registry::{Completion, NodeHandle};
+use crate::session_error::SessionError;
 use crate::state::Shared;
 use crate::store::Redeem;
 use crate::token::TokenKind;
 use gsv_protocol::event::NodeEvent;
 use gsv_protocol::frame::{encode_err, encode_event};
 use gsv_protocol::names::NamespacedName;
-use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role};
+use gsv_protocol::{ErrorShape, EventName, Frame, Limits, NodeId, Role};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -84,31 +85,19 @@ impl Strays {
 /// node in the registry.
 async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHandle>, Stream)> {
     let Some(info) = hs.params.node.take() else {
-        hs.refuse(
-            shared,
-            ErrorShape::new(
-                ErrorCode::InvalidArgs,
-                "a node's connect needs a node object",
-            ),
-        )
-        .await;
+        hs.refuse(shared, HandshakeError::NoNodeObject).await;
         return None;
     };
     let id = match NodeId::parse(&info.id) {
         Ok(id) => id,
         Err(e) => {
-            hs.refuse(
-                shared,
-                ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()),
-            )
-            .await;
+            hs.refuse(shared, HandshakeError::BadNodeId(e)).await;
             return None;
         }
     };
     if !matches!(hs.token.kind, TokenKind::Node | TokenKind::Join) {
-        let msg = format!("{} tokens cannot connect as nodes", hs.token.kind);
-        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
-            .await;
+        let kind = hs.token.kind;
+        hs.refuse(shared, HandshakeError::NotANodeToken(kind)).await;
         return None;
     }
     if hs.token.subject != id.as_str() {
@@ -119,9 +108,11 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             token_id = %hs.token.id,
             "node token used for another node id"
         );
-        let msg = format!("this token is bound to node {}, not {id}", hs.token.subject);
-        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
-            .await;
+        let err = HandshakeError::BoundToOtherNode {
+            bound: hs.token.subject.clone(),
+            claimed: id,
+        };
+        hs.refuse(shared, err).await;
         return None;
     }
     let tools = match shared
@@ -181,14 +172,12 @@ async fn enroll(
     join_id: String,
     peer: SocketAddr,
     id: &NodeId,
-) -> Result<(String, String), ErrorShape> {
+) -> Result<(String, String), HandshakeError> {
     let (join, node) = (join_id.clone(), id.to_string());
     let redeemed = shared
         .store
         .blocking(move |store| store.redeem_join(&join, &node))
-        .await
-        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?
-        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?;
+        .await??;
     let mut entry = AuditEntry::new(AuditKind::Policy, format!("node:{id}"), "");
     entry.node = Some(id.to_string());
     entry.detail = Some(serde_json::json!({ "joinTokenId": join_id, "remote": peer.to_string() }));
@@ -201,17 +190,11 @@ async fn enroll(
         Redeem::AlreadyEnrolled => {
             tracing::warn!(node_id = %id, %peer, "join token presented for a node that is already enrolled");
             entry.outcome = "refused:already_enrolled".into();
-            Err(ErrorShape::new(
-                ErrorCode::Forbidden,
-                format!("node {id} is already enrolled with another credential; revoke it (gsv token list / revoke) to enroll again"),
-            ))
+            Err(HandshakeError::AlreadyEnrolled { node: id.clone() })
         }
         Redeem::AlreadyUsed => {
             entry.outcome = "refused:join_token_used".into();
-            Err(ErrorShape::new(
-                ErrorCode::Unauthorized,
-                "this join token was already used",
-            ))
+            Err(HandshakeError::JoinTokenUsed)
         }
     };
     shared.audit.record(entry);
@@ -340,13 +323,10 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, strays: &mut Strays, text: &st
         Frame::Req {
             id, method_name, ..
         } => {
-            let err = ErrorShape::new(
-                ErrorCode::NotFound,
-                format!(
-                    "nodes cannot call {method_name}: after connect a node only answers requests"
-                ),
-            );
-            let _ = handle.out.send(encode_err(&id, &err));
+            let err = SessionError::NodeRequest {
+                method: method_name,
+            };
+            let _ = handle.out.send(encode_err(&id, &err.into()));
         }
         Frame::Cancel { .. } => {
             tracing::debug!("cancel from node ignored");
@@ -363,14 +343,10 @@ fn on_result(
 ) {
     let outcome = match outcome {
         Ok(raw) if raw.get().len() > gsv_protocol::limits::MAX_RESULT_BYTES => {
-            Err(ErrorShape::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "result of {} bytes exceeds the {}-byte limit",
-                    raw.get().len(),
-                    gsv_protocol::limits::MAX_RESULT_BYTES
-                ),
-            ))
+            Err(SessionError::ResultTooLarge {
+                bytes: raw.get().len(),
+            }
+            .into())
         }
         other => other,
     };
