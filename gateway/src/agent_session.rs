@@ -254,7 +254,7 @@ fn operator_request(
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
                 Ok(p) => match shared.decide_approval(&p.id, p.decision, "operator").await {
                     Ok(req) => encode_ok(&id, &req),
-                    Err(e) => encode_err(&id, &e),
+                    Err(e) => encode_err(&id, &e.to_shape()),
                 },
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },

@@ -8,6 +8,7 @@ use crate::approvals::Approvals;
 use crate::audit::AuditLog;
 use crate::config::GatewayConfig;
 use crate::conn::Outbound;
+use crate::error::WireError;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::ratelimit::AuthLimiter;
@@ -117,16 +118,12 @@ impl Shared {
         id: &str,
         decision: crate::approvals::Verdict,
         by: &str,
-    ) -> Result<crate::approvals::ApprovalRequest, gsv_protocol::ErrorShape> {
-        let result = self
-            .approvals
-            .decide(id, decision, by)
-            .await
-            .map_err(gsv_protocol::ErrorShape::from);
+    ) -> Result<crate::approvals::ApprovalRequest, crate::approvals::ApprovalError> {
+        let result = self.approvals.decide(id, decision, by).await;
         let outcome = match (&result, decision) {
             (Ok(_), crate::approvals::Verdict::Approve) => "approved".to_owned(),
             (Ok(_), crate::approvals::Verdict::Deny) => "denied".to_owned(),
-            (Err(e), _) => format!("refused:{}", e.code),
+            (Err(e), _) => format!("refused:{}", e.code()),
         };
         let mut entry =
             crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
