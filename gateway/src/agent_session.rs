@@ -4,7 +4,7 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
-use crate::audit::{AuditEntry, AuditKind};
+use crate::audit::AuditEvent;
 use crate::conn::{drive, queue, Outbound, Ws};
 use crate::error::WireError;
 use crate::handshake::{self, HandshakeError};
@@ -79,9 +79,12 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
     async {
         tracing::info!(%peer, "agent connected");
-        let mut entry = AuditEntry::new(AuditKind::Connect, format!("agent:{}", agent.name), "ok");
-        entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
-        shared.audit.record(entry);
+        shared.audit.record(AuditEvent::AgentConnected {
+            agent: &agent.name,
+            remote: peer,
+            token_id: &agent.token_id,
+            conn_id: &conn_id,
+        });
         let in_flight: CallCancels = Arc::new(DashMap::new());
         let reason = drive(
             ws,
@@ -97,9 +100,12 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             call.value().cancel();
         }
         tracing::info!(?reason, "agent disconnected");
-        let mut entry = AuditEntry::new(AuditKind::Disconnect, format!("agent:{}", agent.name), format!("{reason:?}"));
-        entry.detail = Some(serde_json::json!({ "tokenId": agent.token_id, "connId": conn_id }));
-        shared.audit.record(entry);
+        shared.audit.record(AuditEvent::AgentDisconnected {
+            agent: &agent.name,
+            reason: &reason,
+            token_id: &agent.token_id,
+            conn_id: &conn_id,
+        });
     }
     .instrument(span)
     .await;

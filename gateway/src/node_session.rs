@@ -5,7 +5,7 @@
 //! connection ends (for any reason) every call still pending on it fails at once with
 //! `node_disconnected`, and agents hear that the node's tools went offline.
 
-use crate::audit::{AuditEntry, AuditKind};
+use crate::audit::{AuditEvent, Enrollment};
 use crate::conn::{drive, queue, EndReason, Queue, Ws};
 use crate::handshake::{self, Handshake, HandshakeError};
 use crate::registry::{Completion, NodeHandle};
@@ -178,26 +178,29 @@ async fn enroll(
         .store
         .blocking(move |store| store.redeem_join(&join, &node))
         .await??;
-    let mut entry = AuditEntry::new(AuditKind::Policy, format!("node:{id}"), "");
-    entry.node = Some(id.to_string());
-    entry.detail = Some(serde_json::json!({ "joinTokenId": join_id, "remote": peer.to_string() }));
-    let result = match redeemed {
+    let (outcome, result) = match redeemed {
         Redeem::Credential { token, id: cred_id } => {
             tracing::info!(node_id = %id, credential = %cred_id, "node enrolled with a join token");
-            entry.outcome = "enrolled".into();
-            Ok((token, cred_id))
+            (Enrollment::Enrolled, Ok((token, cred_id)))
         }
         Redeem::AlreadyEnrolled => {
             tracing::warn!(node_id = %id, %peer, "join token presented for a node that is already enrolled");
-            entry.outcome = "refused:already_enrolled".into();
-            Err(HandshakeError::AlreadyEnrolled { node: id.clone() })
+            (
+                Enrollment::AlreadyEnrolled,
+                Err(HandshakeError::AlreadyEnrolled { node: id.clone() }),
+            )
         }
-        Redeem::AlreadyUsed => {
-            entry.outcome = "refused:join_token_used".into();
-            Err(HandshakeError::JoinTokenUsed)
-        }
+        Redeem::AlreadyUsed => (
+            Enrollment::JoinTokenUsed,
+            Err(HandshakeError::JoinTokenUsed),
+        ),
     };
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeEnrollment {
+        node: id.as_str(),
+        join_token_id: &join_id,
+        remote: peer,
+        outcome,
+    });
     result
 }
 
@@ -212,25 +215,24 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     }
     shared.metrics.connected_nodes.inc();
     tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
-    let mut entry = AuditEntry::new(AuditKind::Connect, format!("node:{}", handle.id), "ok");
-    entry.node = Some(handle.id.to_string());
-    let mut detail =
-        serde_json::json!({ "remote": handle.remote.to_string(), "connId": handle.conn_id });
-    if let Some(lp) = handle
+    let login_profile = handle
         .runtime
         .lock()
         .ok()
-        .and_then(|r| r.login_profile.clone())
-    {
+        .and_then(|r| r.login_profile.clone());
+    if let Some(lp) = &login_profile {
         tracing::warn!(
             // Debug-formatted: the node's text, escaped.
             changed = ?lp.changed,
             "the node reports its login profile changed since its baseline"
         );
-        detail["loginProfileChanged"] = serde_json::json!(lp.changed);
     }
-    entry.detail = Some(detail);
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeConnected {
+        node: handle.id.as_str(),
+        remote: handle.remote,
+        conn_id: &handle.conn_id,
+        login_profile_changed: login_profile.as_ref().map(|lp| lp.changed.as_slice()),
+    });
     let change = if replaced.is_some() {
         "replaced"
     } else {
@@ -259,22 +261,14 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     let released = handle.release_all_pending();
     let current = shared.registry.remove_if_current(&handle);
     tracing::info!(?reason, pending_calls = released, "node disconnected");
-    let outcome = match strays.cut_off {
-        true => "StrayResults".to_owned(),
-        false => format!("{reason:?}"),
-    };
-    let mut entry = AuditEntry::new(
-        AuditKind::Disconnect,
-        format!("node:{}", handle.id),
-        outcome,
-    );
-    entry.node = Some(handle.id.to_string());
-    entry.detail = Some(serde_json::json!({
-        "pendingCalls": released,
-        "connId": handle.conn_id,
-        "strayResults": strays.total,
-    }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeDisconnected {
+        node: handle.id.as_str(),
+        reason: &reason,
+        cut_off: strays.cut_off,
+        pending_calls: released,
+        conn_id: &handle.conn_id,
+        stray_results: strays.total,
+    });
     if current {
         shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
     }

@@ -6,10 +6,10 @@
 
 use super::{ApprovalAsker, ApprovalQuestion, RouteError, Scope};
 use crate::approvals::{NewRequest, Verdict};
-use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::audit::{args_hash, AuditEvent};
 use crate::summary::summary_of;
 use gsv_protocol::{EventName, NamespacedName};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Instant;
 
 /// A short, human-readable form of a call for the operator.
@@ -67,16 +67,10 @@ pub(super) async fn await_approval(
         })
         .await?;
     tracing::info!(approval = %request.id, "call waits for approval");
-    let mut entry = AuditEntry::new(
-        AuditKind::Approval,
-        format!("agent:{}", caller.name),
-        "requested",
-    );
-    entry.node = Some(request.node.clone());
-    entry.tool = Some(request.tool.clone());
-    entry.args_hash = Some(request.args_hash.clone());
-    entry.detail = Some(json!({ "approval": request.id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::ApprovalRequested {
+        agent: caller.name,
+        request: &request,
+    });
     let conn = caller.agent.map(|a| a.conn_id.as_str());
     shared.notify_operators(EventName::ApprovalRequested, &request, conn);
     if let Some(asker) = caller.asker {
@@ -150,16 +144,13 @@ async fn ask_caller(
         Verdict::Deny => "denied",
     };
     tracing::info!(outcome, "the caller's user decided on the call");
-    let mut entry = AuditEntry::new(
-        AuditKind::Approval,
-        format!("agent:{}", caller.name),
-        outcome,
-    );
-    entry.node = Some(name.node.to_string());
-    entry.tool = Some(name.tool.to_string());
-    entry.args_hash = Some(args_hash(args));
-    entry.detail = Some(json!({ "via": "caller", "tokenId": caller.token_id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::CallerDecided {
+        agent: caller.name,
+        token_id: caller.token_id,
+        name,
+        args_hash: args_hash(args),
+        verdict: decision,
+    });
     Ok(Some(match decision {
         Verdict::Approve => Ok(()),
         Verdict::Deny => Err(RouteError::UserDeclined {

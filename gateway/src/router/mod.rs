@@ -29,14 +29,14 @@ use delivery::send;
 pub use crate::summary::summary_of;
 
 use crate::approvals::{ApprovalRequest, Verdict};
-use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::audit::{args_hash, AuditEvent};
 use crate::policy::{Decision, Policy};
 use crate::registry::{CallOutcome, ProgressSink};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorShape, NamespacedName};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -174,14 +174,15 @@ pub async fn call(
         label,
         elapsed.as_secs_f64(),
     );
-    let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
-    entry.node = Some(name.node.to_string());
-    entry.tool = Some(name.tool.to_string());
-    entry.args_hash = trace.args_hash.take();
-    entry.args = trace.args_text.take();
-    entry.duration_ms = Some(elapsed.as_millis() as u64);
-    entry.detail = Some(json!({ "tokenId": caller.token_id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::Call {
+        agent: caller.name,
+        token_id: caller.token_id,
+        name: &name,
+        args_hash: trace.args_hash.take(),
+        args: trace.args_text.take(),
+        outcome: label,
+        duration_ms: elapsed.as_millis() as u64,
+    });
     outcome
 }
 
