@@ -4,17 +4,19 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
-use crate::audit::{AuditEntry, AuditKind};
+use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
-use crate::handshake;
+use crate::error::WireError;
+use crate::handshake::{self, HandshakeError};
 use crate::policy::{Policy, PolicySpec};
 use crate::router;
+use crate::session_error::SessionError;
 use crate::state::{AgentHandle, Shared};
 use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
-use gsv_protocol::{ErrorCode, ErrorShape, Frame, Limits, Method, Role};
+use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use gsv_transport::{queue, Outbound};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
@@ -40,18 +42,13 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             match Policy::compile(&spec) {
                 Ok(p) => p,
                 Err(e) => {
-                    let err = ErrorShape::new(ErrorCode::Internal, format!("stored policy: {e}"));
-                    hs.refuse(&shared, err).await;
+                    hs.refuse(&shared, HandshakeError::StoredPolicy(e)).await;
                     return;
                 }
             }
         }
         TokenKind::Node | TokenKind::Join => {
-            let err = ErrorShape::new(
-                ErrorCode::Forbidden,
-                "a node token cannot connect as an agent",
-            );
-            hs.refuse(&shared, err).await;
+            hs.refuse(&shared, HandshakeError::NodeTokenAsAgent).await;
             return;
         }
     };
@@ -83,22 +80,33 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
     async {
         tracing::info!(%peer, "agent connected");
-        let mut entry = AuditEntry::new(AuditKind::Connect, format!("agent:{}", agent.name), "ok");
-        entry.detail = Some(serde_json::json!({ "remote": peer.to_string(), "tokenId": agent.token_id, "connId": conn_id }));
-        shared.audit.record(entry);
+        shared.audit.record(AuditEvent::AgentConnected {
+            agent: &agent.name,
+            remote: peer,
+            token_id: &agent.token_id,
+            conn_id: &conn_id,
+        });
         let in_flight: CallCancels = Arc::new(DashMap::new());
-        let reason = drive(ws, queue, &out, shared.config.heartbeat, &shared.closing, |text| {
-            on_frame(&shared, &agent, &in_flight, text)
-        })
+        let reason = drive(
+            ws,
+            queue,
+            &out,
+            shared.config.heartbeat,
+            &shared.closing,
+            |text| on_frame(&shared, &agent, &in_flight, text),
+        )
         .await;
         out.close();
         for call in in_flight.iter() {
             call.value().cancel();
         }
         tracing::info!(?reason, "agent disconnected");
-        let mut entry = AuditEntry::new(AuditKind::Disconnect, format!("agent:{}", agent.name), format!("{reason:?}"));
-        entry.detail = Some(serde_json::json!({ "tokenId": agent.token_id, "connId": conn_id }));
-        shared.audit.record(entry);
+        shared.audit.record(AuditEvent::AgentDisconnected {
+            agent: &agent.name,
+            reason: &reason,
+            token_id: &agent.token_id,
+            conn_id: &conn_id,
+        });
     }
     .instrument(span)
     .await;
@@ -106,8 +114,8 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     shared.metrics.connected_agents.dec();
 }
 
-fn reply_err(out: &Outbound, id: &str, err: ErrorShape) {
-    let _ = out.send(encode_err(id, &err));
+fn reply_err(out: &Outbound, id: &str, err: impl Into<ErrorShape>) {
+    let _ = out.send(encode_err(id, &err.into()));
 }
 
 fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCancels, text: &str) {
@@ -134,15 +142,13 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::ApprovalsList | Method::ApprovalsDecide => {
                 operator_request(shared, agent, id, method, params)
             }
-            Method::Connect => reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(ErrorCode::InvalidFrame, "already connected"),
-            ),
+            Method::Connect => reply_err(&agent.out, &id, SessionError::AlreadyConnected),
             _ => reply_err(
                 &agent.out,
                 &id,
-                ErrorShape::new(ErrorCode::NotFound, format!("unknown method {method_name}")),
+                SessionError::UnknownMethod {
+                    method: method_name,
+                },
             ),
         },
         Frame::Cancel { id } => {
@@ -150,16 +156,8 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 call.value().cancel();
             }
         }
-        Frame::Res { id, .. } => reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send res frames"),
-        ),
-        Frame::Event { .. } => reply_err(
-            &agent.out,
-            "",
-            ErrorShape::new(ErrorCode::InvalidFrame, "agents do not send event frames"),
-        ),
+        Frame::Res { id, .. } => reply_err(&agent.out, &id, SessionError::ResFromAgent),
+        Frame::Event { .. } => reply_err(&agent.out, "", SessionError::EventFromAgent),
     }
 }
 
@@ -176,35 +174,15 @@ fn start_call(
         .unwrap_or_else(|| serde_json::from_str("null"))
     {
         Ok(p) => p,
-        Err(e) => {
-            return reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(ErrorCode::InvalidArgs, format!("tools.call params: {e}")),
-            )
-        }
+        Err(e) => return reply_err(&agent.out, &id, SessionError::BadCallParams(e)),
     };
     if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
-        return reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(
-                ErrorCode::Overloaded,
-                "too many calls in flight on this connection",
-            ),
-        );
+        return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
     }
     let cancel = agent.out.closed_token().child_token();
     match in_flight.entry(id.clone()) {
         dashmap::Entry::Occupied(_) => {
-            return reply_err(
-                &agent.out,
-                &id,
-                ErrorShape::new(
-                    ErrorCode::InvalidFrame,
-                    "a call with this id is already in flight",
-                ),
-            )
+            return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
         }
         dashmap::Entry::Vacant(v) => {
             v.insert(cancel.clone());
@@ -262,11 +240,7 @@ fn operator_request(
     params: Option<Box<RawValue>>,
 ) {
     if !agent.is_admin {
-        return reply_err(
-            &agent.out,
-            &id,
-            ErrorShape::new(ErrorCode::Forbidden, "approvals need the admin token"),
-        );
+        return reply_err(&agent.out, &id, SessionError::NotOperator);
     }
     let raw = params
         .map(|p| p.get().to_owned())
@@ -279,19 +253,17 @@ fn operator_request(
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
                     Ok(q) => match shared.approvals.list(q).await {
                         Ok(page) => encode_ok(&id, &page),
-                        Err(e) => encode_err(&id, &e),
+                        Err(e) => encode_err(&id, &e.to_shape()),
                     },
-                    Err(e) => {
-                        encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()))
-                    }
+                    Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
                 }
             }
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
                 Ok(p) => match shared.decide_approval(&p.id, p.decision, "operator").await {
                     Ok(req) => encode_ok(&id, &req),
-                    Err(e) => encode_err(&id, &e),
+                    Err(e) => encode_err(&id, &e.to_shape()),
                 },
-                Err(e) => encode_err(&id, &ErrorShape::new(ErrorCode::InvalidArgs, e.to_string())),
+                Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
         };
         let _ = agent.out.send(frame);

@@ -6,9 +6,12 @@
 //! call ends first. Requests are stored in SQLite so `gsv approvals list` and the audit
 //! log can show them; the decision travels to the waiting call in memory.
 
+mod error;
+
+pub use error::ApprovalError;
+
 use crate::store::{Store, StoreError};
 use dashmap::DashMap;
-use gsv_protocol::{ErrorCode, ErrorShape};
 use rusqlite::{params, OptionalExtension};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,10 +63,6 @@ pub const DEFAULT_PAGE: u32 = gsv_protocol::method::DEFAULT_APPROVALS_PAGE;
 /// Default of [`Approvals::per_token`].
 pub const DEFAULT_PENDING_PER_TOKEN: usize = 32;
 
-fn internal(e: impl std::fmt::Display) -> ErrorShape {
-    ErrorShape::new(ErrorCode::Internal, format!("approval store: {e}"))
-}
-
 fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRequest> {
     Ok(ApprovalRequest {
         id: r.get(0)?,
@@ -112,31 +111,22 @@ impl Approvals {
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, ErrorShape> {
-        self.store
-            .blocking(f)
-            .await
-            .map_err(internal)?
-            .map_err(internal)
+    ) -> Result<T, ApprovalError> {
+        Ok(self.store.blocking(f).await??)
     }
 
     /// Opens a request; the receiver gets the operator's decision.
     pub async fn open(
         &self,
         req: NewRequest,
-    ) -> Result<(ApprovalRequest, oneshot::Receiver<Verdict>), ErrorShape> {
+    ) -> Result<(ApprovalRequest, oneshot::Receiver<Verdict>), ApprovalError> {
         let admit = self.admit.lock().unwrap_or_else(|p| p.into_inner());
         // Calls that stopped waiting without saying so leave no trace behind.
         self.waiters.retain(|_, w| !w.tx.is_closed());
         if self.pending_for(&req.token_id) >= self.per_token {
-            return Err(ErrorShape::new(
-                ErrorCode::Overloaded,
-                format!(
-                    "this token already has {} approval requests waiting for an operator, its share; retry when some are decided",
-                    self.per_token
-                ),
-            )
-            .with(gsv_protocol::ErrorDetails::limit("approvals_per_token", self.per_token)));
+            return Err(ApprovalError::TooManyPending {
+                per_token: self.per_token,
+            });
         }
         let now = gsv_protocol::now_ms();
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
@@ -179,7 +169,7 @@ impl Approvals {
         id: &str,
         decision: Verdict,
         by: &str,
-    ) -> Result<ApprovalRequest, ErrorShape> {
+    ) -> Result<ApprovalRequest, ApprovalError> {
         let now = gsv_protocol::now_ms();
         let waiting = self.waiters.remove(id).map(|(_, w)| w.tx);
         let state = match decision {
@@ -198,19 +188,21 @@ impl Approvals {
                             read,
                         )
                         .optional()?;
-                    let Some(mut row) = row else { return Ok(Err(ErrorCode::NotFound)) };
+                    let Some(mut row) = row else {
+                        return Ok(Err(ApprovalError::NotFound { id: id_s }));
+                    };
                     if row.state == "expired" {
-                        return Ok(Err(ErrorCode::Timeout));
+                        return Ok(Err(ApprovalError::Expired { id: id_s }));
                     }
                     if row.state != "pending" {
-                        return Ok(Err(ErrorCode::InvalidArgs));
+                        return Ok(Err(ApprovalError::AlreadyDecided { id: id_s }));
                     }
                     if row.expires_at <= now || !live {
                         c.execute(
                             "UPDATE approvals SET state = 'expired' WHERE id = ?1",
                             params![id_s],
                         )?;
-                        return Ok(Err(ErrorCode::Timeout));
+                        return Ok(Err(ApprovalError::Expired { id: id_s }));
                     }
                     c.execute(
                         "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4 WHERE id = ?1 AND state = 'pending'",
@@ -223,22 +215,11 @@ impl Approvals {
                 })
             })
             .await?;
-        match updated {
-            Ok(row) => {
-                if let Some(tx) = waiting {
-                    let _ = tx.send(decision);
-                }
-                Ok(row)
-            }
-            Err(code) => {
-                let message = match code {
-                    ErrorCode::NotFound => format!("no approval request {id}"),
-                    ErrorCode::InvalidArgs => format!("approval request {id} was already decided"),
-                    _ => format!("approval request {id} expired or its call is no longer waiting"),
-                };
-                Err(ErrorShape::new(code, message))
-            }
+        let row = updated?;
+        if let Some(tx) = waiting {
+            let _ = tx.send(decision);
         }
+        Ok(row)
     }
 
     /// Marks a request expired (its call stopped waiting). Idempotent.
@@ -262,7 +243,7 @@ impl Approvals {
     /// One page of requests, newest first (pending ones only unless `all`), with how
     /// many match in all and how many of those each agent has, so no agent's request
     /// can hide behind another's flood.
-    pub async fn list(&self, query: ListQuery) -> Result<ListPage, ErrorShape> {
+    pub async fn list(&self, query: ListQuery) -> Result<ListPage, ApprovalError> {
         let now = gsv_protocol::now_ms() as i64;
         let limit = query.limit.clamp(1, MAX_PAGE) as i64;
         let offset = query.offset as i64;

@@ -16,6 +16,13 @@
 //! about `LINGER` plus one commit after the call ended. Every other row (connects,
 //! refusals, approvals, policy changes) and `flush` end the wait: such a row is
 //! committed at once, with the call rows queued before it.
+//!
+//! What a row says is decided in one place, [`AuditEvent`]: feature modules record
+//! events, never rows.
+
+mod event;
+
+pub use event::{AuditEvent, Enrollment};
 
 use crate::store::{Store, StoreError};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -57,39 +64,23 @@ impl AuditKind {
     }
 }
 
-/// One entry to append.
+/// One entry to append, made from an [`AuditEvent`] (its fields are set there only).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
-    pub kind: AuditKind,
+    kind: AuditKind,
     /// Who acted: `agent:NAME`, `node:ID`, `admin`, `cli`, or a peer address.
-    pub actor: String,
-    pub node: Option<String>,
-    pub tool: Option<String>,
+    actor: String,
+    node: Option<String>,
+    tool: Option<String>,
     /// SHA-256 (hex) of the canonical JSON arguments.
-    pub args_hash: Option<String>,
+    args_hash: Option<String>,
     /// The arguments themselves, only when the gateway runs with `--audit-args`.
-    pub args: Option<String>,
+    args: Option<String>,
     /// `ok`, `tool_error`, an error code, `approved`, `denied`...
-    pub outcome: String,
-    pub duration_ms: Option<u64>,
-    pub detail: Option<Value>,
-}
-
-impl AuditEntry {
-    pub fn new(kind: AuditKind, actor: impl Into<String>, outcome: impl Into<String>) -> Self {
-        AuditEntry {
-            kind,
-            actor: actor.into(),
-            node: None,
-            tool: None,
-            args_hash: None,
-            args: None,
-            outcome: outcome.into(),
-            duration_ms: None,
-            detail: None,
-        }
-    }
+    outcome: String,
+    duration_ms: Option<u64>,
+    detail: Option<Value>,
 }
 
 /// A stored row.
@@ -399,8 +390,9 @@ impl AuditLog {
         })
     }
 
-    /// Queues an entry; never blocks.
-    pub fn record(&self, entry: AuditEntry) {
+    /// Queues an event's entry; never blocks.
+    pub fn record(&self, event: impl Into<AuditEntry>) {
+        let entry = event.into();
         let now = entry.kind != AuditKind::Call;
         if self
             .tx
@@ -503,8 +495,22 @@ mod tests {
         (Store::open(&d).unwrap(), d)
     }
 
+    fn blank(kind: AuditKind, actor: &str, outcome: &str) -> AuditEntry {
+        AuditEntry {
+            kind,
+            actor: actor.to_owned(),
+            node: None,
+            tool: None,
+            args_hash: None,
+            args: None,
+            outcome: outcome.to_owned(),
+            duration_ms: None,
+            detail: None,
+        }
+    }
+
     fn entry(i: u32) -> (u64, AuditEntry) {
-        let mut e = AuditEntry::new(AuditKind::Call, "agent:t", "ok");
+        let mut e = blank(AuditKind::Call, "agent:t", "ok");
         e.node = Some("n".into());
         e.tool = Some(format!("T{i}"));
         (1000 + i as u64, e)
@@ -541,7 +547,7 @@ mod tests {
     fn row_hash_is_the_sha256_of_the_fields_as_a_json_array() {
         // Rows written before the hash was streamed must still verify: the tuple
         // encoding has to be byte for byte the `json!` array it replaced.
-        let mut e = AuditEntry::new(AuditKind::Call, "agent:t \"q\" é", "ok");
+        let mut e = blank(AuditKind::Call, "agent:t \"q\" é", "ok");
         e.node = Some("n".into());
         e.args_hash = Some("ab".into());
         e.duration_ms = Some(7);

@@ -1,9 +1,15 @@
 //! Bearer-token authentication of HTTP callers: a token becomes a [`Principal`] (the
-//! admin or an agent with its policy), and failures become [`ApiError`] responses.
+//! admin or an agent with its policy), and failures ([`AuthError`], or any other
+//! [`WireError`]) become [`ApiError`] responses.
 //!
 //! Shared by the admin API (`http`) and the MCP endpoint (`mcp`); it lives apart from
 //! both so `mcp` does not import `http`, which mounts `mcp` (no import circle).
 
+mod error;
+
+pub use error::AuthError;
+
+use crate::error::WireError;
 use crate::policy::{Policy, PolicySpec};
 use crate::state::Shared;
 use crate::token::TokenKind;
@@ -13,25 +19,28 @@ use axum::Json;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::net::SocketAddr;
 
-/// An error as JSON with a status code derived from its code.
-pub struct ApiError(pub ErrorShape);
+/// A refused API request: the error as JSON, with the status its error maps to.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub error: ErrorShape,
+}
+
+impl<E: WireError> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        ApiError {
+            status: e.status(),
+            error: e.to_shape(),
+        }
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match self.0.code {
-            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-            ErrorCode::Forbidden | ErrorCode::Denied => StatusCode::FORBIDDEN,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
-            ErrorCode::InvalidArgs | ErrorCode::InvalidFrame => StatusCode::BAD_REQUEST,
-            ErrorCode::NodeOffline | ErrorCode::NodeDisconnected => StatusCode::BAD_GATEWAY,
-            ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::RateLimited | ErrorCode::Overloaded => StatusCode::TOO_MANY_REQUESTS,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
+        let status = self.status;
         let mut res = (
             status,
-            Json(gsv_protocol::error::ErrorBody { error: self.0 }),
+            Json(gsv_protocol::error::ErrorBody { error: self.error }),
         )
             .into_response();
         if status == StatusCode::UNAUTHORIZED {
@@ -71,11 +80,11 @@ pub(crate) async fn authorize(
     shared: &Shared,
     headers: &HeaderMap,
     peer: SocketAddr,
-) -> Result<Principal, ApiError> {
+) -> Result<Principal, AuthError> {
     let result = check_token(shared, headers).await;
     match &result {
         Ok(_) => shared.admission.authenticated(peer),
-        Err(ApiError(e)) if e.code == ErrorCode::Unauthorized => {
+        Err(e) if e.code() == ErrorCode::Unauthorized => {
             // As for WebSocket connects: valid tokens always pass; wrong ones from an
             // address over its limit get 429.
             let limited = shared.auth_limiter.is_limited(peer.ip());
@@ -90,17 +99,14 @@ pub(crate) async fn authorize(
             // rest are counted (crate::refusals).
             if shared
                 .refusals
-                .record(peer, "http", code.as_str(), &e.message)
+                .record(peer, "http", code.as_str(), &e.to_string())
             {
                 tracing::warn!(%peer, limited, "HTTP API request with a missing or invalid token");
             } else {
                 tracing::debug!(%peer, limited, "HTTP API request with a missing or invalid token");
             }
             if limited {
-                return Err(ApiError(ErrorShape::new(
-                    ErrorCode::RateLimited,
-                    "too many failed authentications from this address; wait a minute",
-                )));
+                return Err(AuthError::RateLimited);
             }
         }
         Err(_) => {}
@@ -108,8 +114,7 @@ pub(crate) async fn authorize(
     result
 }
 
-async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    let unauthorized = |m: &str| ApiError(ErrorShape::new(ErrorCode::Unauthorized, m));
+async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, AuthError> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -118,31 +123,25 @@ async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, 
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(|t| t.trim().to_owned())
-        .ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
+        .ok_or(AuthError::MissingBearer)?;
     let record = shared
         .store
         .blocking(move |store| store.verify(&token))
-        .await
-        .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
-        .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?
-        .ok_or_else(|| unauthorized("invalid or revoked token"))?;
+        .await??
+        .ok_or(AuthError::InvalidToken)?;
     match record.kind {
         TokenKind::Admin => Ok(Principal::Admin {
             token_id: record.id,
         }),
         TokenKind::Agent => {
             let spec = record.policy.unwrap_or_else(PolicySpec::default);
-            let policy = Policy::compile(&spec)
-                .map_err(|e| ApiError(ErrorShape::new(ErrorCode::Internal, e.to_string())))?;
+            let policy = Policy::compile(&spec)?;
             Ok(Principal::Agent {
                 policy,
                 name: record.subject,
                 token_id: record.id,
             })
         }
-        TokenKind::Node | TokenKind::Join => Err(ApiError(ErrorShape::new(
-            ErrorCode::Forbidden,
-            "node tokens cannot use the admin API",
-        ))),
+        TokenKind::Node | TokenKind::Join => Err(AuthError::NodeToken),
     }
 }

@@ -4,15 +4,18 @@
 //! to do so and be authenticated. The credential is checked against the store on every
 //! connect (so tokens created or revoked by another process count at once).
 
+mod error;
+
+pub use error::HandshakeError;
+
 use crate::conn::Ws;
+use crate::error::WireError;
 use crate::state::Shared;
 use crate::store::TokenRecord;
 use futures_util::{SinkExt, StreamExt};
 use gsv_protocol::frame::{encode_err, encode_event, encode_ok};
 use gsv_protocol::handshake::{negotiate, Challenge};
-use gsv_protocol::{
-    ConnectParams, ErrorCode, ErrorShape, EventName, Frame, HelloOk, Limits, Method, Role,
-};
+use gsv_protocol::{ConnectParams, ErrorCode, EventName, Frame, HelloOk, Limits, Method, Role};
 use gsv_transport::driver::close_stream;
 use std::net::SocketAddr;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
@@ -53,8 +56,9 @@ pub async fn refuse(
     role: Role,
     peer: SocketAddr,
     req_id: &str,
-    err: ErrorShape,
+    err: HandshakeError,
 ) {
+    let err = err.to_shape();
     shared.metrics.refused(role_str(role), err.code.as_str());
     // Audited and logged at `warn` once per source and reason per window; the rest
     // are counted (crate::refusals).
@@ -101,10 +105,9 @@ pub async fn accept(
             None
         }
         Err(_) => {
-            let err = ErrorShape::new(
-                ErrorCode::Timeout,
-                format!("handshake not completed within {} ms", deadline.as_millis()),
-            );
+            let err = HandshakeError::Timeout {
+                ms: deadline.as_millis(),
+            };
             refuse(&mut ws, shared, role, peer, "", err).await;
             None
         }
@@ -113,7 +116,7 @@ pub async fn accept(
 
 /// Why a handshake failed: the id of the request to answer (empty when there is none)
 /// and the error.
-pub type Refusal = (String, ErrorShape);
+pub type Refusal = (String, HandshakeError);
 
 async fn read_connect(
     ws: &mut Ws,
@@ -131,32 +134,22 @@ async fn read_connect(
     );
     ws.send(Message::Text(challenge.into()))
         .await
-        .map_err(|e| {
-            (
-                String::new(),
-                ErrorShape::new(ErrorCode::Internal, e.to_string()),
-            )
-        })?;
+        .map_err(|e| (String::new(), HandshakeError::ChallengeNotSent(e)))?;
     let text = loop {
         match ws.next().await {
             Some(Ok(Message::Text(t))) => break t,
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            Some(Ok(Message::Binary(_))) => {
-                return Err(invalid_frame("binary frames are not part of the protocol"))
-            }
+            Some(Ok(Message::Binary(_))) => return Err(unanswerable(HandshakeError::BinaryFrame)),
             Some(Ok(Message::Close(_) | Message::Frame(_))) | None => {
-                return Err(invalid_frame("connection closed during the handshake"))
+                return Err(unanswerable(HandshakeError::Closed))
             }
             Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
-                return Err((
-                    String::new(),
-                    ErrorShape::new(
-                        ErrorCode::TooLarge,
-                        format!("frame of {size} bytes exceeds the {max_size}-byte limit before hello-ok"),
-                    ),
-                ))
+                return Err(unanswerable(HandshakeError::FrameTooLarge {
+                    size,
+                    max_size,
+                }))
             }
-            Some(Err(e)) => return Err(invalid_frame(&format!("WebSocket error: {e}"))),
+            Some(Err(e)) => return Err(unanswerable(HandshakeError::WebSocket(e))),
         }
     };
     let (id, params, protocol) = parse_connect(text.as_str(), role, &nonce)?;
@@ -165,12 +158,7 @@ async fn read_connect(
         .store
         .blocking(move |store| store.verify(&presented))
         .await
-        .map_err(|e| {
-            (
-                id.clone(),
-                ErrorShape::new(ErrorCode::Internal, e.to_string()),
-            )
-        })?;
+        .map_err(|e| (id.clone(), HandshakeError::Task(e)))?;
     let token = match verified {
         Ok(Some(t)) => t,
         Ok(None) => {
@@ -180,21 +168,15 @@ async fn read_connect(
             let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
             let err = if limited {
-                ErrorShape::new(
-                    ErrorCode::RateLimited,
-                    "too many failed authentications from this address; wait a minute",
-                )
+                HandshakeError::RateLimited
             } else {
-                ErrorShape::new(ErrorCode::Unauthorized, "invalid or revoked token")
+                HandshakeError::InvalidToken
             };
             return Err((id, err));
         }
         Err(e) => {
             tracing::error!(error = %e, "token store failed");
-            return Err((
-                id,
-                ErrorShape::new(ErrorCode::Internal, "token store unavailable"),
-            ));
+            return Err((id, HandshakeError::TokenStore(e)));
         }
     };
     Ok((id, params, token, protocol))
@@ -209,7 +191,7 @@ pub fn parse_connect(
     role: Role,
     nonce: &str,
 ) -> Result<(String, ConnectParams, u32), Refusal> {
-    let frame = Frame::decode(text).map_err(|e| (String::new(), e.to_shape()))?;
+    let frame = Frame::decode(text).map_err(|e| unanswerable(e.into()))?;
     let Frame::Req {
         id,
         method,
@@ -217,85 +199,54 @@ pub fn parse_connect(
         params,
     } = frame
     else {
-        return Err(invalid_frame("the first frame must be a connect request"));
+        return Err(unanswerable(HandshakeError::NotARequest));
     };
     if method != Method::Connect {
         return Err((
             id,
-            ErrorShape::new(
-                ErrorCode::InvalidFrame,
-                format!("expected connect before anything else, got {method_name}"),
-            ),
+            HandshakeError::NotConnect {
+                method: method_name,
+            },
         ));
     }
     let params: ConnectParams = match params {
-        Some(p) => serde_json::from_str(p.get()).map_err(|e| {
-            (
-                id.clone(),
-                ErrorShape::new(ErrorCode::InvalidArgs, format!("connect params: {e}")),
-            )
-        })?,
-        None => {
-            return Err((
-                id,
-                ErrorShape::new(ErrorCode::InvalidArgs, "connect needs params"),
-            ))
+        Some(p) => {
+            serde_json::from_str(p.get()).map_err(|e| (id.clone(), HandshakeError::BadParams(e)))?
         }
+        None => return Err((id, HandshakeError::NoParams)),
     };
     let Some(protocol) = negotiate(params.min_protocol, params.max_protocol) else {
         return Err((
             id,
-            ErrorShape::new(
-                ErrorCode::UnsupportedProtocol,
-                format!(
-                    "no common protocol version: client offers {}..={}, gateway speaks {}..={}",
-                    params.min_protocol,
-                    params.max_protocol,
-                    gsv_protocol::MIN_PROTOCOL_VERSION,
-                    gsv_protocol::PROTOCOL_VERSION
-                ),
-            )
-            .with(gsv_protocol::ErrorDetails::Protocol {
-                min: gsv_protocol::MIN_PROTOCOL_VERSION,
-                max: gsv_protocol::PROTOCOL_VERSION,
-            }),
+            HandshakeError::NoCommonProtocol {
+                min: params.min_protocol,
+                max: params.max_protocol,
+            },
         ));
     };
     if params.role != role {
         return Err((
             id,
-            ErrorShape::new(
-                ErrorCode::InvalidArgs,
-                format!(
-                    "role {} does not match this endpoint (/v1/{})",
-                    role_str(params.role),
-                    role_str(role)
-                ),
-            ),
+            HandshakeError::WrongRole {
+                offered: params.role,
+                endpoint: role,
+            },
         ));
     }
     if params.auth.nonce != nonce {
-        return Err((
-            id,
-            ErrorShape::new(
-                ErrorCode::Unauthorized,
-                "auth.nonce does not echo this connection's challenge",
-            ),
-        ));
+        return Err((id, HandshakeError::NonceMismatch));
     }
     Ok((id, params, protocol))
 }
 
-fn invalid_frame(message: &str) -> Refusal {
-    (
-        String::new(),
-        ErrorShape::new(ErrorCode::InvalidFrame, message),
-    )
+/// A refusal before any request id is known: answered with id `""`.
+fn unanswerable(err: HandshakeError) -> Refusal {
+    (String::new(), err)
 }
 
 impl Handshake {
     /// Refuses after authentication (bad node declaration, wrong token kind...).
-    pub async fn refuse(mut self, shared: &Shared, err: ErrorShape) {
+    pub async fn refuse(mut self, shared: &Shared, err: HandshakeError) {
         refuse(
             &mut self.ws,
             shared,

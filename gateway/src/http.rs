@@ -5,8 +5,11 @@
 //! `Authorization: Bearer` with the admin token or an agent token; an agent token sees
 //! only what its policy allows.
 
+mod error;
+
 pub use crate::auth::ApiError;
 use crate::auth::{authorize, Principal};
+use crate::error::WireError;
 use crate::state::Shared;
 use crate::{agent_session, node_session, upgrade};
 use axum::extract::{ConnectInfo, Path, Request, State};
@@ -14,10 +17,11 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+pub use error::HttpError;
 use gsv_protocol::method::{
     NodeFailure, NodesListResult, ProbeParams, SessionsPage, ToolsListResult,
 };
-use gsv_protocol::{ErrorCode, ErrorShape};
+use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -125,7 +129,7 @@ async fn sessions(
     let calls = nodes.iter().map(|node| {
         let params = gsv_protocol::method::ToolsCallParams {
             name: gsv_protocol::names::NamespacedName::join(node, "Process"),
-            args: serde_json::value::to_raw_value(&serde_json::json!({"action": "list"}))
+            args: serde_json::value::to_raw_value(&ProcessArgs { action: "list" })
                 .unwrap_or_default(),
             timeout_ms: Some(10_000),
         };
@@ -142,7 +146,7 @@ async fn sessions(
     for (node, outcome) in futures_util::future::join_all(calls).await {
         let listed = outcome.and_then(|raw| {
             serde_json::from_str::<gsv_protocol::ToolResult>(raw.get())
-                .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))
+                .map_err(|e| HttpError::BadNodeResult(e).to_shape())
         });
         match listed {
             Ok(r) if !r.is_error => {
@@ -173,19 +177,22 @@ async fn sessions(
     Ok(Json(SessionsPage { sessions, errors }).into_response())
 }
 
+/// The arguments of the `Process` call that lists a node's sessions.
+#[derive(Serialize)]
+struct ProcessArgs {
+    action: &'static str,
+}
+
 /// Requires the admin token.
 async fn admin_only(
     shared: &Shared,
     headers: &HeaderMap,
     peer: SocketAddr,
-    what: &str,
+    what: &'static str,
 ) -> Result<(), ApiError> {
     match authorize(shared, headers, peer).await? {
         Principal::Admin { .. } => Ok(()),
-        Principal::Agent { .. } => Err(ApiError(ErrorShape::new(
-            ErrorCode::Forbidden,
-            format!("{what} needs the admin token"),
-        ))),
+        Principal::Agent { .. } => Err(HttpError::AdminOnly { what }.into()),
     }
 }
 
@@ -194,12 +201,7 @@ fn json_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T,
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError(ErrorShape::new(
-            ErrorCode::InvalidArgs,
-            format!("request body is not the expected JSON: {e}"),
-        ))
-    })
+    serde_json::from_slice(body).map_err(|e| HttpError::BadBody(e).into())
 }
 
 async fn probe(
@@ -211,9 +213,7 @@ async fn probe(
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "probing a node").await?;
     let params: ProbeParams = json_body(&body)?;
-    let result = crate::probe::probe(&shared, &id, params.bins)
-        .await
-        .map_err(ApiError)?;
+    let result = crate::probe::probe(&shared, &id, params.bins).await?;
     Ok(Json(result).into_response())
 }
 
@@ -224,7 +224,7 @@ async fn approvals_list(
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = shared.approvals.list(q).await.map_err(ApiError)?;
+    let page = shared.approvals.list(q).await?;
     Ok(Json(page).into_response())
 }
 
@@ -237,16 +237,10 @@ async fn approvals_decide(
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "deciding approvals").await?;
     let body: gsv_protocol::method::ApprovalDecision =
-        serde_json::from_slice(&body).map_err(|e| {
-            ApiError(ErrorShape::new(
-                ErrorCode::InvalidArgs,
-                format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {e}"),
-            ))
-        })?;
+        serde_json::from_slice(&body).map_err(HttpError::BadDecision)?;
     let req = shared
         .decide_approval(&id, body.decision, "admin-api")
-        .await
-        .map_err(ApiError)?;
+        .await?;
     Ok(Json(req).into_response())
 }
 

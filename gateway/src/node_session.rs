@@ -5,17 +5,18 @@
 //! connection ends (for any reason) every call still pending on it fails at once with
 //! `node_disconnected`, and agents hear that the node's tools went offline.
 
-use crate::audit::{AuditEntry, AuditKind};
+use crate::audit::{AuditEvent, Enrollment};
 use crate::conn::{drive, EndReason, Ws};
-use crate::handshake::{self, Handshake};
+use crate::handshake::{self, Handshake, HandshakeError};
 use crate::registry::{Completion, NodeHandle};
+use crate::session_error::SessionError;
 use crate::state::Shared;
 use crate::store::Redeem;
 use crate::token::TokenKind;
 use gsv_protocol::event::NodeEvent;
 use gsv_protocol::frame::{encode_err, encode_event};
 use gsv_protocol::names::NamespacedName;
-use gsv_protocol::{ErrorCode, ErrorShape, EventName, Frame, Limits, NodeId, Role};
+use gsv_protocol::{ErrorShape, EventName, Frame, Limits, NodeId, Role};
 use gsv_transport::{queue, Queue};
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
@@ -85,31 +86,19 @@ impl Strays {
 /// node in the registry.
 async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHandle>, Stream)> {
     let Some(info) = hs.params.node.take() else {
-        hs.refuse(
-            shared,
-            ErrorShape::new(
-                ErrorCode::InvalidArgs,
-                "a node's connect needs a node object",
-            ),
-        )
-        .await;
+        hs.refuse(shared, HandshakeError::NoNodeObject).await;
         return None;
     };
     let id = match NodeId::parse(&info.id) {
         Ok(id) => id,
         Err(e) => {
-            hs.refuse(
-                shared,
-                ErrorShape::new(ErrorCode::InvalidArgs, e.to_string()),
-            )
-            .await;
+            hs.refuse(shared, HandshakeError::BadNodeId(e)).await;
             return None;
         }
     };
     if !matches!(hs.token.kind, TokenKind::Node | TokenKind::Join) {
-        let msg = format!("{} tokens cannot connect as nodes", hs.token.kind);
-        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
-            .await;
+        let kind = hs.token.kind;
+        hs.refuse(shared, HandshakeError::NotANodeToken(kind)).await;
         return None;
     }
     if hs.token.subject != id.as_str() {
@@ -120,9 +109,11 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             token_id = %hs.token.id,
             "node token used for another node id"
         );
-        let msg = format!("this token is bound to node {}, not {id}", hs.token.subject);
-        hs.refuse(shared, ErrorShape::new(ErrorCode::Forbidden, msg))
-            .await;
+        let err = HandshakeError::BoundToOtherNode {
+            bound: hs.token.subject.clone(),
+            claimed: id,
+        };
+        hs.refuse(shared, err).await;
         return None;
     }
     let tools = match shared
@@ -132,7 +123,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
     {
         Ok(t) => t,
         Err(e) => {
-            hs.refuse(shared, e).await;
+            hs.refuse(shared, e.into()).await;
             return None;
         }
     };
@@ -182,40 +173,35 @@ async fn enroll(
     join_id: String,
     peer: SocketAddr,
     id: &NodeId,
-) -> Result<(String, String), ErrorShape> {
+) -> Result<(String, String), HandshakeError> {
     let (join, node) = (join_id.clone(), id.to_string());
     let redeemed = shared
         .store
         .blocking(move |store| store.redeem_join(&join, &node))
-        .await
-        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?
-        .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?;
-    let mut entry = AuditEntry::new(AuditKind::Policy, format!("node:{id}"), "");
-    entry.node = Some(id.to_string());
-    entry.detail = Some(serde_json::json!({ "joinTokenId": join_id, "remote": peer.to_string() }));
-    let result = match redeemed {
+        .await??;
+    let (outcome, result) = match redeemed {
         Redeem::Credential { token, id: cred_id } => {
             tracing::info!(node_id = %id, credential = %cred_id, "node enrolled with a join token");
-            entry.outcome = "enrolled".into();
-            Ok((token, cred_id))
+            (Enrollment::Enrolled, Ok((token, cred_id)))
         }
         Redeem::AlreadyEnrolled => {
             tracing::warn!(node_id = %id, %peer, "join token presented for a node that is already enrolled");
-            entry.outcome = "refused:already_enrolled".into();
-            Err(ErrorShape::new(
-                ErrorCode::Forbidden,
-                format!("node {id} is already enrolled with another credential; revoke it (gsv token list / revoke) to enroll again"),
-            ))
+            (
+                Enrollment::AlreadyEnrolled,
+                Err(HandshakeError::AlreadyEnrolled { node: id.clone() }),
+            )
         }
-        Redeem::AlreadyUsed => {
-            entry.outcome = "refused:join_token_used".into();
-            Err(ErrorShape::new(
-                ErrorCode::Unauthorized,
-                "this join token was already used",
-            ))
-        }
+        Redeem::AlreadyUsed => (
+            Enrollment::JoinTokenUsed,
+            Err(HandshakeError::JoinTokenUsed),
+        ),
     };
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeEnrollment {
+        node: id.as_str(),
+        join_token_id: &join_id,
+        remote: peer,
+        outcome,
+    });
     result
 }
 
@@ -230,25 +216,24 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     }
     shared.metrics.connected_nodes.inc();
     tracing::info!(remote = %handle.remote, tools = handle.tools.tools.len(), "node connected");
-    let mut entry = AuditEntry::new(AuditKind::Connect, format!("node:{}", handle.id), "ok");
-    entry.node = Some(handle.id.to_string());
-    let mut detail =
-        serde_json::json!({ "remote": handle.remote.to_string(), "connId": handle.conn_id });
-    if let Some(lp) = handle
+    let login_profile = handle
         .runtime
         .lock()
         .ok()
-        .and_then(|r| r.login_profile.clone())
-    {
+        .and_then(|r| r.login_profile.clone());
+    if let Some(lp) = &login_profile {
         tracing::warn!(
             // Debug-formatted: the node's text, escaped.
             changed = ?lp.changed,
             "the node reports its login profile changed since its baseline"
         );
-        detail["loginProfileChanged"] = serde_json::json!(lp.changed);
     }
-    entry.detail = Some(detail);
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeConnected {
+        node: handle.id.as_str(),
+        remote: handle.remote,
+        conn_id: &handle.conn_id,
+        login_profile_changed: login_profile.as_ref().map(|lp| lp.changed.as_slice()),
+    });
     let change = if replaced.is_some() {
         "replaced"
     } else {
@@ -277,22 +262,14 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
     let released = handle.release_all_pending();
     let current = shared.registry.remove_if_current(&handle);
     tracing::info!(?reason, pending_calls = released, "node disconnected");
-    let outcome = match strays.cut_off {
-        true => "StrayResults".to_owned(),
-        false => format!("{reason:?}"),
-    };
-    let mut entry = AuditEntry::new(
-        AuditKind::Disconnect,
-        format!("node:{}", handle.id),
-        outcome,
-    );
-    entry.node = Some(handle.id.to_string());
-    entry.detail = Some(serde_json::json!({
-        "pendingCalls": released,
-        "connId": handle.conn_id,
-        "strayResults": strays.total,
-    }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::NodeDisconnected {
+        node: handle.id.as_str(),
+        reason: &reason,
+        cut_off: strays.cut_off,
+        pending_calls: released,
+        conn_id: &handle.conn_id,
+        stray_results: strays.total,
+    });
     if current {
         shared.tools_changed(handle.id.as_str(), &handle.tools, "disconnected");
     }
@@ -341,13 +318,10 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, strays: &mut Strays, text: &st
         Frame::Req {
             id, method_name, ..
         } => {
-            let err = ErrorShape::new(
-                ErrorCode::NotFound,
-                format!(
-                    "nodes cannot call {method_name}: after connect a node only answers requests"
-                ),
-            );
-            let _ = handle.out.send(encode_err(&id, &err));
+            let err = SessionError::NodeRequest {
+                method: method_name,
+            };
+            let _ = handle.out.send(encode_err(&id, &err.into()));
         }
         Frame::Cancel { .. } => {
             tracing::debug!("cancel from node ignored");
@@ -364,14 +338,10 @@ fn on_result(
 ) {
     let outcome = match outcome {
         Ok(raw) if raw.get().len() > gsv_protocol::limits::MAX_RESULT_BYTES => {
-            Err(ErrorShape::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "result of {} bytes exceeds the {}-byte limit",
-                    raw.get().len(),
-                    gsv_protocol::limits::MAX_RESULT_BYTES
-                ),
-            ))
+            Err(SessionError::ResultTooLarge {
+                bytes: raw.get().len(),
+            }
+            .into())
         }
         other => other,
     };

@@ -5,10 +5,15 @@
 //! compares its login profile with its baseline again (`loginProfile`, absent when
 //! they match).
 
+mod error;
+
+pub use error::ProbeError;
+
+use crate::registry::Disconnected;
 use crate::state::Shared;
 use gsv_protocol::frame::encode_req;
 use gsv_protocol::method::{ProbeParams, ProbeResult};
-use gsv_protocol::{ErrorCode, ErrorShape, Method};
+use gsv_protocol::Method;
 use std::time::Duration;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -18,16 +23,19 @@ pub async fn probe(
     shared: &Shared,
     node_id: &str,
     bins: Vec<String>,
-) -> Result<ProbeResult, ErrorShape> {
-    let node = shared.registry.get(node_id).ok_or_else(|| {
-        ErrorShape::new(
-            ErrorCode::NotFound,
-            format!("no node named {node_id} is connected"),
-        )
-    })?;
-    let (call_id, rx) = node
-        .begin_call()
-        .map_err(|_| ErrorShape::new(ErrorCode::Overloaded, "node cannot take requests now"))?;
+) -> Result<ProbeResult, ProbeError> {
+    let node = shared
+        .registry
+        .get(node_id)
+        .ok_or_else(|| ProbeError::NoNode {
+            node: node_id.to_owned(),
+        })?;
+    let (call_id, rx) = node.begin_call().map_err(|_| ProbeError::Busy)?;
+    let gone = || {
+        ProbeError::Disconnected(Disconnected {
+            node: node.id.clone(),
+        })
+    };
     let frame = encode_req(
         &call_id.to_string(),
         Method::NodeProbe,
@@ -35,25 +43,17 @@ pub async fn probe(
     );
     if node.out.send(frame).is_err() {
         node.abandon_call(call_id);
-        return Err(crate::registry::disconnected(&node.id));
+        return Err(gone());
     }
     let raw = match tokio::time::timeout(PROBE_TIMEOUT, rx).await {
-        Ok(Ok(outcome)) => outcome?,
-        Ok(Err(_)) => return Err(crate::registry::disconnected(&node.id)),
+        Ok(Ok(outcome)) => outcome.map_err(ProbeError::Node)?,
+        Ok(Err(_)) => return Err(gone()),
         Err(_) => {
             node.abandon_call(call_id);
-            return Err(ErrorShape::new(
-                ErrorCode::Timeout,
-                "node did not answer the probe",
-            ));
+            return Err(ProbeError::Timeout);
         }
     };
-    let result: ProbeResult = serde_json::from_str(raw.get()).map_err(|e| {
-        ErrorShape::new(
-            ErrorCode::Internal,
-            format!("node sent a malformed probe result: {e}"),
-        )
-    })?;
+    let result: ProbeResult = serde_json::from_str(raw.get()).map_err(ProbeError::Malformed)?;
     let result = ProbeResult {
         login_profile: result.login_profile.map(|lp| Box::new(lp.bounded())),
         ..result

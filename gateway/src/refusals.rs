@@ -18,7 +18,7 @@
 //! per window. The same keying decides which refusals are logged at `warn` (the first
 //! of a key per window) and which at `debug`.
 
-use crate::audit::{AuditEntry, AuditKind, AuditLog};
+use crate::audit::{AuditEvent, AuditLog};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -102,9 +102,12 @@ impl Refusals {
                 },
             );
         }
-        let mut entry = AuditEntry::new(AuditKind::Refused, peer.to_string(), code);
-        entry.detail = Some(serde_json::json!({ "role": role, "message": message }));
-        self.audit.record(entry);
+        self.audit.record(AuditEvent::Refused {
+            peer,
+            role,
+            code,
+            message,
+        });
         true
     }
 
@@ -115,17 +118,16 @@ impl Refusals {
         let mut rows: Vec<(Key, Slot)> = window.into_iter().filter(|(_, s)| s.more > 0).collect();
         rows.sort_by_key(|(_, s)| s.first_ms);
         for (key, slot) in rows {
-            let mut entry = AuditEntry::new(AuditKind::Refused, key.source, key.code);
-            entry.detail = Some(serde_json::json!({
-                "role": key.role,
-                "message": slot.last_message,
-                "count": slot.more,
-                "firstMs": slot.first_ms,
-                "lastMs": slot.last_ms,
-                "intervalMs": self.interval.as_millis() as u64,
-                "repeated": true,
-            }));
-            self.audit.record(entry);
+            self.audit.record(AuditEvent::RefusedRepeatedly {
+                source: &key.source,
+                role: key.role,
+                code: &key.code,
+                last_message: &slot.last_message,
+                count: slot.more,
+                first_ms: slot.first_ms,
+                last_ms: slot.last_ms,
+                interval_ms: self.interval.as_millis() as u64,
+            });
         }
     }
 }

@@ -12,11 +12,15 @@
 //! on the new connection and ask for the result again. [`Registry::arrivals`] wakes
 //! them when any node connects.
 
+mod error;
+
+pub use error::Disconnected;
+
 use crate::toolset::{Interner, ToolSet};
 use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
-use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, HostRole, NodeId, Runtime};
+use gsv_protocol::{ErrorShape, HostRole, NodeId, Runtime};
 use gsv_transport::Outbound;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -282,7 +286,10 @@ impl NodeHandle {
         };
         let n = drained.len();
         for (_, p) in drained {
-            let _ = p.tx.send(Err(disconnected(&self.id)));
+            let _ = p.tx.send(Err(Disconnected {
+                node: self.id.clone(),
+            }
+            .into()));
         }
         n
     }
@@ -330,15 +337,6 @@ fn restrict(summary: &mut NodeSummary, set: &ToolSet, visible: impl Fn(&str) -> 
             .retain(|c| shown.iter().any(|t| &t.def.capability == c));
     }
     true
-}
-
-/// The error for calls pending on a connection that closed.
-pub fn disconnected(node: &NodeId) -> ErrorShape {
-    ErrorShape::new(
-        ErrorCode::NodeDisconnected,
-        format!("node {node} disconnected while the call was running; it may have run"),
-    )
-    .with(ErrorDetails::disconnected(true, node.as_str()))
 }
 
 /// A node that was connected and is not now.

@@ -5,8 +5,9 @@
 
 use crate::admission::Admission;
 use crate::approvals::Approvals;
-use crate::audit::AuditLog;
+use crate::audit::{AuditEvent, AuditLog};
 use crate::config::GatewayConfig;
+use crate::error::WireError;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::ratelimit::AuthLimiter;
@@ -117,22 +118,14 @@ impl Shared {
         id: &str,
         decision: crate::approvals::Verdict,
         by: &str,
-    ) -> Result<crate::approvals::ApprovalRequest, gsv_protocol::ErrorShape> {
+    ) -> Result<crate::approvals::ApprovalRequest, crate::approvals::ApprovalError> {
         let result = self.approvals.decide(id, decision, by).await;
-        let outcome = match (&result, decision) {
-            (Ok(_), crate::approvals::Verdict::Approve) => "approved".to_owned(),
-            (Ok(_), crate::approvals::Verdict::Deny) => "denied".to_owned(),
-            (Err(e), _) => format!("refused:{}", e.code),
-        };
-        let mut entry =
-            crate::audit::AuditEntry::new(crate::audit::AuditKind::Approval, by, outcome);
-        if let Ok(req) = &result {
-            entry.node = Some(req.node.clone());
-            entry.tool = Some(req.tool.clone());
-            entry.args_hash = Some(req.args_hash.clone());
-        }
-        entry.detail = Some(serde_json::json!({ "approval": id }));
-        self.audit.record(entry);
+        self.audit.record(AuditEvent::ApprovalDecided {
+            by,
+            approval: id,
+            verdict: decision,
+            result: result.as_ref().map_err(|e| e.code()),
+        });
         if let Ok(req) = &result {
             let payload = gsv_protocol::event::ApprovalResolved {
                 id: req.id.clone(),

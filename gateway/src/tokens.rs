@@ -7,13 +7,12 @@
 //! `actor`) are written in one transaction, so no token exists that the audit log does
 //! not know about, and no audit row names a token that was never stored.
 
-use crate::audit::{self, AuditEntry, AuditKind};
+use crate::audit::{self, AuditEvent};
 use crate::datadir;
 use crate::policy::PolicySpec;
 use crate::store::{insert_token, revoke_token, Store, StoreError};
 use crate::token::TokenKind;
 use rusqlite::TransactionBehavior;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Who issues or revokes a token: the audit row's `actor`.
@@ -57,30 +56,6 @@ pub enum TokenFileError {
     },
 }
 
-/// The audit row's `detail` for an issued token.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct IssuedDetail<'a> {
-    token_id: &'a str,
-    kind: &'a str,
-    subject: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    policy: Option<&'a PolicySpec>,
-}
-
-/// The audit row's `detail` for a revoked token.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RevokedDetail<'a> {
-    token_id: &'a str,
-}
-
-fn entry(issuer: Issuer, outcome: &str, detail: impl Serialize) -> AuditEntry {
-    let mut e = AuditEntry::new(AuditKind::Policy, issuer.actor(), outcome);
-    e.detail = serde_json::to_value(detail).ok();
-    e
-}
-
 /// Mints a token of `kind` for `subject` (with `policy` for an agent token) and
 /// records it, in one transaction.
 pub fn issue(
@@ -93,19 +68,14 @@ pub fn issue(
     store.with_conn(|conn| {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (token, id) = insert_token(&tx, kind, subject, policy)?;
-        let detail = IssuedDetail {
+        let event = AuditEvent::TokenIssued {
+            actor: issuer.actor(),
             token_id: &id,
-            kind: kind.as_str(),
+            kind,
             subject,
             policy,
         };
-        audit::append_in(
-            &tx,
-            &[(
-                gsv_protocol::now_ms(),
-                entry(issuer, "token_created", detail),
-            )],
-        )?;
+        audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
         tx.commit()?;
         Ok(Issued { token, id })
     })
@@ -119,14 +89,11 @@ pub fn revoke(store: &Store, issuer: Issuer, id: &str) -> Result<bool, StoreErro
         if !revoke_token(&tx, id)? {
             return Ok(false);
         }
-        let detail = RevokedDetail { token_id: id };
-        audit::append_in(
-            &tx,
-            &[(
-                gsv_protocol::now_ms(),
-                entry(issuer, "token_revoked", detail),
-            )],
-        )?;
+        let event = AuditEvent::TokenRevoked {
+            actor: issuer.actor(),
+            token_id: id,
+        };
+        audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
         tx.commit()?;
         Ok(true)
     })

@@ -5,9 +5,13 @@
 //! `Arc` between every node that declares it, keyed by a hash of its canonical JSON:
 //! a node then costs one pointer for its tools, not a copy of twelve schemas.
 
+mod error;
+
+pub use error::{ArgsError, DeclarationError};
+
 use dashmap::DashMap;
 use gsv_protocol::names::{NamespacedName, MAX_NAMESPACED_LEN};
-use gsv_protocol::{Capability, ErrorCode, ErrorDetails, ErrorShape, NodeId, ToolDef, ToolName};
+use gsv_protocol::{Capability, NodeId, ToolDef, ToolName};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -31,24 +35,20 @@ impl std::fmt::Debug for ToolSpec {
 impl ToolSpec {
     /// Checks call arguments against the tool's schema; the error names the JSON
     /// pointer of the first failing value.
-    pub fn validate_args(&self, args: &Value) -> Result<(), ErrorShape> {
+    pub fn validate_args(&self, args: &Value) -> Result<(), ArgsError> {
         match self.validator.validate(args) {
             Ok(()) => Ok(()),
             Err(e) => {
                 let path = e.instance_path().to_string();
-                let shown = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                Err(ErrorShape::new(
-                    ErrorCode::InvalidArgs,
-                    format!(
-                        "arguments of {} are invalid at {}: {}",
-                        self.def.name, shown, e
-                    ),
-                )
-                .with(ErrorDetails::Path { path: shown }))
+                Err(ArgsError {
+                    tool: self.def.name.clone(),
+                    path: if path.is_empty() {
+                        "/".to_owned()
+                    } else {
+                        path
+                    },
+                    reason: e.to_string(),
+                })
             }
         }
     }
@@ -67,30 +67,21 @@ impl ToolSet {
     }
 }
 
-fn invalid(message: String, details: ErrorDetails) -> ErrorShape {
-    ErrorShape::new(ErrorCode::InvalidArgs, message).with(details)
-}
-
 /// Validates a node's declaration and compiles it.
-fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet, ErrorShape> {
+fn build(
+    node: &NodeId,
+    defs: Vec<ToolDef>,
+    caps: Vec<String>,
+) -> Result<ToolSet, DeclarationError> {
     if defs.len() > gsv_protocol::limits::MAX_TOOLS_PER_NODE {
-        return Err(invalid(
-            format!(
-                "a node may register at most {} tools",
-                gsv_protocol::limits::MAX_TOOLS_PER_NODE
-            ),
-            ErrorDetails::Count { count: defs.len() },
-        ));
+        return Err(DeclarationError::TooManyTools { count: defs.len() });
     }
     let mut declared = HashSet::new();
     for c in &caps {
         if Capability::parse(c).is_none() {
-            return Err(invalid(
-                format!("unknown capability id {c:?}"),
-                ErrorDetails::Capability {
-                    capability: c.clone(),
-                },
-            ));
+            return Err(DeclarationError::UnknownCapability {
+                capability: c.clone(),
+            });
         }
         declared.insert(c.as_str());
     }
@@ -98,56 +89,39 @@ fn build(node: &NodeId, defs: Vec<ToolDef>, caps: Vec<String>) -> Result<ToolSet
     let mut tools = Vec::with_capacity(defs.len());
     for def in defs {
         let name = def.name.clone();
-        ToolName::parse(&name)
-            .map_err(|e| invalid(e.to_string(), ErrorDetails::Tool { tool: name.clone() }))?;
+        ToolName::parse(&name).map_err(|reason| DeclarationError::BadToolName {
+            tool: name.clone(),
+            reason,
+        })?;
         if node.as_str().len() + 2 + name.len() > MAX_NAMESPACED_LEN {
-            let full = NamespacedName::join(node.as_str(), &name);
-            return Err(invalid(
-                format!("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters"),
-                ErrorDetails::Tool { tool: name.clone() },
-            ));
+            return Err(DeclarationError::NameTooLong {
+                full: NamespacedName::join(node.as_str(), &name),
+                tool: name,
+            });
         }
         if !seen.insert(name.clone()) {
-            return Err(invalid(
-                format!("tool {name} is declared twice"),
-                ErrorDetails::Tool { tool: name.clone() },
-            ));
+            return Err(DeclarationError::Duplicate { tool: name });
         }
         let capability = Capability::parse(&def.capability).ok_or_else(|| {
-            invalid(
-                format!(
-                    "tool {name} declares unknown capability id {:?}",
-                    def.capability
-                ),
-                ErrorDetails::ToolCapability {
-                    tool: name.clone(),
-                    capability: def.capability.clone(),
-                },
-            )
+            DeclarationError::ToolUnknownCapability {
+                tool: name.clone(),
+                capability: def.capability.clone(),
+            }
         })?;
         if !caps.is_empty() && !declared.contains(def.capability.as_str()) {
-            return Err(invalid(
-                format!(
-                    "tool {name} uses capability {} which the node does not list in capabilities",
-                    def.capability
-                ),
-                ErrorDetails::ToolCapability {
-                    tool: name.clone(),
-                    capability: def.capability.clone(),
-                },
-            ));
+            return Err(DeclarationError::CapabilityNotListed {
+                tool: name,
+                capability: def.capability.clone(),
+            });
         }
         if !def.input_schema.is_object() {
-            return Err(invalid(
-                format!("tool {name}: inputSchema must be a JSON object"),
-                ErrorDetails::Tool { tool: name.clone() },
-            ));
+            return Err(DeclarationError::SchemaNotObject { tool: name });
         }
         let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
-            invalid(
-                format!("tool {name}: inputSchema is not a valid JSON Schema: {e}"),
-                ErrorDetails::Tool { tool: name.clone() },
-            )
+            DeclarationError::BadSchema {
+                tool: name.clone(),
+                reason: e.to_string(),
+            }
         })?;
         tools.push(Arc::new(ToolSpec {
             def,
@@ -187,7 +161,7 @@ impl Interner {
         node: &NodeId,
         defs: Vec<ToolDef>,
         caps: Vec<String>,
-    ) -> Result<Arc<ToolSet>, ErrorShape> {
+    ) -> Result<Arc<ToolSet>, DeclarationError> {
         let key = {
             let mut h = Sha256::new();
             h.update(serde_json::to_vec(&(&defs, &caps)).unwrap_or_default());
@@ -198,15 +172,10 @@ impl Interner {
             // Same declaration: only the length rule depends on the node id.
             for t in &set.tools {
                 if node.as_str().len() + 2 + t.def.name.len() > MAX_NAMESPACED_LEN {
-                    return Err(invalid(
-                        format!(
-                            "namespaced name {} is longer than {MAX_NAMESPACED_LEN} characters",
-                            NamespacedName::join(node.as_str(), &t.def.name)
-                        ),
-                        ErrorDetails::Tool {
-                            tool: t.def.name.clone(),
-                        },
-                    ));
+                    return Err(DeclarationError::NameTooLong {
+                        full: NamespacedName::join(node.as_str(), &t.def.name),
+                        tool: t.def.name.clone(),
+                    });
                 }
             }
             return Ok(set);
@@ -233,6 +202,8 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::WireError;
+    use gsv_protocol::ErrorCode;
     use serde_json::json;
 
     fn def(name: &str, cap: &str) -> ToolDef {
@@ -285,7 +256,7 @@ mod tests {
         ];
         for (defs, caps) in cases {
             let e = i.intern(&n, defs, caps).unwrap_err();
-            assert_eq!(e.code, ErrorCode::InvalidArgs, "{e}");
+            assert_eq!(e.code(), ErrorCode::InvalidArgs, "{e}");
         }
         let mut bad_schema = def("Read", "filesystem.read");
         bad_schema.input_schema = json!({"type": 12});
@@ -301,8 +272,9 @@ mod tests {
         let spec = set.get("Read").unwrap();
         assert!(spec.validate_args(&json!({"path": "x"})).is_ok());
         let e = spec.validate_args(&json!({"path": 5})).unwrap_err();
-        assert_eq!(e.details, Some(json!({"path": "/path"})));
+        assert_eq!(e.to_shape().details, Some(json!({"path": "/path"})));
         let e = spec.validate_args(&json!({})).unwrap_err();
-        assert_eq!(e.code, ErrorCode::InvalidArgs);
+        assert_eq!(e.code(), ErrorCode::InvalidArgs);
+        assert_eq!(e.path, "/");
     }
 }

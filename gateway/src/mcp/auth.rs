@@ -10,8 +10,13 @@
 //! no authorization server: the document says so and tells the user how to get a token.
 //! The client's token stops here; nodes never see it.
 
+mod error;
+
+pub use error::McpRefusal;
+
 use super::owners::SessionOwners;
-use crate::auth::{authorize, ApiError, Principal};
+use crate::auth::{authorize, AuthError, Principal};
+use crate::error::WireError;
 use crate::policy::Policy;
 use crate::state::Shared;
 use axum::extract::{ConnectInfo, Request, State};
@@ -19,7 +24,6 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -185,10 +189,7 @@ pub async fn require_bearer(
     let shared = &gate.shared;
     if let Err(why) = check_origin(req.headers()) {
         tracing::warn!(%peer, why, "MCP request from a foreign Origin refused");
-        return refusal(
-            StatusCode::FORBIDDEN,
-            ErrorShape::new(ErrorCode::Forbidden, why),
-        );
+        return refusal(McpRefusal::Origin(why));
     }
     let key = Verified::key(req.headers());
     let known = key.as_ref().and_then(|k| gate.verified.get(k));
@@ -213,10 +214,7 @@ pub async fn require_bearer(
             if let Some(s) = &session {
                 if !gate.owners.may_use(s, &principal.token_id) {
                     tracing::warn!(%peer, agent = %principal.name, "MCP request on another token's session refused");
-                    return refusal(
-                        StatusCode::NOT_FOUND,
-                        ErrorShape::new(ErrorCode::NotFound, "no such MCP session for this token"),
-                    );
+                    return refusal(McpRefusal::ForeignSession);
                 }
             }
             let token_id = principal.token_id.clone();
@@ -241,16 +239,7 @@ pub async fn require_bearer(
                             ("mcp_sessions_max", gate.max_sessions)
                         };
                         tracing::warn!(%peer, limit, max, "MCP session refused: over its limit");
-                        return refusal(
-                            StatusCode::TOO_MANY_REQUESTS,
-                            ErrorShape::new(
-                                ErrorCode::Overloaded,
-                                format!(
-                                    "too many MCP sessions open ({limit} = {max}); close one (DELETE /mcp) or let one idle out, then retry"
-                                ),
-                            )
-                            .with(ErrorDetails::limit(limit, max)),
-                        );
+                        return refusal(McpRefusal::TooManySessions { limit, max });
                     }
                 }
                 (Some(s), _) if delete && res.status().is_success() => gate.owners.closed(s),
@@ -264,29 +253,30 @@ pub async fn require_bearer(
             }
             res
         }
-        Err(ApiError(e)) => match e.code {
-            ErrorCode::Unauthorized => challenge(shared, req.headers(), e),
-            ErrorCode::RateLimited => refusal(StatusCode::TOO_MANY_REQUESTS, e),
-            ErrorCode::Forbidden => refusal(StatusCode::FORBIDDEN, e),
-            _ => refusal(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => match McpRefusal::from(e) {
+            McpRefusal::Unauthenticated(e) => challenge(shared, req.headers(), e),
+            other => refusal(other),
         },
     }
 }
 
-/// A refused request. Its body was not read, so the connection cannot carry another
-/// request: `Connection: close` tells the client not to reuse it.
-fn refusal(status: StatusCode, e: ErrorShape) -> Response {
+/// A refused request, with the status its error maps to. Its body was not read, so
+/// the connection cannot carry another request: `Connection: close` tells the client
+/// not to reuse it.
+fn refusal(e: McpRefusal) -> Response {
     (
-        status,
+        e.status(),
         [(header::CONNECTION, HeaderValue::from_static("close"))],
-        Json(gsv_protocol::error::ErrorBody { error: e }),
+        Json(gsv_protocol::error::ErrorBody {
+            error: e.to_shape(),
+        }),
     )
         .into_response()
 }
 
 /// `401` with `WWW-Authenticate: Bearer realm="gsv", resource_metadata="…"` (RFC 6750,
 /// RFC 9728 §5.1), plus `error="invalid_token"` when a token was presented.
-fn challenge(shared: &Shared, headers: &HeaderMap, e: ErrorShape) -> Response {
+fn challenge(shared: &Shared, headers: &HeaderMap, e: AuthError) -> Response {
     let metadata = format!(
         "{}{METADATA_PATH}{}",
         public_base(shared, headers),
@@ -297,11 +287,7 @@ fn challenge(shared: &Shared, headers: &HeaderMap, e: ErrorShape) -> Response {
     if presented {
         value.push_str(", error=\"invalid_token\", error_description=\"invalid or revoked token\"");
     }
-    let message = format!("{}; {TOKEN_HINT}", e.message);
-    let mut res = refusal(
-        StatusCode::UNAUTHORIZED,
-        ErrorShape::new(ErrorCode::Unauthorized, message),
-    );
+    let mut res = refusal(McpRefusal::Unauthenticated(e));
     if let Ok(v) = HeaderValue::from_str(&value) {
         res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
     }

@@ -28,16 +28,17 @@ use futures_util::future::BoxFuture;
 use gsv_protocol::event::CallProgress;
 use gsv_protocol::method::ToolsCallParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, Implementation, InitializeRequestParams, InitializeResult, InputRequest,
-    InputRequests, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, Implementation,
+    InitializeRequestParams, InitializeResult, InputRequest, InputRequests, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{ElicitationMode, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -332,13 +333,12 @@ fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
 
 /// The approval question as an elicitation form with no fields: the client shows the
 /// message with accept / decline buttons.
-fn elicitation_params(question: &str) -> Option<ElicitRequestParams> {
-    serde_json::from_value(json!({
-        "mode": "form",
-        "message": question,
-        "requestedSchema": {"type": "object", "properties": {}},
-    }))
-    .ok()
+fn elicitation_params(question: &str) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question.to_owned(),
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    }
 }
 
 /// `Allow laptop__Bash: rm -r build/ ?`
@@ -376,7 +376,7 @@ impl ApprovalAsker for McpAsker {
             if !self.elicit {
                 return None;
             }
-            let params = elicitation_params(&question_text(&q.summary))?;
+            let params = elicitation_params(&question_text(&q.summary));
             match self.peer.create_elicitation(params).await {
                 Ok(answer) => Some(decision_of(&answer.action)),
                 Err(e) => {
@@ -508,20 +508,10 @@ impl McpHandler {
             expires: Instant::now() + ttl,
         });
         let mut requests = InputRequests::new();
-        let input = serde_json::from_value::<InputRequest>(json!({
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "message": question_text(&summary),
-                "requestedSchema": {"type": "object", "properties": {}},
-            },
-        }));
-        match input {
-            Ok(i) => {
-                requests.insert(APPROVAL_INPUT.to_owned(), i);
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot build the approval question"),
-        }
+        let input = InputRequest::Elicitation(ElicitRequest::new(elicitation_params(
+            &question_text(&summary),
+        )));
+        requests.insert(APPROVAL_INPUT.to_owned(), input);
         tracing::info!("asking the MCP client's user for approval");
         InputRequiredResult::new(Some(requests), Some(state))
     }
@@ -581,5 +571,36 @@ async fn forward_progress(
     n.message = p.message;
     if let Err(e) = peer.notify_progress(n).await {
         tracing::debug!(error = %e, "progress notification not delivered");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_approval_question_is_the_form_it_always_was() {
+        let params = elicitation_params("Allow lab__Bash: ls ?");
+        assert_eq!(
+            serde_json::to_value(&params).expect("params"),
+            json!({
+                "mode": "form",
+                "message": "Allow lab__Bash: ls ?",
+                "requestedSchema": {"type": "object", "properties": {}},
+            })
+        );
+        let input = InputRequest::Elicitation(ElicitRequest::new(params));
+        assert_eq!(
+            serde_json::to_value(&input).expect("input"),
+            json!({
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "form",
+                    "message": "Allow lab__Bash: ls ?",
+                    "requestedSchema": {"type": "object", "properties": {}},
+                },
+            })
+        );
     }
 }

@@ -134,10 +134,10 @@ pub fn call_result(raw: &str) -> Result<CallToolResult, ResultError> {
         }
         _ => None,
     };
-    if let (Some(text), Some(Value::Array(blocks))) = (structured_text, obj.get_mut("content")) {
-        blocks.push(serde_json::json!({ "type": "text", "text": text }));
-    }
     let mut result: CallToolResult = serde_json::from_value(value)?;
+    if let Some(text) = structured_text {
+        result.content.push(ContentBlock::text(text));
+    }
     result.result_type = Some(ResultType::COMPLETE);
     if result.is_error.is_none() {
         result.is_error = Some(false);
@@ -235,7 +235,10 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["content"].as_array().unwrap().len(), 3);
         assert_eq!(v["content"][1]["type"], "image");
-        assert_eq!(v["content"][2]["text"], r#"{"lines":1}"#);
+        assert_eq!(
+            v["content"][2],
+            json!({"type": "text", "text": r#"{"lines":1}"#})
+        );
         assert_eq!(v["structuredContent"], json!({"lines": 1}));
         assert_eq!(v["isError"], false);
 

@@ -4,12 +4,12 @@
 //! operator queue, is audited, and is announced to operators, until it is decided,
 //! expires, or the caller goes away.
 
-use super::{ApprovalAsker, ApprovalQuestion, Scope};
+use super::{ApprovalAsker, ApprovalQuestion, RouteError, Scope};
 use crate::approvals::{NewRequest, Verdict};
-use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::audit::{args_hash, AuditEvent};
 use crate::summary::summary_of;
-use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, EventName, NamespacedName};
-use serde_json::{json, Value};
+use gsv_protocol::{EventName, NamespacedName};
+use serde_json::Value;
 use std::time::Instant;
 
 /// A short, human-readable form of a call for the operator.
@@ -41,7 +41,7 @@ pub(super) async fn await_approval(
     args: &Value,
     reason: String,
     deciders: Deciders,
-) -> Result<String, ErrorShape> {
+) -> Result<String, RouteError> {
     let Scope {
         shared,
         caller,
@@ -67,16 +67,10 @@ pub(super) async fn await_approval(
         })
         .await?;
     tracing::info!(approval = %request.id, "call waits for approval");
-    let mut entry = AuditEntry::new(
-        AuditKind::Approval,
-        format!("agent:{}", caller.name),
-        "requested",
-    );
-    entry.node = Some(request.node.clone());
-    entry.tool = Some(request.tool.clone());
-    entry.args_hash = Some(request.args_hash.clone());
-    entry.detail = Some(json!({ "approval": request.id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::ApprovalRequested {
+        agent: caller.name,
+        request: &request,
+    });
     let conn = caller.agent.map(|a| a.conn_id.as_str());
     shared.notify_operators(EventName::ApprovalRequested, &request, conn);
     if let Some(asker) = caller.asker {
@@ -93,24 +87,18 @@ pub(super) async fn await_approval(
     tokio::select! {
         d = rx => match d {
             Ok(Verdict::Approve) => Ok(request.id.clone()),
-            Ok(Verdict::Deny) => Err(ErrorShape::new(
-                ErrorCode::Denied,
-                format!("an operator denied approval request {}", request.id),
-            ).with(ErrorDetails::Approval { approval: request.id.clone() })),
-            Err(_) => Err(ErrorShape::new(ErrorCode::Internal, "approval queue dropped the request")),
+            Ok(Verdict::Deny) => Err(RouteError::Denied { approval: request.id.clone() }),
+            Err(_) => Err(RouteError::ApprovalDropped),
         },
         _ = tokio::time::sleep(wait) => {
             shared.approvals.expire(&request.id).await;
             shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
-            Err(ErrorShape::new(
-                ErrorCode::Timeout,
-                format!("approval request {} was not decided in time", request.id),
-            ).with(ErrorDetails::Approval { approval: request.id.clone() }))
+            Err(RouteError::ApprovalTimedOut { approval: request.id.clone() })
         }
         _ = cancel.cancelled() => {
             shared.approvals.expire(&request.id).await;
             shared.notify_operators(EventName::ApprovalResolved, &resolved("expired"), conn);
-            Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller while waiting for approval"))
+            Err(RouteError::CancelledAwaitingApproval)
         }
     }
 }
@@ -122,7 +110,7 @@ async fn ask_caller(
     asker: &dyn ApprovalAsker,
     args: &Value,
     reason: &str,
-) -> Result<Option<Result<(), ErrorShape>>, ErrorShape> {
+) -> Result<Option<Result<(), RouteError>>, RouteError> {
     let Scope {
         shared,
         caller,
@@ -142,16 +130,10 @@ async fn ask_caller(
     let answer = tokio::select! {
         a = asker.ask(&question) => a,
         _ = tokio::time::sleep(wait) => {
-            return Err(ErrorShape::new(
-                ErrorCode::Timeout,
-                format!("nobody answered whether {name} may run in time"),
-            ))
+            return Err(RouteError::NobodyAnswered { name: name.to_string() })
         }
         _ = cancel.cancelled() => {
-            return Err(ErrorShape::new(
-                ErrorCode::Cancelled,
-                "cancelled by the caller while waiting for approval",
-            ))
+            return Err(RouteError::CancelledAwaitingApproval)
         }
     };
     let Some(decision) = answer else {
@@ -162,24 +144,17 @@ async fn ask_caller(
         Verdict::Deny => "denied",
     };
     tracing::info!(outcome, "the caller's user decided on the call");
-    let mut entry = AuditEntry::new(
-        AuditKind::Approval,
-        format!("agent:{}", caller.name),
-        outcome,
-    );
-    entry.node = Some(name.node.to_string());
-    entry.tool = Some(name.tool.to_string());
-    entry.args_hash = Some(args_hash(args));
-    entry.detail = Some(json!({ "via": "caller", "tokenId": caller.token_id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::CallerDecided {
+        agent: caller.name,
+        token_id: caller.token_id,
+        name,
+        args_hash: args_hash(args),
+        verdict: decision,
+    });
     Ok(Some(match decision {
         Verdict::Approve => Ok(()),
-        Verdict::Deny => Err(ErrorShape::new(
-            ErrorCode::Denied,
-            format!("the user declined to run {name} when asked"),
-        )
-        .with(ErrorDetails::Via {
-            via: "caller".to_owned(),
-        })),
+        Verdict::Deny => Err(RouteError::UserDeclined {
+            name: name.to_string(),
+        }),
     }))
 }

@@ -4,13 +4,13 @@
 //! own timeout answer arrives first). When the node's connection drops mid-call, the
 //! call follows the same node process across its reconnect within the grace period.
 
-use super::Scope;
-use crate::registry::{CallOutcome, NodeHandle, PendingError, TokenShare};
+use super::{RouteError, Routed, Scope};
+use crate::registry::{CallOutcome, Disconnected, NodeHandle, PendingError, TokenShare};
 use crate::router::Caller;
 use crate::state::Shared;
 use gsv_protocol::frame::{encode_cancel, encode_req};
 use gsv_protocol::method::{InvokeCallerOut, ToolInvokeOut, ToolsCallParams};
-use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, Method};
+use gsv_protocol::Method;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +32,7 @@ pub(super) async fn send(
     node: &NodeHandle,
     params: &ToolsCallParams,
     approval: Option<&str>,
-) -> CallOutcome {
+) -> Routed {
     let Scope {
         shared,
         caller,
@@ -41,31 +41,25 @@ pub(super) async fn send(
         ..
     } = *call;
     let node_id = name.node.as_str();
-    let (call_id, rx) =
-        match node.begin_call_with_progress(Some(token_share(shared, caller)), caller.progress.clone()) {
+    let (call_id, rx) = match node
+        .begin_call_with_progress(Some(token_share(shared, caller)), caller.progress.clone())
+    {
         Ok(x) => x,
         Err(PendingError::Full) => {
-            return Err(ErrorShape::new(
-                ErrorCode::Overloaded,
-                format!("node {node_id} has too many calls pending"),
-            ))
+            return Err(RouteError::NodeFull {
+                node: node_id.to_owned(),
+            })
         }
         Err(PendingError::TokenShare) => {
-            return Err(ErrorShape::new(
-                ErrorCode::Overloaded,
-                format!(
-                    "this token already has {} calls pending on node {node_id}, its share of the node's {}; retry when some finish",
-                    shared.config.pending_calls_per_token,
-                    gsv_protocol::limits::MAX_PENDING_PER_NODE
-                ),
-            )
-            .with(ErrorDetails::limit("pending_calls_per_token", shared.config.pending_calls_per_token)))
+            return Err(RouteError::TokenShare {
+                node: node_id.to_owned(),
+                share: shared.config.pending_calls_per_token,
+            })
         }
         Err(PendingError::Closed) => {
-            return Err(ErrorShape::new(
-                ErrorCode::NodeOffline,
-                format!("node {node_id} is disconnecting"),
-            ))
+            return Err(RouteError::NodeClosing {
+                node: node_id.to_owned(),
+            })
         }
     };
     tracing::Span::current().record("call_id", call_id);
@@ -83,20 +77,11 @@ pub(super) async fn send(
     };
     let Some(frame) = invoke.frame(false) else {
         node.abandon_call(call_id);
-        return Err(ErrorShape::new(
-            ErrorCode::Timeout,
-            "the deadline passed before dispatch",
-        ));
+        return Err(RouteError::DeadlineBeforeDispatch);
     };
     if frame.len() > gsv_protocol::limits::MAX_FRAME_BYTES {
         node.abandon_call(call_id);
-        return Err(ErrorShape::new(
-            ErrorCode::TooLarge,
-            format!(
-                "the call's arguments do not fit in one {}-byte frame",
-                gsv_protocol::limits::MAX_FRAME_BYTES
-            ),
-        ));
+        return Err(RouteError::ArgsTooLarge);
     }
     shared.metrics.pending_calls.inc();
     let outcome = dispatch(call, node, &invoke, frame, rx).await;
@@ -152,15 +137,13 @@ async fn dispatch(
     invoke: &Invoke<'_>,
     frame: String,
     rx: tokio::sync::oneshot::Receiver<CallOutcome>,
-) -> CallOutcome {
+) -> Routed {
     let cancel = call.cancel;
     if first.out.send(frame).is_err() {
         first.abandon_call(invoke.call_id);
-        return Err(ErrorShape::new(
-            ErrorCode::NodeDisconnected,
-            format!("node {} closed before the call could be sent", first.id),
-        )
-        .with(ErrorDetails::disconnected(false, first.id.as_str())));
+        return Err(RouteError::NotSent {
+            node: first.id.to_string(),
+        });
     }
     let mut current: Option<std::sync::Arc<NodeHandle>> = None;
     let mut rx = rx;
@@ -173,20 +156,17 @@ async fn dispatch(
                 node.abandon_call(invoke.call_id);
                 let _ = node.out.send(encode_cancel(&invoke.id));
                 tracing::info!("call timed out");
-                return Err(ErrorShape::new(
-                    ErrorCode::Timeout,
-                    "no result before the call's deadline; the call was cancelled on the node",
-                ));
+                return Err(RouteError::Deadline);
             }
             _ = cancel.cancelled() => {
                 node.abandon_call(invoke.call_id);
                 let _ = node.out.send(encode_cancel(&invoke.id));
                 tracing::info!("call cancelled by the caller");
-                return Err(ErrorShape::new(ErrorCode::Cancelled, "cancelled by the caller"));
+                return Err(RouteError::Cancelled);
             }
         };
         match outcome {
-            Ok(outcome) => return outcome,
+            Ok(outcome) => return outcome.map_err(RouteError::Node),
             // The pending entry was released without an answer: the connection is gone.
             Err(_) => {
                 let (next, next_rx) = resume(call, node, invoke).await?;
@@ -208,7 +188,7 @@ async fn resume(
         std::sync::Arc<NodeHandle>,
         tokio::sync::oneshot::Receiver<CallOutcome>,
     ),
-    ErrorShape,
+    RouteError,
 > {
     let Scope {
         shared,
@@ -229,18 +209,9 @@ async fn resume(
             if node.conn_id != gone.conn_id {
                 if gone.instance.is_empty() || node.instance != gone.instance {
                     tracing::info!("node came back as a new process; the call's result is lost");
-                    return Err(ErrorShape::new(
-                        ErrorCode::NodeDisconnected,
-                        format!(
-                            "node {} restarted while the call was running; it may have run",
-                            gone.id
-                        ),
-                    )
-                    .with(ErrorDetails::NodeDisconnected {
-                        dispatched: true,
+                    return Err(RouteError::Restarted {
                         node: gone.id.to_string(),
-                        restarted: Some(true),
-                    }));
+                    });
                 }
                 let rx = match node.resume_call(
                     invoke.call_id,
@@ -254,16 +225,14 @@ async fn resume(
                         continue;
                     }
                     Err(PendingError::Full | PendingError::TokenShare) => {
-                        return Err(ErrorShape::new(
-                            ErrorCode::NodeDisconnected,
-                            format!("node {} came back with too many calls pending to take this one again; it may have run", gone.id),
-                        )
-                        .with(ErrorDetails::disconnected(true, gone.id.as_str())));
+                        return Err(RouteError::BackTooBusy {
+                            node: gone.id.to_string(),
+                        });
                     }
                 };
                 let Some(frame) = invoke.frame(true) else {
                     node.abandon_call(invoke.call_id);
-                    return Err(crate::registry::disconnected(&gone.id));
+                    return Err(disconnected(gone));
                 };
                 if node.out.send(frame).is_err() {
                     // Its pending entry goes with the closing connection; wait again.
@@ -286,13 +255,17 @@ async fn wait_arrival(
     until: Instant,
     cancel: &CancellationToken,
     gone: &NodeHandle,
-) -> Result<(), ErrorShape> {
+) -> Result<(), RouteError> {
     tokio::select! {
         _ = arrived => Ok(()),
-        _ = tokio::time::sleep_until(until.into()) => Err(crate::registry::disconnected(&gone.id)),
-        _ = cancel.cancelled() => Err(ErrorShape::new(
-            ErrorCode::Cancelled,
-            "cancelled by the caller while its node was disconnected",
-        )),
+        _ = tokio::time::sleep_until(until.into()) => Err(disconnected(gone)),
+        _ = cancel.cancelled() => Err(RouteError::CancelledWhileDisconnected),
     }
+}
+
+/// The call's node went away and did not come back in time.
+fn disconnected(gone: &NodeHandle) -> RouteError {
+    RouteError::Disconnected(Disconnected {
+        node: gone.id.clone(),
+    })
 }

@@ -17,6 +17,9 @@
 
 mod approval;
 mod delivery;
+mod error;
+
+pub use error::RouteError;
 
 use approval::{await_approval, Deciders, CALLER_APPROVAL};
 use delivery::send;
@@ -26,14 +29,14 @@ use delivery::send;
 pub use crate::summary::summary_of;
 
 use crate::approvals::{ApprovalRequest, Verdict};
-use crate::audit::{args_hash, AuditEntry, AuditKind};
+use crate::audit::{args_hash, AuditEvent};
 use crate::policy::{Decision, Policy};
 use crate::registry::{CallOutcome, ProgressSink};
 use crate::state::{AgentHandle, Shared};
 use futures_util::future::BoxFuture;
 use gsv_protocol::method::ToolsCallParams;
-use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape, NamespacedName};
-use serde_json::{json, Value};
+use gsv_protocol::{ErrorCode, ErrorShape, NamespacedName};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -103,9 +106,8 @@ struct Scope<'a> {
     cancel: &'a CancellationToken,
 }
 
-fn not_found(message: String) -> ErrorShape {
-    ErrorShape::new(ErrorCode::NotFound, message)
-}
+/// What routing a call comes to: the node's raw result, or why there is none.
+type Routed = Result<Box<serde_json::value::RawValue>, RouteError>;
 
 /// What the audit row of a call needs from routing.
 #[derive(Default)]
@@ -141,23 +143,26 @@ pub async fn call(
 ) -> CallOutcome {
     let started = Instant::now();
     if shared.draining.is_cancelled() {
-        return Err(ErrorShape::new(
-            ErrorCode::Overloaded,
-            "the gateway is shutting down; retry on its successor",
-        )
-        .with(ErrorDetails::Shutdown { shutdown: true }));
+        return Err(RouteError::ShuttingDown.into());
     }
     // Counted in `Shared::in_flight` while it lives (shutdown waits for it).
     let _in_flight = shared.in_flight.token();
     let name = match NamespacedName::parse(&params.name) {
         Ok(n) => n,
-        Err(e) => return Err(not_found(format!("no tool {:?}: {e}", params.name))),
+        Err(reason) => {
+            return Err(RouteError::BadName {
+                name: params.name.clone(),
+                reason,
+            }
+            .into())
+        }
     };
     let span = tracing::info_span!("call", agent = caller.name, node_id = %name.node, tool = %name.tool, call_id = tracing::field::Empty);
     let mut trace = Trace::default();
-    let outcome = route(shared, caller, &name, &params, cancel, &mut trace)
+    let outcome: CallOutcome = route(shared, caller, &name, &params, cancel, &mut trace)
         .instrument(span)
-        .await;
+        .await
+        .map_err(ErrorShape::from);
     let label = match &outcome {
         Ok(raw) if is_tool_error(raw.get()) => "tool_error",
         Ok(_) => "ok",
@@ -169,14 +174,15 @@ pub async fn call(
         label,
         elapsed.as_secs_f64(),
     );
-    let mut entry = AuditEntry::new(AuditKind::Call, format!("agent:{}", caller.name), label);
-    entry.node = Some(name.node.to_string());
-    entry.tool = Some(name.tool.to_string());
-    entry.args_hash = trace.args_hash.take();
-    entry.args = trace.args_text.take();
-    entry.duration_ms = Some(elapsed.as_millis() as u64);
-    entry.detail = Some(json!({ "tokenId": caller.token_id }));
-    shared.audit.record(entry);
+    shared.audit.record(AuditEvent::Call {
+        agent: caller.name,
+        token_id: caller.token_id,
+        name: &name,
+        args_hash: trace.args_hash.take(),
+        args: trace.args_text.take(),
+        outcome: label,
+        duration_ms: elapsed.as_millis() as u64,
+    });
     outcome
 }
 
@@ -193,59 +199,42 @@ async fn route(
     params: &ToolsCallParams,
     cancel: CancellationToken,
     trace: &mut Trace,
-) -> CallOutcome {
+) -> Routed {
     let started = Instant::now();
     let full = params.name.as_str();
     let mut decision = caller.policy.decide(full);
     if decision == Decision::Deny {
         tracing::warn!(tool = full, "call outside the agent's policy");
-        return Err(ErrorShape::new(
-            ErrorCode::Forbidden,
-            format!("this token may not call {full}"),
-        ));
+        return Err(RouteError::NotAllowed {
+            name: full.to_owned(),
+        });
     }
     // The arguments are held until the call ends: they count against the token's
     // share of the bytes in flight (`crate::budget`).
     let _bytes = shared
         .pending_bytes
         .reserve(caller.token_id, params.args.get().len())
-        .map_err(|e| {
-            ErrorShape::new(
-                ErrorCode::Overloaded,
-                format!("{e}; retry when some of its calls finish"),
-            )
-            .with(ErrorDetails::limit(e.limit(), e.max()))
-        })?;
+        .map_err(RouteError::Budget)?;
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
         if let Some(since) = shared.registry.offline_since(node_id) {
-            return Err(ErrorShape::new(
-                ErrorCode::NodeOffline,
-                format!(
-                    "node {node_id} is offline since {}",
-                    crate::time::rfc3339(since)
-                ),
-            )
-            .with(ErrorDetails::Node {
+            return Err(RouteError::NodeOffline {
                 node: node_id.to_owned(),
-                since: Some(since),
-            }));
+                since,
+            });
         }
-        return Err(not_found(format!("no node named {node_id} is connected")));
+        return Err(RouteError::NoNode {
+            node: node_id.to_owned(),
+        });
     };
     let Some(spec) = node.tools.get(name.tool.as_str()) else {
-        return Err(not_found(format!(
-            "node {node_id} has no tool named {}",
-            name.tool
-        )));
+        return Err(RouteError::NoTool {
+            node: node_id.to_owned(),
+            tool: name.tool.to_string(),
+        });
     };
     trace.known_tool = true;
-    let args: Value = serde_json::from_str(params.args.get()).map_err(|e| {
-        ErrorShape::new(
-            ErrorCode::InvalidArgs,
-            format!("args are not valid JSON: {e}"),
-        )
-    })?;
+    let args: Value = serde_json::from_str(params.args.get()).map_err(RouteError::ArgsNotJson)?;
     spec.validate_args(&args)?;
     // Input to a running session is a command like any other: the token's `confirm`
     // on the node's Bash covers what it types into a session too (the operator then
@@ -308,7 +297,7 @@ async fn route(
     match outcome {
         // A node-side guard asks for approval (e.g. `--approve-shell`): open a request
         // as for `confirm`, then send the same call again carrying its id.
-        Err(e) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
+        Err(RouteError::Node(e)) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
             let reason = node_reason(&e);
             // Parsed again: the value was let go while the node worked (it parsed once,
             // so it parses again).
@@ -318,14 +307,9 @@ async fn route(
             let approval = await_approval(&scope, &args, reason, Deciders::Operator).await?;
             // The node may have reconnected while the operator decided.
             let Some(node) = shared.registry.get(node_id) else {
-                return Err(ErrorShape::new(
-                    ErrorCode::NodeOffline,
-                    format!("node {node_id} went away while the call waited for approval"),
-                )
-                .with(ErrorDetails::Node {
+                return Err(RouteError::GoneDuringApproval {
                     node: node_id.to_owned(),
-                    since: None,
-                }));
+                });
             };
             send(&scope, &node, params, Some(&approval)).await
         }

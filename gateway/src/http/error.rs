@@ -1,0 +1,89 @@
+//! The admin API's own refusals, besides authentication ([`crate::auth::AuthError`])
+//! and the errors of what it calls (approvals, probes): an agent token on an
+//! operator's route, and a request body that is not the expected JSON.
+
+use crate::error::WireError;
+use gsv_protocol::ErrorCode;
+use thiserror::Error;
+
+/// A refused admin API request.
+#[derive(Debug, Error)]
+pub enum HttpError {
+    /// The route is for operators (`what`: "probing a node", "listing approvals"...).
+    #[error("{what} needs the admin token")]
+    AdminOnly { what: &'static str },
+    #[error("request body is not the expected JSON: {0}")]
+    BadBody(serde_json::Error),
+    #[error("expected {{\"decision\": \"approve\" | \"deny\"}}: {0}")]
+    BadDecision(serde_json::Error),
+    /// A node's answer to a `Process` listing that is not a tool result (reported
+    /// per node in `GET /v1/sessions`, never as the response's status).
+    #[error("{0}")]
+    BadNodeResult(serde_json::Error),
+}
+
+impl WireError for HttpError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            HttpError::AdminOnly { .. } => ErrorCode::Forbidden,
+            HttpError::BadBody(_) | HttpError::BadDecision(_) => ErrorCode::InvalidArgs,
+            HttpError::BadNodeResult(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_error() -> serde_json::Error {
+        serde_json::from_str::<u8>("{").expect_err("not JSON")
+    }
+
+    #[test]
+    fn each_variant_has_its_code_status_and_message() {
+        let why = json_error().to_string();
+        let cases = [
+            (
+                HttpError::AdminOnly {
+                    what: "probing a node",
+                },
+                ErrorCode::Forbidden,
+                403,
+                "probing a node needs the admin token".to_owned(),
+            ),
+            (
+                HttpError::BadBody(json_error()),
+                ErrorCode::InvalidArgs,
+                400,
+                format!("request body is not the expected JSON: {why}"),
+            ),
+            (
+                HttpError::BadDecision(json_error()),
+                ErrorCode::InvalidArgs,
+                400,
+                format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {why}"),
+            ),
+            (
+                HttpError::BadNodeResult(json_error()),
+                ErrorCode::Internal,
+                500,
+                why.clone(),
+            ),
+        ];
+        for (e, code, status, message) in cases {
+            let shape = e.to_shape();
+            assert_eq!(
+                (shape.code, shape.message.as_str()),
+                (code, message.as_str())
+            );
+            assert_eq!(e.status().as_u16(), status, "{e}");
+        }
+        assert_eq!(
+            HttpError::BadNodeResult(json_error())
+                .to_shape()
+                .to_string(),
+            format!("internal: {why}")
+        );
+    }
+}
