@@ -21,6 +21,9 @@ pub enum SessionError {
     ResFromAgent,
     #[error("agents do not send event frames")]
     EventFromAgent,
+    /// A binary WebSocket frame, from either side.
+    #[error("binary frames are not part of the protocol; send JSON text frames")]
+    BinaryFrame,
     #[error("tools.call params: {0}")]
     BadCallParams(serde_json::Error),
     #[error("too many calls in flight on this connection")]
@@ -45,7 +48,7 @@ impl WireError for SessionError {
     fn code(&self) -> ErrorCode {
         use SessionError::*;
         match self {
-            AlreadyConnected | ResFromAgent | EventFromAgent | DuplicateCallId => {
+            AlreadyConnected | ResFromAgent | EventFromAgent | BinaryFrame | DuplicateCallId => {
                 ErrorCode::InvalidFrame
             }
             UnknownMethod { .. } | NodeRequest { .. } => ErrorCode::NotFound,
@@ -90,6 +93,11 @@ mod tests {
                 EventFromAgent,
                 ErrorCode::InvalidFrame,
                 "agents do not send event frames".into(),
+            ),
+            (
+                BinaryFrame,
+                ErrorCode::InvalidFrame,
+                "binary frames are not part of the protocol; send JSON text frames".into(),
             ),
             (
                 BadCallParams(bad_json()),
