@@ -227,7 +227,9 @@ async fn route(
             node: node_id.to_owned(),
         });
     };
-    let Some(spec) = node.tools.get(name.tool.as_str()) else {
+    // A tool hidden until accepted (`--pin-tools`) is answered exactly like one the
+    // node does not have.
+    let Some(spec) = shared.registry.tool(&node, name.tool.as_str()) else {
         return Err(RouteError::NoTool {
             node: node_id.to_owned(),
             tool: name.tool.to_string(),
