@@ -12,7 +12,7 @@ use common::{eventually, http_get, http_request, Gateway, Proc, TempDir};
 use gsv_client::{AgentClient, ClientError};
 use gsv_protocol::method::NodeSummary;
 use gsv_protocol::offer::{AcceptToolsResult, NodeDetail, NodeIdParams};
-use gsv_protocol::{ErrorCode, ErrorShape, Method};
+use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -359,11 +359,27 @@ async fn pinned_new_tools_are_hidden_and_not_found_until_an_operator_accepts_the
     let echo_only = gw.token(&["agent", "echo-only", "--allow", "lab__Echo"]);
     let agent = gw.agent_with(&full).await;
     read_works(&agent).await;
+    // Connected while the node comes back with Echo: the full token hears of it, the
+    // token allowed only Echo hears nothing.
+    let watcher = gw.agent_with(&full).await;
+    let narrow = gw.agent_with(&echo_only).await;
 
     let seen = restart(&gw, &mut node, &token, ws.path(), true, |n| {
         n.unaccepted.is_some()
     })
     .await;
+    let event = watcher
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("tools.changed for the full token");
+    assert_eq!(event.event, EventName::ToolsChanged);
+    assert_eq!(
+        narrow
+            .next_event(Duration::from_millis(500))
+            .await
+            .map(|e| e.event),
+        None
+    );
     // The operator sees it, hidden; it is not among the node's callable tools.
     let u = seen.unaccepted.expect("flagged");
     assert_eq!(
@@ -437,7 +453,6 @@ async fn pinned_new_tools_are_hidden_and_not_found_until_an_operator_accepts_the
     assert!(shown.tools.iter().all(|t| t.name != "Echo"));
     assert!(shown.tools.iter().any(|t| t.name == "Read"));
     // A token allowed only the hidden tool sees no node at all.
-    let narrow = gw.agent_with(&echo_only).await;
     assert!(narrow.list_nodes().await.expect("nodes.list").is_empty());
     assert!(narrow.list_tools().await.expect("tools.list").is_empty());
     let (code, _, err) = gw.cli(&["nodes", "show", ID, "--token", &echo_only]);
@@ -510,7 +525,9 @@ async fn pinned_new_tools_are_hidden_and_not_found_until_an_operator_accepts_the
     );
     read_works(&agent).await;
 
-    // Accepted over HTTP this time: visible and callable at once, audited.
+    // Accepted over HTTP this time: visible and callable at once, audited, and the
+    // token allowed only Echo is told.
+    let narrow = gw.agent_with(&echo_only).await;
     let (status, body) = http_request(
         &gw.addr,
         "POST",
@@ -531,7 +548,14 @@ async fn pinned_new_tools_are_hidden_and_not_found_until_an_operator_accepts_the
         .expect("tools")
         .iter()
         .any(|t| t.name == "lab__Echo"));
-    let narrow = gw.agent_with(&echo_only).await;
+    let told = narrow
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("tools.changed once accepted");
+    assert_eq!(
+        (told.event, told.payload["change"].as_str()),
+        (EventName::ToolsChanged, Some("accepted"))
+    );
     assert_eq!(narrow.list_nodes().await.expect("nodes").len(), 1);
     let (mcp_tools, mcp_call) = mcp_view(&gw, &full, "lab__Echo").await;
     assert!(mcp_tools.contains(&"lab__Echo".to_owned()), "{mcp_tools:?}");
