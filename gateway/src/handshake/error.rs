@@ -291,6 +291,11 @@ mod tests {
                 ErrorCode::Unauthorized,
                 "this join token was already used".into(),
             ),
+            (
+                Offer(crate::offers::OfferError::Store(StoreError::TooNew(7))),
+                ErrorCode::Internal,
+                "store of accepted offers: database schema version 7 is newer than this gsv understands".into(),
+            ),
         ];
         for (e, code, message) in cases {
             let shape = e.to_shape();

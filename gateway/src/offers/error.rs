@@ -13,7 +13,7 @@ pub enum OfferError {
     /// caller: the same answer, so an agent learns nothing of nodes it may not see.
     #[error("no node named {node} is known")]
     UnknownNode { node: String },
-    #[error("cannot record the accepted offer: {0}")]
+    #[error("store of accepted offers: {0}")]
     Store(#[from] StoreError),
     /// The store's blocking task failed.
     #[error("{0}")]
