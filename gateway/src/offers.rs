@@ -176,6 +176,26 @@ pub struct Offers {
 }
 
 impl Offers {
+    /// Remembers every accepted offer in the store, so the nodes that reconnect after a
+    /// gateway restart offering what was accepted (normally all) cost no query.
+    pub fn load(store: &Store) -> Result<Offers, crate::store::StoreError> {
+        let offers = Offers::default();
+        for (node, offer) in store.accepted_offers()? {
+            match (NodeId::parse(&node), offer) {
+                (Ok(id), Ok(offer)) => {
+                    offers.accepted.insert(id, digest(&offer));
+                }
+                (_, Err(e)) => {
+                    tracing::warn!(node_id = %node, error = %e, "stored offer unreadable")
+                }
+                (Err(_), _) => {
+                    tracing::warn!(node_id = %node, "stored offer of an invalid node id")
+                }
+            }
+        }
+        Ok(offers)
+    }
+
     /// Compares what `node` offers in this registration (`set`) with its accepted
     /// offer: records a first registration as accepted, and drops from the accepted
     /// offer what the node no longer has.
@@ -350,6 +370,79 @@ mod tests {
         assert!(OfferDiff::between(&accepted, &accepted).is_empty());
         let only_removed = OfferDiff::between(&accepted, &offer(&[], &[]));
         assert!(!only_removed.is_empty() && only_removed.unaccepted(true).is_none());
+    }
+
+    fn set(interner: &crate::toolset::Interner, tools: &[(&str, &str)]) -> Arc<ToolSet> {
+        let defs = tools
+            .iter()
+            .map(|(name, cap)| {
+                serde_json::from_value(serde_json::json!({
+                    "name": name, "inputSchema": {"type": "object"}, "capability": cap
+                }))
+                .expect("tool def")
+            })
+            .collect();
+        let node = NodeId::parse("lab").expect("id");
+        interner.intern(&node, defs, Vec::new()).expect("valid set")
+    }
+
+    #[tokio::test]
+    async fn first_use_then_additions_then_removals_and_a_restart() {
+        let dir = std::env::temp_dir().join(format!("gsv-offers-{}", uuid::Uuid::new_v4()));
+        let store = Arc::new(Store::open(&dir).expect("store"));
+        let interner = crate::toolset::Interner::default();
+        let lab = NodeId::parse("lab").expect("id");
+        let read = set(&interner, &[("Read", "filesystem.read")]);
+        let more = set(
+            &interner,
+            &[("Read", "filesystem.read"), ("Echo", "diagnostics.echo")],
+        );
+        let offers = Offers::default();
+        let r = offers.review(&store, &lab, &read).await.expect("review");
+        assert!(matches!(r.review, Review::FirstUse(_)));
+        assert_eq!(r.pending(true), None);
+        let r = offers.review(&store, &lab, &read).await.expect("review");
+        assert_eq!(r.review, Review::Unchanged);
+        let r = offers.review(&store, &lab, &more).await.expect("review");
+        let Review::Changed(diff) = &r.review else {
+            panic!("{r:?}")
+        };
+        assert_eq!(diff.added_tools, ["Echo"]);
+        let pending = r.pending(true).expect("pending");
+        assert!(pending.hides("Echo") && !pending.hides("Read"));
+        // Not accepted: the next registration is changed again, also for a gateway
+        // that starts afresh from the store.
+        let again = Offers::load(&store).expect("load");
+        let r = again.review(&store, &lab, &more).await.expect("review");
+        assert!(matches!(r.review, Review::Changed(_)));
+        // Read goes: removed from the accepted offer, so it is new when it comes back.
+        let echo = set(&interner, &[("Echo", "diagnostics.echo")]);
+        let r = offers.review(&store, &lab, &echo).await.expect("review");
+        let Review::Changed(diff) = &r.review else {
+            panic!("{r:?}")
+        };
+        assert_eq!(
+            (diff.removed_tools.as_slice(), diff.added_tools.as_slice()),
+            (&["Read".to_owned()][..], &["Echo".to_owned()][..])
+        );
+        let stored = store.accepted_offer("lab").expect("read").expect("row");
+        assert!(stored.offer.tools.is_empty());
+        assert_eq!(stored.accepted_by, FIRST_USE);
+        let r = offers.review(&store, &lab, &read).await.expect("review");
+        let Review::Changed(diff) = &r.review else {
+            panic!("{r:?}")
+        };
+        assert_eq!(diff.added_tools, ["Read"]);
+        // A row that does not decode is skipped at load, and refused at review.
+        store
+            .with_conn(|c| {
+                c.execute("UPDATE node_offers SET tools = 'nope'", [])?;
+                Ok(())
+            })
+            .expect("corrupt");
+        let fresh = Offers::load(&store).expect("load skips it");
+        assert!(fresh.review(&store, &lab, &read).await.is_err());
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct AcceptedOffer {
     pub accepted_by: String,
 }
 
+/// One row of `node_offers` as [`Store::accepted_offers`] reads it: the node id, and
+/// its offer or why it does not decode.
+pub type StoredOffer = (String, Result<Offer, StoreError>);
+
 impl Store {
     /// The offer accepted for `node`, if any was.
     pub fn accepted_offer(&self, node: &str) -> Result<Option<AcceptedOffer>, StoreError> {
@@ -61,6 +65,38 @@ impl Store {
             accepted_at: u64::try_from(at).unwrap_or(0),
             accepted_by: by,
         }))
+    }
+
+    /// Every node id's accepted offer, each read on its own: a row that does not
+    /// decode is returned as its error (the node's next connect reads it again).
+    pub fn accepted_offers(&self) -> Result<Vec<StoredOffer>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT node, tools, capabilities FROM node_offers")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (node, tools, capabilities) = row?;
+            let corrupt = |e: serde_json::Error| StoreError::Offer {
+                node: node.clone(),
+                reason: e.to_string(),
+            };
+            let offer = serde_json::from_str(&tools)
+                .map_err(corrupt)
+                .and_then(|tools| {
+                    Ok(Offer {
+                        tools,
+                        capabilities: serde_json::from_str(&capabilities).map_err(corrupt)?,
+                    })
+                });
+            out.push((node, offer));
+        }
+        Ok(out)
     }
 
     /// Records `offer` as what `node` is accepted offering (replacing any earlier row).
