@@ -1,7 +1,9 @@
 //! The `gsv` command line. Thin: it parses flags and calls into the library.
 
 use clap::Parser;
-use gsv::cli::{ApprovalsCommand, AuditCommand, Cli, Command, TokenCommand, TokenKindArg};
+use gsv::cli::{
+    ApprovalsCommand, AuditCommand, Cli, Command, NodesCommand, TokenCommand, TokenKindArg,
+};
 use gsv::commands;
 use gsv::{exit, logging, resolve};
 use gsv_gateway::PolicySpec;
@@ -160,9 +162,20 @@ fn main() -> ExitCode {
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),
         ),
-        Command::Nodes { target, json } => {
-            run_client("warn", commands::agent::nodes(target.target(), json))
-        }
+        Command::Nodes {
+            command,
+            target,
+            json,
+        } => match command {
+            None => run_client("warn", commands::agent::nodes(target.target(), json)),
+            Some(NodesCommand::Show { id, target, json }) => {
+                run_client("warn", commands::nodes::show(target.target(), &id, json))
+            }
+            Some(NodesCommand::AcceptTools { id, target, json }) => run_client(
+                "warn",
+                commands::nodes::accept_tools(target.target(), &id, json),
+            ),
+        },
         Command::Tools { target, json } => {
             run_client("warn", commands::agent::tools(target.target(), json))
         }

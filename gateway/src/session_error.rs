@@ -33,6 +33,9 @@ pub enum SessionError {
     /// `approvals.*` from an agent that is not an operator.
     #[error("approvals need the admin token")]
     NotOperator,
+    /// Another operator-only request from an agent that is not an operator.
+    #[error("{what} needs the admin token")]
+    OperatorOnly { what: &'static str },
     /// `approvals.*` params that do not decode.
     #[error("{0}")]
     BadParams(serde_json::Error),
@@ -54,7 +57,7 @@ impl WireError for SessionError {
             UnknownMethod { .. } | NodeRequest { .. } => ErrorCode::NotFound,
             BadCallParams(_) | BadParams(_) => ErrorCode::InvalidArgs,
             TooManyInFlight => ErrorCode::Overloaded,
-            NotOperator => ErrorCode::Forbidden,
+            NotOperator | OperatorOnly { .. } => ErrorCode::Forbidden,
             ResultTooLarge { .. } => ErrorCode::TooLarge,
         }
     }
@@ -118,6 +121,13 @@ mod tests {
                 NotOperator,
                 ErrorCode::Forbidden,
                 "approvals need the admin token".into(),
+            ),
+            (
+                OperatorOnly {
+                    what: "accepting a node's tools",
+                },
+                ErrorCode::Forbidden,
+                "accepting a node's tools needs the admin token".into(),
             ),
             (BadParams(bad_json()), ErrorCode::InvalidArgs, why.clone()),
             (

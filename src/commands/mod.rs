@@ -7,6 +7,7 @@ pub mod call_args;
 pub mod gateway;
 pub mod mcp;
 pub mod node;
+pub mod nodes;
 pub mod token;
 pub mod up;
 
