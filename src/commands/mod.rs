@@ -5,8 +5,10 @@ pub mod approvals;
 pub mod audit;
 pub mod call_args;
 pub mod gateway;
+pub mod install_line;
 pub mod mcp;
 pub mod node;
+pub mod node_service;
 pub mod token;
 pub mod up;
 
