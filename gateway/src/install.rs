@@ -217,6 +217,45 @@ fn chunks(
 mod tests {
     use super::*;
 
+    fn installer(tls: bool) -> Installer {
+        let config = GatewayConfig::new("127.0.0.1:0".parse().unwrap(), std::env::temp_dir());
+        let mut i = Installer::new(&config, None);
+        if tls {
+            i.trust = Some(Trust {
+                self_signed: true,
+                fingerprint: "ab".repeat(32),
+                public_key_pin: None,
+            });
+        }
+        i
+    }
+
+    #[test]
+    fn plain_http_is_for_loopback_only() {
+        let plain = installer(false);
+        for ok in ["127.0.0.1:5", "[::1]:5", "[::ffff:127.0.0.1]:5"] {
+            assert!(plain.allowed(ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        assert!(matches!(
+            plain.allowed("10.0.0.1:5".parse().unwrap()),
+            Err(InstallError::PlainHttpOffLoopback)
+        ));
+        assert!(installer(true)
+            .allowed("10.0.0.1:5".parse().unwrap())
+            .is_ok());
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, "gw.example:8787".parse().unwrap());
+        assert_eq!(
+            installer(true).base_url(&headers).unwrap(),
+            "https://gw.example:8787"
+        );
+        assert_eq!(plain.base_url(&headers).unwrap(), "http://gw.example:8787");
+        assert!(matches!(
+            plain.base_url(&HeaderMap::new()),
+            Err(InstallError::BadHost)
+        ));
+    }
+
     #[test]
     fn authorities() {
         for ok in [
