@@ -1,7 +1,8 @@
 #!/bin/sh
-# gsv node installer for node @NODE_ID@, made by the gsv gateway at @URL@ (gsv @VERSION@).
+# gsv node installer, made by a gsv gateway (gsv @VERSION@) for the node and gateway
+# named below (node_id, url).
 #
-#   curl -fsSL ... @URL@/v1/install/@NODE_ID@ | sh -s -- --token gsv_join_...
+#   curl -fsSL ... https://GATEWAY:PORT/v1/install/NODE_ID | sh -s -- --token gsv_join_...
 #
 # Options: --token TOKEN (the join token; or --token-file FILE), --system | --user,
 # --bin-dir DIR. Any other option goes to `gsv node install` (--workspace DIR,
