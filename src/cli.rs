@@ -568,13 +568,16 @@ pub struct NodeCommand {
 /// `gsv node install | uninstall`.
 #[derive(Subcommand, Clone)]
 pub enum NodeServiceCommand {
-    /// Enroll this machine with the gateway, then run the node as a service
-    /// (systemd, launchd, or in the background where there is none). Takes every
-    /// flag of `gsv node`; the token goes into a 0600 file, never on the unit's
-    /// command line. Run again: changes nothing, or restarts after an upgrade
+    /// Enroll this machine, then run the node as a service
+    ///
+    /// The service is a systemd unit, a launchd job, or a background process where
+    /// neither runs. Takes every flag of `gsv node`; the token goes into a 0600 file,
+    /// never on the unit's command line. Run again, it changes nothing, or restarts
+    /// the node after an upgrade.
     Install(Box<NodeInstallArgs>),
-    /// Stop and remove the service `gsv node install` made (keeps the binary and the
-    /// enrolled credential)
+    /// Stop and remove the service `gsv node install` made
+    ///
+    /// Keeps the gsv executable and the enrolled credential.
     Uninstall(NodeUninstallArgs),
 }
 
