@@ -7,8 +7,8 @@
 //! detached process instead of a unit of the real system's systemd (whose units are
 //! checked on their own, with `systemd-analyze verify`). Checked: the node comes online
 //! under its id and serves calls; the join token is nowhere in the gateway's log or
-//! files; a second run changes nothing and a new build on the gateway upgrades; a
-//! wrong pin, a build changed after the script was served and a spent join token each
+//! files; a second run changes nothing, a new build on the gateway upgrades, and
+//! `gsv node uninstall` stops the node; a wrong pin, a build changed after the script was served and a spent join token each
 //! stop the installer with a clear message and nothing installed.
 //!
 //! curl and `systemd-analyze` (Debian `curl`, `systemd`) are installed by `.ci/run`;
@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{gsv_bin, http_get, Gateway, TempDir};
+use common::{eventually, gsv_bin, http_get, Gateway, TempDir};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -303,6 +303,43 @@ async fn a_second_run_changes_nothing_and_a_new_build_upgrades() {
     let second = machine.pid("web2").expect("pid file");
     assert_ne!(second, first, "restarted");
     tokio::time::sleep(Duration::from_millis(200)).await;
+    gw.wait_online("web2").await;
+
+    // Uninstalled: stopped, pid and token files gone, the credential kept, so the same
+    // line (its token spent) brings the node back.
+    let out = machine
+        .sh()
+        .arg("-c")
+        .arg(format!(
+            "'{}' node uninstall --user",
+            machine.bin().display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("node web2 uninstalled"), "{err}");
+    assert!(machine.pid("web2").is_none());
+    assert!(!machine.data().join("node-web2.token").exists());
+    assert!(machine.data().join("node-web2.credential").exists());
+    let (url, admin, tls) = (gw.url(), gw.admin_token(), gw.tls_options());
+    eventually("web2 offline", Duration::from_secs(30), || {
+        let (url, admin, tls) = (url.clone(), admin.clone(), tls.clone());
+        async move {
+            let c = gsv_client::AgentClient::connect_with(&url, &admin, &tls)
+                .await
+                .ok()?;
+            let nodes = c.list_nodes().await.ok()?;
+            nodes
+                .iter()
+                .any(|n| n.id == "web2" && !n.online)
+                .then_some(())
+        }
+    })
+    .await;
+    let (code, err) = machine.run(&line, "--user");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("already enrolled"), "{err}");
     gw.wait_online("web2").await;
 }
 
