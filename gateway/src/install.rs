@@ -3,10 +3,10 @@
 //!
 //! `gsv token create node ID --install` prints the line that runs it:
 //! `curl … https://GW/v1/install/ID | sh -s -- --token gsv_join_…`. The script
-//! ([`script`]) carries everything the new machine must trust, written in by the
+//! (`script`) carries everything the new machine must trust, written in by the
 //! gateway when it is served: the gateway's URL (from the request's `Host`, the name
 //! the machine reached it by), curl's public-key pin and the node's certificate pin
-//! for a TLS gateway, and the SHA-256 of each build ([`dist`]), which the script checks
+//! for a TLS gateway, and the SHA-256 of each build (`dist`), which the script checks
 //! the download against before running it.
 //!
 //! Both routes need no token: the script and the builds are not secrets, and the join

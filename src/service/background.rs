@@ -156,7 +156,7 @@ fn spawn(spec: &ServiceSpec) -> Result<u32, ServiceError> {
     Ok(child.id())
 }
 
-/// SIGTERM, up to [`STOP_GRACE`] to exit, then SIGKILL.
+/// SIGTERM, up to `STOP_GRACE` (10 s) to exit, then SIGKILL.
 pub fn stop(pid: u32) {
     let Ok(raw) = i32::try_from(pid) else {
         return;
