@@ -164,6 +164,11 @@ pub struct GatewayArgs {
     /// MiB of call arguments in flight at once in all
     #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_MAX >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
     pub pending_mib: u64,
+    /// Hide the tools a node offers beyond what was accepted for its id (at its first
+    /// registration, or with `gsv nodes accept-tools ID`) from every agent until an
+    /// operator accepts them. Without it they are callable at once, only flagged
+    #[arg(long)]
+    pub pin_tools: bool,
 }
 
 impl GatewayArgs {
@@ -199,6 +204,7 @@ impl GatewayArgs {
             _ => None,
         };
         c.mcp_allowed_hosts = self.mcp_allowed_host.clone();
+        c.pin_tools = self.pin_tools;
         c
     }
 }
@@ -281,8 +287,11 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// List nodes
+    /// List nodes (with their version, and what they offer that was not accepted);
+    /// `show ID` for one node, `accept-tools ID` to accept what it offers
     Nodes {
+        #[command(subcommand)]
+        command: Option<NodesCommand>,
         #[command(flatten)]
         target: TargetArgs,
         #[arg(long)]
@@ -369,6 +378,29 @@ pub enum ApprovalsCommand {
         id: String,
         #[command(flatten)]
         target: OperatorArgs,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum NodesCommand {
+    /// One node: state, version, capabilities, and each tool with its capability, its
+    /// description and whether it is accepted
+    Show {
+        id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept what a node offers now: its new tools and capabilities are no longer
+    /// flagged and, with `gsv gateway --pin-tools`, become visible and callable
+    /// (admin token)
+    AcceptTools {
+        id: String,
+        #[command(flatten)]
+        target: OperatorArgs,
+        #[arg(long)]
+        json: bool,
     },
 }
 

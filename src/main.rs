@@ -2,8 +2,8 @@
 
 use clap::Parser;
 use gsv::cli::{
-    ApprovalsCommand, AuditCommand, Cli, Command, NodeCommand, NodeServiceCommand, TokenCommand,
-    TokenKindArg,
+    ApprovalsCommand, AuditCommand, Cli, Command, NodeCommand, NodeServiceCommand, NodesCommand,
+    TokenCommand, TokenKindArg,
 };
 use gsv::commands;
 use gsv::{exit, logging, resolve};
@@ -181,9 +181,20 @@ fn main() -> ExitCode {
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),
         ),
-        Command::Nodes { target, json } => {
-            run_client("warn", commands::agent::nodes(target.target(), json))
-        }
+        Command::Nodes {
+            command,
+            target,
+            json,
+        } => match command {
+            None => run_client("warn", commands::agent::nodes(target.target(), json)),
+            Some(NodesCommand::Show { id, target, json }) => {
+                run_client("warn", commands::nodes::show(target.target(), &id, json))
+            }
+            Some(NodesCommand::AcceptTools { id, target, json }) => run_client(
+                "warn",
+                commands::nodes::accept_tools(target.target(), &id, json),
+            ),
+        },
         Command::Tools { target, json } => {
             run_client("warn", commands::agent::tools(target.target(), json))
         }

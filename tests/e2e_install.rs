@@ -5,11 +5,13 @@
 //! it) and an empty environment. The line runs through `sh -c` exactly as printed,
 //! with `--user` added, and with `GSV_SERVICE=background`: the node starts as a
 //! detached process instead of a unit of the real system's systemd (whose units are
-//! checked on their own, with `systemd-analyze verify`). Checked: the node comes online
-//! under its id and serves calls; the join token is nowhere in the gateway's log or
-//! files; a second run changes nothing, a new build on the gateway upgrades, and
-//! `gsv node uninstall` stops the node; a wrong pin, a build changed after the script was served and a spent join token each
-//! stop the installer with a clear message and nothing installed.
+//! checked on their own, with `systemd-analyze verify`). Checked: the node comes
+//! online under its id, with nothing left to accept under `--pin-tools`, and serves
+//! calls; the join token is nowhere in the gateway's log or files; a second run
+//! changes nothing, a new build on the gateway upgrades, and `gsv node uninstall`
+//! stops the node; a wrong pin, a build changed after the script was served and a
+//! spent join token each stop the installer with a clear message and nothing
+//! installed.
 //!
 //! curl and `systemd-analyze` (Debian `curl`, `systemd`) are installed by `.ci/run`;
 //! elsewhere a test that needs a missing one says so and passes.
@@ -162,7 +164,7 @@ async fn a_fresh_machine_joins_with_the_printed_line() {
     }
     let logs = TempDir::new("gwlog");
     let log = logs.path().join("gateway.log");
-    let gw = Gateway::start_logged(&["--tls-self-signed"], &log).await;
+    let gw = Gateway::start_logged(&["--tls-self-signed", "--pin-tools"], &log).await;
     let (line, token) = install_line(&gw, "web1");
     assert_eq!(
         line,
@@ -212,9 +214,15 @@ async fn a_fresh_machine_joins_with_the_printed_line() {
         "the token is not on the command line"
     );
 
-    // Online under its id, with the machine's home as its workspace.
+    // Online under its id, with the machine's home as its workspace. The enrollment
+    // was its first registration, with the offer the service makes: under
+    // --pin-tools nothing is left to accept.
     gw.wait_online("web1").await;
     let agent = gw.agent().await;
+    let nodes = agent.list_nodes().await.unwrap();
+    let web1 = nodes.iter().find(|n| n.id == "web1").expect("web1 listed");
+    assert!(web1.unaccepted.is_none(), "{:?}", web1.unaccepted);
+    assert!(web1.tools.iter().any(|t| t == "Bash"), "{:?}", web1.tools);
     let read = agent
         .call("web1__Read", json!({ "path": "hello.txt" }), None)
         .await

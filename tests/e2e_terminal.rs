@@ -93,6 +93,7 @@ async fn tools_nodes_errors_and_audit_tail_escape_node_and_agent_text() {
         p["node"]["runtime"]["hostOs"] = json!("linux\x1b]0;owned\x07");
         p["node"]["runtime"]["loginProfile"] =
             json!({"changed": ["~/.profile\r\x1b[2Kall good"], "since": 1});
+        p["client"]["version"] = json!("9\x1b[1A\u{202e}");
         p
     };
     let mut raw = Raw::open(&gw.addr, "/v1/node").await;
@@ -135,6 +136,22 @@ async fn tools_nodes_errors_and_audit_tail_escape_node_and_agent_text() {
         ),
         "{err}"
     );
+
+    // Its version (differing from the gateway's) and `gsv nodes show` likewise.
+    assert!(out.contains("9\\x1b[1A\\u{202e} (gateway "), "{out}");
+    assert!(
+        err.contains("! trickster: runs gsv 9\\x1b[1A\\u{202e}, the gateway runs"),
+        "{err}"
+    );
+    let (code, out, err) = gw.cli(&["nodes", "show", "trickster", "--token", &sly]);
+    assert_eq!(code, 0, "{err}");
+    assert_no_hidden("gsv nodes show", &out);
+    assert_no_hidden("gsv nodes show warnings", &err);
+    assert!(
+        out.contains("Trick            diagnostics.echo   looks fine\\x1b[2K\\rALL CLEAR \\u{2066}x\\u{2069}"),
+        "{out}"
+    );
+    assert!(out.contains("linux\\x1b]0;owned\\x07"), "{out}");
 
     let (code, _, err) = gw.cli(&[
         "call",

@@ -111,6 +111,11 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::SessionsEnd => {
                     let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
                 }
+                Method::NodesShow | Method::NodesAcceptTools => {
+                    let _ = serde_json::from_str::<gsv_protocol::offer::NodeIdParams>(
+                        raw.map_or("{}", RawValue::get),
+                    );
+                }
                 Method::ToolsList | Method::NodesList | Method::Unknown => {}
             }
             let null = RawValue::from_string("null".to_owned()).expect("null is JSON");

@@ -1,4 +1,5 @@
-//! One agent WebSocket connection: `tools.list`, `tools.call`, `nodes.list`, `cancel`.
+//! One agent WebSocket connection: `tools.list`, `tools.call`, `nodes.list`,
+//! `nodes.show`, `cancel`, and for operators `approvals.*` and `nodes.acceptTools`.
 //!
 //! Each call runs in its own task, so a slow tool never blocks the connection. The
 //! agent's token policy is fixed at connect and checked on every call. When the agent
@@ -8,7 +9,9 @@ use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
 use crate::handshake::{self, HandshakeError};
+use crate::offers::OfferError;
 use crate::policy::{Policy, PolicySpec};
+use crate::registry::Viewer;
 use crate::router;
 use crate::session_error::SessionError;
 use crate::state::{AgentHandle, Shared};
@@ -16,6 +19,7 @@ use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
 use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
+use gsv_protocol::offer::{NodeDetail, NodeIdParams};
 use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use gsv_transport::{queue, Outbound};
 use serde_json::value::RawValue;
@@ -136,10 +140,26 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
             }
             Method::NodesList => {
-                let nodes = shared.registry.summaries(|n| agent.policy.visible(n));
-                let _ = agent.out.send(encode_ok(&id, &NodesListResult { nodes }));
+                let nodes = shared.registry.summaries(&viewer(&agent.policy));
+                let _ = agent.out.send(encode_ok(
+                    &id,
+                    &NodesListResult {
+                        nodes,
+                        gateway_version: crate::VERSION.to_owned(),
+                    },
+                ));
             }
-            Method::ApprovalsList | Method::ApprovalsDecide => {
+            Method::NodesShow => {
+                let frame = match decode::<NodeIdParams>(params.as_deref()) {
+                    Ok(p) => match show_node(shared, &agent.policy, &p.id) {
+                        Ok(detail) => encode_ok(&id, &detail),
+                        Err(e) => encode_err(&id, &e.to_shape()),
+                    },
+                    Err(e) => encode_err(&id, &e.to_shape()),
+                };
+                let _ = agent.out.send(frame);
+            }
+            Method::ApprovalsList | Method::ApprovalsDecide | Method::NodesAcceptTools => {
                 operator_request(shared, agent, id, method, params)
             }
             Method::Connect => reply_err(&agent.out, &id, SessionError::AlreadyConnected),
@@ -231,7 +251,37 @@ fn start_call(
     });
 }
 
-/// `approvals.list` / `approvals.decide`: operators (admin token) only.
+/// Who looks at the registry through this policy: an operator when it is the admin's.
+pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str) -> bool + '_> {
+    Viewer {
+        visible: |n: &str| policy.visible(n),
+        operator: policy.is_full(),
+    }
+}
+
+/// `nodes.show` (and `GET /v1/nodes/{id}`): one node as `policy` may see it.
+pub fn show_node(shared: &Shared, policy: &Policy, id: &str) -> Result<NodeDetail, OfferError> {
+    let (node, tools) =
+        shared
+            .registry
+            .detail(id, &viewer(policy))
+            .ok_or_else(|| OfferError::UnknownNode {
+                node: id.to_owned(),
+            })?;
+    Ok(NodeDetail {
+        node,
+        tools,
+        gateway_version: crate::VERSION.to_owned(),
+    })
+}
+
+/// Decodes a request's params (absent params read as `{}`).
+fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T, SessionError> {
+    serde_json::from_str(params.map(RawValue::get).unwrap_or("{}")).map_err(SessionError::BadParams)
+}
+
+/// `approvals.list` / `approvals.decide` / `nodes.acceptTools`: operators (admin
+/// token) only.
 fn operator_request(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
@@ -240,7 +290,13 @@ fn operator_request(
     params: Option<Box<RawValue>>,
 ) {
     if !agent.is_admin {
-        return reply_err(&agent.out, &id, SessionError::NotOperator);
+        let err = match method {
+            Method::NodesAcceptTools => SessionError::OperatorOnly {
+                what: "accepting a node's tools",
+            },
+            _ => SessionError::NotOperator,
+        };
+        return reply_err(&agent.out, &id, err);
     }
     let raw = params
         .map(|p| p.get().to_owned())
@@ -258,6 +314,13 @@ fn operator_request(
                     Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
                 }
             }
+            Method::NodesAcceptTools => match serde_json::from_str::<NodeIdParams>(&raw) {
+                Ok(p) => match crate::offers::accept(&shared, &p.id, "operator").await {
+                    Ok(result) => encode_ok(&id, &result),
+                    Err(e) => encode_err(&id, &e.to_shape()),
+                },
+                Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
+            },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
                 Ok(p) => match shared.decide_approval(&p.id, p.decision, "operator").await {
                     Ok(req) => encode_ok(&id, &req),

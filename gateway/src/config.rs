@@ -82,6 +82,9 @@ pub struct GatewayConfig {
     pub pending_bytes_per_token: usize,
     /// Bytes of call arguments in flight at once in all.
     pub pending_bytes_max: usize,
+    /// Hide the tools a node offers beyond what was accepted for its id from every
+    /// agent until an operator accepts them (`crate::offers`).
+    pub pin_tools: bool,
 }
 
 impl GatewayConfig {
@@ -111,6 +114,7 @@ impl GatewayConfig {
             approvals_per_token: crate::approvals::DEFAULT_PENDING_PER_TOKEN,
             pending_bytes_per_token: DEFAULT_PENDING_BYTES_PER_TOKEN,
             pending_bytes_max: DEFAULT_PENDING_BYTES_MAX,
+            pin_tools: false,
         }
     }
 }

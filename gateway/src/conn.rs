@@ -8,6 +8,8 @@
 //! protocol error, saying why a connection ended, and finishing it in a task the
 //! stopping gateway waits for.
 
+use crate::error::WireError;
+use crate::session_error::SessionError;
 use gsv_transport::tungstenite::protocol::frame::coding::CloseCode;
 use gsv_transport::{Driver, Event, Outbound, Queue};
 use hyper_util::rt::TokioIo;
@@ -60,10 +62,7 @@ pub async fn drive(
         match event {
             Event::Text(t) => on_text(t.as_str()),
             Event::Binary => {
-                let err = gsv_protocol::ErrorShape::new(
-                    gsv_protocol::ErrorCode::InvalidFrame,
-                    "binary frames are not part of the protocol; send JSON text frames",
-                );
+                let err = SessionError::BinaryFrame.to_shape();
                 let _ = out.send(gsv_protocol::frame::encode_err("", &err));
             }
             Event::Close(_) | Event::Ended | Event::WriteFailed(_) => break EndReason::PeerGone,

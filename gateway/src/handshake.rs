@@ -268,6 +268,7 @@ impl Handshake {
         let mut ws = crate::upgrade::into_session(self.ws).await;
         let mut hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
         hello.credential = credential;
+        hello.gateway_version = crate::VERSION.to_owned();
         ws.send(Message::Text(encode_ok(&self.req_id, &hello).into()))
             .await
             .ok()?;

@@ -35,9 +35,11 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/node", get(node_ws))
         .route("/v1/agent", get(agent_ws))
         .route("/v1/nodes", get(nodes))
+        .route("/v1/nodes/{id}", get(node_show))
         .route("/v1/tools", get(tools))
         .route("/v1/sessions", get(sessions))
         .route("/v1/nodes/{id}/probe", post(probe))
+        .route("/v1/nodes/{id}/accept-tools", post(accept_tools))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide));
     if with_metrics {
@@ -79,8 +81,37 @@ async fn nodes(
     headers: HeaderMap,
 ) -> Result<Json<NodesListResult>, ApiError> {
     let policy = authorize(&shared, &headers, peer).await?.policy();
-    let nodes = shared.registry.summaries(|n| policy.visible(n));
-    Ok(Json(NodesListResult { nodes }))
+    let nodes = shared
+        .registry
+        .summaries(&crate::agent_session::viewer(&policy));
+    Ok(Json(NodesListResult {
+        nodes,
+        gateway_version: crate::VERSION.to_owned(),
+    }))
+}
+
+/// `GET /v1/nodes/{id}`: the `nodes.show` result.
+async fn node_show(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let policy = authorize(&shared, &headers, peer).await?.policy();
+    let detail = crate::agent_session::show_node(&shared, &policy, &id)?;
+    Ok(Json(detail).into_response())
+}
+
+/// `POST /v1/nodes/{id}/accept-tools`: accepts what the node offers now.
+async fn accept_tools(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    admin_only(&shared, &headers, peer, "accepting a node's tools").await?;
+    let result = crate::offers::accept(&shared, &id, "admin-api").await?;
+    Ok(Json(result).into_response())
 }
 
 async fn tools(
@@ -119,7 +150,7 @@ async fn sessions(
         .registry
         .all()
         .into_iter()
-        .filter(|n| n.tools.get("Process").is_some())
+        .filter(|n| shared.registry.tool(n, "Process").is_some())
         .map(|n| n.id.to_string())
         .filter(|id| {
             policy.decide(&gsv_protocol::names::NamespacedName::join(id, "Process"))

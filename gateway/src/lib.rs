@@ -24,6 +24,7 @@ pub(crate) mod listener;
 pub mod mcp;
 pub mod metrics;
 pub mod node_session;
+pub mod offers;
 pub mod policy;
 pub mod probe;
 pub mod ratelimit;
@@ -51,3 +52,7 @@ pub use server::{start, GatewayError, RunningGateway};
 pub use store::{Store, StoreError, TokenInfo};
 pub use tls::TlsSetup;
 pub use token::TokenKind;
+
+/// This gateway's gsv version: sent in `hello-ok` and `nodes.list`, so clients can
+/// tell nodes that run another version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

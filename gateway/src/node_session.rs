@@ -4,10 +4,15 @@
 //! its `res` frames complete the pending calls of this connection only. When the
 //! connection ends (for any reason) every call still pending on it fails at once with
 //! `node_disconnected`, and agents hear that the node's tools went offline.
+//!
+//! Before `hello-ok` the node's offer is compared with the one accepted for its id
+//! (`crate::offers`); what it adds is entered, flagged (and under `--pin-tools`
+//! hidden), in the registry together with the connection.
 
 use crate::audit::{AuditEvent, Enrollment};
 use crate::conn::{drive, EndReason, Ws};
 use crate::handshake::{self, Handshake, HandshakeError};
+use crate::offers::Reviewed;
 use crate::registry::{Completion, NodeHandle};
 use crate::session_error::SessionError;
 use crate::state::Shared;
@@ -30,18 +35,24 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let Some(hs) = handshake::accept(ws, &shared, Role::Node, peer).await else {
         return;
     };
-    let Some((handle, stream)) = register(&shared, hs).await else {
+    let Some((handle, stream, reviewed)) = register(&shared, hs).await else {
         return;
     };
     // A stopping gateway waits (bounded) for its sessions to end and deliver what they
     // queued (the shutdown notice, cancels).
     let _session = shared.closing.token();
     let span = tracing::info_span!("node", node_id = %handle.id, conn_id = %handle.conn_id);
-    serve(shared, handle, stream).instrument(span).await;
+    serve(shared, handle, stream, reviewed)
+        .instrument(span)
+        .await;
 }
 
 /// The connection, and its send queue, that a registered node's session drives.
 type Stream = (Ws, Queue);
+
+/// What [`register`] hands [`serve`]: the node, its connection, and how its offer
+/// compares with the accepted one.
+type Registered = (Arc<NodeHandle>, Stream, Reviewed);
 
 /// The window over which a connection's stray results are counted against
 /// [`gsv_protocol::limits::MAX_STRAY_RESULTS`].
@@ -84,7 +95,7 @@ impl Strays {
 
 /// Validates the node's declaration and credential, sends `hello-ok`, and enters the
 /// node in the registry.
-async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHandle>, Stream)> {
+async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<Registered> {
     let Some(info) = hs.params.node.take() else {
         hs.refuse(shared, HandshakeError::NoNodeObject).await;
         return None;
@@ -141,6 +152,17 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
             }
         }
     }
+    // After enrollment, so a refused connect records no offer; before `hello-ok`, so
+    // the node is never listed before what it adds is known.
+    let reviewed = match shared.offers.review(&shared.store, &id, &tools).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(node_id = %id, error = %e, "cannot compare the node's offer with the accepted one");
+            hs.refuse(shared, e.into()).await;
+            return None;
+        }
+    };
+    let version = hs.params.client.bounded_version();
     let conn_id = uuid::Uuid::new_v4().to_string();
     let peer = hs.peer;
     let limits = Limits::standard(
@@ -161,8 +183,9 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<(Arc<NodeHa
         runtime,
         peer,
         info.instance,
+        version,
     ));
-    Some((handle, (ws, queue)))
+    Some((handle, (ws, queue), reviewed))
 }
 
 /// Exchanges the connection's join token for the node's credential. Done last, after
@@ -205,7 +228,18 @@ async fn enroll(
     result
 }
 
-async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream) {
+async fn serve(
+    shared: Arc<Shared>,
+    handle: Arc<NodeHandle>,
+    (ws, queue): Stream,
+    reviewed: Reviewed,
+) {
+    let pin = shared.config.pin_tools;
+    // What the node adds is flagged (pinned: hidden) before its connection is listed.
+    shared
+        .registry
+        .unaccepted
+        .set(handle.id.clone(), reviewed.pending(pin));
     let replaced = shared.registry.insert(handle.clone());
     if let Some(old) = &replaced {
         tracing::info!(old_conn = %old.conn_id, "node reconnected; closing its previous connection");
@@ -234,6 +268,7 @@ async fn serve(shared: Arc<Shared>, handle: Arc<NodeHandle>, (ws, queue): Stream
         conn_id: &handle.conn_id,
         login_profile_changed: login_profile.as_ref().map(|lp| lp.changed.as_slice()),
     });
+    crate::offers::record_review(&shared, &handle, &reviewed, pin);
     let change = if replaced.is_some() {
         "replaced"
     } else {

@@ -11,15 +11,22 @@
 //! the same node process to come back (see `router`), then register the same call id
 //! on the new connection and ask for the result again. [`Registry::arrivals`] wakes
 //! them when any node connects.
+//!
+//! What a node offers that no operator accepted is kept per node id ([`unaccepted`]);
+//! every list this registry gives agents, and [`Registry::tool`] on the call path,
+//! leave out the tools it hides (`--pin-tools`).
 
 mod error;
+pub mod unaccepted;
 
 pub use error::Disconnected;
+pub use unaccepted::{PendingOffer, Unaccepted};
 
-use crate::toolset::{Interner, ToolSet};
+use crate::toolset::{Interner, ToolSet, ToolSpec};
 use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
+use gsv_protocol::offer::{NodeTool, UnacceptedOffer};
 use gsv_protocol::{ErrorShape, HostRole, NodeId, Runtime};
 use gsv_transport::Outbound;
 use serde_json::value::RawValue;
@@ -52,6 +59,8 @@ pub struct NodeHandle {
     /// The node process's random instance id (empty from nodes that send none): a
     /// call can be resumed on a new connection only of the same instance.
     pub instance: String,
+    /// The gsv version the node reported (`client.version`, bounded; may be empty).
+    pub version: String,
     calls: Mutex<Calls>,
 }
 
@@ -154,6 +163,7 @@ impl NodeHandle {
         runtime: Runtime,
         remote: SocketAddr,
         instance: String,
+        version: String,
     ) -> Self {
         NodeHandle {
             id,
@@ -166,6 +176,7 @@ impl NodeHandle {
             since: gsv_protocol::now_ms(),
             remote,
             instance,
+            version,
             calls: Mutex::new(Calls::default()),
         }
     }
@@ -314,29 +325,68 @@ impl NodeHandle {
             runtime: self.runtime.lock().map(|r| r.clone()).unwrap_or_default(),
             conn_id: Some(self.conn_id.clone()),
             remote_addr: Some(self.remote.to_string()),
+            version: self.version.clone(),
+            unaccepted: None,
         }
     }
 }
 
-/// Cuts `summary` down to the tools of `set` that pass `visible` and the capabilities
-/// those tools declare. False when no tool is visible (the node is not shown at all).
-fn restrict(summary: &mut NodeSummary, set: &ToolSet, visible: impl Fn(&str) -> bool) -> bool {
-    let shown: Vec<&crate::toolset::ToolSpec> = set
+/// Cuts `summary` down to the tools of `set` that pass `shown` (by bare name) and the
+/// capabilities those tools declare. False when no tool is shown.
+fn restrict(summary: &mut NodeSummary, set: &ToolSet, shown: impl Fn(&str) -> bool) -> bool {
+    let kept: Vec<&ToolSpec> = set
         .tools
         .iter()
-        .filter(|t| visible(&NamespacedName::join(&summary.id, &t.def.name)))
+        .filter(|t| shown(&t.def.name))
         .map(|t| t.as_ref())
         .collect();
-    if shown.is_empty() {
-        return false;
-    }
-    if shown.len() < set.tools.len() {
-        summary.tools = shown.iter().map(|t| t.def.name.clone()).collect();
+    if kept.len() < set.tools.len() {
+        summary.tools = kept.iter().map(|t| t.def.name.clone()).collect();
         summary
             .capabilities
-            .retain(|c| shown.iter().any(|t| &t.def.capability == c));
+            .retain(|c| kept.iter().any(|t| &t.def.capability == c));
     }
-    true
+    !kept.is_empty()
+}
+
+/// What of an unaccepted offer a caller is shown: everything for operators; for an
+/// agent nothing of hidden tools, else only the tools (and capabilities) `summary`
+/// already shows it.
+fn unaccepted_for(
+    offer: &UnacceptedOffer,
+    summary: &NodeSummary,
+    operator: bool,
+) -> Option<UnacceptedOffer> {
+    if operator {
+        return Some(offer.clone());
+    }
+    if offer.hidden {
+        return None;
+    }
+    let shown = UnacceptedOffer {
+        tools: offer
+            .tools
+            .iter()
+            .filter(|t| summary.tools.contains(t))
+            .cloned()
+            .collect(),
+        capabilities: offer
+            .capabilities
+            .iter()
+            .filter(|c| summary.capabilities.contains(c))
+            .cloned()
+            .collect(),
+        hidden: false,
+    };
+    (!shown.is_empty()).then_some(shown)
+}
+
+/// Who is looking at the registry: what their token lets them see, and whether they
+/// are an operator (the admin token), who sees every node and what it offers.
+pub struct Viewer<F: Fn(&str) -> bool> {
+    /// Whether a namespaced tool name is visible to the caller's policy.
+    pub visible: F,
+    pub operator: bool,
 }
 
 /// A node that was connected and is not now.
@@ -345,6 +395,30 @@ pub struct OfflineNode {
     pub host_role: HostRole,
     pub runtime: Runtime,
     pub since: u64,
+    pub version: String,
+}
+
+impl OfflineNode {
+    fn summary(&self, id: &str) -> NodeSummary {
+        NodeSummary {
+            id: id.to_owned(),
+            online: false,
+            since: self.since,
+            host_role: self.host_role,
+            capabilities: self.tools.capabilities.clone(),
+            tools: self
+                .tools
+                .tools
+                .iter()
+                .map(|t| t.def.name.clone())
+                .collect(),
+            runtime: self.runtime.clone(),
+            conn_id: None,
+            remote_addr: None,
+            version: self.version.clone(),
+            unaccepted: None,
+        }
+    }
 }
 
 /// Every node, online and recently offline.
@@ -353,6 +427,8 @@ pub struct Registry {
     nodes: DashMap<NodeId, Arc<NodeHandle>>,
     offline: DashMap<NodeId, OfflineNode>,
     pub interner: Interner,
+    /// What each node offers that was not accepted (and, pinned, is hidden).
+    pub unaccepted: Unaccepted,
     /// Woken whenever a node connection is registered.
     arrivals: tokio::sync::Notify,
     /// Per node id: the instance and the highest reliable event `seq` received from
@@ -410,6 +486,7 @@ impl Registry {
                     host_role: h.host_role,
                     runtime: h.runtime.lock().map(|r| r.clone()).unwrap_or_default(),
                     since: gsv_protocol::now_ms(),
+                    version: h.version.clone(),
                 },
             );
             drop(h);
@@ -433,42 +510,111 @@ impl Registry {
         self.nodes.len()
     }
 
-    /// Every node, online first, then offline, each sorted by id.
-    /// Every node with at least one tool whose namespaced name passes `visible`, online
-    /// first, each showing only those tools and their capabilities: a token allowed one
-    /// tool of a node learns nothing of the node's other tools.
-    pub fn summaries(&self, visible: impl Fn(&str) -> bool) -> Vec<NodeSummary> {
+    /// The tool `name` of `node` as agents may call it: `None` when the node does not
+    /// offer it, or offers it unaccepted under `--pin-tools` (to the caller, exactly
+    /// as if it did not exist).
+    pub fn tool<'a>(&self, node: &'a NodeHandle, name: &str) -> Option<&'a Arc<ToolSpec>> {
+        if self.unaccepted.hides(node.id.as_str(), name) {
+            return None;
+        }
+        node.tools.get(name)
+    }
+
+    /// The tools a known node (online or offline) offers now.
+    pub fn tool_set(&self, id: &str) -> Option<Arc<ToolSet>> {
+        self.nodes
+            .get(id)
+            .map(|h| h.tools.clone())
+            .or_else(|| self.offline.get(id).map(|o| o.tools.clone()))
+    }
+
+    /// The node as `viewer` may see it: only tools its policy lets it see and that are
+    /// not hidden (with the capabilities those declare), and what of the node's
+    /// unaccepted offer it may know. `None` when an agent may see no tool of it;
+    /// operators see every node.
+    fn view<F: Fn(&str) -> bool>(
+        &self,
+        mut summary: NodeSummary,
+        set: &ToolSet,
+        viewer: &Viewer<F>,
+    ) -> Option<NodeSummary> {
+        let pending = self.unaccepted.get(&summary.id);
+        let id = summary.id.clone();
+        let any = restrict(&mut summary, set, |tool| {
+            !pending.as_ref().is_some_and(|p| p.hides(tool))
+                && (viewer.visible)(&NamespacedName::join(&id, tool))
+        });
+        if !any && !viewer.operator {
+            return None;
+        }
+        summary.unaccepted =
+            pending.and_then(|p| unaccepted_for(&p.offer, &summary, viewer.operator));
+        Some(summary)
+    }
+
+    /// Every node `viewer` may see ([`Registry::view`]), online first, then offline,
+    /// each sorted by id: a token allowed one tool of a node learns nothing of the
+    /// node's other tools.
+    pub fn summaries<F: Fn(&str) -> bool>(&self, viewer: &Viewer<F>) -> Vec<NodeSummary> {
         let mut online: Vec<NodeSummary> = self
             .nodes
             .iter()
-            .filter_map(|e| {
-                let mut s = e.value().summary();
-                restrict(&mut s, &e.value().tools, &visible).then_some(s)
-            })
+            .filter_map(|e| self.view(e.value().summary(), &e.value().tools, viewer))
             .collect();
         online.sort_by(|a, b| a.id.cmp(&b.id));
         let mut offline: Vec<NodeSummary> = self
             .offline
             .iter()
             .filter_map(|e| {
-                let o = e.value();
-                let mut s = NodeSummary {
-                    id: e.key().to_string(),
-                    online: false,
-                    since: o.since,
-                    host_role: o.host_role,
-                    capabilities: o.tools.capabilities.clone(),
-                    tools: o.tools.tools.iter().map(|t| t.def.name.clone()).collect(),
-                    runtime: o.runtime.clone(),
-                    conn_id: None,
-                    remote_addr: None,
-                };
-                restrict(&mut s, &o.tools, &visible).then_some(s)
+                self.view(
+                    e.value().summary(e.key().as_str()),
+                    &e.value().tools,
+                    viewer,
+                )
             })
             .collect();
         offline.sort_by(|a, b| a.id.cmp(&b.id));
         online.extend(offline);
         online
+    }
+
+    /// One node as `viewer` may see it, with its tools (name, capability,
+    /// description, whether unaccepted or hidden), sorted by name. `None` when the
+    /// node is unknown or the viewer may see none of it.
+    pub fn detail<F: Fn(&str) -> bool>(
+        &self,
+        id: &str,
+        viewer: &Viewer<F>,
+    ) -> Option<(NodeSummary, Vec<NodeTool>)> {
+        let (summary, set) = match self.nodes.get(id) {
+            Some(h) => (h.summary(), h.tools.clone()),
+            None => {
+                let o = self.offline.get(id)?;
+                (o.summary(id), o.tools.clone())
+            }
+        };
+        let pending = self.unaccepted.get(id);
+        let summary = self.view(summary, &set, viewer)?;
+        let mut tools: Vec<NodeTool> = set
+            .tools
+            .iter()
+            .filter(|t| viewer.operator || summary.tools.contains(&t.def.name))
+            .map(|t| {
+                let name = &t.def.name;
+                let unaccepted = pending
+                    .as_ref()
+                    .is_some_and(|p| p.offer.tools.contains(name));
+                NodeTool {
+                    name: name.clone(),
+                    capability: t.def.capability.clone(),
+                    description: t.def.description.clone(),
+                    unaccepted,
+                    hidden: pending.as_ref().is_some_and(|p| p.hides(name)),
+                }
+            })
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Some((summary, tools))
     }
 
     /// Whether any known node, online or offline, declares a tool with this bare name.
@@ -482,11 +628,15 @@ impl Registry {
                 .any(|e| e.value().tools.get(tool).is_some())
     }
 
-    /// Every tool of every known node whose namespaced name passes `visible`, sorted.
+    /// Every tool of every known node whose namespaced name passes `visible`, sorted;
+    /// never a tool hidden until accepted (`--pin-tools`).
     pub fn tool_entries(&self, visible: impl Fn(&str) -> bool) -> Vec<ToolEntry> {
         let mut out = Vec::new();
         let mut push = |node: &str, set: &ToolSet, online: bool| {
             for t in &set.tools {
+                if self.unaccepted.hides(node, &t.def.name) {
+                    continue;
+                }
                 let name = NamespacedName::join(node, &t.def.name);
                 if visible(&name) {
                     out.push(ToolEntry {

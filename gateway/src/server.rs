@@ -101,7 +101,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             .map_err(|source| GatewayError::Write { path, source })?;
     }
     let audit = crate::audit::AuditLog::start(&config.data_dir, config.audit_args)?;
-    let shared = Arc::new(Shared::new(config, store, audit));
+    let offers = crate::offers::Offers::load(&store)?;
+    let mut shared = Shared::new(config, store, audit);
+    shared.offers = offers;
+    let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
     let mut tasks = Vec::new();
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));

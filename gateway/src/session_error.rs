@@ -21,6 +21,9 @@ pub enum SessionError {
     ResFromAgent,
     #[error("agents do not send event frames")]
     EventFromAgent,
+    /// A binary WebSocket frame, from either side.
+    #[error("binary frames are not part of the protocol; send JSON text frames")]
+    BinaryFrame,
     #[error("tools.call params: {0}")]
     BadCallParams(serde_json::Error),
     #[error("too many calls in flight on this connection")]
@@ -30,6 +33,9 @@ pub enum SessionError {
     /// `approvals.*` from an agent that is not an operator.
     #[error("approvals need the admin token")]
     NotOperator,
+    /// Another operator-only request from an agent that is not an operator.
+    #[error("{what} needs the admin token")]
+    OperatorOnly { what: &'static str },
     /// `approvals.*` params that do not decode.
     #[error("{0}")]
     BadParams(serde_json::Error),
@@ -45,13 +51,13 @@ impl WireError for SessionError {
     fn code(&self) -> ErrorCode {
         use SessionError::*;
         match self {
-            AlreadyConnected | ResFromAgent | EventFromAgent | DuplicateCallId => {
+            AlreadyConnected | ResFromAgent | EventFromAgent | BinaryFrame | DuplicateCallId => {
                 ErrorCode::InvalidFrame
             }
             UnknownMethod { .. } | NodeRequest { .. } => ErrorCode::NotFound,
             BadCallParams(_) | BadParams(_) => ErrorCode::InvalidArgs,
             TooManyInFlight => ErrorCode::Overloaded,
-            NotOperator => ErrorCode::Forbidden,
+            NotOperator | OperatorOnly { .. } => ErrorCode::Forbidden,
             ResultTooLarge { .. } => ErrorCode::TooLarge,
         }
     }
@@ -92,6 +98,11 @@ mod tests {
                 "agents do not send event frames".into(),
             ),
             (
+                BinaryFrame,
+                ErrorCode::InvalidFrame,
+                "binary frames are not part of the protocol; send JSON text frames".into(),
+            ),
+            (
                 BadCallParams(bad_json()),
                 ErrorCode::InvalidArgs,
                 format!("tools.call params: {why}"),
@@ -110,6 +121,13 @@ mod tests {
                 NotOperator,
                 ErrorCode::Forbidden,
                 "approvals need the admin token".into(),
+            ),
+            (
+                OperatorOnly {
+                    what: "accepting a node's tools",
+                },
+                ErrorCode::Forbidden,
+                "accepting a node's tools needs the admin token".into(),
             ),
             (BadParams(bad_json()), ErrorCode::InvalidArgs, why.clone()),
             (

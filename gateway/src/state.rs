@@ -63,13 +63,15 @@ impl AgentHandle {
         let _ = self.out.send(encode_event(event, payload, seq));
     }
 
-    /// Whether this agent may see any tool of `set` on `node` (operators see every
-    /// node, tools or not).
-    pub fn sees_any(&self, node: &str, set: &ToolSet) -> bool {
+    /// Whether this agent may see any tool of `set` on `node` that `hidden` does not
+    /// hide (operators see every node, tools or not).
+    pub fn sees_any(&self, node: &str, set: &ToolSet, hidden: impl Fn(&str) -> bool) -> bool {
         self.policy.is_full()
             || set.tools.iter().any(|t| {
-                self.policy
-                    .visible(&NamespacedName::join(node, &t.def.name))
+                !hidden(&t.def.name)
+                    && self
+                        .policy
+                        .visible(&NamespacedName::join(node, &t.def.name))
             })
     }
 }
@@ -107,6 +109,8 @@ pub struct Shared {
     pub revoked_recent: crate::recent_revocations::RecentRevocations,
     /// Bytes of call arguments in flight, per token and in all.
     pub pending_bytes: crate::budget::PendingBytes,
+    /// The accepted offers of the node ids seen (`crate::offers`).
+    pub offers: crate::offers::Offers,
 }
 
 impl Shared {
@@ -163,6 +167,7 @@ impl Shared {
             in_flight: tokio_util::task::TaskTracker::new(),
             closing: tokio_util::task::TaskTracker::new(),
             revoked_recent: Default::default(),
+            offers: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -182,14 +187,17 @@ impl Shared {
         }
     }
 
-    /// Tells every agent that may see some of the node's tools that the set changed.
+    /// Tells every agent that may see some of the node's tools (not counting those
+    /// hidden until accepted) that the set changed.
     pub fn tools_changed(&self, node: &str, set: &ToolSet, change: &str) {
         let payload = ToolsChanged {
             node: node.to_owned(),
             change: change.to_owned(),
         };
+        let pending = self.registry.unaccepted.get(node);
+        let hidden = |tool: &str| pending.as_ref().is_some_and(|p| p.hides(tool));
         for a in self.agents.iter() {
-            if a.sees_any(node, set) {
+            if a.sees_any(node, set, hidden) {
                 a.send_event(EventName::ToolsChanged, &payload);
             }
         }

@@ -89,15 +89,20 @@ impl LoginProfileChange {
     pub fn bounded(mut self) -> LoginProfileChange {
         self.changed.truncate(MAX_LOGIN_PROFILE_CHANGES);
         for name in &mut self.changed {
-            if name.len() > MAX_LOGIN_PROFILE_NAME {
-                let mut end = MAX_LOGIN_PROFILE_NAME;
-                while !name.is_char_boundary(end) {
-                    end -= 1;
-                }
-                name.truncate(end);
-            }
+            truncate_on_char(name, MAX_LOGIN_PROFILE_NAME);
         }
         self
+    }
+}
+
+/// Cuts `text` to at most `max` bytes, on a character boundary.
+fn truncate_on_char(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
     }
 }
 
@@ -128,6 +133,18 @@ pub struct ClientInfo {
     pub version: String,
 }
 
+/// Longest `client.version` a gateway keeps, in bytes.
+pub const MAX_CLIENT_VERSION: usize = 64;
+
+impl ClientInfo {
+    /// The version cut to [`MAX_CLIENT_VERSION`] bytes: what a gateway keeps of it.
+    pub fn bounded_version(&self) -> String {
+        let mut v = self.version.clone();
+        truncate_on_char(&mut v, MAX_CLIENT_VERSION);
+        v
+    }
+}
+
 /// Params of the `connect` request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -156,6 +173,9 @@ pub struct HelloOk {
     /// credential it must use from now on (and store; it is shown once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
+    /// The gateway's gsv version. Empty (absent on the wire) from older gateways.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gateway_version: String,
 }
 
 impl HelloOk {
@@ -166,6 +186,7 @@ impl HelloOk {
             conn_id,
             limits,
             credential: None,
+            gateway_version: String::new(),
         }
     }
 }
@@ -206,6 +227,25 @@ mod tests {
             .changed
             .iter()
             .all(|n| n.len() <= MAX_LOGIN_PROFILE_NAME));
+    }
+
+    #[test]
+    fn client_versions_are_bounded_and_hello_ok_names_the_gateway_version() {
+        let c = ClientInfo {
+            name: "n".into(),
+            version: "é".repeat(100),
+        };
+        let v = c.bounded_version();
+        assert!(v.len() <= MAX_CLIENT_VERSION && v.chars().all(|ch| ch == 'é'));
+        let mut hello = HelloOk::new(1, "c".into(), Limits::standard(1, 1));
+        let text = serde_json::to_string(&hello).expect("encode");
+        assert!(!text.contains("gatewayVersion"), "{text}");
+        hello.gateway_version = "0.1.0".into();
+        let text = serde_json::to_string(&hello).expect("encode");
+        assert!(text.contains(r#""gatewayVersion":"0.1.0""#), "{text}");
+        let old: HelloOk = serde_json::from_str(&text.replace(r#","gatewayVersion":"0.1.0""#, ""))
+            .expect("an older hello-ok decodes");
+        assert_eq!(old.gateway_version, "");
     }
 
     #[test]

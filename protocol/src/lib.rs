@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod limits;
 pub mod method;
 pub mod names;
+pub mod offer;
 pub mod tool;
 
 pub use capability::Capability;

@@ -6,6 +6,7 @@
 //! request's own id.
 
 use crate::handshake::{HostRole, LoginProfileChange, Runtime};
+use crate::offer::UnacceptedOffer;
 use crate::tool::ToolAnnotations;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -33,6 +34,12 @@ pub enum Method {
     /// Operator (admin token) → gateway: approve or deny one request.
     #[serde(rename = "approvals.decide")]
     ApprovalsDecide,
+    /// Agent → gateway: one node's tools, capabilities and version.
+    #[serde(rename = "nodes.show")]
+    NodesShow,
+    /// Operator (admin token) → gateway: accept what a node offers now.
+    #[serde(rename = "nodes.acceptTools")]
+    NodesAcceptTools,
     /// Gateway → node: run one tool.
     #[serde(rename = "tool.invoke")]
     ToolInvoke,
@@ -56,6 +63,8 @@ impl Method {
             Method::NodesList => "nodes.list",
             Method::ApprovalsList => "approvals.list",
             Method::ApprovalsDecide => "approvals.decide",
+            Method::NodesShow => "nodes.show",
+            Method::NodesAcceptTools => "nodes.acceptTools",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::SessionsEnd => "sessions.end",
@@ -214,12 +223,25 @@ pub struct NodeSummary {
     pub conn_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_addr: Option<String>,
+    /// The gsv version the node reported in `connect` (`client.version`); empty when
+    /// it sent none. Absent from older gateways.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// What the node offers that no operator has accepted yet. Absent when there is
+    /// nothing, and from older gateways.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unaccepted: Option<UnacceptedOffer>,
 }
 
 /// Result of `nodes.list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NodesListResult {
     pub nodes: Vec<NodeSummary>,
+    /// The gateway's own gsv version, to compare with each node's `version`. Empty
+    /// from older gateways.
+    #[serde(default)]
+    pub gateway_version: String,
 }
 
 /// An operator's answer to an approval request.

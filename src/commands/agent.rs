@@ -1,4 +1,5 @@
 //! `gsv call`, `gsv nodes`, `gsv tools`: the agent protocol from the command line.
+//! (`gsv nodes show` and `accept-tools` are in [`super::nodes`].)
 
 use crate::exit;
 use crate::resolve;
@@ -24,7 +25,7 @@ fn fail(code: &str, message: impl std::fmt::Display, exit: u8) -> u8 {
     exit
 }
 
-fn client_error(e: &ClientError) -> u8 {
+pub(crate) fn client_error(e: &ClientError) -> u8 {
     match e {
         ClientError::Remote(ErrorShape { code, message, .. }) => {
             fail(code.as_str(), message, exit::for_code(*code))
@@ -39,7 +40,7 @@ fn client_error(e: &ClientError) -> u8 {
     }
 }
 
-async fn connect(target: &Target) -> Result<AgentClient, u8> {
+pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
     let data = resolve::data_dir(target.data.as_deref());
     let gateway = resolve::gateway(target.gateway.as_deref(), &data);
     let Some(token) = resolve::agent_token(target.token.as_deref(), &data) else {
@@ -118,6 +119,7 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let gateway = client.hello.gateway_version.clone();
     match client.list_nodes().await {
         Ok(nodes) => {
             if json {
@@ -131,18 +133,22 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
                 for n in &nodes {
                     let state = if n.online { "online" } else { "offline" };
                     println!(
-                        "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}",
+                        "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}{}",
                         safe(&n.id),
                         state,
                         safe(&n.runtime.host_os),
                         safe(&n.runtime.host_arch),
                         n.tools.len(),
-                        gsv_gateway::time::rfc3339(n.since)
+                        gsv_gateway::time::rfc3339(n.since),
+                        crate::commands::nodes::marks(n, &gateway)
                     );
                 }
                 // On stderr, after the table: scripts reading the table see it unchanged.
                 for n in &nodes {
                     if let Some(line) = login_profile_warning(n) {
+                        eprintln!("{line}");
+                    }
+                    for line in crate::commands::nodes::warnings(n, &gateway) {
                         eprintln!("{line}");
                     }
                 }
@@ -232,6 +238,8 @@ mod tests {
             },
             conn_id: None,
             remote_addr: None,
+            version: String::new(),
+            unaccepted: None,
         }
     }
 

@@ -25,7 +25,7 @@ pub struct OperatorTarget {
     pub pin: Option<String>,
 }
 
-fn fail(e: &ClientError) -> u8 {
+pub(crate) fn fail(e: &ClientError) -> u8 {
     match e {
         ClientError::Remote(r) => {
             eprintln!("error: {}: {}", r.code, safe(&r.message));
@@ -46,7 +46,7 @@ fn fail(e: &ClientError) -> u8 {
     }
 }
 
-async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
+pub(crate) async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
     let data = resolve::data_dir(t.data.as_deref());
     let gateway = resolve::gateway(t.gateway.as_deref(), &data);
     let token = t

@@ -29,18 +29,17 @@ pub fn setup_lines(gateway_url: &str, token_file: &Path, data: &Path) -> String 
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "gsv".to_owned());
-    let http = serde_json::json!({
-        "mcpServers": { "gsv": {
-            "url": url,
-            "headers": { "Authorization": format!("Bearer <the token in {token_file}>") },
-        }}
+    let http = ClientConfig::one(ServerEntry::Http {
+        url: url.clone(),
+        headers: Headers {
+            authorization: format!("Bearer <the token in {token_file}>"),
+        },
     });
-    let stdio = serde_json::json!({
-        "mcpServers": { "gsv": {
-            "command": exe,
-            "args": ["mcp", "--data", data.display().to_string()],
-        }}
+    let stdio = ClientConfig::one(ServerEntry::Stdio {
+        command: exe,
+        args: vec!["mcp".into(), "--data".into(), data.display().to_string()],
     });
+    let (http, stdio) = (json_line(&http), json_line(&stdio));
     format!(
         "  MCP          {url}   (Authorization: Bearer <agent token>)\n\
          \x20 connect an MCP client:\n\
@@ -48,6 +47,40 @@ pub fn setup_lines(gateway_url: &str, token_file: &Path, data: &Path) -> String 
          \x20   JSON (HTTP): {http}\n\
          \x20   JSON (stdio, for clients that only launch commands): {stdio}\n"
     )
+}
+
+/// An MCP client's configuration entry for gsv (`{"mcpServers": {"gsv": ...}}`), the
+/// shape Claude Desktop, Cursor and most clients read.
+#[derive(serde::Serialize)]
+struct ClientConfig {
+    #[serde(rename = "mcpServers")]
+    servers: std::collections::BTreeMap<&'static str, ServerEntry>,
+}
+
+impl ClientConfig {
+    fn one(entry: ServerEntry) -> Self {
+        ClientConfig {
+            servers: [("gsv", entry)].into(),
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum ServerEntry {
+    Http { url: String, headers: Headers },
+    Stdio { command: String, args: Vec<String> },
+}
+
+#[derive(serde::Serialize)]
+struct Headers {
+    #[serde(rename = "Authorization")]
+    authorization: String,
+}
+
+/// One line of JSON (serializing these plain structs cannot fail).
+fn json_line(config: &ClientConfig) -> String {
+    serde_json::to_string(config).unwrap_or_default()
 }
 
 /// `gsv mcp`: bridges stdio to the gateway's `/mcp` until the client closes stdin (or
@@ -92,4 +125,38 @@ pub async fn run(target: Target) -> u8 {
     mcp_bridge::run(upstream, input, output, stop).await;
     let _ = tokio::time::timeout(FLUSH_TIMEOUT, written).await;
     exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_lines_hold_client_configs_that_parse() {
+        let text = setup_lines(
+            "http://127.0.0.1:8787",
+            Path::new("/d/agent.token"),
+            Path::new("/d"),
+        );
+        let json_after = |label: &str| -> serde_json::Value {
+            let line = text.lines().find(|l| l.contains(label)).expect(label);
+            let start = line.find('{').expect("JSON");
+            serde_json::from_str(&line[start..]).expect("valid JSON")
+        };
+        let http = json_after("JSON (HTTP)");
+        assert_eq!(
+            http["mcpServers"]["gsv"]["url"],
+            "http://127.0.0.1:8787/mcp"
+        );
+        assert_eq!(
+            http["mcpServers"]["gsv"]["headers"]["Authorization"],
+            "Bearer <the token in /d/agent.token>"
+        );
+        let stdio = json_after("JSON (stdio");
+        assert_eq!(
+            stdio["mcpServers"]["gsv"]["args"],
+            serde_json::json!(["mcp", "--data", "/d"])
+        );
+        assert!(stdio["mcpServers"]["gsv"]["command"].is_string());
+    }
 }

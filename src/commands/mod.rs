@@ -9,6 +9,7 @@ pub mod install_line;
 pub mod mcp;
 pub mod node;
 pub mod node_service;
+pub mod nodes;
 pub mod token;
 pub mod up;
 

@@ -322,13 +322,21 @@ impl Gateway {
         env: &[(&str, &Path)],
         unset: &[&str],
     ) -> Proc {
-        let mut cmd = Command::new(gsv_bin());
+        let mut cmd = self.node_command(id, token, workspace);
         for (name, value) in env {
             cmd.env(name, value);
         }
         for name in unset {
             cmd.env_remove(name);
         }
+        cmd.arg("--echo-tool").args(extra);
+        Proc(die_with_parent(&mut cmd).spawn().expect("spawn gsv node"))
+    }
+
+    /// The `gsv node` command line of [`Gateway::spawn_node`] without `--echo-tool`
+    /// (the standard tools only): add flags, then spawn it.
+    pub fn node_command(&self, id: &str, token: &str, workspace: &Path) -> Command {
+        let mut cmd = Command::new(gsv_bin());
         cmd.arg("node")
             .arg("--gateway")
             .arg(self.url())
@@ -340,10 +348,8 @@ impl Gateway {
             .arg(workspace)
             .arg("--data")
             .arg(self.node_data.path())
-            .arg("--echo-tool")
             .arg("--heartbeat-ms")
             .arg("1000")
-            .args(extra)
             .env("RUST_LOG", "warn")
             .env_remove("GSV_GATEWAY")
             .env_remove("GSV_TOKEN")
@@ -352,7 +358,7 @@ impl Gateway {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        Proc(die_with_parent(&mut cmd).spawn().expect("spawn gsv node"))
+        cmd
     }
 
     /// Waits until `id` is listed online (through a fresh admin connection each poll,

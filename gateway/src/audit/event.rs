@@ -9,6 +9,7 @@
 //! covers: rows written before and after this type existed read and verify the same.
 
 use super::{AuditEntry, AuditKind};
+use crate::offers::OfferDiff;
 use crate::policy::PolicySpec;
 use crate::token::TokenKind;
 use gsv_protocol::method::{ApprovalRequest, Verdict};
@@ -117,6 +118,24 @@ pub enum AuditEvent<'a> {
     },
     /// A token was revoked (`actor`: the revoking command).
     TokenRevoked { actor: &'a str, token_id: &'a str },
+    /// A node registered offering other tools or capabilities than were accepted for
+    /// its id (`hidden`: its new tools are hidden from agents until accepted).
+    NodeToolsChanged {
+        node: &'a str,
+        conn_id: &'a str,
+        diff: &'a OfferDiff,
+        hidden: bool,
+    },
+    /// A node's offer was accepted: by an operator (`by`: `operator` or `admin-api`;
+    /// `tools` and `capabilities`: what became accepted), or at the node id's first
+    /// registration (`first_use`, `by` `first-use`: everything it offered).
+    NodeToolsAccepted {
+        by: &'a str,
+        node: &'a str,
+        tools: &'a [String],
+        capabilities: &'a [String],
+        first_use: bool,
+    },
 }
 
 /// What became of a join token presented at connect.
@@ -230,6 +249,26 @@ struct TokenIssuedDetail<'a> {
     policy: Option<&'a PolicySpec>,
     subject: &'a str,
     token_id: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsChangedDetail<'a> {
+    added_capabilities: &'a [String],
+    added_tools: &'a [String],
+    conn_id: &'a str,
+    hidden: bool,
+    removed_capabilities: &'a [String],
+    removed_tools: &'a [String],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolsAcceptedDetail<'a> {
+    capabilities: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    first_use: bool,
+    tools: &'a [String],
 }
 
 /// A row's columns before its detail.
@@ -450,6 +489,38 @@ impl AuditEvent<'_> {
             TokenRevoked { actor, token_id } => {
                 Row::new(AuditKind::Policy, actor, "token_revoked").with(TokenIdDetail { token_id })
             }
+            NodeToolsChanged {
+                node,
+                conn_id,
+                diff,
+                hidden,
+            } => Row::new(
+                AuditKind::Policy,
+                format!("node:{node}"),
+                "node.tools_changed",
+            )
+            .with(ToolsChangedDetail {
+                added_capabilities: &diff.added_capabilities,
+                added_tools: &diff.added_tools,
+                conn_id,
+                hidden,
+                removed_capabilities: &diff.removed_capabilities,
+                removed_tools: &diff.removed_tools,
+            })
+            .on(node),
+            NodeToolsAccepted {
+                by,
+                node,
+                tools,
+                capabilities,
+                first_use,
+            } => Row::new(AuditKind::Policy, by, "node.tools_accepted")
+                .with(ToolsAcceptedDetail {
+                    capabilities,
+                    first_use,
+                    tools,
+                })
+                .on(node),
         }
     }
 }
@@ -787,6 +858,65 @@ mod tests {
             ),
             ("approved", Some("lab"), Some("h"))
         );
+    }
+
+    #[test]
+    fn node_offers_changed_and_accepted() {
+        let diff = OfferDiff {
+            added_tools: vec!["Echo".into()],
+            removed_tools: vec!["Bash".into()],
+            added_capabilities: vec!["diagnostics.echo".into()],
+            removed_capabilities: vec![],
+        };
+        let (e, detail) = row(AuditEvent::NodeToolsChanged {
+            node: "lab",
+            conn_id: "c4",
+            diff: &diff,
+            hidden: true,
+        });
+        assert_eq!(
+            detail,
+            r#"{"addedCapabilities":["diagnostics.echo"],"addedTools":["Echo"],"connId":"c4","hidden":true,"removedCapabilities":[],"removedTools":["Bash"]}"#
+        );
+        assert_eq!(
+            (
+                e.kind,
+                e.actor.as_str(),
+                e.outcome.as_str(),
+                e.node.as_deref()
+            ),
+            (
+                AuditKind::Policy,
+                "node:lab",
+                "node.tools_changed",
+                Some("lab")
+            )
+        );
+        let tools = vec!["Echo".to_owned()];
+        let (e, detail) = row(AuditEvent::NodeToolsAccepted {
+            by: "operator",
+            node: "lab",
+            tools: &tools,
+            capabilities: &[],
+            first_use: false,
+        });
+        assert_eq!(detail, r#"{"capabilities":[],"tools":["Echo"]}"#);
+        assert_eq!(
+            (e.actor.as_str(), e.outcome.as_str(), e.node.as_deref()),
+            ("operator", "node.tools_accepted", Some("lab"))
+        );
+        let (e, detail) = row(AuditEvent::NodeToolsAccepted {
+            by: "first-use",
+            node: "lab",
+            tools: &tools,
+            capabilities: &[],
+            first_use: true,
+        });
+        assert_eq!(
+            detail,
+            r#"{"capabilities":[],"firstUse":true,"tools":["Echo"]}"#
+        );
+        assert_eq!(e.actor, "first-use");
     }
 
     #[test]

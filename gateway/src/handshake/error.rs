@@ -92,6 +92,9 @@ pub enum HandshakeError {
     AlreadyEnrolled { node: NodeId },
     #[error("this join token was already used")]
     JoinTokenUsed,
+    /// Comparing the node's offer with its accepted one failed (store).
+    #[error(transparent)]
+    Offer(#[from] crate::offers::OfferError),
 }
 
 impl WireError for HandshakeError {
@@ -117,6 +120,7 @@ impl WireError for HandshakeError {
             | BoundToOtherNode { .. }
             | AlreadyEnrolled { .. } => ErrorCode::Forbidden,
             Declaration(e) => e.code(),
+            Offer(e) => e.code(),
         }
     }
 
@@ -286,6 +290,11 @@ mod tests {
                 JoinTokenUsed,
                 ErrorCode::Unauthorized,
                 "this join token was already used".into(),
+            ),
+            (
+                Offer(crate::offers::OfferError::Store(StoreError::TooNew(7))),
+                ErrorCode::Internal,
+                "store of accepted offers: database schema version 7 is newer than this gsv understands".into(),
             ),
         ];
         for (e, code, message) in cases {

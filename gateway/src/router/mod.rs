@@ -1,7 +1,8 @@
 //! Routing one agent call to the node its name points at, and back.
 //!
-//! Order of checks: name → policy (deny) → node → tool → arguments (against the tool's
-//! JSON Schema) → approval (policy `confirm`) → dispatch. A node guard may still answer
+//! Order of checks: name → policy (deny) → node → tool (one hidden until accepted,
+//! `--pin-tools`, is answered as absent) → arguments (against the tool's JSON Schema)
+//! → approval (policy `confirm`) → dispatch. A node guard may still answer
 //! `approval_required` (e.g. a node in `--approve-shell` mode): the call then waits for
 //! an approval exactly as for `confirm` and is sent again, with a new call id, carrying
 //! the approval's id in `tool.invoke.approval`. A call approved once (by `confirm`)
@@ -227,7 +228,9 @@ async fn route(
             node: node_id.to_owned(),
         });
     };
-    let Some(spec) = node.tools.get(name.tool.as_str()) else {
+    // A tool hidden until accepted (`--pin-tools`) is answered exactly like one the
+    // node does not have.
+    let Some(spec) = shared.registry.tool(&node, name.tool.as_str()) else {
         return Err(RouteError::NoTool {
             node: node_id.to_owned(),
             tool: name.tool.to_string(),

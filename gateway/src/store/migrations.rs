@@ -84,10 +84,22 @@ const MIGRATIONS: &[Migration] = &[
         DROP TABLE tokens;
         ALTER TABLE tokens_v3 RENAME TO tokens;",
     },
+    // 4: what each node id was accepted offering (tools with their capability, and
+    // capabilities, as JSON), so a node that comes back offering more is flagged.
+    Migration {
+        version: 4,
+        sql: "CREATE TABLE IF NOT EXISTS node_offers (
+            node TEXT PRIMARY KEY,
+            tools TEXT NOT NULL,
+            capabilities TEXT NOT NULL,
+            accepted_at INTEGER NOT NULL,
+            accepted_by TEXT NOT NULL
+        );",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.
@@ -215,6 +227,7 @@ mod tests {
                     ("tokens", "revoked_at"),
                     ("audit", "hash"),
                     ("approvals", "decided_by"),
+                    ("node_offers", "accepted_by"),
                 ] {
                     assert!(columns(c, table).iter().any(|n| n == col), "{table}.{col}");
                 }
@@ -312,6 +325,62 @@ mod tests {
                         r.get(0)
                     })?;
                 assert_eq!(state, "pending");
+                Ok(())
+            })
+            .unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What version 3 (commit 7ec61bd) did to version 2: join tokens, by rebuilding the
+    /// tokens table with the wider kind check.
+    const V3_CHANGED: &str = "CREATE TABLE tokens_v3 (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('admin', 'node', 'join', 'agent')),
+        subject TEXT NOT NULL,
+        hash BLOB NOT NULL,
+        policy TEXT,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    );
+    INSERT INTO tokens_v3 SELECT id, kind, subject, hash, policy, created_at, revoked_at FROM tokens;
+    DROP TABLE tokens;
+    ALTER TABLE tokens_v3 RENAME TO tokens;
+    PRAGMA user_version = 3;";
+
+    #[test]
+    fn version_3_database_gains_node_offers_and_keeps_the_rest() {
+        let dir = temp_dir();
+        let join = {
+            let c = raw(&dir);
+            c.execute_batch(V1).unwrap();
+            c.execute_batch(V2_ADDED).unwrap();
+            c.execute_batch(V3_CHANGED).unwrap();
+            c.execute(
+                "INSERT INTO audit (seq, ts, kind, actor, outcome, prev_hash, hash) VALUES (1, 5, 'connect', 'node:lab', 'ok', 'p', 'h')",
+                [],
+            )
+            .unwrap();
+            old_token(&c, TokenKind::Join, "lab", None)
+        };
+        let store = Store::open(&dir).unwrap();
+        check_current(&store);
+        assert_eq!(verified(&store, &join).kind, TokenKind::Join);
+        // No node has an accepted offer yet: each is trusted on its next first use.
+        assert_eq!(store.accepted_offer("lab").unwrap(), None);
+        let offer = crate::store::Offer {
+            tools: [("Echo".to_owned(), "diagnostics.echo".to_owned())].into(),
+            capabilities: ["diagnostics.echo".to_owned()].into(),
+        };
+        store.accept_offer("lab", &offer, "first-use", 7).unwrap();
+        let got = store.accepted_offer("lab").unwrap().expect("stored");
+        assert_eq!(
+            (got.offer, got.accepted_by.as_str(), got.accepted_at),
+            (offer, "first-use", 7)
+        );
+        store
+            .with_conn(|c| {
+                let n: i64 = c.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get(0))?;
+                assert_eq!(n, 1);
                 Ok(())
             })
             .unwrap();

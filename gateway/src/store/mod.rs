@@ -2,16 +2,19 @@
 //!
 //! The store owns the schema ([`migrations`]); features that keep rows in it (the
 //! audit log, approvals, tokens) use the store, never the reverse. Token rows are
-//! queried in [`tokens`], hashed at rest.
+//! queried in [`tokens`], hashed at rest; what each node was accepted offering in
+//! [`offers`].
 //!
 //! The gateway reads tokens from the database at every authentication, so
 //! `gsv token create` (another process writing the same file) takes effect at once, with
 //! no reload. WAL mode and a busy timeout let both processes use the file together.
 
 mod migrations;
+mod offers;
 mod tokens;
 
 pub use migrations::SCHEMA_VERSION;
+pub use offers::{AcceptedOffer, Offer};
 pub(crate) use tokens::{insert_token, revoke_token};
 pub use tokens::{Redeem, TokenInfo, TokenRecord};
 
@@ -34,6 +37,8 @@ pub enum StoreError {
     TooNew(i64),
     #[error("stored policy is corrupt: {0}")]
     Policy(String),
+    #[error("stored offer of node {node} is corrupt: {reason}")]
+    Offer { node: String, reason: String },
 }
 
 /// The database handle. One connection behind a mutex: every query is a point lookup
