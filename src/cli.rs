@@ -263,8 +263,8 @@ pub enum Command {
         #[command(flatten)]
         gateway: GatewayArgs,
     },
-    /// Run a node that dials the gateway
-    Node(NodeArgs),
+    /// Run a node that dials the gateway (or `install` / `uninstall` it as a service)
+    Node(NodeCommand),
     /// Manage tokens
     Token {
         #[command(subcommand)]
@@ -451,6 +451,14 @@ pub enum TokenCommand {
         /// instead of an operator. Off by default; never covers a node guard's approval
         #[arg(long)]
         self_confirm: bool,
+        /// For `node ID`: print the one line that installs and enrolls the node on a
+        /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
+        #[arg(long)]
+        install: bool,
+        /// With --install: the gateway URL the new machine reaches [default:
+        /// $GSV_GATEWAY, else the data dir's gateway.addr]
+        #[arg(long, value_name = "URL", requires = "install")]
+        gateway: Option<String>,
     },
     /// List tokens (ids, kinds, subjects; never secrets)
     List {
@@ -516,11 +524,11 @@ pub enum TokenKindArg {
 #[derive(Args, Clone)]
 pub struct NodeArgs {
     /// Gateway URL (http(s):// or ws(s)://)
-    #[arg(long, env = "GSV_GATEWAY", value_name = "URL")]
-    pub gateway: String,
+    #[arg(long, env = "GSV_GATEWAY", value_name = "URL", required = true)]
+    pub gateway: Option<String>,
     /// This node's id
-    #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
-    pub id: String,
+    #[arg(long, env = "GSV_NODE_ID", value_name = "ID", required = true)]
+    pub id: Option<String>,
     /// This node's join token (from `gsv token create node ID`; exchanged for a
     /// stored credential at the first connect) or its credential. On a shared host
     /// prefer --token-file or $GSV_TOKEN: other local users can read a process's
@@ -576,4 +584,86 @@ pub struct NodeArgs {
     /// process groups are ended, SIGTERM then SIGKILL]
     #[arg(long)]
     pub keep_sessions_on_exit: bool,
+}
+
+/// `gsv node`: runs a node with its flags, or manages it as a service with a
+/// subcommand (`gsv node install ...`, `gsv node uninstall`).
+#[derive(Args, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct NodeCommand {
+    #[command(subcommand)]
+    pub service: Option<NodeServiceCommand>,
+    #[command(flatten)]
+    pub run: NodeArgs,
+}
+
+/// `gsv node install | uninstall`.
+#[derive(Subcommand, Clone)]
+pub enum NodeServiceCommand {
+    /// Enroll this machine, then run the node as a service
+    ///
+    /// The service is a systemd unit, a launchd job, or a background process where
+    /// neither runs. Takes every flag of `gsv node`; the token goes into a 0600 file,
+    /// never on the unit's command line. Run again, it changes nothing, or restarts
+    /// the node after an upgrade.
+    Install(Box<NodeInstallArgs>),
+    /// Stop and remove the service `gsv node install` made
+    ///
+    /// Keeps the gsv executable and the enrolled credential.
+    Uninstall(NodeUninstallArgs),
+}
+
+/// Where a node service lives: the whole system (as root) or one user.
+#[derive(Args, Clone, Default)]
+#[group(multiple = false)]
+pub struct ScopeArgs {
+    /// A system service (systemd system unit, launchd daemon), running as root
+    /// [default as root]
+    #[arg(long)]
+    pub system: bool,
+    /// A service of the current user (systemd user unit with lingering, launchd
+    /// agent) [default for other users]
+    #[arg(long)]
+    pub user: bool,
+}
+
+/// `gsv node install --service`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ServiceArg {
+    /// launchd on macOS; systemd where it runs; else in the background
+    Auto,
+    Systemd,
+    Launchd,
+    /// A detached process with a pid file: no restart on failure or at boot
+    Background,
+}
+
+#[derive(Args, Clone)]
+pub struct NodeInstallArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Copy this gsv executable into DIR (as DIR/gsv, replaced only when it differs)
+    /// and run the service from there [default: run this executable where it is]
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// What runs the node
+    #[arg(long, value_enum, env = "GSV_SERVICE", default_value_t = ServiceArg::Auto)]
+    pub service: ServiceArg,
+    /// Print the unit (or plist, or command) and what would be done; change nothing
+    #[arg(long, alias = "dry-run")]
+    pub print: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct NodeUninstallArgs {
+    /// The node id [default: the one node installed here]
+    #[arg(long, env = "GSV_NODE_ID", value_name = "ID")]
+    pub id: Option<String>,
+    /// The node's data directory [default: /var/lib/gsv for --system, else the data dir]
+    #[arg(long = "data", env = "GSV_NODE_DATA", value_name = "DIR")]
+    pub node_data: Option<PathBuf>,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }

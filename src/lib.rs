@@ -12,4 +12,5 @@ pub mod exit;
 pub mod logging;
 pub mod mcp_bridge;
 pub mod resolve;
+pub mod service;
 pub mod terminal;

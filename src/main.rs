@@ -2,7 +2,8 @@
 
 use clap::Parser;
 use gsv::cli::{
-    ApprovalsCommand, AuditCommand, Cli, Command, NodesCommand, TokenCommand, TokenKindArg,
+    ApprovalsCommand, AuditCommand, Cli, Command, NodeCommand, NodeServiceCommand, NodesCommand,
+    TokenCommand, TokenKindArg,
 };
 use gsv::commands;
 use gsv::{exit, logging, resolve};
@@ -102,7 +103,18 @@ fn main() -> ExitCode {
             )
         }
         Command::Gateway { gateway } => run_async("info", commands::gateway::run(gateway.config())),
-        Command::Node(args) => match args.config() {
+        Command::Node(NodeCommand {
+            service: Some(NodeServiceCommand::Install(args)),
+            ..
+        }) => run_async("warn", commands::node_service::install(*args)),
+        Command::Node(NodeCommand {
+            service: Some(NodeServiceCommand::Uninstall(args)),
+            ..
+        }) => {
+            logging::init("warn");
+            commands::node_service::uninstall(args)
+        }
+        Command::Node(NodeCommand { run: args, .. }) => match args.config() {
             Ok(config) => run_async("info", commands::node::run(config)),
             Err(e) => {
                 eprintln!("{e}");
@@ -118,6 +130,8 @@ fn main() -> ExitCode {
                 deny,
                 confirm,
                 self_confirm,
+                install,
+                gateway,
             } => {
                 let dir = resolve::data_dir(data.data.as_deref());
                 match kind {
@@ -130,8 +144,13 @@ fn main() -> ExitCode {
                             eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm apply to agent tokens only");
                             exit::USAGE
                         } else {
-                            commands::token::create_node(&dir, &name)
+                            let install = install.then_some(gateway.as_deref());
+                            commands::token::create_node(&dir, &name, install)
                         }
+                    }
+                    TokenKindArg::Agent if install => {
+                        eprintln!("error: invalid_args: --install applies to node tokens only");
+                        exit::USAGE
                     }
                     TokenKindArg::Agent => commands::token::create_agent(
                         &dir,

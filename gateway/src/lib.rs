@@ -3,7 +3,8 @@
 //! It accepts node and agent WebSockets on one port (`/v1/node`, `/v1/agent`), serves
 //! the fleet as one MCP server on the same port (`/mcp`), keeps the registry of
 //! connected nodes and their tools, routes each agent's namespaced call to its node and
-//! the result back, and serves the HTTP admin API, health and metrics.
+//! the result back, and serves the HTTP admin API, health and metrics, and the
+//! one-line installer for new machines ([`install`]).
 //! Tokens live hashed in an embedded SQLite store in the data directory.
 
 pub mod admission;
@@ -18,6 +19,7 @@ pub mod datadir;
 pub mod error;
 pub mod handshake;
 pub mod http;
+pub mod install;
 pub(crate) mod listener;
 pub mod mcp;
 pub mod metrics;

@@ -107,7 +107,9 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
     let mut tasks = Vec::new();
-    let router = http::router(shared.clone(), metrics_listener.is_none());
+    let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
+    let router = http::router(shared.clone(), metrics_listener.is_none())
+        .merge(crate::install::router(installer));
     let stop = shared.shutdown.clone();
     let tls_fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
     let main_port = crate::listener::Port {

@@ -8,6 +8,8 @@
 //!   `rcgen`) kept in the data directory (`tls-cert.pem`, `tls-key.pem` 0600) and reused
 //!   on every restart, so the fingerprint nodes pin stays valid. Either way the SHA-256
 //!   fingerprint of the leaf certificate is exposed for `gsv node --pin`.
+//! - **The public-key pin** ([`public_key_pin`]): curl's `--pinnedpubkey` value for
+//!   the same certificate, which the one-line installer (`crate::install`) pins.
 //! - **The handshake** ([`accept`]), which the gateway's accept loop
 //!   (`crate::listener`) runs under its header deadline before serving HTTP on the
 //!   stream. A client that speaks plain HTTP to the port gets a `400` that says to use
@@ -62,6 +64,8 @@ pub enum TlsError {
     Generate(#[from] rcgen::Error),
     #[error("the certificate and key cannot be used: {0}")]
     Config(#[from] rustls::Error),
+    #[error("cannot read the certificate's public key: {0}")]
+    PublicKey(webpki::Error),
 }
 
 /// A loaded server certificate, ready to accept connections.
@@ -69,6 +73,10 @@ pub struct ServerTls {
     pub config: Arc<ServerConfig>,
     /// SHA-256 of the leaf certificate's DER, 64 lowercase hex digits.
     pub fingerprint: String,
+    /// curl's `--pinnedpubkey` value for the leaf certificate ([`public_key_pin`]);
+    /// `None` for a certificate whose public key cannot be read (the installer then
+    /// pins nothing and curl checks the chain as usual).
+    pub public_key_pin: Option<String>,
 }
 
 /// SHA-256 of a DER certificate as 64 lowercase hex digits (what `--pin` takes).
@@ -86,6 +94,27 @@ pub fn fingerprint(der: &[u8]) -> String {
 pub fn fingerprint_pem_file(path: &Path) -> Result<String, TlsError> {
     let certs = read_certs(path)?;
     Ok(fingerprint(certs[0].as_ref()))
+}
+
+/// What curl's `--pinnedpubkey` takes for a DER certificate: `sha256//` and the base64
+/// of the SHA-256 of the certificate's SubjectPublicKeyInfo (its public key, in DER).
+/// Unlike [`fingerprint`] it survives a renewal that keeps the key.
+pub fn public_key_pin(der: &[u8]) -> Result<String, TlsError> {
+    use base64::Engine;
+    let der = CertificateDer::from(der);
+    let cert = webpki::EndEntityCert::try_from(&der).map_err(TlsError::PublicKey)?;
+    let spki = cert.subject_public_key_info();
+    let digest = Sha256::digest(spki.as_ref());
+    Ok(format!(
+        "sha256//{}",
+        base64::engine::general_purpose::STANDARD.encode(digest)
+    ))
+}
+
+/// [`public_key_pin`] of the first certificate in a PEM file.
+pub fn public_key_pin_pem_file(path: &Path) -> Result<String, TlsError> {
+    let certs = read_certs(path)?;
+    public_key_pin(certs[0].as_ref())
 }
 
 /// Loads (or makes) the certificate for `setup`. `listen` adds the listening IP to a
@@ -133,6 +162,13 @@ fn server_tls(
     key: PrivateKeyDer<'static>,
 ) -> Result<ServerTls, TlsError> {
     let fingerprint = fingerprint(certs[0].as_ref());
+    let public_key_pin = match public_key_pin(certs[0].as_ref()) {
+        Ok(pin) => Some(pin),
+        Err(error) => {
+            tracing::warn!(%error, "the installer will not pin this certificate's public key");
+            None
+        }
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -142,6 +178,7 @@ fn server_tls(
     Ok(ServerTls {
         config: Arc::new(config),
         fingerprint,
+        public_key_pin,
     })
 }
 
@@ -292,6 +329,32 @@ mod tests {
         std::fs::write(dir.join(CERT_FILE), "garbage").unwrap();
         let remade = load(&TlsSetup::SelfSigned, &dir, listen).unwrap();
         assert_ne!(remade.fingerprint, first.fingerprint);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn public_key_pin_is_the_hash_of_the_key_curl_sees() {
+        use base64::Engine;
+        let dir = temp_dir("spki");
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let tls = load(&TlsSetup::SelfSigned, &dir, listen).unwrap();
+        let key_pem = std::fs::read_to_string(dir.join(KEY_FILE)).unwrap();
+        let key = rcgen::KeyPair::from_pem(&key_pem).unwrap();
+        let expected = format!(
+            "sha256//{}",
+            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(
+                rcgen::PublicKeyData::subject_public_key_info(&key)
+            ))
+        );
+        assert_eq!(tls.public_key_pin.as_deref(), Some(expected.as_str()));
+        assert_eq!(
+            public_key_pin_pem_file(&dir.join(CERT_FILE)).unwrap(),
+            expected
+        );
+        assert!(matches!(
+            public_key_pin(b"not a certificate"),
+            Err(TlsError::PublicKey(_))
+        ));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -17,6 +17,11 @@ use tracing::{info, warn};
 /// Prefix of one-time join tokens.
 const JOIN_PREFIX: &str = "gsv_join_";
 
+/// The credential's file name in the node's data directory: `node-<id>.credential`.
+pub(crate) fn file_name(id: &gsv_protocol::NodeId) -> String {
+    format!("node-{id}.credential")
+}
+
 pub(crate) struct Credentials {
     given: String,
     file: Option<PathBuf>,
@@ -29,7 +34,7 @@ impl Credentials {
         let file = config
             .data_dir
             .as_ref()
-            .map(|d| d.join(format!("node-{}.credential", config.id)));
+            .map(|d| d.join(file_name(&config.id)));
         let stored = file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())

@@ -8,6 +8,8 @@
 //! The pieces, each in its own module:
 //! - [`config`]: what the CLI hands in ([`NodeConfig`]).
 //! - [`runner`]: the reconnect loop ([`run`], [`run_with_registry`]).
+//! - [`enroll`]: one connect that exchanges a join token for the credential, without
+//!   serving (`gsv node install`).
 //! - `connection` / `session` / `dispatch`: one dial + handshake, one live connection,
 //!   and the handling of each request on it.
 //! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
@@ -24,6 +26,7 @@ pub mod backoff;
 pub mod config;
 mod credential;
 mod dispatch;
+pub mod enroll;
 pub mod error;
 pub mod events;
 pub mod guards;

@@ -40,10 +40,42 @@ pub async fn run(config: NodeConfig, shutdown: CancellationToken) -> Result<(), 
 
 /// [`run`] with a caller-built tool set (custom tools, tests).
 pub async fn run_with_registry(
-    mut config: NodeConfig,
+    config: NodeConfig,
     registry: Registry,
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
+    let span = info_span!("node", node_id = %config.id);
+    async move {
+        let Some(ready) = prepare(config, registry, &shutdown).await? else {
+            return Ok(());
+        };
+        info!(url = %ready.url, tools = ?ready.node.registry.names(), "starting node");
+        let result =
+            reconnect_loop(Arc::clone(&ready.node), &ready.url, ready.tls, &shutdown).await;
+        ready.node.registry.shutdown().await;
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// A node ready to dial: its shared state, the URL of the gateway's node endpoint and
+/// the TLS trust for it.
+pub(crate) struct Ready {
+    pub node: Arc<NodeState>,
+    pub url: String,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// Everything before the first dial: checks the address (a plain `ws://` gateway off
+/// loopback is refused here, unless `--insecure`), sets up TLS, probes the host and
+/// its login profile, and builds the state every connection shares. `None`: shut down
+/// meanwhile.
+pub(crate) async fn prepare(
+    mut config: NodeConfig,
+    registry: Registry,
+    shutdown: &CancellationToken,
+) -> Result<Option<Ready>, NodeError> {
     let gateway = Gateway::parse(&config.gateway)?;
     let url = gateway.ws_url(NODE_PATH);
     if let Ok(absolute) = std::path::absolute(&config.workspace) {
@@ -66,80 +98,70 @@ pub async fn run_with_registry(
     if !gateway.tls && (config.ca.is_some() || config.pin.is_some()) {
         warn!(%url, "--ca / --pin are ignored: the gateway address is not https:// or wss://");
     }
-    let span = info_span!("node", node_id = %config.id);
-    async move {
-        let tls = if gateway.tls {
-            let (ca, pin) = (config.ca.clone(), config.pin.clone());
-            let config = tokio::task::spawn_blocking(move || {
-                tls::client_config(ca.as_deref(), pin.as_deref())
-            })
-            .await
-            .map_err(|e| tls::TlsError::Setup(e.to_string()))??;
-            Some(config)
-        } else {
-            None
-        };
-        // The profile files are fingerprinted before the login shell (which the probe
-        // runs) reads them: a profile that rewrites itself as it runs is still caught.
-        let places = login_profile::Places::of_process();
-        let files = {
-            let places = places.clone();
-            match tokio::task::spawn_blocking(move || login_profile::snapshot_files(&places)).await
-            {
-                Ok(files) => files,
-                Err(e) => return blocking_task_failed(e),
-            }
-        };
-        let probe = tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            probe = Probe::start(registry.required_bins()) => probe,
-        };
-        let login_profile = {
-            let env = crate::probe::login_env().await;
-            let file = config.login_profile_file();
-            let accept = config.accept_login_profile;
-            let span = tracing::Span::current();
-            let check = tokio::task::spawn_blocking(move || {
-                let _in_node = span.enter();
-                LoginProfileCheck::start(file.as_deref(), accept, places, files, env)
-            });
-            match check.await {
-                Ok(check) => check,
-                Err(e) => return blocking_task_failed(e),
-            }
-        };
-        // The registry's sender: the tools (the session manager) already hold it.
-        let events: EventSender = registry.events().clone();
-        let protected = Arc::new(crate::tools::protected::Protected::new(
-            config.data_dir.iter().chain(&config.protect).cloned(),
-        ));
-        info!(paths = ?protected.paths(), "file tools never touch these (protected)");
-        let node = Arc::new(NodeState {
-            credentials: crate::credential::Credentials::load(&config),
-            protected,
-            config,
-            registry,
-            probe,
-            login_profile,
-            events,
-            ledger: crate::ledger::Ledger::default(),
-            instance: uuid::Uuid::new_v4().simple().to_string(),
+    let tls = if gateway.tls {
+        let (ca, pin) = (config.ca.clone(), config.pin.clone());
+        let config =
+            tokio::task::spawn_blocking(move || tls::client_config(ca.as_deref(), pin.as_deref()))
+                .await
+                .map_err(|e| tls::TlsError::Setup(e.to_string()))??;
+        Some(config)
+    } else {
+        None
+    };
+    // The profile files are fingerprinted before the login shell (which the probe
+    // runs) reads them: a profile that rewrites itself as it runs is still caught.
+    let places = login_profile::Places::of_process();
+    let files = {
+        let places = places.clone();
+        match tokio::task::spawn_blocking(move || login_profile::snapshot_files(&places)).await {
+            Ok(files) => files,
+            Err(e) => return blocking_task_failed(e),
+        }
+    };
+    let probe = tokio::select! {
+        _ = shutdown.cancelled() => return Ok(None),
+        probe = Probe::start(registry.required_bins()) => probe,
+    };
+    let login_profile = {
+        let env = crate::probe::login_env().await;
+        let file = config.login_profile_file();
+        let accept = config.accept_login_profile;
+        let span = tracing::Span::current();
+        let check = tokio::task::spawn_blocking(move || {
+            let _in_node = span.enter();
+            LoginProfileCheck::start(file.as_deref(), accept, places, files, env)
         });
-        info!(%url, tools = ?node.registry.names(), "starting node");
-        let result = reconnect_loop(Arc::clone(&node), &url, tls, &shutdown).await;
-        node.registry.shutdown().await;
-        result
-    }
-    .instrument(span)
-    .await
+        match check.await {
+            Ok(check) => check,
+            Err(e) => return blocking_task_failed(e),
+        }
+    };
+    // The registry's sender: the tools (the session manager) already hold it.
+    let events: EventSender = registry.events().clone();
+    let protected = Arc::new(crate::tools::protected::Protected::new(
+        config.data_dir.iter().chain(&config.protect).cloned(),
+    ));
+    info!(paths = ?protected.paths(), "file tools never touch these (protected)");
+    let node = Arc::new(NodeState {
+        credentials: crate::credential::Credentials::load(&config),
+        protected,
+        config,
+        registry,
+        probe,
+        login_profile,
+        events,
+        ledger: crate::ledger::Ledger::default(),
+        instance: uuid::Uuid::new_v4().simple().to_string(),
+    });
+    Ok(Some(Ready { node, url, tls }))
 }
 
 /// A start-up task that did not finish: its panic goes on as if it had happened here;
 /// a task cancelled because the runtime is shutting down stops the node quietly.
-fn blocking_task_failed(e: tokio::task::JoinError) -> Result<(), NodeError> {
+fn blocking_task_failed<T>(e: tokio::task::JoinError) -> Result<Option<T>, NodeError> {
     match e.try_into_panic() {
         Ok(panic) => std::panic::resume_unwind(panic),
-        Err(_) => Ok(()),
+        Err(_) => Ok(None),
     }
 }
 

@@ -23,6 +23,7 @@ pub async fn run(config: GatewayConfig) -> u8 {
             "  nodes: gsv node --gateway {} --pin {fp} --id <id> --token-file <id>.token",
             gw.url()
         );
+        eprintln!("  or, on a new machine, the line `gsv token create node <id> --install` prints");
     }
     if let Some(m) = gw.metrics_addr {
         eprintln!("metrics on http://{m}/metrics");

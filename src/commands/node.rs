@@ -12,8 +12,11 @@ impl NodeArgs {
     /// The node's configuration, or a usage error (`error: CODE: message`) for flags
     /// that parse but cannot be used.
     pub fn config(self) -> Result<NodeConfig, String> {
-        let id = gsv_protocol::NodeId::parse(&self.id)
-            .map_err(|e| format!("error: invalid_args: {e}"))?;
+        let (Some(gateway), Some(id)) = (self.gateway, self.id) else {
+            return Err("error: invalid_args: give --gateway URL and --id ID".into());
+        };
+        let id =
+            gsv_protocol::NodeId::parse(&id).map_err(|e| format!("error: invalid_args: {e}"))?;
         let workspace = self
             .workspace
             .map(Ok)
@@ -36,7 +39,7 @@ impl NodeArgs {
                 )
             }
         };
-        let mut config = NodeConfig::new(self.gateway, id, token, workspace);
+        let mut config = NodeConfig::new(gateway, id, token, workspace);
         config.echo_tool = self.echo_tool;
         config.confine = self.confine;
         config.read_only = self.guards.read_only;

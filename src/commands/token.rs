@@ -17,13 +17,24 @@ fn open(data: &Path) -> Result<Store, u8> {
 }
 
 /// `gsv token create node ID`: prints a one-time join token alone on stdout. The node
-/// exchanges it at its first connect for its own credential.
-pub fn create_node(data: &Path, id: &str) -> u8 {
+/// exchanges it at its first connect for its own credential. With `install`
+/// (`--install [--gateway URL]`) it prints the one-line installer instead, the token
+/// inside it ([`super::install_line`]).
+pub fn create_node(data: &Path, id: &str, install: Option<Option<&str>>) -> u8 {
     let id = match NodeId::parse(id) {
         Ok(id) => id,
         Err(e) => {
             eprintln!("error: invalid_args: {e}");
             return exit::USAGE;
+        }
+    };
+    // Checked before the token exists, so a refused --install leaves none behind.
+    let installer = match install.map(|gateway| super::install_line::prepare(data, gateway, &id)) {
+        None => None,
+        Some(Ok(i)) => Some(i),
+        Some(Err(e)) => {
+            eprintln!("error: {}: {e}", e.code());
+            return e.exit_code();
         }
     };
     let store = match open(data) {
@@ -35,10 +46,26 @@ pub fn create_node(data: &Path, id: &str) -> u8 {
             token,
             id: token_id,
         }) => {
-            println!("{token}");
-            eprintln!(
-                "join token {token_id} for node {id}: one use; the node exchanges it for its own credential at its first connect (shown once; stored hashed)"
-            );
+            match installer {
+                None => {
+                    println!("{token}");
+                    eprintln!(
+                        "join token {token_id} for node {id}: one use; the node exchanges it for its own credential at its first connect (shown once; stored hashed)"
+                    );
+                }
+                Some(installer) => {
+                    println!("{}", installer.line(&token));
+                    eprintln!(
+                        "join token {token_id} for node {id} (one use; shown once, inside the line above)."
+                    );
+                    eprintln!(
+                        "Run the line on the new machine: as root for a system service, or as the user the node should run as (add --user, --workspace DIR, --read-only ... after the token)."
+                    );
+                    for note in &installer.notes {
+                        eprintln!("note: {note}");
+                    }
+                }
+            }
             exit::OK
         }
         Err(e) => {

@@ -174,6 +174,7 @@ pub async fn run(opts: UpOptions) -> u8 {
             println!("    there:     gsv node --gateway {url} --id <id> --token-file <id>.token")
         }
     }
+    println!("    or:        gsv token create node <id> --install   prints one line to run there (installs gsv, enrolls, starts a service)");
 
     let code = tokio::select! {
         _ = super::shutdown_signal() => exit::OK,

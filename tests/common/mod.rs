@@ -177,6 +177,40 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::start_with`], with its log (at `RUST_LOG=debug`) written to `log`
+    /// instead of the test's stderr, for tests that look at what it logs.
+    pub async fn start_logged(extra: &[&str], log: &Path) -> Gateway {
+        let data = TempDir::new("gw");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let file = std::fs::File::create(log).expect("create the gateway log");
+        let mut cmd = Command::new(gsv_bin());
+        cmd.arg("gateway")
+            .arg("--data")
+            .arg(data.path())
+            .args(["--listen", "127.0.0.1:0", "--heartbeat-ms", "1000"])
+            .args(&extra)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file);
+        let proc = Proc(
+            die_with_parent(&mut cmd)
+                .spawn()
+                .expect("spawn gsv gateway"),
+        );
+        let addr = wait_addr(data.path(), None).await;
+        let tls = std::fs::read_to_string(data.path().join("gateway.addr"))
+            .is_ok_and(|s| s.trim().starts_with("https://"));
+        Gateway {
+            data,
+            node_data: TempDir::new("nodedata"),
+            addr,
+            proc,
+            extra,
+            tls,
+        }
+    }
+
     pub fn url(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
