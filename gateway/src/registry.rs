@@ -327,6 +327,7 @@ impl NodeHandle {
             remote_addr: Some(self.remote.to_string()),
             version: self.version.clone(),
             unaccepted: None,
+            labels: Default::default(),
         }
     }
 }
@@ -417,6 +418,7 @@ impl OfflineNode {
             remote_addr: None,
             version: self.version.clone(),
             unaccepted: None,
+            labels: Default::default(),
         }
     }
 }

@@ -350,6 +350,7 @@ impl Probe {
             host_bin_status: state.bins.clone(),
             host_bin_status_updated_at: state.updated_at,
             login_profile: None,
+            facts: None,
         }
     }
 

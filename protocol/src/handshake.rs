@@ -60,6 +60,10 @@ pub struct Runtime {
     /// never send it; older gateways ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub login_profile: Option<Box<LoginProfileChange>>,
+    /// What the node reports about its host (self-reported; see
+    /// [`crate::inventory`]), refreshed on every `node.probe`. Absent from older nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<crate::inventory::Facts>>,
 }
 
 /// Most entries of [`LoginProfileChange::changed`] a gateway keeps.
@@ -96,7 +100,7 @@ impl LoginProfileChange {
 }
 
 /// Cuts `text` to at most `max` bytes, on a character boundary.
-fn truncate_on_char(text: &mut String, max: usize) {
+pub(crate) fn truncate_on_char(text: &mut String, max: usize) {
     if text.len() > max {
         let mut end = max;
         while !text.is_char_boundary(end) {

@@ -11,10 +11,12 @@ pub mod error;
 pub mod event;
 pub mod frame;
 pub mod handshake;
+pub mod inventory;
 pub mod limits;
 pub mod method;
 pub mod names;
 pub mod offer;
+pub mod selector;
 pub mod tool;
 
 pub use capability::Capability;
@@ -24,9 +26,11 @@ pub use frame::{Frame, FrameError};
 pub use handshake::{
     ConnectParams, HelloOk, HostRole, LoginProfileChange, NodeInfo, Role, Runtime,
 };
+pub use inventory::{Facts, LabelError, Labels};
 pub use limits::Limits;
 pub use method::Method;
 pub use names::{NameError, NamespacedName, NodeId, ToolName};
+pub use selector::{Selector, SelectorError};
 pub use tool::{ContentBlock, ToolAnnotations, ToolDef, ToolResult};
 
 /// The protocol version this build speaks. A peer offers a `[minProtocol, maxProtocol]`

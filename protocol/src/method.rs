@@ -231,6 +231,10 @@ pub struct NodeSummary {
     /// nothing, and from older gateways.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unaccepted: Option<UnacceptedOffer>,
+    /// The labels an operator gave the node (never the node itself). Absent when it
+    /// has none, and from older gateways.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::inventory::Labels,
 }
 
 /// Result of `nodes.list`.

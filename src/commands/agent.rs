@@ -240,6 +240,7 @@ mod tests {
             remote_addr: None,
             version: String::new(),
             unaccepted: None,
+            labels: Default::default(),
         }
     }
 

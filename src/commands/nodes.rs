@@ -253,6 +253,7 @@ mod tests {
             remote_addr: None,
             version: version.into(),
             unaccepted,
+            labels: Default::default(),
         }
     }
 
