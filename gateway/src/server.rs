@@ -102,8 +102,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     }
     let audit = crate::audit::AuditLog::start(&config.data_dir, config.audit_args)?;
     let offers = crate::offers::Offers::load(&store)?;
+    let labels = crate::labels::LabelBook::load(&store)?;
     let mut shared = Shared::new(config, store, audit);
     shared.offers = offers;
+    shared.labels = labels;
     let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
     let mut tasks = Vec::new();

@@ -111,6 +111,8 @@ pub struct Shared {
     pub pending_bytes: crate::budget::PendingBytes,
     /// The accepted offers of the node ids seen (`crate::offers`).
     pub offers: crate::offers::Offers,
+    /// The labels operators gave node ids (`crate::labels`).
+    pub labels: crate::labels::LabelBook,
 }
 
 impl Shared {
@@ -168,6 +170,7 @@ impl Shared {
             closing: tokio_util::task::TaskTracker::new(),
             revoked_recent: Default::default(),
             offers: Default::default(),
+            labels: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
         }
     }

@@ -96,10 +96,20 @@ const MIGRATIONS: &[Migration] = &[
             accepted_by TEXT NOT NULL
         );",
     },
+    // 5: the labels operators give node ids (`store::labels`).
+    Migration {
+        version: 5,
+        sql: "CREATE TABLE IF NOT EXISTS node_labels (
+            node TEXT PRIMARY KEY,
+            labels TEXT NOT NULL,
+            updated_at INTEGER NOT NULL,
+            updated_by TEXT NOT NULL
+        );",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.

@@ -9,6 +9,7 @@
 //! `gsv token create` (another process writing the same file) takes effect at once, with
 //! no reload. WAL mode and a busy timeout let both processes use the file together.
 
+mod labels;
 mod migrations;
 mod offers;
 mod tokens;
@@ -39,6 +40,10 @@ pub enum StoreError {
     Policy(String),
     #[error("stored offer of node {node} is corrupt: {reason}")]
     Offer { node: String, reason: String },
+    #[error("labels of node {node} are invalid: {reason}")]
+    Labels { node: String, reason: String },
+    #[error("store task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The database handle. One connection behind a mutex: every query is a point lookup
