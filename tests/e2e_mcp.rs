@@ -1,12 +1,15 @@
 //! End to end: the gateway's MCP server (`/mcp`) and the `gsv mcp` stdio bridge,
-//! driven by the official MCP Python SDK against a real gateway and real nodes.
+//! driven by the official MCP SDKs for Python and TypeScript against a real gateway and
+//! real nodes.
 //!
-//! `.ci/run` installs the SDK (PyPI `mcp`) into `.venv`; `tests/mcp/drive.py` runs the
-//! checks and reports each one. Every transport (Streamable HTTP, stdio) is driven in
-//! both protocol modes of the SDK: `legacy` (the `initialize` handshake, a session) and
-//! `auto` (`server/discover`, then the session-less 2026-07-28 revision). Without the
-//! virtual environment the Python-driven tests are skipped, unless `CI` is set. The
-//! tests at the end need no Python.
+//! `.ci/run` installs the Python SDK (PyPI `mcp`) into `.venv` and the TypeScript SDK
+//! (npm `@modelcontextprotocol/client`) into `tests/mcp/ts/node_modules`;
+//! `tests/mcp/drive.py` and `tests/mcp/ts/drive.mjs` run the same checks and report
+//! each one. Every transport (Streamable HTTP, stdio) is driven in both protocol modes
+//! of each SDK: `legacy` (the `initialize` handshake, a session) and `auto`
+//! (`server/discover`, then the session-less 2026-07-28 revision). Without an SDK
+//! installed its tests are skipped, unless `CI` is set. The tests at the end need
+//! neither.
 
 mod common;
 
@@ -19,9 +22,43 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// A program that drives `/mcp` with an official MCP SDK: `tests/mcp/drive.py` or
+/// `tests/mcp/ts/drive.mjs`, which take the same arguments.
+enum Driver {
+    /// The virtual environment's Python, with the Python SDK.
+    Python(PathBuf),
+    /// Node.js, with the TypeScript SDK in `tests/mcp/ts/node_modules`.
+    TypeScript,
+}
+
+impl Driver {
+    fn name(&self) -> &'static str {
+        match self {
+            Driver::Python(_) => "drive.py",
+            Driver::TypeScript => "drive.mjs",
+        }
+    }
+
+    fn command(&self) -> tokio::process::Command {
+        let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+        match self {
+            Driver::Python(py) => {
+                let mut cmd = tokio::process::Command::new(py);
+                cmd.arg(tests.join("drive.py"));
+                cmd
+            }
+            Driver::TypeScript => {
+                let mut cmd = tokio::process::Command::new("node");
+                cmd.arg(tests.join("ts/drive.mjs"));
+                cmd
+            }
+        }
+    }
+}
+
 /// The virtual environment's Python with the MCP SDK, or `None` (test skipped) when it
 /// is missing outside CI.
-fn python() -> Option<PathBuf> {
+fn python() -> Option<Driver> {
     let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let ready = py.exists()
         && std::process::Command::new(&py)
@@ -31,7 +68,7 @@ fn python() -> Option<PathBuf> {
             .status()
             .is_ok_and(|s| s.success());
     if ready {
-        return Some(py);
+        return Some(Driver::Python(py));
     }
     if std::env::var_os("CI").is_some() {
         panic!(
@@ -42,6 +79,39 @@ fn python() -> Option<PathBuf> {
     eprintln!(
         "skipping: {} with the `mcp` package is missing (python3 -m venv .venv && .venv/bin/pip install mcp)",
         py.display()
+    );
+    None
+}
+
+/// Node.js with the TypeScript SDK installed in `tests/mcp/ts`, or `None` (test skipped)
+/// when either is missing outside CI.
+fn typescript() -> Option<Driver> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/ts");
+    // Importing the package (not just finding node_modules) catches a broken install.
+    let ready = dir.join("node_modules").is_dir()
+        && std::process::Command::new("node")
+            .args([
+                "--input-type=module",
+                "-e",
+                "await import('@modelcontextprotocol/client')",
+            ])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if ready {
+        return Some(Driver::TypeScript);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "node and {}/node_modules with the MCP TypeScript SDK are required in CI (.ci/run installs them)",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "skipping: node or {}/node_modules is missing (npm ci --prefix tests/mcp/ts)",
+        dir.display()
     );
     None
 }
@@ -122,12 +192,11 @@ impl Fleet {
         }
     }
 
-    /// Runs `tests/mcp/drive.py` with these checks; panics with its output on failure.
-    async fn drive(&self, py: &Path, transport: &str, mode: &str, checks: &[&str]) {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/drive.py");
-        let mut cmd = tokio::process::Command::new(py);
-        cmd.arg(script)
-            .args(["--transport", transport, "--mode", mode])
+    /// Runs the driver with these checks; panics with its output on failure.
+    async fn drive(&self, driver: &Driver, transport: &str, mode: &str, checks: &[&str]) {
+        let name = driver.name();
+        let mut cmd = driver.command();
+        cmd.args(["--transport", transport, "--mode", mode])
             .arg("--url")
             .arg(format!("{}/mcp", self.gw.url()))
             .arg("--gateway")
@@ -154,21 +223,21 @@ impl Fleet {
             .kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
             .await
-            .expect("drive.py finished in time")
-            .expect("run drive.py");
+            .unwrap_or_else(|_| panic!("{name} {transport} {mode} finished in time"))
+            .unwrap_or_else(|e| panic!("run {name}: {e}"));
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         print!("{stdout}");
         assert!(
             out.status.success(),
-            "drive.py {transport} {mode} failed:\n{stdout}\n--- stderr ---\n{stderr}"
+            "{name} {transport} {mode} failed:\n{stdout}\n--- stderr ---\n{stderr}"
         );
         for check in checks {
             assert!(
                 stdout
                     .lines()
                     .any(|l| l.starts_with(&format!("PASS {check} "))),
-                "{check} did not pass:\n{stdout}"
+                "{name}: {check} did not pass:\n{stdout}"
             );
         }
     }
@@ -220,6 +289,34 @@ async fn mcp_over_stdio_auto_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;
     fleet.drive(&py, "stdio", "auto", STDIO_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_legacy_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "http", "legacy", HTTP_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "http", "auto", HTTP_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_over_stdio_legacy_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "stdio", "legacy", STDIO_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_over_stdio_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "stdio", "auto", STDIO_CHECKS).await;
 }
 
 /// One raw HTTP/1.1 exchange; returns the head (status line and headers) and body.
