@@ -287,8 +287,9 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// List nodes (with their version, and what they offer that was not accepted);
-    /// `show ID` for one node, `accept-tools ID` to accept what it offers
+    /// List nodes (with their version, labels, and what they offer that was not
+    /// accepted); `show ID` for one node, `label ID K=V...` to set its labels,
+    /// `accept-tools ID` to accept what it offers
     Nodes {
         #[command(subcommand)]
         command: Option<NodesCommand>,
@@ -296,6 +297,11 @@ pub enum Command {
         target: TargetArgs,
         #[arg(long)]
         json: bool,
+        /// Only the nodes this selector picks: comma = AND of `key=value`,
+        /// `key!=value`, `key` (has the label), `id~GLOB`, `fact.KEY=VALUE`
+        /// (e.g. 'env=prod,fact.os=linux')
+        #[arg(long, value_name = "SEL")]
+        select: Option<String>,
     },
     /// List the tools this token may call
     Tools {
@@ -392,6 +398,22 @@ pub enum NodesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Set or remove a node's labels (admin token): `gsv nodes label web1 env=prod
+    /// role=web`, `gsv nodes label web1 --remove env`. Labels come from operators
+    /// only, never from the node
+    Label {
+        id: String,
+        /// Labels to set, KEY=VALUE (each replaces the key's value)
+        #[arg(value_name = "K=V")]
+        labels: Vec<String>,
+        /// Label key to remove (repeatable)
+        #[arg(long, value_name = "KEY")]
+        remove: Vec<String>,
+        #[command(flatten)]
+        target: OperatorArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// Accept what a node offers now: its new tools and capabilities are no longer
     /// flagged and, with `gsv gateway --pin-tools`, become visible and callable
     /// (admin token)
@@ -451,6 +473,10 @@ pub enum TokenCommand {
         /// instead of an operator. Off by default; never covers a node guard's approval
         #[arg(long)]
         self_confirm: bool,
+        /// For `node ID`: a label the operator gives the node, KEY=VALUE (repeatable);
+        /// replaces the labels the node id had. Never set by the node itself
+        #[arg(long, value_name = "K=V")]
+        label: Vec<String>,
         /// For `node ID`: print the one line that installs and enrolls the node on a
         /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
         #[arg(long)]

@@ -130,6 +130,7 @@ fn main() -> ExitCode {
                 deny,
                 confirm,
                 self_confirm,
+                label,
                 install,
                 gateway,
             } => {
@@ -145,11 +146,15 @@ fn main() -> ExitCode {
                             exit::USAGE
                         } else {
                             let install = install.then_some(gateway.as_deref());
-                            commands::token::create_node(&dir, &name, install)
+                            commands::token::create_node(&dir, &name, &label, install)
                         }
                     }
                     TokenKindArg::Agent if install => {
                         eprintln!("error: invalid_args: --install applies to node tokens only");
+                        exit::USAGE
+                    }
+                    TokenKindArg::Agent if !label.is_empty() => {
+                        eprintln!("error: invalid_args: --label applies to node tokens only");
                         exit::USAGE
                     }
                     TokenKindArg::Agent => commands::token::create_agent(
@@ -185,8 +190,22 @@ fn main() -> ExitCode {
             command,
             target,
             json,
+            select,
         } => match command {
-            None => run_client("warn", commands::agent::nodes(target.target(), json)),
+            None => run_client(
+                "warn",
+                commands::agent::nodes(target.target(), json, select.as_deref()),
+            ),
+            Some(NodesCommand::Label {
+                id,
+                labels,
+                remove,
+                target,
+                json,
+            }) => run_client(
+                "warn",
+                commands::nodes::label(target.target(), &id, &labels, &remove, json),
+            ),
             Some(NodesCommand::Show { id, target, json }) => {
                 run_client("warn", commands::nodes::show(target.target(), &id, json))
             }

@@ -111,6 +111,31 @@ fn known() -> Vec<(&'static str, Expected)> {
             "MAX_TOOL_NAME_LEN",
             v(vec![count(gsv_protocol::names::MAX_TOOL_NAME_LEN)]),
         ),
+        // protocol/src/inventory.rs, protocol/src/selector.rs
+        (
+            "MAX_LABELS",
+            v(vec![count(gsv_protocol::inventory::MAX_LABELS)]),
+        ),
+        (
+            "MAX_LABEL_KEY",
+            v(vec![bytes(gsv_protocol::inventory::MAX_LABEL_KEY)]),
+        ),
+        (
+            "MAX_LABEL_VALUE",
+            v(vec![bytes(gsv_protocol::inventory::MAX_LABEL_VALUE)]),
+        ),
+        (
+            "MAX_FACT_TEXT",
+            v(vec![bytes(gsv_protocol::inventory::MAX_FACT_TEXT)]),
+        ),
+        (
+            "MAX_SELECTOR_LEN",
+            v(vec![bytes(gsv_protocol::selector::MAX_SELECTOR_LEN)]),
+        ),
+        (
+            "MAX_SELECTOR_TERMS",
+            v(vec![count(gsv_protocol::selector::MAX_SELECTOR_TERMS)]),
+        ),
         // gateway/src/config.rs
         (
             "DEFAULT_GRACE",

@@ -267,7 +267,20 @@ impl AgentClient {
     }
 
     pub async fn list_nodes(&self) -> Result<Vec<NodeSummary>, ClientError> {
-        let raw = self.request(Method::NodesList, &NoParams {}).await?;
+        self.select_nodes(None).await
+    }
+
+    /// `nodes.list {select}`: the nodes this token may see that `select` picks (every
+    /// one it may see when `None`). The gateway parses the selector: a bad one is a
+    /// `Remote` `invalid_args` error naming the term.
+    pub async fn select_nodes(
+        &self,
+        select: Option<&str>,
+    ) -> Result<Vec<NodeSummary>, ClientError> {
+        let params = gsv_protocol::method::NodesListParams {
+            select: select.map(str::to_owned),
+        };
+        let raw = self.request(Method::NodesList, &params).await?;
         let r: NodesListResult = serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad nodes.list result: {e}")))?;
         Ok(r.nodes)

@@ -111,12 +111,28 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::SessionsEnd => {
                     let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
                 }
+                Method::NodesLabel => {
+                    if let Ok(p) = serde_json::from_str::<gsv_protocol::method::NodesLabelParams>(
+                        raw.map_or("{}", RawValue::get),
+                    ) {
+                        let _ = gsv_protocol::inventory::check_labels(&p.set);
+                    }
+                }
+                Method::NodesList => {
+                    if let Ok(p) = serde_json::from_str::<gsv_protocol::method::NodesListParams>(
+                        raw.map_or("{}", RawValue::get),
+                    ) {
+                        if let Some(s) = p.select {
+                            let _ = gsv_protocol::selector::Selector::parse(&s);
+                        }
+                    }
+                }
                 Method::NodesShow | Method::NodesAcceptTools => {
                     let _ = serde_json::from_str::<gsv_protocol::offer::NodeIdParams>(
                         raw.map_or("{}", RawValue::get),
                     );
                 }
-                Method::ToolsList | Method::NodesList | Method::Unknown => {}
+                Method::ToolsList | Method::Unknown => {}
             }
             let null = RawValue::from_string("null".to_owned()).expect("null is JSON");
             let again = encode_req(&id, method, raw.unwrap_or(&null));

@@ -1,5 +1,6 @@
 //! One agent WebSocket connection: `tools.list`, `tools.call`, `nodes.list`,
-//! `nodes.show`, `cancel`, and for operators `approvals.*` and `nodes.acceptTools`.
+//! `nodes.show`, `cancel`, and for operators `approvals.*`, `nodes.acceptTools` and
+//! `nodes.label`.
 //!
 //! Each call runs in its own task, so a slow tool never blocks the connection. The
 //! agent's token policy is fixed at connect and checked on every call. When the agent
@@ -18,7 +19,10 @@ use crate::state::{AgentHandle, Shared};
 use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
-use gsv_protocol::method::{NodesListResult, ToolsCallParams, ToolsListResult};
+use gsv_protocol::method::{
+    LabelsChange, NodesLabelParams, NodesListParams, NodesListResult, ToolsCallParams,
+    ToolsListResult,
+};
 use gsv_protocol::offer::{NodeDetail, NodeIdParams};
 use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use gsv_transport::{queue, Outbound};
@@ -140,14 +144,11 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
             }
             Method::NodesList => {
-                let nodes = shared.registry.summaries(&viewer(&agent.policy));
-                let _ = agent.out.send(encode_ok(
-                    &id,
-                    &NodesListResult {
-                        nodes,
-                        gateway_version: crate::VERSION.to_owned(),
-                    },
-                ));
+                let frame = match list_nodes(shared, &agent.policy, params.as_deref()) {
+                    Ok(result) => encode_ok(&id, &result),
+                    Err(e) => encode_err(&id, &e),
+                };
+                let _ = agent.out.send(frame);
             }
             Method::NodesShow => {
                 let frame = match decode::<NodeIdParams>(params.as_deref()) {
@@ -159,9 +160,10 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 };
                 let _ = agent.out.send(frame);
             }
-            Method::ApprovalsList | Method::ApprovalsDecide | Method::NodesAcceptTools => {
-                operator_request(shared, agent, id, method, params)
-            }
+            Method::ApprovalsList
+            | Method::ApprovalsDecide
+            | Method::NodesAcceptTools
+            | Method::NodesLabel => operator_request(shared, agent, id, method, params),
             Method::Connect => reply_err(&agent.out, &id, SessionError::AlreadyConnected),
             _ => reply_err(
                 &agent.out,
@@ -259,6 +261,25 @@ pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str) -> bool + '_> {
     }
 }
 
+/// `nodes.list`: the nodes `policy` may see, with their labels, narrowed by the
+/// optional selector in `params` (`{select}`).
+fn list_nodes(
+    shared: &Shared,
+    policy: &Policy,
+    params: Option<&RawValue>,
+) -> Result<NodesListResult, ErrorShape> {
+    let params: NodesListParams = decode(params)?;
+    let selector = params
+        .select
+        .as_deref()
+        .map(crate::inventory::parse_selector)
+        .transpose()?;
+    Ok(NodesListResult {
+        nodes: crate::inventory::visible_nodes(shared, &viewer(policy), selector.as_ref()),
+        gateway_version: crate::VERSION.to_owned(),
+    })
+}
+
 /// `nodes.show` (and `GET /v1/nodes/{id}`): one node as `policy` may see it.
 pub fn show_node(shared: &Shared, policy: &Policy, id: &str) -> Result<NodeDetail, OfferError> {
     let (node, tools) =
@@ -269,7 +290,7 @@ pub fn show_node(shared: &Shared, policy: &Policy, id: &str) -> Result<NodeDetai
                 node: id.to_owned(),
             })?;
     Ok(NodeDetail {
-        node,
+        node: crate::inventory::with_labels(shared, node),
         tools,
         gateway_version: crate::VERSION.to_owned(),
     })
@@ -280,8 +301,8 @@ fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T
     serde_json::from_str(params.map(RawValue::get).unwrap_or("{}")).map_err(SessionError::BadParams)
 }
 
-/// `approvals.list` / `approvals.decide` / `nodes.acceptTools`: operators (admin
-/// token) only.
+/// `approvals.list` / `approvals.decide` / `nodes.acceptTools` / `nodes.label`:
+/// operators (admin token) only.
 fn operator_request(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
@@ -293,6 +314,9 @@ fn operator_request(
         let err = match method {
             Method::NodesAcceptTools => SessionError::OperatorOnly {
                 what: "accepting a node's tools",
+            },
+            Method::NodesLabel => SessionError::OperatorOnly {
+                what: "labelling a node",
             },
             _ => SessionError::NotOperator,
         };
@@ -319,6 +343,19 @@ fn operator_request(
                     Ok(result) => encode_ok(&id, &result),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },
+                Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
+            },
+            Method::NodesLabel => match serde_json::from_str::<NodesLabelParams>(&raw) {
+                Ok(p) => {
+                    let change = LabelsChange {
+                        set: p.set,
+                        remove: p.remove,
+                    };
+                    match crate::inventory::relabel(&shared, &p.id, change, "operator").await {
+                        Ok(result) => encode_ok(&id, &result),
+                        Err(e) => encode_err(&id, &e.to_shape()),
+                    }
+                }
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {

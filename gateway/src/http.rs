@@ -19,7 +19,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 pub use error::HttpError;
 use gsv_protocol::method::{
-    NodeFailure, NodesListResult, ProbeParams, SessionsPage, ToolsListResult,
+    LabelsChange, NodeFailure, NodesListParams, NodesListResult, ProbeParams, SessionsPage,
+    ToolsListResult,
 };
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -40,6 +41,7 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/sessions", get(sessions))
         .route("/v1/nodes/{id}/probe", post(probe))
         .route("/v1/nodes/{id}/accept-tools", post(accept_tools))
+        .route("/v1/nodes/{id}/labels", post(node_labels))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide));
     if with_metrics {
@@ -75,19 +77,43 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .into_response()
 }
 
+/// `GET /v1/nodes[?select=SEL]`: the `nodes.list` result.
 async fn nodes(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
+    query: Result<axum::extract::Query<NodesListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<NodesListResult>, ApiError> {
     let policy = authorize(&shared, &headers, peer).await?.policy();
-    let nodes = shared
-        .registry
-        .summaries(&crate::agent_session::viewer(&policy));
+    let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
+    let selector = params
+        .select
+        .as_deref()
+        .map(crate::inventory::parse_selector)
+        .transpose()?;
+    let nodes = crate::inventory::visible_nodes(
+        &shared,
+        &crate::agent_session::viewer(&policy),
+        selector.as_ref(),
+    );
     Ok(Json(NodesListResult {
         nodes,
         gateway_version: crate::VERSION.to_owned(),
     }))
+}
+
+/// `POST /v1/nodes/{id}/labels`: the `nodes.label` change, body `{set, remove}`.
+async fn node_labels(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    admin_only(&shared, &headers, peer, "labelling a node").await?;
+    let change: LabelsChange = json_body(&body)?;
+    let result = crate::inventory::relabel(&shared, &id, change, "admin-api").await?;
+    Ok(Json(result).into_response())
 }
 
 /// `GET /v1/nodes/{id}`: the `nodes.show` result.

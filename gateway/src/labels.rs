@@ -63,7 +63,8 @@ impl LabelBook {
         Ok(self.remember(node, labels))
     }
 
-    fn remember(&self, node: &str, labels: Labels) -> Arc<Labels> {
+    /// Remembers `labels` as `node`'s (already stored by the caller).
+    pub(crate) fn remember(&self, node: &str, labels: Labels) -> Arc<Labels> {
         if labels.is_empty() {
             self.by_node.remove(node);
             return Arc::default();

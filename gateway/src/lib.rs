@@ -20,6 +20,7 @@ pub mod error;
 pub mod handshake;
 pub mod http;
 pub mod install;
+pub mod inventory;
 pub mod labels;
 pub(crate) mod listener;
 pub mod mcp;

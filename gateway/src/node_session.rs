@@ -162,6 +162,15 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<Registered>
             return None;
         }
     };
+    // The node's labels as the store has them now (`gsv token create node … --label`
+    // writes them from another process). A store that cannot say refuses the connect,
+    // like the offer review above: listing the node without its labels would let a
+    // selector miss it or match it wrongly. The node retries with its backoff.
+    if let Err(e) = shared.labels.refresh(&shared.store, id.as_str()).await {
+        tracing::error!(node_id = %id, error = %e, "cannot read the node's labels");
+        hs.refuse(shared, HandshakeError::Store(e)).await;
+        return None;
+    }
     let version = hs.params.client.bounded_version();
     let conn_id = uuid::Uuid::new_v4().to_string();
     let peer = hs.peer;
@@ -173,6 +182,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<Registered>
     let (out, queue) = queue(shared.shutdown.child_token());
     let mut runtime = info.runtime;
     runtime.login_profile = runtime.login_profile.map(|lp| Box::new(lp.bounded()));
+    runtime.facts = runtime.facts.map(|f| Box::new(f.bounded()));
     let handle = Arc::new(NodeHandle::new(
         id,
         conn_id,

@@ -3,7 +3,8 @@
 //! Used by the admin API (`POST /v1/nodes/{id}/probe`). The node answers with its
 //! current `hostBinStatus`, which replaces what the registry shows for it, and
 //! compares its login profile with its baseline again (`loginProfile`, absent when
-//! they match).
+//! they match), and reads its host facts again (`facts`, which replace the ones the
+//! registry shows).
 
 mod error;
 
@@ -56,6 +57,7 @@ pub async fn probe(
     let result: ProbeResult = serde_json::from_str(raw.get()).map_err(ProbeError::Malformed)?;
     let result = ProbeResult {
         login_profile: result.login_profile.map(|lp| Box::new(lp.bounded())),
+        facts: result.facts.map(|f| Box::new(f.bounded())),
         ..result
     };
     if let Ok(mut rt) = node.runtime.lock() {
@@ -63,6 +65,10 @@ pub async fn probe(
         rt.host_bin_status_updated_at = result.host_bin_status_updated_at;
         // The node compared its login profile again: its answer replaces the last one.
         rt.login_profile = result.login_profile.clone();
+        // Facts read again replace the ones from connect; an older node sends none.
+        if result.facts.is_some() {
+            rt.facts = result.facts.clone();
+        }
     }
     Ok(result)
 }

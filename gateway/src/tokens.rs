@@ -10,8 +10,11 @@
 use crate::audit::{self, AuditEvent};
 use crate::datadir;
 use crate::policy::PolicySpec;
-use crate::store::{insert_token, revoke_token, Store, StoreError};
+use crate::store::{
+    insert_token, read_node_labels, revoke_token, write_node_labels, Store, StoreError,
+};
 use crate::token::TokenKind;
+use gsv_protocol::inventory::Labels;
 use rusqlite::TransactionBehavior;
 use std::path::{Path, PathBuf};
 
@@ -65,17 +68,56 @@ pub fn issue(
     subject: &str,
     policy: Option<&PolicySpec>,
 ) -> Result<Issued, StoreError> {
+    issue_with_labels(store, issuer, kind, subject, policy, None)
+}
+
+/// [`issue`] for a node id (`kind` node or join) that also gives the node `labels`
+/// (`gsv token create node ID --label K=V`), replacing the labels it had: the token,
+/// the labels and both audit rows (`token_created`, `node.labels_changed` with the
+/// labels before and after) in one transaction. `None` leaves the node's labels as
+/// they are. The labels must already be checked (`check_labels`); the store checks
+/// them again and refuses the whole issue if they break a rule.
+pub fn issue_with_labels(
+    store: &Store,
+    issuer: Issuer,
+    kind: TokenKind,
+    subject: &str,
+    policy: Option<&PolicySpec>,
+    labels: Option<&Labels>,
+) -> Result<Issued, StoreError> {
     store.with_conn(|conn| {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (token, id) = insert_token(&tx, kind, subject, policy)?;
-        let event = AuditEvent::TokenIssued {
-            actor: issuer.actor(),
-            token_id: &id,
-            kind,
-            subject,
-            policy,
-        };
-        audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
+        let now = gsv_protocol::now_ms();
+        let mut rows = vec![(
+            now,
+            AuditEvent::TokenIssued {
+                actor: issuer.actor(),
+                token_id: &id,
+                kind,
+                subject,
+                policy,
+            }
+            .into(),
+        )];
+        let before;
+        if let Some(after) = labels {
+            before = read_node_labels(&tx, subject)?;
+            if before != *after {
+                write_node_labels(&tx, subject, after, issuer.actor(), now)?;
+                rows.push((
+                    now,
+                    AuditEvent::NodeLabelsChanged {
+                        by: issuer.actor(),
+                        node: subject,
+                        before: &before,
+                        after,
+                    }
+                    .into(),
+                ));
+            }
+        }
+        audit::append_in(&tx, &rows)?;
         tx.commit()?;
         Ok(Issued { token, id })
     })
@@ -168,6 +210,52 @@ mod tests {
             (rows[1].0.as_str(), rows[1].1.as_str()),
             ("cli", "token_revoked")
         );
+        let report = store.with_conn(|c| audit::verify(c)).expect("verify");
+        assert!(report.ok, "{:?}", report.problem);
+    }
+
+    #[test]
+    fn node_labels_are_written_with_the_token_and_audited() {
+        let (_d, store) = store();
+        let prod: Labels = [("env".to_owned(), "prod".to_owned())].into();
+        issue_with_labels(
+            &store,
+            Issuer::Cli,
+            TokenKind::Join,
+            "web1",
+            None,
+            Some(&prod),
+        )
+        .expect("issued");
+        assert_eq!(store.node_labels("web1").expect("labels"), prod);
+        // Without labels: the node keeps the ones it has.
+        issue(&store, Issuer::Cli, TokenKind::Join, "web1", None).expect("issued");
+        assert_eq!(store.node_labels("web1").expect("labels"), prod);
+        let outcomes: Vec<String> = rows(&store).into_iter().map(|r| r.1).collect();
+        assert_eq!(
+            outcomes,
+            ["token_created", "node.labels_changed", "token_created"]
+        );
+        assert!(rows(&store)[1]
+            .2
+            .contains(r#""after":{"env":"prod"},"before":{}"#));
+        // Labels that break a rule: no token, no labels, no row.
+        let bad: Labels = [("Env".to_owned(), "x".to_owned())].into();
+        assert!(issue_with_labels(
+            &store,
+            Issuer::Cli,
+            TokenKind::Join,
+            "web2",
+            None,
+            Some(&bad)
+        )
+        .is_err());
+        assert_eq!(rows(&store).len(), 3);
+        assert!(store
+            .list_tokens()
+            .expect("list")
+            .iter()
+            .all(|t| t.subject != "web2"));
         let report = store.with_conn(|c| audit::verify(c)).expect("verify");
         assert!(report.ok, "{:?}", report.problem);
     }

@@ -15,6 +15,8 @@
 //! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
 //!   tools themselves.
 //! - [`probe`]: which binaries the host has, reported as runtime facts.
+//! - [`facts`]: what the node reports about its host (self-reported: OS, kernel,
+//!   memory, ...), in `connect` and on every `node.probe`.
 //! - [`login_profile`]: whether the files the login shell reads changed since the
 //!   node recorded them (reported as `runtime.loginProfile`).
 //! - [`events`]: node → gateway events from tools (queued while disconnected).
@@ -29,6 +31,7 @@ mod dispatch;
 pub mod enroll;
 pub mod error;
 pub mod events;
+pub mod facts;
 pub mod guards;
 pub mod ledger;
 pub mod login_profile;

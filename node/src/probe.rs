@@ -311,19 +311,20 @@ impl Probe {
             wanted.into_iter().collect()
         };
         let search_path = self.search_path.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            names
+        let (found, facts) = tokio::task::spawn_blocking(move || {
+            let found = names
                 .into_iter()
                 .map(|name| {
                     let present = lookup(&search_path, &name).is_some();
                     (name, present)
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (found, crate::facts::collect())
         })
         .await
         .unwrap_or_else(|e| {
             warn!(error = %e, "binary probe failed");
-            Vec::new()
+            (Vec::new(), crate::facts::collect())
         });
         let mut state = self.lock();
         for (name, present) in found {
@@ -337,6 +338,7 @@ impl Probe {
             host_bin_status: state.bins.clone(),
             host_bin_status_updated_at: state.updated_at,
             login_profile: None,
+            facts: Some(Box::new(facts)),
         }
     }
 
@@ -350,7 +352,8 @@ impl Probe {
             host_bin_status: state.bins.clone(),
             host_bin_status_updated_at: state.updated_at,
             login_profile: None,
-            facts: None,
+            // A few small file reads (Linux), once per connect.
+            facts: Some(Box::new(crate::facts::collect())),
         }
     }
 

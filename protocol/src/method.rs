@@ -40,6 +40,9 @@ pub enum Method {
     /// Operator (admin token) → gateway: accept what a node offers now.
     #[serde(rename = "nodes.acceptTools")]
     NodesAcceptTools,
+    /// Operator (admin token) → gateway: set or remove a node's labels.
+    #[serde(rename = "nodes.label")]
+    NodesLabel,
     /// Gateway → node: run one tool.
     #[serde(rename = "tool.invoke")]
     ToolInvoke,
@@ -65,6 +68,7 @@ impl Method {
             Method::ApprovalsDecide => "approvals.decide",
             Method::NodesShow => "nodes.show",
             Method::NodesAcceptTools => "nodes.acceptTools",
+            Method::NodesLabel => "nodes.label",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::SessionsEnd => "sessions.end",
@@ -183,6 +187,10 @@ pub struct ProbeResult {
     /// nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub login_profile: Option<Box<LoginProfileChange>>,
+    /// The node's facts as it reads them now (self-reported); they replace the ones
+    /// the gateway shows for it. Absent from older nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<crate::inventory::Facts>>,
 }
 
 /// One tool as an agent sees it (`tools.list`, `GET /v1/tools`).
@@ -234,6 +242,49 @@ pub struct NodeSummary {
     /// The labels an operator gave the node (never the node itself). Absent when it
     /// has none, and from older gateways.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::inventory::Labels,
+}
+
+/// Params of `nodes.list` (also the query of `GET /v1/nodes`): `{}` lists every node
+/// the caller may see; `select` keeps those the selector matches (see
+/// [`crate::selector`]). A selector only narrows what the caller may see.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodesListParams {
+    /// A selector as text (`env=prod,fact.os=linux`); parsed by the gateway, so a bad
+    /// one is answered with the term that is wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
+}
+
+/// Body of `POST /v1/nodes/{id}/labels` (the id is in the path): labels to set (each
+/// replacing the key's value) and keys to remove. Removing a key the node does not
+/// carry is not an error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelsChange {
+    #[serde(default)]
+    pub set: crate::inventory::Labels,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// Params of `nodes.label`: the node id and the change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodesLabelParams {
+    pub id: String,
+    #[serde(default)]
+    pub set: crate::inventory::Labels,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// Result of `nodes.label` and `POST /v1/nodes/{id}/labels`: the node's labels now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLabelsResult {
+    pub id: String,
     pub labels: crate::inventory::Labels,
 }
 

@@ -113,14 +113,14 @@ pub async fn call(
     }
 }
 
-/// `gsv nodes`: one line per node, or JSON.
-pub async fn nodes(target: Target, json: bool) -> u8 {
+/// `gsv nodes [--select SEL]`: one line per node, or JSON.
+pub async fn nodes(target: Target, json: bool, select: Option<&str>) -> u8 {
     let client = match connect(&target).await {
         Ok(c) => c,
         Err(code) => return code,
     };
     let gateway = client.hello.gateway_version.clone();
-    match client.list_nodes().await {
+    match client.select_nodes(select).await {
         Ok(nodes) => {
             if json {
                 println!(
@@ -128,19 +128,23 @@ pub async fn nodes(target: Target, json: bool) -> u8 {
                     serde_json::to_string_pretty(&nodes).unwrap_or_default()
                 );
             } else if nodes.is_empty() {
-                eprintln!("no nodes");
+                match select {
+                    Some(_) => eprintln!("no nodes match the selector"),
+                    None => eprintln!("no nodes"),
+                }
             } else {
                 for n in &nodes {
                     let state = if n.online { "online" } else { "offline" };
                     println!(
-                        "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}{}",
+                        "{:<24} {:<8} {:<6}/{:<8} {:>2} tools  since {}{}{}",
                         safe(&n.id),
                         state,
                         safe(&n.runtime.host_os),
                         safe(&n.runtime.host_arch),
                         n.tools.len(),
                         gsv_gateway::time::rfc3339(n.since),
-                        crate::commands::nodes::marks(n, &gateway)
+                        crate::commands::nodes::marks(n, &gateway),
+                        crate::commands::nodes::labels_mark(n)
                     );
                 }
                 // On stderr, after the table: scripts reading the table see it unchanged.

@@ -1,15 +1,17 @@
-//! `gsv nodes show ID` and `gsv nodes accept-tools ID`, and the marks `gsv nodes`
-//! puts on a node: a version other than the gateway's, tools not accepted.
+//! `gsv nodes show ID`, `gsv nodes label ID` and `gsv nodes accept-tools ID`, and the
+//! marks `gsv nodes` puts on a node: a version other than the gateway's, tools not
+//! accepted, its labels.
 //!
-//! Everything shown here came from a node (ids, tool names, descriptions, versions)
-//! and goes through [`safe`] before it reaches the terminal; `--json` prints the
-//! gateway's answer as JSON.
+//! Everything shown here came from a node (ids, tool names, descriptions, versions,
+//! facts) and goes through [`safe`] before it reaches the terminal; labels follow
+//! strict rules but are escaped too. `--json` prints the gateway's answer as JSON.
 
 use crate::commands::agent::{client_error, connect, Target};
 use crate::commands::approvals::{self, OperatorTarget};
 use crate::exit;
 use crate::terminal::safe;
-use gsv_protocol::method::NodeSummary;
+use gsv_protocol::inventory::{check_label_key, parse_label, Facts, Labels, FACT_KEYS};
+use gsv_protocol::method::{NodeLabelsResult, NodeSummary, NodesLabelParams};
 use gsv_protocol::offer::{AcceptToolsResult, NodeDetail, NodeIdParams, UnacceptedOffer};
 use gsv_protocol::Method;
 
@@ -35,6 +37,41 @@ fn version(n: &NodeSummary) -> String {
         "" => "-".to_owned(),
         v => safe(v).into_owned(),
     }
+}
+
+/// Labels as `gsv nodes` shows them: `env=prod,role=web` (escaped).
+pub fn compact_labels(labels: &Labels) -> String {
+    let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    safe(&pairs.join(",")).into_owned()
+}
+
+/// What `gsv nodes` appends to a node's line for its labels: two spaces and
+/// [`compact_labels`], or nothing when it has none.
+pub fn labels_mark(n: &NodeSummary) -> String {
+    match n.labels.is_empty() {
+        true => String::new(),
+        false => format!("  {}", compact_labels(&n.labels)),
+    }
+}
+
+/// The facts a node reported, one `  key  value` line each in [`FACT_KEYS`] order,
+/// escaped; memory also in GiB. Empty when it reported none.
+pub fn facts_lines(facts: Option<&Facts>) -> String {
+    let Some(facts) = facts else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for key in FACT_KEYS {
+        let Some(value) = facts.get(key) else {
+            continue;
+        };
+        let shown = match (*key, facts.memory_bytes) {
+            ("memoryBytes", Some(b)) => format!("{b} ({:.1} GiB)", b as f64 / (1u64 << 30) as f64),
+            _ => safe(&value).into_owned(),
+        };
+        out.push_str(&format!("  {key:<12}  {shown}\n"));
+    }
+    out
 }
 
 /// Whether the node runs another version than the gateway (`gateway` empty: an older
@@ -157,6 +194,16 @@ pub fn render(d: &NodeDetail) -> String {
         .map(|c| safe(c).into_owned())
         .collect();
     out.push_str(&format!("capabilities  {}\n", caps.join(", ")));
+    let labels = match n.labels.is_empty() {
+        true => "-".to_owned(),
+        false => compact_labels(&n.labels),
+    };
+    out.push_str(&format!("labels        {labels}\n"));
+    let facts = facts_lines(n.runtime.facts.as_deref());
+    if !facts.is_empty() {
+        out.push_str("facts (self-reported by the node, not verified)\n");
+        out.push_str(&facts);
+    }
     if let Some(u) = n.unaccepted.as_ref().filter(|u| !u.is_empty()) {
         out.push_str(&format!("unaccepted    {}\n", unaccepted_mark(u)));
     }
@@ -176,6 +223,75 @@ pub fn render(d: &NodeDetail) -> String {
         ));
     }
     out
+}
+
+/// `gsv nodes label ID K=V... [--remove K]...`: sets and removes the node's labels
+/// (admin token); prints the node's labels now. Checked here first, so a typo exits 2
+/// before anything is sent; the gateway checks again.
+pub async fn label(
+    target: OperatorTarget,
+    id: &str,
+    set: &[String],
+    remove: &[String],
+    json: bool,
+) -> u8 {
+    let mut params = NodesLabelParams {
+        id: id.to_owned(),
+        ..Default::default()
+    };
+    if set.is_empty() && remove.is_empty() {
+        eprintln!("error: invalid_args: give labels to set (KEY=VALUE) or --remove KEY");
+        return exit::USAGE;
+    }
+    for text in set {
+        match parse_label(text) {
+            Ok((k, v)) => {
+                if params.set.insert(k.clone(), v).is_some() {
+                    eprintln!("error: invalid_args: label key {k:?} is given twice");
+                    return exit::USAGE;
+                }
+            }
+            Err(e) => {
+                eprintln!("error: invalid_args: {e}");
+                return exit::USAGE;
+            }
+        }
+    }
+    for key in remove {
+        if let Err(e) = check_label_key(key) {
+            eprintln!("error: invalid_args: {e}");
+            return exit::USAGE;
+        }
+        params.remove.push(key.clone());
+    }
+    let client = match approvals::connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let raw = match client.request(Method::NodesLabel, &params).await {
+        Ok(r) => r,
+        Err(e) => return approvals::fail(&e),
+    };
+    let result: NodeLabelsResult = match serde_json::from_str(raw.get()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: protocol: {e}");
+            return exit::UNREACHABLE;
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).unwrap_or_default()
+        );
+    } else {
+        let labels = match result.labels.is_empty() {
+            true => "(no labels)".to_owned(),
+            false => compact_labels(&result.labels),
+        };
+        println!("{}  {labels}", safe(&result.id));
+    }
+    exit::OK
 }
 
 /// `gsv nodes accept-tools ID`: what the node offers now becomes its accepted offer.
@@ -343,6 +459,55 @@ mod tests {
         );
         assert!(text.contains("Read\\x1b[1A"), "{text}");
         assert!(!text.contains('\x1b'), "{text}");
+    }
+
+    #[test]
+    fn labels_and_facts_are_shown_escaped_facts_marked_self_reported() {
+        let mut n = node("web1", "0.1.0", None);
+        assert_eq!(labels_mark(&n), "");
+        n.labels = [
+            ("role".to_owned(), "web".to_owned()),
+            ("env".to_owned(), "prod".to_owned()),
+        ]
+        .into();
+        assert_eq!(labels_mark(&n), "  env=prod,role=web");
+        n.runtime.facts = Some(Box::new(Facts {
+            os: "linux".into(),
+            os_release: "Evil\x1b[2J\u{202e}OS".into(),
+            memory_bytes: Some(2 << 30),
+            ..Facts::default()
+        }));
+        let d = NodeDetail {
+            node: n,
+            tools: vec![],
+            gateway_version: "0.1.0".into(),
+        };
+        let text = render(&d);
+        assert!(text.contains("labels        env=prod,role=web\n"), "{text}");
+        assert!(
+            text.contains(
+                "facts (self-reported by the node, not verified)\n  os            linux\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  memoryBytes   2147483648 (2.0 GiB)\n"),
+            "{text}"
+        );
+        assert!(text.contains("osRelease     Evil\\x1b[2J"), "{text}");
+        assert!(
+            !text.contains('\x1b') && !text.contains('\u{202e}'),
+            "{text}"
+        );
+        let bare = render(&NodeDetail {
+            node: node("db1", "0.1.0", None),
+            tools: vec![],
+            gateway_version: "0.1.0".into(),
+        });
+        assert!(
+            bare.contains("labels        -\n") && !bare.contains("facts"),
+            "{bare}"
+        );
     }
 
     #[test]

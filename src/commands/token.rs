@@ -6,6 +6,7 @@
 use crate::exit;
 use gsv_gateway::tokens::{self, Issued, Issuer};
 use gsv_gateway::{Policy, PolicySpec, Store, TokenKind};
+use gsv_protocol::inventory::{check_labels, parse_label, Labels};
 use gsv_protocol::NodeId;
 use std::path::Path;
 
@@ -20,9 +21,17 @@ fn open(data: &Path) -> Result<Store, u8> {
 /// exchanges it at its first connect for its own credential. With `install`
 /// (`--install [--gateway URL]`) it prints the one-line installer instead, the token
 /// inside it ([`super::install_line`]).
-pub fn create_node(data: &Path, id: &str, install: Option<Option<&str>>) -> u8 {
+pub fn create_node(data: &Path, id: &str, labels: &[String], install: Option<Option<&str>>) -> u8 {
     let id = match NodeId::parse(id) {
         Ok(id) => id,
+        Err(e) => {
+            eprintln!("error: invalid_args: {e}");
+            return exit::USAGE;
+        }
+    };
+    // Checked before any token exists: a bad label leaves nothing behind.
+    let labels = match parse_labels(labels) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("error: invalid_args: {e}");
             return exit::USAGE;
@@ -41,11 +50,21 @@ pub fn create_node(data: &Path, id: &str, install: Option<Option<&str>>) -> u8 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    match tokens::issue(&store, Issuer::Cli, TokenKind::Join, id.as_str(), None) {
+    match tokens::issue_with_labels(
+        &store,
+        Issuer::Cli,
+        TokenKind::Join,
+        id.as_str(),
+        None,
+        labels.as_ref(),
+    ) {
         Ok(Issued {
             token,
             id: token_id,
         }) => {
+            if let Some(l) = labels.as_ref().filter(|l| !l.is_empty()) {
+                eprintln!("node {id} labels: {}", super::nodes::compact_labels(l));
+            }
             match installer {
                 None => {
                     println!("{token}");
@@ -73,6 +92,24 @@ pub fn create_node(data: &Path, id: &str, install: Option<Option<&str>>) -> u8 {
             exit::TOOL_ERROR
         }
     }
+}
+
+/// The labels of `--label K=V` (repeated): `None` when none were given (the node id
+/// keeps the labels it has), else the whole set, checked. A key given twice is an
+/// error, not a silent choice.
+pub fn parse_labels(args: &[String]) -> Result<Option<Labels>, String> {
+    if args.is_empty() {
+        return Ok(None);
+    }
+    let mut labels = Labels::new();
+    for arg in args {
+        let (k, v) = parse_label(arg).map_err(|e| e.to_string())?;
+        if labels.insert(k.clone(), v).is_some() {
+            return Err(format!("label key {k:?} is given twice"));
+        }
+    }
+    check_labels(&labels).map_err(|e| e.to_string())?;
+    Ok(Some(labels))
 }
 
 /// `gsv token create agent NAME --allow/--deny/--confirm`: prints the token alone.

@@ -12,6 +12,7 @@ use super::{AuditEntry, AuditKind};
 use crate::offers::OfferDiff;
 use crate::policy::PolicySpec;
 use crate::token::TokenKind;
+use gsv_protocol::inventory::Labels;
 use gsv_protocol::method::{ApprovalRequest, Verdict};
 use gsv_protocol::{ErrorCode, NamespacedName};
 use serde::Serialize;
@@ -135,6 +136,14 @@ pub enum AuditEvent<'a> {
         tools: &'a [String],
         capabilities: &'a [String],
         first_use: bool,
+    },
+    /// An operator changed a node's labels (`by`: `cli` at enrollment, `operator` over
+    /// WebSocket, `admin-api` over HTTP), with the whole set before and after.
+    NodeLabelsChanged {
+        by: &'a str,
+        node: &'a str,
+        before: &'a Labels,
+        after: &'a Labels,
     },
 }
 
@@ -269,6 +278,12 @@ struct ToolsAcceptedDetail<'a> {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     first_use: bool,
     tools: &'a [String],
+}
+
+#[derive(Serialize)]
+struct LabelsChangedDetail<'a> {
+    after: &'a Labels,
+    before: &'a Labels,
 }
 
 /// A row's columns before its detail.
@@ -520,6 +535,14 @@ impl AuditEvent<'_> {
                     first_use,
                     tools,
                 })
+                .on(node),
+            NodeLabelsChanged {
+                by,
+                node,
+                before,
+                after,
+            } => Row::new(AuditKind::Policy, by, "node.labels_changed")
+                .with(LabelsChangedDetail { after, before })
                 .on(node),
         }
     }
@@ -917,6 +940,32 @@ mod tests {
             r#"{"capabilities":[],"firstUse":true,"tools":["Echo"]}"#
         );
         assert_eq!(e.actor, "first-use");
+    }
+
+    #[test]
+    fn node_labels_changed_keep_before_and_after() {
+        let before: Labels = [("env".to_owned(), "prod".to_owned())].into();
+        let after: Labels = [
+            ("env".to_owned(), "staging".to_owned()),
+            ("role".to_owned(), "web".to_owned()),
+        ]
+        .into();
+        let (e, detail) = row(AuditEvent::NodeLabelsChanged {
+            by: "operator",
+            node: "web1",
+            before: &before,
+            after: &after,
+        });
+        assert_eq!(e.kind, AuditKind::Policy);
+        assert_eq!(
+            (e.actor.as_str(), e.outcome.as_str(), e.node.as_deref()),
+            ("operator", "node.labels_changed", Some("web1"))
+        );
+        assert_eq!(
+            detail,
+            json!({"after": {"env": "staging", "role": "web"}, "before": {"env": "prod"}})
+                .to_string()
+        );
     }
 
     #[test]

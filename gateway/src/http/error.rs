@@ -14,6 +14,9 @@ pub enum HttpError {
     AdminOnly { what: &'static str },
     #[error("request body is not the expected JSON: {0}")]
     BadBody(serde_json::Error),
+    /// A query string that does not decode (`GET /v1/nodes?select=…`).
+    #[error("bad query string: {0}")]
+    BadQuery(String),
     #[error("expected {{\"decision\": \"approve\" | \"deny\"}}: {0}")]
     BadDecision(serde_json::Error),
     /// A node's answer to a `Process` listing that is not a tool result (reported
@@ -26,7 +29,9 @@ impl WireError for HttpError {
     fn code(&self) -> ErrorCode {
         match self {
             HttpError::AdminOnly { .. } => ErrorCode::Forbidden,
-            HttpError::BadBody(_) | HttpError::BadDecision(_) => ErrorCode::InvalidArgs,
+            HttpError::BadBody(_) | HttpError::BadDecision(_) | HttpError::BadQuery(_) => {
+                ErrorCode::InvalidArgs
+            }
             HttpError::BadNodeResult(_) => ErrorCode::Internal,
         }
     }
@@ -63,6 +68,12 @@ mod tests {
                 ErrorCode::InvalidArgs,
                 400,
                 format!("expected {{\"decision\": \"approve\" | \"deny\"}}: {why}"),
+            ),
+            (
+                HttpError::BadQuery("x".into()),
+                ErrorCode::InvalidArgs,
+                400,
+                "bad query string: x".to_owned(),
             ),
             (
                 HttpError::BadNodeResult(json_error()),

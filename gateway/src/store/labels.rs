@@ -7,7 +7,7 @@
 
 use super::{Store, StoreError};
 use gsv_protocol::inventory::{check_labels, Labels};
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// One row of `node_labels` as [`Store::all_node_labels`] reads it: the node id, and
 /// its labels or why they do not decode.
@@ -18,17 +18,7 @@ impl Store {
     /// breaks the label rules is an error, not an empty set: labels may select what an
     /// agent reaches, so a corrupt row must not silently widen or narrow it.
     pub fn node_labels(&self, node: &str) -> Result<Labels, StoreError> {
-        let text: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT labels FROM node_labels WHERE node = ?1",
-                params![node],
-                |r| r.get(0),
-            )
-            .optional()?;
-        text.map(|t| decode(node, &t))
-            .transpose()
-            .map(Option::unwrap_or_default)
+        read_node_labels(&self.conn(), node)
     }
 
     /// Every node id's labels, each read on its own: a row that does not decode is
@@ -54,26 +44,63 @@ impl Store {
         by: &str,
         at: u64,
     ) -> Result<(), StoreError> {
-        check_labels(labels).map_err(|e| StoreError::Labels {
-            node: node.to_owned(),
-            reason: e.to_string(),
-        })?;
-        let conn = self.conn();
-        if labels.is_empty() {
-            conn.execute("DELETE FROM node_labels WHERE node = ?1", params![node])?;
-            return Ok(());
-        }
-        let text = serde_json::to_string(labels).map_err(|e| StoreError::Labels {
-            node: node.to_owned(),
-            reason: e.to_string(),
-        })?;
-        conn.execute(
-            "INSERT INTO node_labels (node, labels, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(node) DO UPDATE SET labels = ?2, updated_at = ?3, updated_by = ?4",
-            params![node, text, i64::try_from(at).unwrap_or(i64::MAX), by],
-        )?;
-        Ok(())
+        write_node_labels(&self.conn(), node, labels, by, at)
     }
+
+    /// Whether the gateway knows `node` from its store: an active node or join token
+    /// is bound to it, or an operator gave it labels.
+    pub fn knows_node(&self, node: &str) -> Result<bool, StoreError> {
+        let known: bool = self.conn().query_row(
+            "SELECT EXISTS (SELECT 1 FROM tokens WHERE subject = ?1 AND kind IN ('node', 'join') AND revoked_at IS NULL)
+                 OR EXISTS (SELECT 1 FROM node_labels WHERE node = ?1)",
+            params![node],
+            |r| r.get(0),
+        )?;
+        Ok(known)
+    }
+}
+
+/// The labels of `node` read through `conn` (a connection or a transaction).
+pub(crate) fn read_node_labels(conn: &Connection, node: &str) -> Result<Labels, StoreError> {
+    let text: Option<String> = conn
+        .query_row(
+            "SELECT labels FROM node_labels WHERE node = ?1",
+            params![node],
+            |r| r.get(0),
+        )
+        .optional()?;
+    text.map(|t| decode(node, &t))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
+/// Replaces the labels of `node` through `conn` (a connection or a transaction), after
+/// checking them; an empty set removes the row.
+pub(crate) fn write_node_labels(
+    conn: &Connection,
+    node: &str,
+    labels: &Labels,
+    by: &str,
+    at: u64,
+) -> Result<(), StoreError> {
+    check_labels(labels).map_err(|e| StoreError::Labels {
+        node: node.to_owned(),
+        reason: e.to_string(),
+    })?;
+    if labels.is_empty() {
+        conn.execute("DELETE FROM node_labels WHERE node = ?1", params![node])?;
+        return Ok(());
+    }
+    let text = serde_json::to_string(labels).map_err(|e| StoreError::Labels {
+        node: node.to_owned(),
+        reason: e.to_string(),
+    })?;
+    conn.execute(
+        "INSERT INTO node_labels (node, labels, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(node) DO UPDATE SET labels = ?2, updated_at = ?3, updated_by = ?4",
+        params![node, text, i64::try_from(at).unwrap_or(i64::MAX), by],
+    )?;
+    Ok(())
 }
 
 fn decode(node: &str, text: &str) -> Result<Labels, StoreError> {

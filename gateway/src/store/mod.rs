@@ -14,6 +14,7 @@ mod migrations;
 mod offers;
 mod tokens;
 
+pub(crate) use labels::{read_node_labels, write_node_labels};
 pub use migrations::SCHEMA_VERSION;
 pub use offers::{AcceptedOffer, Offer};
 pub(crate) use tokens::{insert_token, revoke_token};
