@@ -344,7 +344,7 @@ mod tests {
             .len();
         assert!(bytes <= 6 * 1024, "the fleet listing is {bytes} bytes");
         for t in &tools {
-            assert_eq!(FleetTool::from_name(&t.name).is_some(), true);
+            assert!(FleetTool::from_name(&t.name).is_some());
         }
         assert_eq!(FleetTool::from_name("alpha__Read"), None);
     }
