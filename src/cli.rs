@@ -315,6 +315,13 @@ pub enum Command {
     Mcp {
         #[command(flatten)]
         target: TargetArgs,
+        /// The MCP view: `flat` (every NODE__TOOL), `fleet` (fleet_nodes, fleet_tools,
+        /// fleet_call) or `auto` [default: the token's --mcp-view, else auto]
+        #[arg(long, value_enum, value_name = "VIEW")]
+        view: Option<McpViewArg>,
+        /// Only the nodes this selector picks (e.g. `role=web,fact.os=linux`)
+        #[arg(long, value_name = "SEL")]
+        select: Option<String>,
     },
     /// Operator decisions on calls waiting for approval
     Approvals {
@@ -477,6 +484,10 @@ pub enum TokenCommand {
         /// replaces the labels the node id had. Never set by the node itself
         #[arg(long, value_name = "K=V")]
         label: Vec<String>,
+        /// The MCP view this agent's sessions get unless the URL says (`?view=`):
+        /// `flat`, `fleet`, or `auto` (flat up to 40 tools, else fleet)
+        #[arg(long, value_enum, value_name = "VIEW", default_value_t = McpViewArg::Auto)]
+        mcp_view: McpViewArg,
         /// For `node ID`: print the one line that installs and enrolls the node on a
         /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
         #[arg(long)]
@@ -516,6 +527,29 @@ impl Command {
                 | Command::Mcp { .. }
                 | Command::Bench { .. }
         )
+    }
+}
+
+/// An MCP view (`--mcp-view`, `gsv mcp --view`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum McpViewArg {
+    /// Every NODE__TOOL the token may call, one MCP tool each
+    Flat,
+    /// fleet_nodes, fleet_tools and fleet_call, whatever the fleet's size
+    Fleet,
+    /// Flat up to 40 tools, else fleet, decided when a session starts
+    Auto,
+}
+
+impl McpViewArg {
+    /// The gateway's name of the view.
+    pub fn view(self) -> gsv_gateway::mcp::view::McpView {
+        use gsv_gateway::mcp::view::McpView;
+        match self {
+            McpViewArg::Flat => McpView::Flat,
+            McpViewArg::Fleet => McpView::Fleet,
+            McpViewArg::Auto => McpView::Auto,
+        }
     }
 }
 

@@ -2,8 +2,8 @@
 
 use clap::Parser;
 use gsv::cli::{
-    ApprovalsCommand, AuditCommand, Cli, Command, NodeCommand, NodeServiceCommand, NodesCommand,
-    TokenCommand, TokenKindArg,
+    ApprovalsCommand, AuditCommand, Cli, Command, McpViewArg, NodeCommand, NodeServiceCommand,
+    NodesCommand, TokenCommand, TokenKindArg,
 };
 use gsv::commands;
 use gsv::{exit, logging, resolve};
@@ -131,6 +131,7 @@ fn main() -> ExitCode {
                 confirm,
                 self_confirm,
                 label,
+                mcp_view,
                 install,
                 gateway,
             } => {
@@ -140,9 +141,10 @@ fn main() -> ExitCode {
                         if !(allow.is_empty()
                             && deny.is_empty()
                             && confirm.is_empty()
-                            && !self_confirm)
+                            && !self_confirm
+                            && mcp_view == McpViewArg::Auto)
                         {
-                            eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm apply to agent tokens only");
+                            eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm/--mcp-view apply to agent tokens only");
                             exit::USAGE
                         } else {
                             let install = install.then_some(gateway.as_deref());
@@ -165,6 +167,7 @@ fn main() -> ExitCode {
                             deny,
                             confirm,
                             self_confirm,
+                            mcp_view: mcp_view.view(),
                         },
                     ),
                 }
@@ -217,7 +220,14 @@ fn main() -> ExitCode {
         Command::Tools { target, json } => {
             run_client("warn", commands::agent::tools(target.target(), json))
         }
-        Command::Mcp { target } => run_async("warn", commands::mcp::run(target.target())),
+        Command::Mcp {
+            target,
+            view,
+            select,
+        } => run_async(
+            "warn",
+            commands::mcp::run(target.target(), view.map(|v| v.view()), select),
+        ),
         Command::Approvals { command } => match command {
             ApprovalsCommand::List {
                 target,

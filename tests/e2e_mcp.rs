@@ -126,11 +126,22 @@ struct Fleet {
     limited: String,
     confirm: String,
     self_confirm: String,
+    /// May call `alpha__Read` only.
+    only_read: String,
+    /// Allowed everything, `--mcp-view fleet`.
+    fleet_view: String,
     _guarded: Proc,
+    _extra: Vec<Proc>,
 }
 
 impl Fleet {
     async fn start() -> Fleet {
+        Fleet::start_with_extra(&[]).await
+    }
+
+    /// [`Fleet::start`] with more online nodes (13 tools each), to grow the fleet past
+    /// the `auto` view's threshold.
+    async fn start_with_extra(extra: &[&str]) -> Fleet {
         let gw = Gateway::start().await;
         let workspace = TempDir::new("mcpws");
         std::fs::write(workspace.path().join("hello.txt"), "hello world\n").unwrap();
@@ -179,6 +190,12 @@ impl Fleet {
             &["--approve-shell", "echo .*"],
         );
         gw.wait_online("guarded").await;
+        let only_read = gw.token(&["agent", "reader", "--allow", "alpha__Read"]);
+        let fleet_view = gw.token(&["agent", "fleeter", "--allow", "*", "--mcp-view", "fleet"]);
+        let mut extra_nodes = Vec::new();
+        for id in extra {
+            extra_nodes.push(gw.node(id, workspace.path()).await);
+        }
         Fleet {
             gw,
             workspace,
@@ -188,7 +205,10 @@ impl Fleet {
             limited,
             confirm,
             self_confirm,
+            only_read,
+            fleet_view,
             _guarded: guarded,
+            _extra: extra_nodes,
         }
     }
 
@@ -213,6 +233,8 @@ impl Fleet {
             .args(["--limited-token", &self.limited])
             .args(["--confirm-token", &self.confirm])
             .args(["--self-confirm-token", &self.self_confirm])
+            .args(["--only-read-token", &self.only_read])
+            .args(["--fleet-token", &self.fleet_view])
             .args(["--guarded", "guarded"])
             .args(["--node", "alpha", "--offline-node", "gone"])
             .args(checks)
@@ -221,7 +243,7 @@ impl Fleet {
             .env_remove("GSV_DATA")
             .stdin(Stdio::null())
             .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        let out = tokio::time::timeout(Duration::from_secs(150), cmd.output())
             .await
             .unwrap_or_else(|_| panic!("{name} {transport} {mode} finished in time"))
             .unwrap_or_else(|e| panic!("run {name}: {e}"));
@@ -262,6 +284,58 @@ const HTTP_CHECKS: &[&str] = &[
 
 /// `gsv mcp` bridges stdio to `/mcp`: every check, elicitation included.
 const STDIO_CHECKS: &[&str] = HTTP_CHECKS;
+
+/// The fleet view, the view choice, `?select=` and the resources (issue 18): the same
+/// policy, approvals, guards and audit rows as the flat view, and nothing more seen.
+const FLEET_CHECKS: &[&str] = &[
+    "fleet-list",
+    "fleet-nodes",
+    "fleet-tools",
+    "fleet-call",
+    "fleet-progress",
+    "fleet-cancel",
+    "fleet-elicit",
+    "fleet-operator-queue",
+    "fleet-guard",
+    "select",
+    "view-override",
+    "no-leak",
+    "resources",
+];
+
+#[tokio::test]
+async fn mcp_fleet_view_over_http_legacy_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "http", "legacy", FLEET_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_fleet_view_over_http_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "http", "auto", FLEET_CHECKS).await;
+}
+
+/// `gsv mcp --view fleet` / `--select`: the bridge asks for the view in the URL.
+#[tokio::test]
+async fn mcp_fleet_view_over_stdio_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&py, "stdio", "auto", FLEET_CHECKS).await;
+}
+
+/// `auto` is flat up to 40 tools and fleet beyond: four nodes of 13 tools for the
+/// full token, 12 for the limited one; in a session (legacy) and per request (auto).
+#[tokio::test]
+async fn mcp_auto_view_switches_at_the_threshold() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start_with_extra(&["beta"]).await;
+    fleet
+        .drive(&py, "http", "legacy", &["auto-threshold"])
+        .await;
+    fleet.drive(&py, "http", "auto", &["auto-threshold"]).await;
+}
 
 #[tokio::test]
 async fn mcp_over_http_legacy_mode() {

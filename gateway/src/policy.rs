@@ -6,6 +6,7 @@
 //! `self_confirm` (off unless the token was made with `--self-confirm`) lets the caller's
 //! own user answer a `confirm` (MCP elicitation) instead of the operator queue.
 
+pub use crate::mcp::view::McpView;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -23,6 +24,10 @@ pub struct PolicySpec {
     /// node guard's approval, which always goes to an operator.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub self_confirm: bool,
+    /// The MCP view a session of this token gets unless its URL asks for another
+    /// (`--mcp-view`; stored only when not `auto`, so older rows read as `auto`).
+    #[serde(default, skip_serializing_if = "McpView::is_auto")]
+    pub mcp_view: McpView,
 }
 
 /// A glob that does not compile.
@@ -48,6 +53,7 @@ pub struct Policy {
     deny: GlobSet,
     confirm: GlobSet,
     self_confirm: bool,
+    mcp_view: McpView,
     full: bool,
 }
 
@@ -73,6 +79,7 @@ impl Policy {
             deny: compile(&spec.deny)?,
             confirm: compile(&spec.confirm)?,
             self_confirm: spec.self_confirm,
+            mcp_view: spec.mcp_view,
             full: false,
         })
     }
@@ -84,6 +91,7 @@ impl Policy {
             deny: GlobSet::empty(),
             confirm: GlobSet::empty(),
             self_confirm: false,
+            mcp_view: McpView::Auto,
             full: true,
         }
     }
@@ -105,6 +113,11 @@ impl Policy {
     /// made with `--self-confirm`).
     pub fn self_confirm(&self) -> bool {
         self.self_confirm
+    }
+
+    /// The token's default MCP view (`--mcp-view`).
+    pub fn mcp_view(&self) -> McpView {
+        self.mcp_view
     }
 
     /// Whether this is the admin's everything-allowed policy.
@@ -179,6 +192,7 @@ mod tests {
             deny: vec!["*__bash".into(), "*__Nope".into()],
             confirm: vec!["*__net_*".into()],
             self_confirm: false,
+            mcp_view: McpView::Auto,
         };
         let w = lint(&spec, &known);
         assert_eq!(w.len(), 2, "{w:?}");
@@ -199,7 +213,21 @@ mod tests {
             deny: v(deny),
             confirm: v(confirm),
             self_confirm: false,
+            mcp_view: McpView::Auto,
         }
+    }
+
+    #[test]
+    fn the_mcp_view_is_stored_only_when_not_auto() {
+        let mut s = spec(&["*"], &[], &[]);
+        assert!(!serde_json::to_string(&s).unwrap().contains("mcp_view"));
+        s.mcp_view = McpView::Fleet;
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""mcp_view":"fleet""#), "{json}");
+        let back: PolicySpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(Policy::compile(&back).unwrap().mcp_view(), McpView::Fleet);
+        let old: PolicySpec = serde_json::from_str(r#"{"allow":["*"]}"#).unwrap();
+        assert_eq!(old.mcp_view, McpView::Auto);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::agent::Target;
 use crate::exit;
 use crate::mcp_bridge::{self, stdio, Upstream};
 use crate::resolve;
+use gsv_gateway::mcp::view::McpView;
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -83,10 +84,17 @@ fn json_line(config: &ClientConfig) -> String {
     serde_json::to_string(config).unwrap_or_default()
 }
 
-/// `gsv mcp`: bridges stdio to the gateway's `/mcp` until the client closes stdin (or
+/// `gsv mcp`: bridges stdio to the gateway's `/mcp` (with `?view=` / `?select=` when
+/// given) until the client closes stdin (or
 /// stdout, or a signal comes), then ends the session; exits 0. Exits 3 at once without
 /// a token, 2 on a bad `--gateway`, `--ca` or `--pin`.
-pub async fn run(target: Target) -> u8 {
+pub async fn run(target: Target, view: Option<McpView>, select: Option<String>) -> u8 {
+    if let Some(sel) = &select {
+        if let Err(e) = gsv_protocol::selector::Selector::parse(sel) {
+            eprintln!("error: invalid_args: --select: {e}");
+            return exit::USAGE;
+        }
+    }
     let data = resolve::data_dir(target.data.as_deref());
     let gateway = resolve::gateway(target.gateway.as_deref(), &data);
     let Some(token) = resolve::agent_token(target.token.as_deref(), &data) else {
@@ -97,7 +105,9 @@ pub async fn run(target: Target) -> u8 {
         return exit::AUTH;
     };
     let tls = resolve::tls(target.ca.clone(), target.pin.clone(), &gateway, &data);
-    let upstream = match Upstream::new(&gateway, &token, &tls) {
+    let upstream = Upstream::new(&gateway, &token, &tls)
+        .and_then(|u| u.with_view(view.as_ref().map(McpView::as_str), select.as_deref()));
+    let upstream = match upstream {
         Ok(u) => u,
         Err(e) => {
             eprintln!("error: invalid_args: {e}");

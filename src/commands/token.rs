@@ -172,11 +172,16 @@ pub fn list(data: &Path, json: bool) -> u8 {
                         .policy
                         .map(|p| {
                             format!(
-                                "allow={} deny={} confirm={}{}",
+                                "allow={} deny={} confirm={}{}{}",
                                 p.allow.join(","),
                                 p.deny.join(","),
                                 p.confirm.join(","),
-                                if p.self_confirm { " self-confirm" } else { "" }
+                                if p.self_confirm { " self-confirm" } else { "" },
+                                if p.mcp_view.is_auto() {
+                                    String::new()
+                                } else {
+                                    format!(" mcp-view={}", p.mcp_view)
+                                }
                             )
                         })
                         .unwrap_or_default();

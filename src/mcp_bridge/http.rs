@@ -48,6 +48,8 @@ pub enum SetupError {
     ServerName(String),
     #[error("the token holds characters an HTTP header cannot carry")]
     Token,
+    #[error("--view / --select cannot be put into a URL")]
+    Query,
 }
 
 /// One connection to the gateway. Dropping it closes the connection.

@@ -76,6 +76,8 @@ const LISTEN_STABLE: Duration = Duration::from_secs(60);
 pub struct Upstream {
     http: Arc<Http>,
     auth: HeaderValue,
+    /// `/mcp`, with the view and selection asked for (`?view=…&select=…`).
+    path: Uri,
 }
 
 impl Upstream {
@@ -88,7 +90,30 @@ impl Upstream {
         Ok(Upstream {
             http: Arc::new(http),
             auth,
+            path: Uri::from_static(gsv_gateway::mcp::PATH),
         })
+    }
+
+    /// Posts to `/mcp?view=VIEW&select=SEL` (`gsv mcp --view`, `--select`): the
+    /// gateway then shows that view of those nodes, exactly as to an HTTP client
+    /// using that URL.
+    pub fn with_view(
+        mut self,
+        view: Option<&str>,
+        select: Option<&str>,
+    ) -> Result<Upstream, SetupError> {
+        let pairs: Vec<(&str, &str)> = [("view", view), ("select", select)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect();
+        if pairs.is_empty() {
+            return Ok(self);
+        }
+        let query = serde_urlencoded::to_string(&pairs).map_err(|_| SetupError::Query)?;
+        self.path = format!("{}?{query}", gsv_gateway::mcp::PATH)
+            .parse()
+            .map_err(|_| SetupError::Query)?;
+        Ok(self)
     }
 
     /// The gateway's `/mcp` URL.
@@ -100,7 +125,7 @@ impl Upstream {
         let post = method == Method::POST;
         let mut req = Request::new(Full::new(Bytes::from(body)));
         *req.method_mut() = method;
-        *req.uri_mut() = Uri::from_static(gsv_gateway::mcp::PATH);
+        *req.uri_mut() = self.path.clone();
         let h = req.headers_mut();
         h.insert(AUTHORIZATION, self.auth.clone());
         h.insert(ACCEPT, HeaderValue::from_static(accept));
@@ -424,8 +449,9 @@ impl Bridge {
             }
             let http = self.up.http.clone();
             let auth = self.up.auth.clone();
+            let path = self.up.path.clone();
             tokio::spawn(async move {
-                Upstream { http, auth }
+                Upstream { http, auth, path }
                     .delete(&old, version.as_deref())
                     .await;
             });

@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 import httpx2
@@ -53,16 +54,28 @@ def expect(cond: bool, why: str) -> None:
         raise CheckFailed(why)
 
 
-def client(token: str | None, **kw: Any) -> Client:
-    """A client of the server under test, authenticated with `token`."""
+def mcp_url(view: str | None = None, select: str | None = None) -> str:
+    """The /mcp URL with `?view=` and `?select=` when given."""
+    query = {k: v for k, v in (("view", view), ("select", select)) if v is not None}
+    return f"{ARGS.url}?{urlencode(query)}" if query else ARGS.url
+
+
+def client(token: str | None, view: str | None = None, select: str | None = None, **kw: Any) -> Client:
+    """A client of the server under test, authenticated with `token`, asking for
+    `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio)."""
     if ARGS.transport == "http":
         headers = {"Authorization": f"Bearer {token}"} if token else None
         http = create_mcp_http_client(headers=headers)
-        return Client(streamable_http_client(ARGS.url, http_client=http), mode=ARGS.mode, **kw)
+        url = mcp_url(view, select)
+        return Client(streamable_http_client(url, http_client=http), mode=ARGS.mode, **kw)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GSV_") and k != "RUST_LOG"}
     args = ["mcp", "--gateway", ARGS.gateway, "--data", ARGS.empty_data]
     if token:
         args += ["--token", token]
+    if view:
+        args += ["--view", view]
+    if select:
+        args += ["--select", select]
     params = StdioServerParameters(command=ARGS.gsv, args=args, env=env)
     return Client(params, mode=ARGS.mode, **kw)
 
@@ -97,7 +110,8 @@ async def check_list() -> None:
         for name in (f"{node}__Read", f"{node}__Bash", f"{node}__Echo", f"{ARGS.offline_node}__Read"):
             expect(name in tools, f"{name} not listed: {sorted(tools)}")
         read = tools[f"{node}__Read"]
-        expect((read.description or "").startswith(f"[{node}] "), f"description {read.description!r}")
+        # The node's OS is in the prefix: `[alpha · linux] ...`.
+        expect((read.description or "").startswith(f"[{node} \u00b7 "), f"description {read.description!r}")
         expect(read.input_schema.get("type") == "object", f"schema {read.input_schema}")
         expect("path" in read.input_schema.get("properties", {}), "Read schema has no path")
         expect(read.annotations is not None and read.annotations.read_only_hint is True, f"Read annotations {read.annotations}")
@@ -333,7 +347,9 @@ async def check_list_changed() -> None:
     env["RUST_LOG"] = "warn"
     node_cmd = [ARGS.gsv, "node", "--gateway", ARGS.gateway, "--id", late, "--token", token,
                 "--workspace", ARGS.workspace, "--data", os.path.join(ARGS.workspace, f"{late}-data")]
-    async with client(ARGS.token, message_handler=on_message) as c:
+    # Flat asked for: the late node grows the fleet, and a session-less client's `auto`
+    # is decided on each request.
+    async with client(ARGS.token, view="flat", message_handler=on_message) as c:
         names = {t.name for t in await all_tools(c)}
         expect(f"{late}__Read" not in names, "late node listed too early")
         proc = None
@@ -357,6 +373,329 @@ async def check_list_changed() -> None:
                 proc.wait()
 
 
+# --- fleet view, views and selection ----------------------------------------------
+
+FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call"}
+
+
+async def names_of(c: Client) -> set[str]:
+    return {t.name for t in await all_tools(c)}
+
+
+async def fleet_call(c: Client, node: str, tool: str, args: dict, **kw: Any) -> types.CallToolResult:
+    return await c.call_tool("fleet_call", {"node": node, "tool": tool, "args": args}, **kw)
+
+
+async def rpc_error(call: Any) -> MCPError:
+    """The JSON-RPC error `call` (an awaitable) fails with; fails the check if it succeeds."""
+    try:
+        await call
+    except MCPError as e:
+        return e
+    raise CheckFailed("the request succeeded instead of failing")
+
+
+async def all_nodes(c: Client, **args: Any) -> list[dict]:
+    nodes: list[dict] = []
+    cursor = None
+    for _ in range(100):
+        r = await c.call_tool("fleet_nodes", {**args, **({"cursor": cursor} if cursor else {})})
+        expect(not r.is_error, f"fleet_nodes: {text_of(r)}")
+        page = r.structured_content or {}
+        nodes.extend(page.get("nodes", []))
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return nodes
+    raise CheckFailed("fleet_nodes never ended")
+
+
+async def check_fleet_list() -> None:
+    """The fleet view lists three gateway tools, small, whatever the fleet."""
+    async with client(ARGS.token, view="fleet") as c:
+        tools = await all_tools(c)
+        expect({t.name for t in tools} == FLEET_TOOLS, f"fleet listing {[t.name for t in tools]}")
+        size = len(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]))
+        expect(size <= 6 * 1024, f"the fleet listing is {size} bytes")
+        desc = {t.name: t.description or "" for t in tools}
+        expect("select" in desc["fleet_nodes"] and "fact." in desc["fleet_nodes"], "fleet_nodes does not explain select")
+
+
+async def check_fleet_nodes() -> None:
+    async with client(ARGS.token, view="fleet") as c:
+        nodes = {n["id"]: n for n in await all_nodes(c)}
+        for n in (ARGS.node, ARGS.offline_node, ARGS.guarded):
+            expect(n in nodes, f"{n} not in fleet_nodes: {sorted(nodes)}")
+        alpha = nodes[ARGS.node]
+        expect(alpha["online"] is True and not nodes[ARGS.offline_node]["online"], f"online flags {nodes}")
+        expect({"Read", "Bash", "Echo"} <= set(alpha["tools"]), f"alpha tools {alpha['tools']}")
+        expect(alpha.get("os") == "linux" and "labels" in alpha, f"alpha card {alpha}")
+        picked = await all_nodes(c, select=f"id~{ARGS.node}")
+        expect([n["id"] for n in picked] == [ARGS.node], f"select id~{ARGS.node}: {picked}")
+        r = await c.call_tool("fleet_nodes", {"select": "a,,b"})
+        expect(r.is_error is True and text_of(r).startswith("invalid_args:"), f"bad select: {text_of(r)!r}")
+        r = await c.call_tool("fleet_nodes", {"cursor": "nonsense"})
+        expect(r.is_error is True and "cursor" in text_of(r), f"bad cursor: {text_of(r)!r}")
+
+
+async def check_fleet_tools() -> None:
+    async with client(ARGS.token, view="fleet") as c:
+        r = await c.call_tool("fleet_tools", {"node": ARGS.node, "tools": ["Read"]})
+        expect(not r.is_error, f"fleet_tools: {text_of(r)}")
+        sc = r.structured_content or {}
+        defs = sc.get("tools", [])
+        expect([d["name"] for d in defs] == ["Read"], f"definitions {defs}")
+        expect("path" in defs[0]["inputSchema"].get("properties", {}), f"Read schema {defs[0]}")
+        expect(defs[0].get("annotations", {}).get("readOnlyHint") is True, f"Read annotations {defs[0]}")
+        r = await c.call_tool("fleet_tools", {"node": ARGS.node})
+        names = {d["name"] for d in (r.structured_content or {}).get("tools", [])}
+        expect({"Read", "Bash", "Echo"} <= names, f"all of alpha's tools: {names}")
+
+
+async def audit_calls() -> list[dict]:
+    rows = [json.loads(line) for line in gsv_cli("audit", "tail", "-n", "50", "--json").splitlines() if line.strip()]
+    return [r for r in rows if r.get("kind") == "call"]
+
+
+async def check_fleet_call() -> None:
+    """fleet_call is the routed call of NODE__TOOL: same result, same audit row."""
+    marker = f"fleet-call-{ARGS.transport}-{ARGS.mode}"
+    path = os.path.join(ARGS.workspace, f"{marker}.txt")
+    with open(path, "w") as f:
+        f.write("same\n")
+    args = {"path": f"{marker}.txt"}
+    async with client(ARGS.token, view="flat") as c:
+        flat = await c.call_tool(f"{ARGS.node}__Read", args)
+    async with client(ARGS.token, view="fleet") as c:
+        fleet = await fleet_call(c, ARGS.node, "Read", args)
+        expect((fleet.content, fleet.structured_content, fleet.is_error) == (flat.content, flat.structured_content, flat.is_error),
+               f"fleet {fleet} != flat {flat}")
+        expect(text_of(fleet).startswith("1\tsame"), f"fleet_call Read: {text_of(fleet)!r}")
+        # Names are checked by gsv's rules; unknown tools are the flat view's error.
+        r = await c.call_tool("fleet_call", {"node": "Bad_Node", "tool": "Read"})
+        expect(r.is_error is True and text_of(r).startswith("invalid_args:"), f"bad node id: {text_of(r)!r}")
+        e = await rpc_error(fleet_call(c, ARGS.node, "Nope", {}))
+        expect(e.code == -32602 and f"{ARGS.node}__Nope" in str(e), f"unknown tool: {e}")
+        e = await rpc_error(c.call_tool(f"{ARGS.node}__Read", args))
+        expect(e.code == -32602, f"a flat name in the fleet view: {e}")
+    mine: list[dict] = []
+    for _ in range(50):
+        rows = await audit_calls()
+        mine = [r for r in rows if r.get("node") == ARGS.node and r.get("tool") == "Read" and r.get("outcome") == "ok"]
+        if len(mine) >= 2:
+            break
+        await anyio.sleep(0.1)
+    expect(len(mine) >= 2, f"audit rows of the two calls: {mine}")
+    keys = ("kind", "actor", "node", "tool", "argsHash", "outcome")
+    a, b = ({k: r.get(k) for k in keys} for r in mine[-2:])
+    expect(a == b, f"audit rows differ: flat {a} fleet {b}")
+
+
+async def check_fleet_progress() -> None:
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with client(ARGS.token, view="fleet") as c:
+        cmd = "for i in 1 2 3; do echo tick$i; sleep 1; done"
+        r = await fleet_call(c, ARGS.node, "Bash", {"command": cmd}, progress_callback=on_progress)
+        expect(not r.is_error and "tick3" in text_of(r), f"fleet_call Bash: {text_of(r)!r}")
+        expect(any(m and "tick" in m for _, m in seen), f"no progress with output: {seen}")
+
+
+async def check_fleet_cancel() -> None:
+    pidfile = os.path.join(ARGS.workspace, f"fleet-cancel-{ARGS.transport}-{ARGS.mode}.pid")
+    async with client(ARGS.token, view="fleet") as c:
+        with anyio.move_on_after(2.5):
+            await fleet_call(c, ARGS.node, "Bash", {"command": f"echo $$ > {pidfile}; exec sleep 60"})
+            raise CheckFailed("the call finished instead of being cancelled")
+        expect(os.path.exists(pidfile), "the command never started")
+        with open(pidfile) as f:
+            pid = int(f.read().strip())
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+        expect(not pid_alive(pid), f"process {pid} still runs after fleet_call was cancelled")
+        r = await fleet_call(c, ARGS.node, "Echo", {"text": "after"})
+        expect(text_of(r).startswith("after"), f"echo after cancel: {text_of(r)!r}")
+
+
+async def check_fleet_elicit() -> None:
+    """A --self-confirm token's confirm glob, through fleet_call: the user is asked about
+    the namespaced call."""
+    asked: list[str] = []
+    async with client(ARGS.self_confirm_token, view="fleet", elicitation_callback=answering(asked, "accept")) as c:
+        r = await fleet_call(c, ARGS.node, "Echo", {"text": "fleet-approved"})
+        expect(not r.is_error and text_of(r).startswith("fleet-approved"), f"accepted: {text_of(r)!r}")
+        expect(asked and asked[-1].startswith(f"Allow {ARGS.node}__Echo: "), f"question {asked}")
+    async with client(ARGS.self_confirm_token, view="fleet", elicitation_callback=answering(asked, "decline")) as c:
+        r = await fleet_call(c, ARGS.node, "Echo", {"text": "fleet-refused"})
+        expect(r.is_error is True and text_of(r).startswith("denied:"), f"declined: {text_of(r)!r}")
+
+
+async def check_fleet_operator_queue() -> None:
+    async with client(ARGS.confirm_token, view="fleet") as c:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(decide_when_asked, ARGS.node, "Echo", "approve")
+            r = await fleet_call(c, ARGS.node, "Echo", {"text": "fleet-queued"})
+        expect(not r.is_error and text_of(r).startswith("fleet-queued"), f"queued: {text_of(r)!r}")
+        expect("operator queue" in text_of(r), f"the result does not say it waited: {text_of(r)!r}")
+
+
+async def check_fleet_guard() -> None:
+    """A node guard's approval through fleet_call goes to an operator, never the caller."""
+    marker = os.path.join(ARGS.workspace, f"fleet-pwned-{ARGS.transport}-{ARGS.mode}")
+    asked: list[str] = []
+    async with client(ARGS.token, view="fleet", elicitation_callback=answering(asked, "accept")) as c:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(decide_when_asked, ARGS.guarded, "Bash", "deny")
+            r = await fleet_call(c, ARGS.guarded, "Bash", {"command": f"touch {marker}"})
+    expect(not asked, f"the client was asked: {asked}")
+    expect(r.is_error is True and text_of(r).startswith("denied:"), f"not denied by the operator: {text_of(r)!r}")
+    expect(not os.path.exists(marker), "the command ran without an operator")
+
+
+async def check_select() -> None:
+    """?select= narrows the session to some nodes, shown flat; a node outside it is
+    unknown, exactly like a tool that does not exist."""
+    sel = f"id~{ARGS.node}"
+    async with client(ARGS.token, select=sel) as c:
+        names = await names_of(c)
+        expect(names and all(n.startswith(f"{ARGS.node}__") for n in names), f"select {sel}: {sorted(names)}")
+        r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "picked"})
+        expect(text_of(r).startswith("picked"), f"call inside the selection: {text_of(r)!r}")
+        outside = await rpc_error(c.call_tool(f"{ARGS.guarded}__Echo", {"text": "x"}))
+        missing = await rpc_error(c.call_tool("nosuchnode__Echo", {"text": "x"}))
+        expect(outside.code == missing.code == -32602, f"codes {outside.code} {missing.code}")
+        expect(str(outside).replace(ARGS.guarded, "N") == str(missing).replace("nosuchnode", "N"),
+               f"outside the selection {outside!s} vs missing {missing!s}")
+        res = await c.list_resources()
+        expect({r.uri for r in res.resources} == {"gsv://nodes", f"gsv://nodes/{ARGS.node}"}, f"resources {res.resources}")
+    async with client(ARGS.token, view="fleet", select=sel) as c:
+        expect([n["id"] for n in await all_nodes(c)] == [ARGS.node], "fleet_nodes outside the selection")
+        e = await rpc_error(fleet_call(c, ARGS.guarded, "Echo", {"text": "x"}))
+        expect(e.code == -32602, f"fleet_call outside the selection: {e}")
+    if ARGS.transport == "http":
+        async with httpx2.AsyncClient() as http:
+            hdrs = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+                    "authorization": f"Bearer {ARGS.token}"}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            for url, what in ((mcp_url(select="a,,b"), "select"), (mcp_url(view="tree"), "view")):
+                r = await http.post(url, json=body, headers=hdrs)
+                expect(r.status_code == 400, f"bad ?{what}=: status {r.status_code}")
+                err = r.json().get("error", {})
+                expect(err.get("code") == -32602 and f"?{what}=" in err.get("message", ""), f"bad ?{what}=: {r.text}")
+
+
+async def check_view_override() -> None:
+    """The token's --mcp-view is its default; ?view= (gsv mcp --view) overrides it."""
+    async with client(ARGS.fleet_token) as c:
+        expect(await names_of(c) == FLEET_TOOLS, "a --mcp-view fleet token did not get the fleet view")
+    async with client(ARGS.fleet_token, view="flat") as c:
+        names = await names_of(c)
+        expect(f"{ARGS.node}__Read" in names and not names & FLEET_TOOLS, f"?view=flat: {sorted(names)}")
+    async with client(ARGS.token, view="fleet") as c:
+        expect(await names_of(c) == FLEET_TOOLS, "?view=fleet did not give the fleet view")
+
+
+async def check_auto_threshold() -> None:
+    """auto: flat while the token sees at most 40 tools, fleet beyond."""
+    async with client(ARGS.token, view="flat") as c:
+        many = len(await names_of(c))
+    async with client(ARGS.limited_token, view="flat") as c:
+        few = len(await names_of(c))
+    expect(few <= 40 < many, f"this fleet does not straddle the threshold: {few} and {many} tools")
+    async with client(ARGS.token) as c:
+        expect(await names_of(c) == FLEET_TOOLS, f"auto with {many} tools is not the fleet view")
+    async with client(ARGS.limited_token) as c:
+        names = await names_of(c)
+        expect(len(names) == few and not names & FLEET_TOOLS, f"auto with {few} tools is not flat")
+
+
+async def check_no_leak() -> None:
+    """A token that may call only NODE__Read sees only that node and only Read, in the
+    flat view, the fleet view and the resources; what it may not see answers exactly
+    like what does not exist."""
+    tok, node = ARGS.only_read_token, ARGS.node
+    async with client(tok, view="flat") as c:
+        expect(await names_of(c) == {f"{node}__Read"}, "flat listing")
+        hidden = await rpc_error(c.call_tool(f"{node}__Bash", {"command": "true"}))
+        missing = await rpc_error(c.call_tool(f"{node}__Nope", {}))
+        other = await rpc_error(c.call_tool(f"{ARGS.guarded}__Read", {"path": "x"}))
+        for e, n in ((hidden, "Bash"), (missing, "Nope")):
+            expect(e.code == -32602, f"{n}: code {e.code}")
+        expect(str(hidden).replace("Bash", "X") == str(missing).replace("Nope", "X"), f"{hidden!s} vs {missing!s}")
+        expect(str(other).replace(f"{ARGS.guarded}__Read", "X") == str(missing).replace(f"{node}__Nope", "X"),
+               f"{other!s} vs {missing!s}")
+        res = await c.list_resources()
+        expect({r.uri for r in res.resources} == {"gsv://nodes", f"gsv://nodes/{node}"}, f"resources {res.resources}")
+        whole = json.loads((await c.read_resource("gsv://nodes")).contents[0].text)
+        expect([(n["id"], n["tools"]) for n in whole["nodes"]] == [(node, ["Read"])], f"gsv://nodes: {whole}")
+        one = json.loads((await c.read_resource(f"gsv://nodes/{node}")).contents[0].text)
+        expect(one["tools"] == ["Read"], f"gsv://nodes/{node}: {one}")
+        e1 = await rpc_error(c.read_resource(f"gsv://nodes/{ARGS.guarded}"))
+        e2 = await rpc_error(c.read_resource("gsv://nodes/nosuchnode"))
+        expect(e1.code == e2.code and str(e1).replace(ARGS.guarded, "X") == str(e2).replace("nosuchnode", "X"),
+               f"resource of an unseen node {e1!s} vs missing {e2!s}")
+    async with client(tok, view="fleet") as c:
+        nodes = await all_nodes(c)
+        expect([(n["id"], n["tools"]) for n in nodes] == [(node, ["Read"])], f"fleet_nodes: {nodes}")
+        r = await c.call_tool("fleet_tools", {"node": node})
+        expect([d["name"] for d in (r.structured_content or {}).get("tools", [])] == ["Read"], f"fleet_tools: {text_of(r)}")
+        t_hidden = await rpc_error(c.call_tool("fleet_tools", {"node": node, "tools": ["Bash"]}))
+        t_missing = await rpc_error(c.call_tool("fleet_tools", {"node": node, "tools": ["Nope"]}))
+        expect(str(t_hidden).replace("Bash", "X") == str(t_missing).replace("Nope", "X"), f"{t_hidden!s} vs {t_missing!s}")
+        n_hidden = await rpc_error(c.call_tool("fleet_tools", {"node": ARGS.guarded}))
+        n_missing = await rpc_error(c.call_tool("fleet_tools", {"node": "nosuchnode"}))
+        expect(str(n_hidden).replace(ARGS.guarded, "X") == str(n_missing).replace("nosuchnode", "X"),
+               f"{n_hidden!s} vs {n_missing!s}")
+        c_hidden = await rpc_error(fleet_call(c, node, "Bash", {"command": "true"}))
+        expect(str(c_hidden) == str(hidden), f"fleet_call of a hidden tool {c_hidden!s} vs flat {hidden!s}")
+        r = await fleet_call(c, node, "Read", {"path": "hello.txt"})
+        expect(not r.is_error and text_of(r).startswith("1\thello world"), f"the allowed call: {text_of(r)!r}")
+
+
+async def check_resources() -> None:
+    """gsv://nodes resources, and resources/list_changed when a node joins."""
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceListChangedNotification):
+            heard.set()
+
+    late = f"lateres-{ARGS.transport}-{ARGS.mode}"
+    token = gsv_cli("token", "create", "node", late).strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSV_")}
+    env["RUST_LOG"] = "warn"
+    node_cmd = [ARGS.gsv, "node", "--gateway", ARGS.gateway, "--id", late, "--token", token,
+                "--workspace", ARGS.workspace, "--data", os.path.join(ARGS.workspace, f"{late}-data")]
+    async with client(ARGS.token, view="fleet", message_handler=on_message) as c:
+        res = await c.list_resources()
+        uris = {r.uri for r in res.resources}
+        expect({"gsv://nodes", f"gsv://nodes/{ARGS.node}", f"gsv://nodes/{ARGS.guarded}"} <= uris, f"resources {uris}")
+        card = json.loads((await c.read_resource(f"gsv://nodes/{ARGS.node}")).contents[0].text)
+        expect(card["id"] == ARGS.node and card["online"] is True and "Read" in card["tools"], f"card {card}")
+        proc = None
+        try:
+            if ARGS.mode == "legacy":
+                await anyio.sleep(0.5)
+                proc = subprocess.Popen(node_cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                with anyio.fail_after(15):
+                    await heard.wait()
+            else:
+                async with c.listen(resources_list_changed=True) as sub:
+                    proc = subprocess.Popen(node_cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                    with anyio.fail_after(15):
+                        async for _event in sub:
+                            break
+            uris = {r.uri for r in (await c.list_resources()).resources}
+            expect(f"gsv://nodes/{late}" in uris, f"late node not a resource after the notification: {uris}")
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
 CHECKS = {
     "list": check_list,
     "read": check_read,
@@ -371,6 +710,20 @@ CHECKS = {
     "guard-operator": check_guard_operator,
     "operator-queue": check_operator_queue,
     "list-changed": check_list_changed,
+    "fleet-list": check_fleet_list,
+    "fleet-nodes": check_fleet_nodes,
+    "fleet-tools": check_fleet_tools,
+    "fleet-call": check_fleet_call,
+    "fleet-progress": check_fleet_progress,
+    "fleet-cancel": check_fleet_cancel,
+    "fleet-elicit": check_fleet_elicit,
+    "fleet-operator-queue": check_fleet_operator_queue,
+    "fleet-guard": check_fleet_guard,
+    "select": check_select,
+    "view-override": check_view_override,
+    "auto-threshold": check_auto_threshold,
+    "no-leak": check_no_leak,
+    "resources": check_resources,
 }
 
 
@@ -406,6 +759,8 @@ if __name__ == "__main__":
     p.add_argument("--confirm-token", required=True, help="allow *, confirm NODE__Echo")
     p.add_argument("--self-confirm-token", required=True,
                    help="allow *, confirm NODE__Echo and GUARDED__Bash, --self-confirm")
+    p.add_argument("--only-read-token", required=True, help="allow NODE__Read only")
+    p.add_argument("--fleet-token", required=True, help="allow *, --mcp-view fleet")
     p.add_argument("--guarded", required=True, help="a node run with --approve-shell 'echo .*'")
     p.add_argument("--node", required=True)
     p.add_argument("--offline-node", required=True)

@@ -975,6 +975,7 @@ mod tests {
             deny: vec![],
             confirm: vec!["*__Bash".into()],
             self_confirm: true,
+            ..PolicySpec::default()
         };
         let (e, detail) = row(AuditEvent::TokenIssued {
             actor: "cli",

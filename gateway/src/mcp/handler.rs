@@ -1,7 +1,9 @@
-//! The MCP server itself: `tools/list` and `tools/call` over the live node registry.
+//! The MCP server itself: `tools/list`, `tools/call` and the resources over the live
+//! node registry, in the view the session got ([`super::view`]).
 //!
 //! rmcp handles the protocol (JSON-RPC, both lifecycles, sessions, SSE); this file
-//! answers its questions from gsv's state. Every call goes through
+//! answers its questions from gsv's state. A flat call of `{node}__{tool}` and a
+//! fleet view's `fleet_call {node, tool}` are the same call here. Every call goes through
 //! [`crate::router::call`] with a [`Caller`], so policy, approvals, audit and metrics
 //! apply exactly as for the WebSocket agent API. What MCP adds on top:
 //!
@@ -13,14 +15,19 @@
 //!   client's user (`elicitation/create` in a session; an `InputRequiredResult` on the
 //!   2026-07-28 revision), and falls back to the operator queue — saying so in the
 //!   result — when the client cannot ask;
-//! - `notifications/tools/list_changed` when the tools the token sees change (on the
+//! - `notifications/tools/list_changed` when the tools the session lists change, and
+//!   `notifications/resources/list_changed` when the nodes it sees do (on the
 //!   session's standalone stream, or through `subscriptions/listen` on 2026-07-28).
 
 use super::auth::McpPrincipal;
+use super::fleet_tools::{self, FleetTool};
+use super::nodes;
+use super::resources;
 use super::result::{self, Mapped};
+use super::view::{self, Lens, Shown, UrlView};
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
-use crate::policy::{Decision, Policy};
+use crate::policy::Decision;
 use crate::router::{self, ApprovalAsker, ApprovalQuestion, Caller};
 use crate::state::Shared;
 use dashmap::DashMap;
@@ -31,8 +38,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
     ElicitRequestParams, ElicitationAction, ElicitationSchema, Implementation,
     InitializeRequestParams, InitializeResult, InputRequest, InputRequests, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{ElicitationMode, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -40,7 +48,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -68,8 +76,15 @@ const APPROVAL_INPUT: &str = "gsv_approval";
 
 const INSTRUCTIONS: &str = "gsv gateway: the tools of every machine (node) in this fleet. \
 Tool names are namespaced by node, `{node}__{tool}` (e.g. `laptop__Bash`, `server__Read`): \
-pick the machine by picking the prefix. Descriptions start with `[node]`. Tools of a node \
-that is offline stay listed; calling one says since when it is offline. Some calls need a \
+pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os]`. Tools of \
+a node that is offline stay listed; calling one says since when it is offline. Some calls \
+need a human's approval first.";
+
+/// What a fleet-view session is told.
+const FLEET_INSTRUCTIONS: &str = "gsv gateway: a fleet of machines (nodes), reached through \
+three tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
+tools you may call there; `select` narrows it, e.g. `role=web`); fleet_tools gives one \
+node's tool definitions; fleet_call {node, tool, args} runs one. Some calls need a \
 human's approval first.";
 
 /// State shared by every MCP handler of one gateway.
@@ -120,6 +135,8 @@ impl McpState {
 pub struct McpHandler {
     state: Arc<McpState>,
     scope: Arc<Scope>,
+    /// The view and selection of a 2025-revision session, fixed at `initialize`.
+    session: OnceLock<(Shown, UrlView)>,
 }
 
 /// Cancelled when the handler that owns it is dropped.
@@ -137,12 +154,51 @@ impl McpHandler {
         McpHandler {
             state,
             scope: Arc::new(Scope(stop)),
+            session: OnceLock::new(),
         }
     }
 
     fn shared(&self) -> &Arc<Shared> {
         &self.state.shared
     }
+
+    /// What this request sees: the caller, with the session's view and selection
+    /// (2025 revisions), or a view decided now (2026-07-28 has no session; `auto`
+    /// then counts on each request).
+    fn lens(&self, extensions: &rmcp::model::Extensions) -> Result<Lens, ErrorData> {
+        let who = principal(extensions)?;
+        if let Some((shown, url)) = self.session.get() {
+            return Ok(Lens {
+                who,
+                shown: *shown,
+                select: url.select.clone(),
+            });
+        }
+        Ok(decide(self.shared(), who, &url_view(extensions)))
+    }
+}
+
+/// The view `who` gets with what the URL asks for.
+fn decide(shared: &Shared, who: McpPrincipal, url: &UrlView) -> Lens {
+    let mut lens = Lens {
+        shown: Shown::Flat,
+        select: url.select.clone(),
+        who,
+    };
+    lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || {
+        let nodes = nodes::lens_nodes(shared, &lens, None);
+        nodes::lens_entries(shared, &lens, &nodes).len()
+    });
+    lens
+}
+
+/// The URL's `?view=` and `?select=` (put there by [`view::check_query`]).
+fn url_view(extensions: &rmcp::model::Extensions) -> UrlView {
+    let parts: Option<&axum::http::request::Parts> = extensions.get();
+    parts
+        .and_then(|p| p.extensions.get::<UrlView>())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The authenticated caller of the request (put there by the auth middleware).
@@ -154,10 +210,15 @@ fn principal(extensions: &rmcp::model::Extensions) -> Result<McpPrincipal, Error
         .ok_or_else(|| ErrorData::internal_error("request was not authenticated", None))
 }
 
-/// A digest of the tools `policy` sees (names, descriptions, schemas, hints; not
-/// whether their node is online, which does not change the list).
-fn tools_digest(shared: &Shared, policy: &Policy) -> u64 {
-    let entries = shared.registry.tool_entries(|n| policy.visible(n));
+/// A digest of the tools `lens` lists (names, descriptions, schemas, hints; not
+/// whether their node is online, which does not change the list). The fleet view's
+/// list never changes.
+fn tools_digest(shared: &Shared, lens: &Lens) -> u64 {
+    if lens.shown == Shown::Fleet {
+        return 0;
+    }
+    let nodes = nodes::lens_nodes(shared, lens, None);
+    let entries = nodes::lens_entries(shared, lens, &nodes);
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for e in &entries {
         e.name.hash(&mut h);
@@ -168,49 +229,82 @@ fn tools_digest(shared: &Shared, policy: &Policy) -> u64 {
     h.finish()
 }
 
-/// Waits for the next change of the token's tool list; `false` when `stop` fired or
-/// the gateway is going away.
-async fn next_list_change(
+/// What changed in what a session sees.
+#[derive(Default)]
+struct Changes {
+    tools: bool,
+    resources: bool,
+}
+
+/// The last digests of a session's tool list and node set.
+struct Seen {
+    tools: u64,
+    nodes: u64,
+}
+
+impl Seen {
+    fn now(shared: &Shared, lens: &Lens) -> Seen {
+        Seen {
+            tools: tools_digest(shared, lens),
+            nodes: resources::digest(shared, lens),
+        }
+    }
+}
+
+/// Waits for the next change of what `lens` sees (its tools or its nodes); `None`
+/// when `stop` fired or the gateway is going away.
+async fn next_change(
     shared: &Shared,
-    policy: &Policy,
+    lens: &Lens,
     rx: &mut tokio::sync::watch::Receiver<u64>,
-    last: &mut u64,
+    last: &mut Seen,
     stop: &CancellationToken,
-) -> bool {
+) -> Option<Changes> {
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return false,
-            r = rx.changed() => if r.is_err() { return false },
+            _ = stop.cancelled() => return None,
+            r = rx.changed() => if r.is_err() { return None },
         }
         tokio::select! {
-            _ = stop.cancelled() => return false,
+            _ = stop.cancelled() => return None,
             _ = tokio::time::sleep(LIST_CHANGED_DEBOUNCE) => {}
         }
         rx.borrow_and_update();
-        let now = tools_digest(shared, policy);
-        if now != *last {
-            *last = now;
-            return true;
+        let now = Seen::now(shared, lens);
+        let changes = Changes {
+            tools: now.tools != last.tools,
+            resources: now.nodes != last.nodes,
+        };
+        *last = now;
+        if changes.tools || changes.resources {
+            return Some(changes);
         }
     }
 }
 
 impl McpHandler {
-    /// Sends `notifications/tools/list_changed` to a 2025-revision session whenever
-    /// the tools its token sees change, until the session ends.
-    fn watch_tools(&self, peer: Peer<RoleServer>, who: McpPrincipal) {
+    /// Sends `notifications/tools/list_changed` and `notifications/resources/list_changed`
+    /// to a 2025-revision session whenever what it sees changes, until it ends.
+    fn watch(&self, peer: Peer<RoleServer>, lens: Lens) {
         let shared = self.shared().clone();
         let stop = self.scope.0.clone();
-        let span = tracing::debug_span!("mcp_session", agent = %who.name);
+        let span = tracing::debug_span!("mcp_session", agent = %lens.who.name);
         tokio::spawn(
             async move {
                 let mut rx = shared.tools_epoch.subscribe();
-                let mut last = tools_digest(&shared, &who.policy);
-                while next_list_change(&shared, &who.policy, &mut rx, &mut last, &stop).await {
-                    if peer.notify_tool_list_changed().await.is_err() {
+                let mut last = Seen::now(&shared, &lens);
+                while let Some(c) = next_change(&shared, &lens, &mut rx, &mut last, &stop).await {
+                    if c.tools && peer.notify_tool_list_changed().await.is_err() {
                         break;
                     }
-                    tracing::debug!("sent tools/list_changed");
+                    if c.resources && peer.notify_resource_list_changed().await.is_err() {
+                        break;
+                    }
+                    tracing::debug!(
+                        tools = c.tools,
+                        resources = c.resources,
+                        "sent list_changed"
+                    );
                 }
             }
             .instrument(span),
@@ -224,6 +318,8 @@ impl ServerHandler for McpHandler {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
                 .build(),
         )
         .with_server_info(Implementation::new("gsv", env!("CARGO_PKG_VERSION")))
@@ -243,14 +339,23 @@ impl ServerHandler for McpHandler {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let who = principal(&context.extensions)?;
+        let url = url_view(&context.extensions);
+        let lens = decide(self.shared(), who, &url);
         tracing::info!(
-            agent = %who.name,
+            agent = %lens.who.name,
             client = %request.client_info.name,
             version = %request.protocol_version,
+            view = ?lens.shown,
             "MCP session started"
         );
-        self.watch_tools(context.peer.clone(), who);
-        self.negotiate_initialize(&request)
+        // The view is fixed for the session: a listing never changes shape under it.
+        let _ = self.session.set((lens.shown, url));
+        self.watch(context.peer.clone(), lens.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if lens.shown == Shown::Fleet {
+            result.instructions = Some(FLEET_INSTRUCTIONS.to_owned());
+        }
+        Ok(result)
     }
 
     async fn list_tools(
@@ -258,13 +363,19 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let who = principal(&context.extensions)?;
-        let entries = self
-            .shared()
-            .registry
-            .tool_entries(|n| who.policy.visible(n));
+        let lens = self.lens(&context.extensions)?;
+        if lens.shown == Shown::Fleet {
+            return Ok(ListToolsResult::with_all_items(fleet_tools::definitions()));
+        }
+        let nodes = nodes::lens_nodes(self.shared(), &lens, None);
+        let entries = nodes::lens_entries(self.shared(), &lens, &nodes);
         let cursor = request.and_then(|r| r.cursor);
-        result::list_page(&entries, cursor.as_deref())
+        result::list_page(&entries, cursor.as_deref(), |node| {
+            nodes
+                .iter()
+                .find(|n| n.id == node)
+                .and_then(|n| n.os.as_deref())
+        })
     }
 
     async fn call_tool(
@@ -272,9 +383,37 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let who = principal(&context.extensions)?;
-        let span = tracing::info_span!("mcp_call", agent = %who.name, tool = %request.name);
-        self.call(request, context, who).instrument(span).await
+        let lens = self.lens(&context.extensions)?;
+        let span = tracing::info_span!("mcp_call", agent = %lens.who.name, tool = %request.name);
+        self.dispatch(request, context, lens).instrument(span).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let lens = self.lens(&context.extensions)?;
+        let cursor = request.and_then(|r| r.cursor);
+        resources::list(self.shared(), &lens, cursor.as_deref())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        principal(&context.extensions)?;
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let lens = self.lens(&context.extensions)?;
+        resources::read(self.shared(), &lens, &request.uri).map(Into::into)
     }
 
     fn accepted_subscription_filter(
@@ -285,23 +424,29 @@ impl ServerHandler for McpHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let who = principal(&context.request_context().extensions)?;
-        if context.accepted().tools_list_changed != Some(true) {
+        let lens = self.lens(&context.request_context().extensions)?;
+        let tools = context.accepted().tools_list_changed == Some(true);
+        let resources = context.accepted().resources_list_changed == Some(true);
+        if !tools && !resources {
             context.cancelled().await;
             return Ok(());
         }
         let shared = self.shared().clone();
         let stop = self.scope.0.child_token();
         let mut rx = shared.tools_epoch.subscribe();
-        let mut last = tools_digest(&shared, &who.policy);
+        let mut last = Seen::now(&shared, &lens);
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = next_list_change(&shared, &who.policy, &mut rx, &mut last, &stop) => {
-                    if !changed {
+                changed = next_change(&shared, &lens, &mut rx, &mut last, &stop) => {
+                    let Some(c) = changed else { return Ok(()) };
+                    if tools && c.tools && context.sink().notify_tool_list_changed().await.is_err() {
                         return Ok(());
                     }
-                    if context.sink().notify_tool_list_changed().await.is_err() {
+                    if resources
+                        && c.resources
+                        && context.sink().notify_resource_list_changed().await.is_err()
+                    {
                         return Ok(());
                     }
                 }
@@ -405,15 +550,98 @@ impl ApprovalAsker for McpAsker {
     }
 }
 
+/// One routed call, whichever view asked for it.
+struct Routed {
+    /// `{node}__{tool}`.
+    name: String,
+    args: Value,
+    timeout_ms: Option<u64>,
+}
+
 impl McpHandler {
-    async fn call(
+    /// A `tools/call` in the session's view: a flat `{node}__{tool}`, or one of the
+    /// fleet tools. A name the view does not list is unknown.
+    async fn dispatch(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-        who: McpPrincipal,
+        lens: Lens,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let args_value = Value::Object(request.arguments.clone().unwrap_or_default());
+        let shared = self.shared();
+        let routed = match lens.shown {
+            Shown::Flat => Routed {
+                name: request.name.to_string(),
+                args: Value::Object(request.arguments.clone().unwrap_or_default()),
+                timeout_ms: None,
+            },
+            Shown::Fleet => {
+                let args = request.arguments.clone();
+                let answer = match FleetTool::from_name(&request.name) {
+                    None => return Err(result::not_found(&request.name)),
+                    Some(FleetTool::Nodes) => fleet_tools::nodes_answer(shared, &lens, args),
+                    Some(FleetTool::Tools) => fleet_tools::tools_answer(shared, &lens, args),
+                    Some(FleetTool::Call) => match fleet_tools::call_target(args) {
+                        Ok(t) => {
+                            tracing::Span::current().record("tool", t.name.as_str());
+                            return self
+                                .call(
+                                    Routed {
+                                        name: t.name,
+                                        args: t.args,
+                                        timeout_ms: t.timeout_ms,
+                                    },
+                                    request,
+                                    context,
+                                    lens,
+                                )
+                                .await;
+                        }
+                        Err(e) => Err(e),
+                    },
+                };
+                return match answer {
+                    Ok(r) => Ok(r.into()),
+                    Err(e) => e.into_result().map(Into::into),
+                };
+            }
+        };
+        self.call(routed, request, context, lens).await
+    }
+
+    /// Whether the node of `name` is outside the session's `?select=`.
+    fn outside_selection(&self, lens: &Lens, name: &str) -> bool {
+        if lens.select.is_none() {
+            return false;
+        }
+        let Some((node, _)) = name.split_once("__") else {
+            return false;
+        };
+        // The session's nodes: selected, and reachable by its token (a node it cannot
+        // reach would be refused as unknown by the router anyway).
+        !nodes::lens_nodes(self.shared(), lens, None)
+            .iter()
+            .any(|n| n.id == node)
+    }
+
+    async fn call(
+        &self,
+        routed: Routed,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        lens: Lens,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Routed {
+            name,
+            args: args_value,
+            timeout_ms,
+        } = routed;
+        // Outside the session's selection: the same answer as a tool that does not
+        // exist, before anything else looks at the call.
+        if self.outside_selection(&lens, &name) {
+            tracing::info!(tool = %name, "call outside the session's ?select= refused");
+            return Err(result::not_found(&name));
+        }
+        let who = lens.who;
         let args = serde_json::value::to_raw_value(&args_value)
             .map_err(|e| ErrorData::invalid_params(format!("arguments: {e}"), None))?;
 
@@ -443,9 +671,9 @@ impl McpHandler {
             queued: Mutex::new(None),
         };
         let params = ToolsCallParams {
-            name,
+            name: name.clone(),
             args,
-            timeout_ms: None,
+            timeout_ms,
         };
         let cancel = context.ct.child_token();
         let mut last = 0.0;
@@ -482,7 +710,7 @@ impl McpHandler {
                     CallToolResult::error(vec![ContentBlock::text(format!("internal: {e}"))])
                 }
             },
-            Err(e) => match result::map_error(&e) {
+            Err(e) => match result::map_error(&e, &name) {
                 Mapped::ToolError(r) => r,
                 Mapped::Protocol(err) => return Err(err),
             },

@@ -1,7 +1,9 @@
 //! `/mcp`: the whole fleet as one Model Context Protocol server, on the gateway's port.
 //!
 //! MCP is how Claude Code, Cursor and other agents reach gsv with no glue: every tool
-//! of every node appears as one namespaced MCP tool. The transport is Streamable HTTP
+//! of every node appears as one namespaced MCP tool (the flat view), or the fleet is
+//! reached through three gateway tools (the fleet view, [`view`], [`fleet_tools`]),
+//! with the same inventory as resources ([`resources`]). The transport is Streamable HTTP
 //! from the official Rust SDK (`rmcp`), mounted in the gateway's axum router behind a
 //! Bearer-token middleware ([`auth`]); the handler ([`handler`]) answers `tools/list`
 //! and `tools/call` from the live registry through the same router as the WebSocket
@@ -12,10 +14,14 @@
 //! and the session-less 2026-07-28 revision (`server/discover`, per-request metadata).
 
 pub mod auth;
+pub mod fleet_tools;
 pub mod handler;
+pub mod nodes;
 pub mod owners;
+pub mod resources;
 pub mod result;
 pub mod slow;
+pub mod view;
 
 use crate::state::Shared;
 use axum::routing::get;
@@ -95,6 +101,9 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     let mcp = Router::new()
         .route_service(PATH, service)
         .route_layer(axum::middleware::from_fn(slow::stream_when_slow))
+        // After authentication: a bad `?view=` / `?select=` is a 400 with a JSON-RPC
+        // error, before rmcp reads the request.
+        .route_layer(axum::middleware::from_fn(view::check_query))
         // route_layer: the Bearer check guards /mcp only, not the fallback (an
         // unknown path must stay a 404, not turn into a 401).
         .route_layer(axum::middleware::from_fn_with_state(

@@ -29,6 +29,12 @@ pub struct BadCursor(pub String);
 /// The MCP form of one namespaced tool: its schema as declared, its description
 /// prefixed with the node (`[laptop] ...`) and its annotations.
 pub fn tool_from_entry(entry: &ToolEntry) -> Tool {
+    tool_on(entry, None)
+}
+
+/// [`tool_from_entry`] with the node's OS in the prefix when known
+/// (`[web1 · linux] ...`), so an agent picks the right shell and paths.
+pub fn tool_on(entry: &ToolEntry, os: Option<&str>) -> Tool {
     let schema = match &entry.input_schema {
         Value::Object(map) => map.clone(),
         // The gateway refuses declarations whose schema is not an object; a stub keeps
@@ -39,10 +45,14 @@ pub fn tool_from_entry(entry: &ToolEntry) -> Tool {
             m
         }
     };
+    let prefix = match os.filter(|o| !o.is_empty()) {
+        Some(os) => format!("[{} \u{b7} {os}]", entry.node),
+        None => format!("[{}]", entry.node),
+    };
     let description = if entry.description.is_empty() {
-        format!("[{}] {} on node {}", entry.node, entry.tool, entry.node)
+        format!("{prefix} {} on node {}", entry.tool, entry.node)
     } else {
-        format!("[{}] {}", entry.node, entry.description)
+        format!("{prefix} {}", entry.description)
     };
     let a = &entry.annotations;
     let annotations = if a == &gsv_protocol::ToolAnnotations::default() {
@@ -90,16 +100,18 @@ pub fn page<'a>(
     Ok((slice, next))
 }
 
-/// The `tools/list` answer for one page of `entries` (the gateway's handler and the
-/// `gsv mcp` bridge both list through this).
-pub fn list_page(
+/// The `tools/list` answer for one page of `entries`; `os_of` gives a node's OS for
+/// the description prefix.
+pub fn list_page<'a>(
     entries: &[ToolEntry],
     cursor: Option<&str>,
+    os_of: impl Fn(&str) -> Option<&'a str>,
 ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
     let (page, next) = page(entries, cursor, PAGE_SIZE)
         .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
-    let mut out =
-        rmcp::model::ListToolsResult::with_all_items(page.iter().map(tool_from_entry).collect());
+    let mut out = rmcp::model::ListToolsResult::with_all_items(
+        page.iter().map(|e| tool_on(e, os_of(&e.node))).collect(),
+    );
     out.next_cursor = next;
     Ok(out)
 }
@@ -164,17 +176,27 @@ pub enum Mapped {
     Protocol(rmcp::ErrorData),
 }
 
-/// Maps a routing error. Unknown tools (`not_found`) and tools outside the token's
-/// policy (`forbidden`, listed nowhere for this token) are JSON-RPC invalid-params
-/// errors; everything else (offline, disconnected, timeout, denied, too large,
-/// invalid arguments...) is a tool error the model can read and act on.
-pub fn map_error(e: &ErrorShape) -> Mapped {
+/// Maps a routing error of the call of `name`. Unknown tools (`not_found`) and tools
+/// outside the token's policy (`forbidden`, listed nowhere for this token) are one
+/// and the same JSON-RPC invalid-params error ([`not_found`]), so a refusal tells
+/// nothing of what exists beyond the token's reach; everything else (offline,
+/// disconnected, timeout, denied, too large, invalid arguments...) is a tool error the
+/// model can read and act on.
+pub fn map_error(e: &ErrorShape, name: &str) -> Mapped {
     match e.code {
-        ErrorCode::NotFound | ErrorCode::Forbidden => Mapped::Protocol(
-            rmcp::ErrorData::invalid_params(format!("unknown tool: {}", e.message), None),
-        ),
+        ErrorCode::NotFound | ErrorCode::Forbidden => Mapped::Protocol(not_found(name)),
         _ => Mapped::ToolError(error_result(e)),
     }
+}
+
+/// The one answer to a call of a tool the session does not see, whether it does not
+/// exist, its token may not call it or its node is outside the session's `?select=`,
+/// in the flat and the fleet view alike.
+pub fn not_found(name: &str) -> rmcp::ErrorData {
+    rmcp::ErrorData::invalid_params(
+        format!("unknown tool: {name} (not_found: no such tool for this token)"),
+        None,
+    )
 }
 
 /// `isError: true` with `"<code>: <message>"` as its text.
@@ -206,6 +228,8 @@ mod tests {
         let v = serde_json::to_value(&t).unwrap();
         assert_eq!(v["name"], "laptop__Read");
         assert_eq!(v["description"], "[laptop] Reads a file.");
+        let w = serde_json::to_value(tool_on(&entry("web1__Read"), Some("linux"))).unwrap();
+        assert_eq!(w["description"], "[web1 \u{b7} linux] Reads a file.");
         assert_eq!(v["inputSchema"], json!({"type": "object"}));
         assert_eq!(v["annotations"]["readOnlyHint"], true);
         assert_eq!(v["title"], "Read file (laptop)");
@@ -258,7 +282,7 @@ mod tests {
     #[test]
     fn errors_map_by_kind() {
         let offline = ErrorShape::new(ErrorCode::NodeOffline, "node x is offline since t");
-        match map_error(&offline) {
+        match map_error(&offline, "x__Read") {
             Mapped::ToolError(r) => {
                 assert_eq!(r.is_error, Some(true));
                 let v = serde_json::to_value(&r).unwrap();
@@ -270,6 +294,13 @@ mod tests {
             Mapped::Protocol(_) => panic!("offline is a tool error"),
         }
         let unknown = ErrorShape::new(ErrorCode::NotFound, "no node named y is connected");
-        assert!(matches!(map_error(&unknown), Mapped::Protocol(_)));
+        let forbidden = ErrorShape::new(ErrorCode::Forbidden, "this token may not call y__Read");
+        let (Mapped::Protocol(a), Mapped::Protocol(b)) = (
+            map_error(&unknown, "y__Read"),
+            map_error(&forbidden, "y__Read"),
+        ) else {
+            panic!("unknown and forbidden tools are protocol errors")
+        };
+        assert_eq!(a.message, b.message, "a refusal must not tell which it was");
     }
 }

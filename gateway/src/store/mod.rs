@@ -208,6 +208,7 @@ mod tests {
             deny: vec!["x__*".into()],
             confirm: vec![],
             self_confirm: true,
+            ..PolicySpec::default()
         };
         let (tok, _) = a.create_token(TokenKind::Agent, "ci", Some(&spec)).unwrap();
         let rec = b.verify(&tok).unwrap().unwrap();

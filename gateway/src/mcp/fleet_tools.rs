@@ -1,0 +1,383 @@
+//! The fleet view's gateway tools: `fleet_nodes`, `fleet_tools` and `fleet_call`, a
+//! listing of the same small size whatever the fleet's.
+//!
+//! An agent finds machines with `fleet_nodes` (paged, narrowed by a selector), reads
+//! the definitions of the tools it may call on one with `fleet_tools`, and calls one
+//! with `fleet_call`, which is exactly the routed call of `{node}__{tool}` (the
+//! handler sends it through the same path as a flat call). This file holds the
+//! definitions, the parsing of their arguments and the two listing answers; every
+//! list is built from [`super::nodes`], so nothing here shows more than the flat
+//! view would.
+
+use super::nodes::{self, NodeCard, NODES_PAGE};
+use super::result::{self, BadCursor};
+use super::view::Lens;
+use crate::state::Shared;
+use gsv_protocol::names::{NameError, NamespacedName, NodeId, ToolName};
+use gsv_protocol::selector::{Selector, SelectorError};
+use gsv_protocol::{ErrorCode, ErrorShape};
+use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
+use rmcp::ErrorData;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
+use thiserror::Error;
+
+pub const FLEET_NODES: &str = "fleet_nodes";
+pub const FLEET_TOOLS: &str = "fleet_tools";
+pub const FLEET_CALL: &str = "fleet_call";
+
+/// One of the fleet view's tools, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetTool {
+    Nodes,
+    Tools,
+    Call,
+}
+
+impl FleetTool {
+    pub fn from_name(name: &str) -> Option<FleetTool> {
+        match name {
+            FLEET_NODES => Some(FleetTool::Nodes),
+            FLEET_TOOLS => Some(FleetTool::Tools),
+            FLEET_CALL => Some(FleetTool::Call),
+            _ => None,
+        }
+    }
+}
+
+const NODES_DESCRIPTION: &str = "List the machines (nodes) you can use: id, online, os, \
+labels (set by operators), facts (reported by the node: os, arch, cpus, memoryBytes, ...) \
+and the names of the tools you may call there. `select` narrows the list: comma-separated \
+terms that must all hold, `key=value`, `key!=value`, `key` (has label), `id~GLOB`, \
+`fact.KEY=VALUE` (e.g. `role=web,fact.os=linux`). Paged: pass `nextCursor` back as \
+`cursor`. Then fleet_tools for a node's tool definitions, fleet_call to run one.";
+
+const TOOLS_DESCRIPTION: &str = "Definitions (description, inputSchema, annotations) of \
+the tools you may call on one node; `tools` limits them to some names (e.g. [\"Read\"]). \
+Read a tool's inputSchema before calling it with fleet_call.";
+
+const CALL_DESCRIPTION: &str = "Call one tool on one node and get its result: `node` and \
+`tool` as fleet_nodes lists them, `args` an object matching the tool's inputSchema (see \
+fleet_tools), `timeoutMs` the call's deadline (default: the tool's). Same rules as the \
+tool itself: some calls wait for a human's approval; progress and cancellation work.";
+
+/// The fleet view's `tools/list`: these three, always.
+pub fn definitions() -> Vec<Tool> {
+    let tool = |name: &'static str, description: &'static str, schema: Value, ann: Value| {
+        let schema = match schema {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let mut t = Tool::new(
+            Cow::Borrowed(name),
+            Cow::Borrowed(description),
+            Arc::new(schema),
+        );
+        t.annotations = serde_json::from_value::<ToolAnnotations>(ann).ok();
+        t
+    };
+    let read_only = json!({"readOnlyHint": true, "openWorldHint": false});
+    vec![
+        tool(
+            FLEET_NODES,
+            NODES_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "select": {"type": "string"},
+                "cursor": {"type": "string"}
+            }, "additionalProperties": false}),
+            read_only.clone(),
+        ),
+        tool(
+            FLEET_TOOLS,
+            TOOLS_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "node": {"type": "string"},
+                "tools": {"type": "array", "items": {"type": "string"}}
+            }, "required": ["node"], "additionalProperties": false}),
+            read_only,
+        ),
+        tool(
+            FLEET_CALL,
+            CALL_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "node": {"type": "string"},
+                "tool": {"type": "string"},
+                "args": {"type": "object"},
+                "timeoutMs": {"type": "integer", "minimum": 1}
+            }, "required": ["node", "tool"], "additionalProperties": false}),
+            json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
+        ),
+    ]
+}
+
+/// Why a fleet tool could not answer.
+#[derive(Debug, Error)]
+pub enum FleetError {
+    #[error("invalid_args: {0}")]
+    Args(serde_json::Error),
+    #[error("invalid_args: select: {0}")]
+    Select(#[from] SelectorError),
+    #[error("invalid_args: {0}")]
+    Cursor(#[from] BadCursor),
+    #[error("invalid_args: {what} {value:?}: {reason}")]
+    Name {
+        what: &'static str,
+        value: String,
+        reason: NameError,
+    },
+    /// A node the session does not see: unknown, outside its token's policy or its
+    /// `?select=` alike.
+    #[error("unknown node: {0}")]
+    NoNode(String),
+    /// A tool the session does not see, whichever the reason.
+    #[error("unknown tool: {0}")]
+    NoTool(String),
+}
+
+impl From<FleetError> for ErrorData {
+    fn from(e: FleetError) -> Self {
+        match e {
+            FleetError::NoTool(name) => result::not_found(&name),
+            FleetError::NoNode(_) => ErrorData::invalid_params(e.to_string(), None),
+            other => ErrorData::invalid_params(other.to_string(), None),
+        }
+    }
+}
+
+impl FleetError {
+    /// How the model hears of it: bad arguments as a tool error it can correct (as
+    /// for any tool whose arguments fail its schema), unknown names as the protocol
+    /// error a flat call of an unknown tool gets.
+    pub fn into_result(self) -> Result<CallToolResult, ErrorData> {
+        match self {
+            FleetError::Args(_)
+            | FleetError::Select(_)
+            | FleetError::Cursor(_)
+            | FleetError::Name { .. } => {
+                let message = self.to_string();
+                let message = message.trim_start_matches("invalid_args: ").to_owned();
+                Ok(result::error_result(&ErrorShape::new(
+                    ErrorCode::InvalidArgs,
+                    message,
+                )))
+            }
+            other => Err(other.into()),
+        }
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(args: Option<Map<String, Value>>) -> Result<T, FleetError> {
+    serde_json::from_value(Value::Object(args.unwrap_or_default())).map_err(FleetError::Args)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodesArgs {
+    select: Option<String>,
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsArgs {
+    node: String,
+    tools: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CallArgs {
+    node: String,
+    tool: String,
+    #[serde(default)]
+    args: Map<String, Value>,
+    timeout_ms: Option<u64>,
+}
+
+/// A `fleet_call` as the routed call it stands for.
+#[derive(Debug)]
+pub struct CallTarget {
+    /// `{node}__{tool}`.
+    pub name: String,
+    pub node: String,
+    pub args: Value,
+    pub timeout_ms: Option<u64>,
+}
+
+/// Validates `fleet_call`'s arguments (node id and tool name by gsv's name rules).
+pub fn call_target(args: Option<Map<String, Value>>) -> Result<CallTarget, FleetError> {
+    let a: CallArgs = parse(args)?;
+    let node = NodeId::parse(&a.node).map_err(|reason| FleetError::Name {
+        what: "node",
+        value: a.node.clone(),
+        reason,
+    })?;
+    let tool = ToolName::parse(&a.tool).map_err(|reason| FleetError::Name {
+        what: "tool",
+        value: a.tool.clone(),
+        reason,
+    })?;
+    let name = NamespacedName::new(node, tool).to_string();
+    Ok(CallTarget {
+        name,
+        node: a.node,
+        args: Value::Object(a.args),
+        timeout_ms: a.timeout_ms,
+    })
+}
+
+/// A tool result holding `value` as structured content (and its JSON as text).
+fn structured<T: Serialize>(value: &T) -> CallToolResult {
+    let raw = json!({"content": [], "structuredContent": value}).to_string();
+    result::call_result(&raw).unwrap_or_else(|e| {
+        result::error_result(&ErrorShape::new(ErrorCode::Internal, e.to_string()))
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodesPage<'a> {
+    nodes: &'a [NodeCard],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+/// `fleet_nodes`: a page of the nodes the session sees (narrowed by `select`).
+pub fn nodes_answer(
+    shared: &Shared,
+    lens: &Lens,
+    args: Option<Map<String, Value>>,
+) -> Result<CallToolResult, FleetError> {
+    let a: NodesArgs = parse(args)?;
+    let select = a.select.as_deref().map(Selector::parse).transpose()?;
+    let all = nodes::lens_nodes(shared, lens, select.as_ref());
+    let (page, next_cursor) = nodes::page(&all, a.cursor.as_deref(), NODES_PAGE)?;
+    Ok(structured(&NodesPage {
+        nodes: page,
+        next_cursor,
+    }))
+}
+
+/// One tool's full definition, as `fleet_tools` gives it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolDef<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a gsv_protocol::ToolAnnotations>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeTools<'a> {
+    node: &'a str,
+    online: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    os: Option<&'a str>,
+    tools: Vec<ToolDef<'a>>,
+}
+
+/// `fleet_tools`: the definitions of the tools the session may call on one node.
+pub fn tools_answer(
+    shared: &Shared,
+    lens: &Lens,
+    args: Option<Map<String, Value>>,
+) -> Result<CallToolResult, FleetError> {
+    let a: ToolsArgs = parse(args)?;
+    let nodes = nodes::lens_nodes(shared, lens, None);
+    let Some(card) = nodes.iter().find(|n| n.id == a.node) else {
+        return Err(FleetError::NoNode(a.node));
+    };
+    let entries = nodes::lens_entries(shared, lens, std::slice::from_ref(card));
+    if let Some(wanted) = &a.tools {
+        if let Some(missing) = wanted
+            .iter()
+            .find(|w| !entries.iter().any(|e| &e.tool == *w))
+        {
+            return Err(FleetError::NoTool(NamespacedName::join(&a.node, missing)));
+        }
+    }
+    let tools = entries
+        .iter()
+        .filter(|e| a.tools.as_ref().is_none_or(|w| w.contains(&e.tool)))
+        .map(|e| ToolDef {
+            name: &e.tool,
+            description: &e.description,
+            input_schema: &e.input_schema,
+            annotations: (e.annotations != gsv_protocol::ToolAnnotations::default())
+                .then_some(&e.annotations),
+        })
+        .collect();
+    Ok(structured(&NodeTools {
+        node: &card.id,
+        online: card.online,
+        os: card.os.as_deref(),
+        tools,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> Option<Map<String, Value>> {
+        match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_listing_is_small_and_constant() {
+        let tools = definitions();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, [FLEET_NODES, FLEET_TOOLS, FLEET_CALL]);
+        let bytes = serde_json::to_string(&json!({"tools": tools}))
+            .unwrap()
+            .len();
+        assert!(bytes <= 6 * 1024, "the fleet listing is {bytes} bytes");
+        for t in &tools {
+            assert!(FleetTool::from_name(&t.name).is_some());
+        }
+        assert_eq!(FleetTool::from_name("alpha__Read"), None);
+    }
+
+    #[test]
+    fn call_targets_are_validated_names() {
+        let t = call_target(args(
+            json!({"node": "web1", "tool": "Read", "args": {"path": "a"}, "timeoutMs": 5}),
+        ))
+        .unwrap();
+        assert_eq!(t.name, "web1__Read");
+        assert_eq!(t.args, json!({"path": "a"}));
+        assert_eq!(t.timeout_ms, Some(5));
+        let t = call_target(args(json!({"node": "web1", "tool": "Read"}))).unwrap();
+        assert_eq!(t.args, json!({}));
+        for bad in [
+            json!({"node": "Web_1", "tool": "Read"}),
+            json!({"node": "web1", "tool": "a__b"}),
+            json!({"node": "web1__x", "tool": "Read"}),
+            json!({"node": "web1", "tool": "9x"}),
+            json!({"node": "web1"}),
+            json!({"node": "web1", "tool": "Read", "extra": 1}),
+            json!({"node": "web1", "tool": "Read", "args": [1]}),
+        ] {
+            let e = call_target(args(bad.clone())).unwrap_err();
+            let r = e.into_result().expect("a tool error, not a protocol error");
+            assert_eq!(r.is_error, Some(true), "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_protocol_errors() {
+        let e = FleetError::NoTool("web1__Bash".into())
+            .into_result()
+            .unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert_eq!(e.message, result::not_found("web1__Bash").message);
+    }
+}

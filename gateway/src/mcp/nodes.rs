@@ -1,0 +1,162 @@
+//! The fleet as one MCP session may see it: the nodes its token can reach (and its
+//! `?select=` picks), each with its labels, facts and the names of the tools the token
+//! may call there.
+//!
+//! Every fleet-shaped answer is built from this one list — `fleet_nodes`,
+//! `fleet_tools`, the `gsv://nodes` resources and the flat listing's node set — so a
+//! token sees the same nodes and tools in every view and resource: a node shows only
+//! when the token may call at least one of its tools, and then only those tools.
+
+use super::result::BadCursor;
+use super::view::Lens;
+use crate::inventory;
+use crate::policy::Policy;
+use crate::registry::Viewer;
+use crate::state::Shared;
+use gsv_protocol::inventory::{Facts, Labels};
+use gsv_protocol::method::ToolEntry;
+use gsv_protocol::selector::Selector;
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// Nodes one `fleet_nodes` page holds at most.
+pub const NODES_PAGE: usize = 50;
+
+/// The prefix of node cursors (opaque to clients).
+const CURSOR_PREFIX: &str = "after:";
+
+/// One node as a session sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCard {
+    pub id: String,
+    pub online: bool,
+    /// `facts.os` when the node reported facts, else the OS of its runtime.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// The operator's labels.
+    pub labels: Labels,
+    /// What the node reports about its host (absent from older nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Facts>,
+    /// The bare names of the tools the token may call there, sorted.
+    pub tools: Vec<String>,
+}
+
+/// Every node `policy` lets the caller reach that every selector in `selects` picks,
+/// sorted by id. Visibility first, then the selectors (the gateway's one matching
+/// rule, [`crate::inventory::selected`]), so a selector never widens what a token sees.
+pub fn visible_nodes(shared: &Shared, policy: &Policy, selects: &[&Selector]) -> Vec<NodeCard> {
+    let viewer = Viewer {
+        visible: |n: &str| policy.visible(n),
+        operator: false,
+    };
+    let mut cards: Vec<NodeCard> = inventory::visible_nodes(shared, &viewer, None)
+        .into_iter()
+        .filter(|s| selects.iter().all(|sel| inventory::selected(s, Some(sel))))
+        .map(|s| {
+            let facts = s.runtime.facts.map(|f| *f);
+            let os = facts
+                .as_ref()
+                .map(|f| f.os.clone())
+                .filter(|o| !o.is_empty())
+                .or(Some(s.runtime.host_os).filter(|o| !o.is_empty()));
+            let mut tools = s.tools;
+            tools.sort();
+            NodeCard {
+                id: s.id,
+                online: s.online,
+                os,
+                labels: s.labels,
+                facts,
+                tools,
+            }
+        })
+        .collect();
+    cards.sort_by(|a, b| a.id.cmp(&b.id));
+    cards
+}
+
+/// The nodes `lens` sees, narrowed further by `extra` (`fleet_nodes {select}`).
+pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec<NodeCard> {
+    let selects: Vec<&Selector> = lens.select.as_deref().into_iter().chain(extra).collect();
+    visible_nodes(shared, &lens.who.policy, &selects)
+}
+
+/// The tools `lens` sees on `nodes` (what [`lens_nodes`] returned), sorted by
+/// namespaced name.
+pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
+    let ids: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+    let policy = &lens.who.policy;
+    shared.registry.tool_entries(|name| {
+        policy.visible(name)
+            && name
+                .split_once("__")
+                .is_some_and(|(node, _)| ids.contains(node))
+    })
+}
+
+/// One page of `nodes` (sorted by id) after `cursor`, and the cursor of the next page.
+pub fn page<'a>(
+    nodes: &'a [NodeCard],
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(&'a [NodeCard], Option<String>), BadCursor> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => {
+            let after = c
+                .strip_prefix(CURSOR_PREFIX)
+                .ok_or_else(|| BadCursor(c.to_owned()))?;
+            nodes.partition_point(|n| n.id.as_str() <= after)
+        }
+    };
+    let end = (start + size.max(1)).min(nodes.len());
+    let slice = &nodes[start..end];
+    let next = (end < nodes.len())
+        .then(|| slice.last().map(|n| format!("{CURSOR_PREFIX}{}", n.id)))
+        .flatten();
+    Ok((slice, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(id: &str) -> NodeCard {
+        NodeCard {
+            id: id.to_owned(),
+            online: true,
+            os: Some("linux".into()),
+            labels: Labels::new(),
+            facts: None,
+            tools: vec!["Read".into()],
+        }
+    }
+
+    #[test]
+    fn node_pages_follow_cursors() {
+        let nodes: Vec<NodeCard> = ["a", "b", "c", "d", "e"].map(card).into();
+        let (p1, c1) = page(&nodes, None, 2).unwrap();
+        assert_eq!((p1.len(), c1.as_deref()), (2, Some("after:b")));
+        let (p2, c2) = page(&nodes, c1.as_deref(), 2).unwrap();
+        assert_eq!(p2[0].id, "c");
+        let (p3, c3) = page(&nodes, c2.as_deref(), 2).unwrap();
+        assert_eq!((p3.len(), c3), (1, None));
+        // A node that went away between pages: the next page still starts after it.
+        let (p, _) = page(&nodes, Some("after:bb"), 2).unwrap();
+        assert_eq!(p[0].id, "c");
+        assert!(page(&nodes, Some("c"), 2).is_err());
+        let (empty, none) = page(&nodes, Some("after:z"), 2).unwrap();
+        assert!(empty.is_empty() && none.is_none());
+    }
+
+    #[test]
+    fn cards_serialize_compactly() {
+        let v = serde_json::to_value(card("web1")).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"id": "web1", "online": true, "os": "linux", "labels": {}, "tools": ["Read"]})
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! Which view of the fleet an MCP session gets, and what of the fleet it covers.
+//!
+//! The same fleet can be shown two ways, under the same policy: `flat` lists every
+//! `{node}__{tool}` the token may call (one MCP tool each), `fleet` lists three gateway
+//! tools (`fleet_nodes`, `fleet_tools`, `fleet_call`) whatever the fleet's size. Past a
+//! few machines the flat list swamps an agent's context, so the default, `auto`, shows
+//! flat while the token sees at most [`AUTO_MAX_TOOLS`] tools and fleet beyond.
+//!
+//! The choice comes from `?view=` on the MCP URL, else the token's `--mcp-view`, else
+//! `auto`; `?select=SEL` narrows the session to the nodes a selector picks. Both are
+//! read from the URL by [`check_query`] (a bad one is an HTTP 400 before any MCP
+//! message is looked at) and fixed for a 2025-revision session when it initializes,
+//! so a listing never changes shape under an agent. A session-less (2026-07-28)
+//! request has no session: its view is decided on each request, by the same rule.
+
+use super::auth::McpPrincipal;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gsv_protocol::selector::{Selector, SelectorError};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Most tools a token may see for `auto` to still show them flat.
+pub const AUTO_MAX_TOOLS: usize = 40;
+
+/// A view as asked for: by the token (`--mcp-view`), the URL (`?view=`) or `gsv mcp
+/// --view`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpView {
+    /// Every `{node}__{tool}` the token may call.
+    Flat,
+    /// The constant set of `fleet_*` gateway tools.
+    Fleet,
+    /// Flat up to [`AUTO_MAX_TOOLS`] tools, else fleet.
+    #[default]
+    Auto,
+}
+
+impl McpView {
+    /// Whether this is the default (`auto`), which a stored policy leaves out.
+    pub fn is_auto(&self) -> bool {
+        *self == McpView::Auto
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            McpView::Flat => "flat",
+            McpView::Fleet => "fleet",
+            McpView::Auto => "auto",
+        }
+    }
+}
+
+impl fmt::Display for McpView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A view name that is none of `flat`, `fleet`, `auto`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown view {0:?}: use flat, fleet or auto")]
+pub struct BadView(pub String);
+
+impl FromStr for McpView {
+    type Err = BadView;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "flat" => Ok(McpView::Flat),
+            "fleet" => Ok(McpView::Fleet),
+            "auto" => Ok(McpView::Auto),
+            other => Err(BadView(other.to_owned())),
+        }
+    }
+}
+
+/// The view a session shows: what `auto` came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    Flat,
+    Fleet,
+}
+
+/// The view shown: the URL's, else the token's, else `auto`, which counts the tools the
+/// token sees (`count` is only asked then).
+pub fn choose(url: Option<McpView>, token: McpView, count: impl FnOnce() -> usize) -> Shown {
+    match url.unwrap_or(token) {
+        McpView::Flat => Shown::Flat,
+        McpView::Fleet => Shown::Fleet,
+        McpView::Auto if count() <= AUTO_MAX_TOOLS => Shown::Flat,
+        McpView::Auto => Shown::Fleet,
+    }
+}
+
+/// Why the MCP URL's query was refused.
+#[derive(Debug, Error)]
+pub enum QueryError {
+    #[error("?view=: {0}")]
+    View(#[from] BadView),
+    #[error("?select=: {0}")]
+    Select(#[from] SelectorError),
+    #[error("the URL's query is not valid form encoding: {0}")]
+    Encoding(String),
+    #[error("?{0}= is given twice")]
+    Repeated(&'static str),
+}
+
+/// What the MCP URL asks for (`?view=`, `?select=`); put into each request's
+/// extensions by [`check_query`].
+#[derive(Debug, Clone, Default)]
+pub struct UrlView {
+    pub view: Option<McpView>,
+    pub select: Option<Arc<Selector>>,
+}
+
+impl UrlView {
+    /// Parses the query of the MCP URL. Other parameters are ignored (clients and
+    /// proxies add their own).
+    pub fn parse(query: Option<&str>) -> Result<UrlView, QueryError> {
+        let Some(query) = query.filter(|q| !q.is_empty()) else {
+            return Ok(UrlView::default());
+        };
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+            .map_err(|e: serde_urlencoded::de::Error| QueryError::Encoding(e.to_string()))?;
+        let mut seen: HashMap<&'static str, String> = HashMap::new();
+        for (k, v) in pairs {
+            let key = match k.as_str() {
+                "view" => "view",
+                "select" => "select",
+                _ => continue,
+            };
+            if seen.insert(key, v).is_some() {
+                return Err(QueryError::Repeated(key));
+            }
+        }
+        let view = seen.get("view").map(|v| v.parse()).transpose()?;
+        let select = seen
+            .get("select")
+            .map(|s| Selector::parse(s).map(Arc::new))
+            .transpose()?;
+        Ok(UrlView { view, select })
+    }
+}
+
+/// What one request (or one 2025 session) sees: who, which view, which nodes.
+#[derive(Clone)]
+pub struct Lens {
+    pub who: McpPrincipal,
+    pub shown: Shown,
+    /// The URL's `?select=`: only these nodes, in every list and call.
+    pub select: Option<Arc<Selector>>,
+}
+
+/// The JSON-RPC error body of a refused query (no request was read: id `null`).
+#[derive(Serialize)]
+struct RpcErrorBody {
+    jsonrpc: &'static str,
+    id: Option<()>,
+    error: RpcError,
+}
+
+#[derive(Serialize)]
+struct RpcError {
+    code: i32,
+    message: String,
+}
+
+/// JSON-RPC's invalid-params code.
+const INVALID_PARAMS: i32 = -32602;
+
+/// Middleware on `/mcp`: refuses a bad `?view=` or `?select=` with HTTP 400 and a
+/// JSON-RPC error, else hands the parsed [`UrlView`] to the handler.
+pub async fn check_query(mut req: Request, next: Next) -> Response {
+    match UrlView::parse(req.uri().query()) {
+        Ok(v) => {
+            req.extensions_mut().insert(v);
+            next.run(req).await
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "MCP URL refused");
+            let body = RpcErrorBody {
+                jsonrpc: "2.0",
+                id: None,
+                error: RpcError {
+                    code: INVALID_PARAMS,
+                    message: e.to_string(),
+                },
+            };
+            (
+                StatusCode::BAD_REQUEST,
+                [(header::CONNECTION, HeaderValue::from_static("close"))],
+                axum::Json(body),
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_beats_the_token_and_auto_counts() {
+        let never = || -> usize { panic!("counted without auto") };
+        assert_eq!(
+            choose(Some(McpView::Fleet), McpView::Flat, never),
+            Shown::Fleet
+        );
+        assert_eq!(
+            choose(Some(McpView::Flat), McpView::Fleet, never),
+            Shown::Flat
+        );
+        assert_eq!(choose(None, McpView::Fleet, never), Shown::Fleet);
+        assert_eq!(choose(None, McpView::Auto, || 40), Shown::Flat);
+        assert_eq!(choose(None, McpView::Auto, || 41), Shown::Fleet);
+        assert_eq!(
+            choose(Some(McpView::Auto), McpView::Flat, || 0),
+            Shown::Flat
+        );
+        assert_eq!(
+            choose(Some(McpView::Auto), McpView::Flat, || 99),
+            Shown::Fleet
+        );
+    }
+
+    #[test]
+    fn queries_parse_or_say_what_is_wrong() {
+        let v = UrlView::parse(None).unwrap();
+        assert!(v.view.is_none() && v.select.is_none());
+        let v = UrlView::parse(Some("view=fleet&select=role%3Dweb,fact.os=linux&x=1")).unwrap();
+        assert_eq!(v.view, Some(McpView::Fleet));
+        assert_eq!(v.select.unwrap().terms().len(), 2);
+        let e = UrlView::parse(Some("view=tree")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "?view=: unknown view \"tree\": use flat, fleet or auto"
+        );
+        assert!(matches!(
+            UrlView::parse(Some("select=a,,b")),
+            Err(QueryError::Select(_))
+        ));
+        assert!(matches!(
+            UrlView::parse(Some("view=flat&view=fleet")),
+            Err(QueryError::Repeated("view"))
+        ));
+    }
+
+    #[test]
+    fn views_round_trip_through_serde_and_text() {
+        for v in [McpView::Flat, McpView::Fleet, McpView::Auto] {
+            assert_eq!(v.as_str().parse::<McpView>().unwrap(), v);
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{v}\""));
+        }
+    }
+}
