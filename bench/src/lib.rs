@@ -17,6 +17,7 @@ pub mod fleet;
 pub mod grep_glob;
 pub mod latency;
 pub mod mcp;
+pub mod mcp_listing;
 pub mod memory;
 pub mod reconnect;
 pub mod report;
@@ -41,6 +42,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     (
         "mcp",
         "Echo call latency through /mcp vs the WebSocket agent API, same run",
+    ),
+    (
+        "mcp-listing",
+        "bytes of /mcp tools/list per view at 1-1,000 nodes; fleet_call vs {node}__{tool}",
     ),
     (
         "latency",
@@ -81,6 +86,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
         "mcp" => mcp::run(opts).await,
+        "mcp-listing" => mcp_listing::run(opts).await,
         "latency" => latency::run(opts).await,
         "throughput" => throughput::run(opts).await,
         "memory" => memory::run(opts).await,

@@ -34,8 +34,10 @@ pub const TARGET_OVERHEAD_US: f64 = 150.0;
 type Body = http_body_util::Full<hyper::body::Bytes>;
 
 /// One keep-alive HTTP/1.1 connection speaking MCP.
-struct McpConn {
+pub(super) struct McpConn {
     send: SendRequest<Body>,
+    /// `/mcp`, with a query (`?view=fleet`) where a scenario asks for one.
+    path: String,
     authority: String,
     token: String,
     session: Option<String>,
@@ -48,6 +50,16 @@ struct McpConn {
 
 impl McpConn {
     async fn open(addr: SocketAddr, token: &str, version: &'static str) -> Result<McpConn, String> {
+        McpConn::open_at(addr, "/mcp", token, version).await
+    }
+
+    /// A connection that posts to `path` (`/mcp?view=fleet`).
+    pub(super) async fn open_at(
+        addr: SocketAddr,
+        path: &str,
+        token: &str,
+        version: &'static str,
+    ) -> Result<McpConn, String> {
         let tcp = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
@@ -60,6 +72,7 @@ impl McpConn {
         });
         Ok(McpConn {
             send,
+            path: path.to_owned(),
             authority: addr.to_string(),
             token: token.to_owned(),
             session: None,
@@ -80,7 +93,7 @@ impl McpConn {
         name: Option<&str>,
     ) -> Result<(hyper::HeaderMap, Option<Value>), String> {
         self.finish().await?;
-        let mut req = hyper::Request::post("/mcp")
+        let mut req = hyper::Request::post(self.path.as_str())
             .header("host", &self.authority)
             .header("authorization", format!("Bearer {}", self.token))
             .header("accept", "application/json, text/event-stream")
@@ -139,7 +152,7 @@ impl McpConn {
 
     /// Reads the rest of the last response (an SSE stream's end), so the connection
     /// can carry the next request.
-    async fn finish(&mut self) -> Result<(), String> {
+    pub(super) async fn finish(&mut self) -> Result<(), String> {
         if let Some(body) = self.rest.take() {
             body.collect()
                 .await
@@ -149,7 +162,7 @@ impl McpConn {
     }
 
     /// `initialize` + `notifications/initialized` (2025 revisions only).
-    async fn initialize(&mut self) -> Result<(), String> {
+    pub(super) async fn initialize(&mut self) -> Result<(), String> {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": self.version, "capabilities": {},
             "clientInfo": {"name": "gsv-bench", "version": env!("CARGO_PKG_VERSION")}}});
@@ -166,8 +179,39 @@ impl McpConn {
         Ok(())
     }
 
+    /// Every page of `tools/list`: the tool definitions, as the client receives them.
+    pub(super) async fn list_tools(&mut self) -> Result<Vec<Value>, String> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        // Bounded: a listing of more pages than this is a bug, not a big fleet.
+        for _ in 0..10_000 {
+            let id = self.next_id;
+            self.next_id += 1;
+            let mut params = json!({});
+            if let Some(c) = &cursor {
+                params["cursor"] = json!(c);
+            }
+            let body =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+            let (_, message) = self.post("tools/list", body, None).await?;
+            let message = message.ok_or("no JSON-RPC response to tools/list")?;
+            if let Some(e) = message.get("error") {
+                return Err(format!("tools/list: {e}"));
+            }
+            let result = &message["result"];
+            if let Some(page) = result["tools"].as_array() {
+                tools.extend(page.iter().cloned());
+            }
+            match result["nextCursor"].as_str() {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+                _ => return Ok(tools),
+            }
+        }
+        Err("tools/list did not end within 10,000 pages".into())
+    }
+
     /// One `tools/call`; returns the result's text.
-    async fn call(&mut self, tool: &str, args: Value) -> Result<String, String> {
+    pub(super) async fn call(&mut self, tool: &str, args: Value) -> Result<String, String> {
         let id = self.next_id;
         self.next_id += 1;
         let mut params = json!({"name": tool, "arguments": args});

@@ -1,0 +1,235 @@
+//! `gsv bench mcp-listing`: what `/mcp`'s `tools/list` costs a model's context in each
+//! view, as the fleet grows, and what the fleet view's indirection costs a call.
+//!
+//! One in-process gateway on loopback and simulated nodes (each declares the standard
+//! tool set plus Echo, as a real `gsv node --echo-tool` does), added in steps of 1, 10,
+//! 100 and 1,000. At each size one MCP session per view (`/mcp?view=flat`,
+//! `/mcp?view=fleet`) lists every page of `tools/list`; the figure is the bytes of the
+//! tool definitions it received (JSON, as they enter a model's context; bytes / 4 as a
+//! rough token count). Targets: the fleet view's listing is at most 6 KB and the same
+//! at every size. Then the same Echo call is made through `fleet_call` and through
+//! `{node}__Echo`, interleaved call by call in one run: `fleet_call` p50 within +10 %.
+
+use super::fleet::{mint_agent, mint_nodes, raise_nofile, TempDir};
+use super::mcp::McpConn;
+use super::report::{Report, Row};
+use super::sim::{connect_fleet, NodeTemplate};
+use super::stats::summarize;
+use super::BenchOptions;
+use gsv_gateway::GatewayConfig;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The fleet view's listing may be at most this many bytes, at every fleet size.
+pub const FLEET_LISTING_MAX_BYTES: usize = 6 * 1024;
+/// `fleet_call` may take at most this ratio of the direct call's p50.
+pub const FLEET_CALL_MAX_RATIO: f64 = 1.10;
+
+/// The fleet sizes measured.
+fn sizes(quick: bool) -> &'static [usize] {
+    if quick {
+        &[1, 10]
+    } else {
+        &[1, 10, 100, 1000]
+    }
+}
+
+/// Bytes of the tool definitions in one view's whole listing, and how many tools.
+async fn listing(addr: SocketAddr, token: &str, view: &str) -> Result<(usize, usize), String> {
+    let mut conn =
+        McpConn::open_at(addr, &format!("/mcp?view={view}"), token, "2025-11-25").await?;
+    conn.initialize().await?;
+    let tools = conn.list_tools().await?;
+    let bytes = tools
+        .iter()
+        .map(|t| serde_json::to_string(t).map(|s| s.len()).unwrap_or(0))
+        .sum::<usize>()
+        // The array's brackets and commas, as one listing would carry them.
+        + tools.len().saturating_sub(1)
+        + 2;
+    Ok((bytes, tools.len()))
+}
+
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
+    raise_nofile();
+    let sizes = sizes(opts.quick);
+    let largest = sizes.iter().copied().max().unwrap_or(1);
+    let dir = TempDir::new(opts, "mcp-listing")?;
+    let data = dir.0.join("data");
+    std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let creds = mint_nodes(&data, largest)?;
+    let token = mint_agent(&data)?;
+    let template = NodeTemplate::standard(&dir.0)?;
+    let mut config = GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), data.clone());
+    config.write_addr_file = false;
+    config.caps = super::fleet::bench_caps();
+    let gateway = gsv_gateway::start(config)
+        .await
+        .map_err(|e| format!("gateway: {e}"))?;
+    let stop = CancellationToken::new();
+    let outcome = measure(
+        &gateway, &creds, &template, &token, sizes, opts.quick, &stop,
+    )
+    .await;
+    stop.cancel();
+    gateway.stop().await;
+    let (listings, direct, fleet, n) = outcome?;
+
+    let mut rows = Vec::new();
+    let first_fleet = listings.first().map(|l| l.fleet_bytes).unwrap_or(0);
+    for l in &listings {
+        let mut row = Row::at_most(
+            format!(
+                "fleet view `tools/list`, {} node(s), {} tools",
+                l.nodes, l.fleet_tools
+            ),
+            l.fleet_bytes as f64,
+            format!(
+                "flat view `tools/list`, {} tools (≈ {} tokens)",
+                l.flat_tools,
+                l.flat_bytes / 4
+            ),
+            l.flat_bytes as f64,
+            "bytes",
+            f64::INFINITY,
+        );
+        row.target = format!("≤ {FLEET_LISTING_MAX_BYTES} bytes, same at every size");
+        row.met = l.fleet_bytes <= FLEET_LISTING_MAX_BYTES && l.fleet_bytes == first_fleet;
+        rows.push(row);
+    }
+    rows.push(Row::at_most(
+        "Echo via `fleet_call`, p50",
+        fleet.p50_us,
+        "Echo via `{node}__Echo` (flat view), p50",
+        direct.p50_us,
+        "µs",
+        FLEET_CALL_MAX_RATIO,
+    ));
+    let mut tail = Row::at_most(
+        "Echo via `fleet_call`, p99",
+        fleet.p99_us,
+        "Echo via `{node}__Echo` (flat view), p99",
+        direct.p99_us,
+        "µs",
+        FLEET_CALL_MAX_RATIO,
+    );
+    tail.target = "(info)".into();
+    tail.met = true;
+    rows.push(tail);
+    let flat_last = listings.last().map(|l| l.flat_bytes).unwrap_or(0);
+    Ok(Report::new(
+        "mcp-listing",
+        format!(
+            "`tools/list` of one MCP session per view (2025-11-25, every page) at {} \
+             simulated nodes of {} tools each; bytes of the tool definitions (≈ bytes/4 \
+             tokens): flat grows to {} bytes (≈ {} tokens), fleet stays {} bytes (≈ {} \
+             tokens). Then {n} Echo calls through `fleet_call` and `{{node}}__Echo` each, \
+             interleaved, in one run",
+            sizes
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            template.tools.len(),
+            flat_last,
+            flat_last / 4,
+            first_fleet,
+            first_fleet / 4,
+        ),
+        rows,
+    ))
+}
+
+/// One fleet size's listings.
+struct Listing {
+    nodes: usize,
+    flat_bytes: usize,
+    flat_tools: usize,
+    fleet_bytes: usize,
+    fleet_tools: usize,
+}
+
+type Measured = (
+    Vec<Listing>,
+    super::stats::Summary,
+    super::stats::Summary,
+    usize,
+);
+
+async fn measure(
+    gateway: &gsv_gateway::RunningGateway,
+    creds: &[(String, String)],
+    template: &NodeTemplate,
+    token: &str,
+    sizes: &[usize],
+    quick: bool,
+    stop: &CancellationToken,
+) -> Result<Measured, String> {
+    let addr = gateway.addr;
+    let node_url = format!("ws://{addr}{}", gsv_protocol::endpoint::NODE_PATH);
+    let mut listings = Vec::new();
+    let mut connected = 0;
+    let mut tasks = Vec::new();
+    for &size in sizes {
+        let more = &creds[connected..size];
+        tasks.extend(connect_fleet(&node_url, template, more, 64, stop).await?);
+        connected = size;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while gateway.connected_nodes() < size {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "only {} of {size} nodes registered",
+                    gateway.connected_nodes()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (flat_bytes, flat_tools) = listing(addr, token, "flat").await?;
+        let (fleet_bytes, fleet_tools) = listing(addr, token, "fleet").await?;
+        if flat_tools != size * template.tools.len() {
+            return Err(format!(
+                "the flat view listed {flat_tools} tools for {size} nodes of {} tools",
+                template.tools.len()
+            ));
+        }
+        listings.push(Listing {
+            nodes: size,
+            flat_bytes,
+            flat_tools,
+            fleet_bytes,
+            fleet_tools,
+        });
+    }
+
+    // The call: the same node and tool both ways, one session per view.
+    let n = if quick { 30 } else { 2000 };
+    let node = creds.first().map(|c| c.0.clone()).ok_or("no node")?;
+    let mut flat = McpConn::open_at(addr, "/mcp?view=flat", token, "2025-11-25").await?;
+    flat.initialize().await?;
+    let mut fleet = McpConn::open_at(addr, "/mcp?view=fleet", token, "2025-11-25").await?;
+    fleet.initialize().await?;
+    let direct_name = format!("{node}__Echo");
+    let args = json!({"text": "ping"});
+    let fleet_args: Value = json!({"node": node, "tool": "Echo", "args": args});
+    for _ in 0..20 {
+        flat.call(&direct_name, args.clone()).await?;
+        flat.finish().await?;
+        fleet.call("fleet_call", fleet_args.clone()).await?;
+        fleet.finish().await?;
+    }
+    let (mut d, mut f) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = Instant::now();
+        flat.call(&direct_name, args.clone()).await?;
+        d.push(t.elapsed());
+        flat.finish().await?;
+        let t = Instant::now();
+        fleet.call("fleet_call", fleet_args.clone()).await?;
+        f.push(t.elapsed());
+        fleet.finish().await?;
+    }
+    drop(tasks);
+    Ok((listings, summarize(&d), summarize(&f), n))
+}
