@@ -58,6 +58,7 @@ fn grep_and_glob_smoke() {
 #[test]
 fn gateway_scenarios_smoke() {
     bench("latency");
+    bench("mcp-listing");
     bench("throughput");
     bench("memory");
     bench("reconnect");
