@@ -40,6 +40,28 @@ pub(crate) fn client_error(e: &ClientError) -> u8 {
     }
 }
 
+/// Sends one request and decodes its result as `T`; on failure prints the error (the
+/// gateway's, or `protocol` for a result that does not decode) and gives the exit code.
+pub(crate) async fn request_as<T: serde::de::DeserializeOwned>(
+    client: &AgentClient,
+    method: gsv_protocol::Method,
+    params: &impl serde::Serialize,
+) -> Result<T, u8> {
+    let raw = client
+        .request(method, params)
+        .await
+        .map_err(|e| client_error(&e))?;
+    serde_json::from_str(raw.get()).map_err(|e| fail("protocol", e, exit::UNREACHABLE))
+}
+
+/// Prints `value` as pretty JSON on stdout (`--json`).
+pub(crate) fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
 pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
     let data = resolve::data_dir(target.data.as_deref());
     let gateway = resolve::gateway(target.gateway.as_deref(), &data);
@@ -89,10 +111,7 @@ pub async fn call(
     match client.call(name, args, timeout_ms).await {
         Ok(result) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&result).unwrap_or_default()
-                );
+                print_json(&result);
             } else {
                 let text = result.joined_text();
                 if result.is_error {
@@ -123,10 +142,7 @@ pub async fn nodes(target: Target, json: bool, select: Option<&str>) -> u8 {
     match client.select_nodes(select).await {
         Ok(nodes) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&nodes).unwrap_or_default()
-                );
+                print_json(&nodes);
             } else if nodes.is_empty() {
                 match select {
                     Some(_) => eprintln!("no nodes match the selector"),
@@ -198,10 +214,7 @@ pub async fn tools(target: Target, json: bool) -> u8 {
     match client.list_tools().await {
         Ok(tools) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&tools).unwrap_or_default()
-                );
+                print_json(&tools);
             } else if tools.is_empty() {
                 eprintln!("no tools visible to this token");
             } else {

@@ -4,6 +4,7 @@
 //! the data directory like the other commands), because a decision must reach the call
 //! that is waiting for it in the gateway's memory.
 
+use crate::commands::agent::request_as;
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
@@ -25,25 +26,9 @@ pub struct OperatorTarget {
     pub pin: Option<String>,
 }
 
+/// Prints a client error and gives the exit code (the same mapping as every command).
 pub(crate) fn fail(e: &ClientError) -> u8 {
-    match e {
-        ClientError::Remote(r) => {
-            eprintln!("error: {}: {}", r.code, safe(&r.message));
-            exit::for_code(r.code)
-        }
-        ClientError::Tls(e) => {
-            eprintln!("error: invalid_args: {e}");
-            exit::USAGE
-        }
-        e @ ClientError::Certificate { .. } => {
-            eprintln!("error: certificate: {e}");
-            exit::AUTH
-        }
-        other => {
-            eprintln!("error: unreachable: {other}");
-            exit::UNREACHABLE
-        }
-    }
+    crate::commands::agent::client_error(e)
 }
 
 pub(crate) async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
@@ -73,23 +58,13 @@ pub async fn list(t: OperatorTarget, query: ListQuery, json: bool) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let raw = match client.request(Method::ApprovalsList, &query).await {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
-    };
-    let page: ListPage = match serde_json::from_str(raw.get()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: protocol: {e}");
-            return exit::UNREACHABLE;
-        }
+    let page: ListPage = match request_as(&client, Method::ApprovalsList, &query).await {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     if json {
         // The page's requests (an array, as before); counts go to stderr.
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&page.approvals).unwrap_or_default()
-        );
+        crate::commands::agent::print_json(&page.approvals);
     } else if page.total == 0 {
         eprintln!(
             "{}",

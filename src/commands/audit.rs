@@ -28,10 +28,7 @@ pub fn verify(data: &Path, json: bool) -> u8 {
     match store.with_conn(|c| audit::verify(c)) {
         Ok(report) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).unwrap_or_default()
-                );
+                crate::commands::agent::print_json(&report);
             } else if report.ok {
                 println!("ok: {} audit rows verify", report.rows);
             } else {

@@ -6,7 +6,7 @@
 //! facts) and goes through [`safe`] before it reaches the terminal; labels follow
 //! strict rules but are escaped too. `--json` prints the gateway's answer as JSON.
 
-use crate::commands::agent::{client_error, connect, Target};
+use crate::commands::agent::{connect, print_json, request_as, Target};
 use crate::commands::approvals::{self, OperatorTarget};
 use crate::exit;
 use crate::terminal::safe;
@@ -141,22 +141,12 @@ pub async fn show(target: Target, id: &str, json: bool) -> u8 {
         Err(code) => return code,
     };
     let params = NodeIdParams { id: id.to_owned() };
-    let raw = match client.request(Method::NodesShow, &params).await {
-        Ok(r) => r,
-        Err(e) => return client_error(&e),
-    };
-    let detail: NodeDetail = match serde_json::from_str(raw.get()) {
+    let detail: NodeDetail = match request_as(&client, Method::NodesShow, &params).await {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: protocol: {e}");
-            return exit::UNREACHABLE;
-        }
+        Err(code) => return code,
     };
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&detail).unwrap_or_default()
-        );
+        print_json(&detail);
     } else {
         print!("{}", render(&detail));
         for line in warnings(&detail.node, &detail.gateway_version) {
@@ -268,22 +258,12 @@ pub async fn label(
         Ok(c) => c,
         Err(code) => return code,
     };
-    let raw = match client.request(Method::NodesLabel, &params).await {
+    let result: NodeLabelsResult = match request_as(&client, Method::NodesLabel, &params).await {
         Ok(r) => r,
-        Err(e) => return approvals::fail(&e),
-    };
-    let result: NodeLabelsResult = match serde_json::from_str(raw.get()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: protocol: {e}");
-            return exit::UNREACHABLE;
-        }
+        Err(code) => return code,
     };
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        );
+        print_json(&result);
     } else {
         let labels = match result.labels.is_empty() {
             true => "(no labels)".to_owned(),
@@ -301,22 +281,13 @@ pub async fn accept_tools(target: OperatorTarget, id: &str, json: bool) -> u8 {
         Err(code) => return code,
     };
     let params = NodeIdParams { id: id.to_owned() };
-    let raw = match client.request(Method::NodesAcceptTools, &params).await {
-        Ok(r) => r,
-        Err(e) => return approvals::fail(&e),
-    };
-    let result: AcceptToolsResult = match serde_json::from_str(raw.get()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: protocol: {e}");
-            return exit::UNREACHABLE;
-        }
-    };
+    let result: AcceptToolsResult =
+        match request_as(&client, Method::NodesAcceptTools, &params).await {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).unwrap_or_default()
-        );
+        print_json(&result);
     } else {
         eprintln!("{}", accepted_line(&result));
     }

@@ -157,10 +157,7 @@ pub fn list(data: &Path, json: bool) -> u8 {
     match store.list_tokens() {
         Ok(tokens) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&tokens).unwrap_or_default()
-                );
+                crate::commands::agent::print_json(&tokens);
             } else {
                 for t in tokens {
                     let state = if t.revoked_at.is_some() {
