@@ -8,9 +8,10 @@
 // (`--transport http`) or to `gsv mcp` over stdio (`--transport stdio`), in one of the
 // SDK's two negotiation modes: `legacy` (the `initialize` handshake, protocol
 // 2025-11-25, a session) or `auto` (probes `server/discover` and adopts the
-// session-less 2026-07-28 revision when the server offers it). It runs the named checks
-// and prints `PASS name (Ns)` or `FAIL name: why` for each; the exit code is 0 only if
-// every check passed.
+// session-less 2026-07-28 revision when the server offers it). A check that asks for a
+// view or a node selection passes `?view=` / `?select=` over HTTP, `gsv mcp --view` /
+// `--select` over stdio. It runs the named checks and prints `PASS name (Ns)` or
+// `FAIL name: why` for each; the exit code is 0 only if every check passed.
 //
 // Plain JavaScript on purpose: no build step at test time.
 
