@@ -393,6 +393,39 @@ async fn mcp_typescript_sdk_over_stdio_auto_mode() {
     fleet.drive(&ts, "stdio", "auto", STDIO_CHECKS).await;
 }
 
+/// The fleet view through the TypeScript SDK, as [`mcp_fleet_view_over_http_legacy_mode`].
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_view_legacy_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "http", "legacy", FLEET_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_view_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "http", "auto", FLEET_CHECKS).await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_view_over_stdio_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    fleet.drive(&ts, "stdio", "auto", FLEET_CHECKS).await;
+}
+
+/// [`mcp_auto_view_switches_at_the_threshold`] through the TypeScript SDK.
+#[tokio::test]
+async fn mcp_typescript_sdk_auto_view_switches_at_the_threshold() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start_with_extra(&["beta"]).await;
+    fleet
+        .drive(&ts, "http", "legacy", &["auto-threshold"])
+        .await;
+    fleet.drive(&ts, "http", "auto", &["auto-threshold"]).await;
+}
+
 /// One raw HTTP/1.1 exchange; returns the head (status line and headers) and body.
 async fn raw_http(addr: &str, request: &str) -> (String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");

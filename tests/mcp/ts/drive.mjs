@@ -8,14 +8,15 @@
 // (`--transport http`) or to `gsv mcp` over stdio (`--transport stdio`), in one of the
 // SDK's two negotiation modes: `legacy` (the `initialize` handshake, protocol
 // 2025-11-25, a session) or `auto` (probes `server/discover` and adopts the
-// session-less 2026-07-28 revision when the server offers it). It runs the named checks
-// and prints `PASS name (Ns)` or `FAIL name: why` for each; the exit code is 0 only if
-// every check passed.
+// session-less 2026-07-28 revision when the server offers it). A check that asks for a
+// view or a node selection passes `?view=` / `?select=` over HTTP, `gsv mcp --view` /
+// `--select` over stdio. It runs the named checks and prints `PASS name (Ns)` or
+// `FAIL name: why` for each; the exit code is 0 only if every check passed.
 //
 // Plain JavaScript on purpose: no build step at test time.
 
 import { execFile, spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 
@@ -48,12 +49,21 @@ async function within(ms, why, promise) {
   }
 }
 
+/** The /mcp URL with `?view=` and `?select=` when given. */
+function mcpUrl({ view, select } = {}) {
+  const url = new URL(ARGS.url);
+  if (view !== undefined) url.searchParams.set("view", view);
+  if (select !== undefined) url.searchParams.set("select", select);
+  return url;
+}
+
 /**
- * A connected client of the server under test, authenticated with `token`.
+ * A connected client of the server under test, authenticated with `token`, asking for
+ * `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio).
  * `elicit` ("accept" / "decline") declares the elicitation capability and answers
  * every question so, recording it in `asked`.
  */
-async function connect(token, { elicit, asked } = {}) {
+async function connect(token, { elicit, asked, view, select } = {}) {
   const c = new Client(
     { name: "gsv-e2e-ts", version: "1" },
     {
@@ -72,7 +82,7 @@ async function connect(token, { elicit, asked } = {}) {
   let transport;
   if (ARGS.transport === "http") {
     const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    transport = new StreamableHTTPClientTransport(new URL(ARGS.url), { requestInit: { headers } });
+    transport = new StreamableHTTPClientTransport(mcpUrl({ view, select }), { requestInit: { headers } });
   } else {
     // Like drive.py: nothing of the test's GSV_* settings leaks into the bridge.
     const env = Object.fromEntries(
@@ -80,6 +90,8 @@ async function connect(token, { elicit, asked } = {}) {
     );
     const args = ["mcp", "--gateway", ARGS.gateway, "--data", ARGS["empty-data"]];
     if (token) args.push("--token", token);
+    if (view) args.push("--view", view);
+    if (select) args.push("--select", select);
     transport = new StdioClientTransport({ command: ARGS.gsv, args, env });
   }
   try {
@@ -147,7 +159,8 @@ async function checkList() {
       expect(tools.has(name), `${name} not listed: ${show([...tools.keys()].sort())}`);
     }
     const read = tools.get(`${node}__Read`);
-    expect((read.description ?? "").startsWith(`[${node}] `), `description ${show(read.description)}`);
+    // The node's OS is in the prefix: `[alpha · linux] ...`.
+    expect((read.description ?? "").startsWith(`[${node} \u00b7 `), `description ${show(read.description)}`);
     expect(read.inputSchema?.type === "object", `schema ${show(read.inputSchema)}`);
     expect("path" in (read.inputSchema.properties ?? {}), "Read schema has no path");
     expect(read.annotations?.readOnlyHint === true, `Read annotations ${show(read.annotations)}`);
@@ -410,45 +423,440 @@ async function checkOperatorQueue() {
   });
 }
 
-async function checkListChanged() {
-  // A node that connects changes the list: the client hears of it.
-  const late = `late-ts-${ARGS.transport}-${ARGS.mode}`;
+/**
+ * Connects a node `late` while `c` listens for `method` (a `list_changed` notification:
+ * on a 2025 session's standalone GET stream, or on 2026-07-28 through
+ * `subscriptions/listen` with `filterKey`), waits for it, then runs `after`. The node is
+ * killed at the end, whatever happens.
+ */
+async function whenANodeJoins(c, late, method, filterKey, after) {
   const token = (await gsvCli("token", "create", "node", late)).trim();
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("GSV_")));
   env.RUST_LOG = "warn";
   const nodeArgs = ["node", "--gateway", ARGS.gateway, "--id", late, "--token", token,
     "--workspace", ARGS.workspace, "--data", join(ARGS.workspace, `${late}-data`)];
-  await withClient(ARGS.token, {}, async (c) => {
-    let heard;
-    const changed = new Promise((resolve) => {
-      heard = resolve;
-    });
-    // Both eras dispatch the notification to this handler: the 2025 session's standalone
-    // GET stream, or the 2026-07-28 `subscriptions/listen` stream opened below.
-    c.setNotificationHandler("notifications/tools/list_changed", () => heard());
+  let heard;
+  const changed = new Promise((resolve) => {
+    heard = resolve;
+  });
+  // Both eras dispatch the notification to this handler: the 2025 session's standalone
+  // GET stream, or the 2026-07-28 `subscriptions/listen` stream opened below.
+  c.setNotificationHandler(method, () => heard());
+  let sub;
+  let proc;
+  try {
+    if (ARGS.mode === "legacy") {
+      await sleep(500); // let the standalone stream open
+    } else {
+      sub = await c.listen({ [filterKey]: true }, { timeout: 10_000 });
+      expect(sub.honoredFilter?.[filterKey] === true, `listen honored ${show(sub.honoredFilter)}`);
+    }
+    proc = spawn(ARGS.gsv, nodeArgs, { env, stdio: ["ignore", "ignore", "inherit"] });
+    await within(15_000, `no ${method} notification`, changed);
+    await after();
+  } finally {
+    if (sub) await within(5_000, "closing the subscription", sub.close()).catch(() => {});
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((resolve) => proc.once("exit", resolve));
+      proc.kill("SIGKILL");
+      await within(5_000, "the late node exiting", exited).catch(() => {});
+    }
+  }
+}
+
+async function checkListChanged() {
+  // A node that connects changes the list: the client hears of it.
+  const late = `late-ts-${ARGS.transport}-${ARGS.mode}`;
+  // Flat asked for: the late node grows the fleet, and a session-less client's `auto`
+  // is decided on each request.
+  await withClient(ARGS.token, { view: "flat" }, async (c) => {
     const names = await toolNames(c);
     expect(!names.has(`${late}__Read`), "late node listed too early");
-    let sub;
-    let proc;
-    try {
-      if (ARGS.mode === "legacy") {
-        await sleep(500); // let the standalone stream open
-      } else {
-        sub = await c.listen({ toolsListChanged: true }, { timeout: 10_000 });
-        expect(sub.honoredFilter?.toolsListChanged === true, `listen honored ${show(sub.honoredFilter)}`);
-      }
-      proc = spawn(ARGS.gsv, nodeArgs, { env, stdio: ["ignore", "ignore", "inherit"] });
-      await within(15_000, "no tools/list_changed notification", changed);
+    await whenANodeJoins(c, late, "notifications/tools/list_changed", "toolsListChanged", async () => {
       const after = await toolNames(c);
       expect(after.has(`${late}__Read`), `late node not listed after the notification: ${show([...after].sort())}`);
-    } finally {
-      if (sub) await within(5_000, "closing the subscription", sub.close()).catch(() => {});
-      if (proc && proc.exitCode === null && proc.signalCode === null) {
-        const exited = new Promise((resolve) => proc.once("exit", resolve));
-        proc.kill("SIGKILL");
-        await within(5_000, "the late node exiting", exited).catch(() => {});
-      }
+    });
+  });
+}
+
+// --- fleet view, views and selection ----------------------------------------------
+
+const FLEET_TOOLS = ["fleet_call", "fleet_nodes", "fleet_tools"];
+
+/** Whether the set `names` is exactly the fleet view's three tools. */
+const isFleetView = (names) => names.size === FLEET_TOOLS.length && FLEET_TOOLS.every((n) => names.has(n));
+
+const fleetCall = (c, node, tool, args, options) =>
+  c.callTool({ name: "fleet_call", arguments: { node, tool, args } }, options);
+
+/** Every node `fleet_nodes` gives with `args`, page after page. */
+async function allNodes(c, args = {}) {
+  const nodes = [];
+  let cursor;
+  for (let i = 0; i < 100; i++) {
+    const r = await c.callTool({ name: "fleet_nodes", arguments: { ...args, ...(cursor ? { cursor } : {}) } });
+    expect(!r.isError, `fleet_nodes: ${textOf(r)}`);
+    const page = r.structuredContent ?? {};
+    nodes.push(...(page.nodes ?? []));
+    cursor = page.nextCursor;
+    if (!cursor) return nodes;
+  }
+  throw new CheckFailed("fleet_nodes never ended");
+}
+
+/** Every resource listed, fetched afresh. */
+async function resourceUris(c) {
+  const { resources } = await c.listResources(undefined, { cacheMode: "refresh" });
+  return new Set(resources.map((r) => r.uri));
+}
+
+/** The JSON of the resource `uri`'s first content, read afresh. */
+async function readJson(c, uri) {
+  const r = await c.readResource({ uri }, { cacheMode: "bypass" });
+  return JSON.parse(r.contents[0].text);
+}
+
+const sameSet = (set, list) => set.size === list.length && list.every((x) => set.has(x));
+
+async function checkFleetList() {
+  // The fleet view lists three gateway tools, small, whatever the fleet.
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const tools = await allTools(c);
+    const names = tools.map((t) => t.name);
+    expect(names.length === 3 && isFleetView(new Set(names)), `fleet listing ${show(names)}`);
+    const size = Buffer.byteLength(JSON.stringify(tools));
+    expect(size <= 6 * 1024, `the fleet listing is ${size} bytes`);
+    const desc = Object.fromEntries(tools.map((t) => [t.name, t.description ?? ""]));
+    expect(desc.fleet_nodes.includes("select") && desc.fleet_nodes.includes("fact."), "fleet_nodes does not explain select");
+  });
+}
+
+async function checkFleetNodes() {
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const nodes = new Map((await allNodes(c)).map((n) => [n.id, n]));
+    for (const n of [ARGS.node, ARGS["offline-node"], ARGS.guarded]) {
+      expect(nodes.has(n), `${n} not in fleet_nodes: ${show([...nodes.keys()].sort())}`);
     }
+    const alpha = nodes.get(ARGS.node);
+    expect(alpha.online === true && !nodes.get(ARGS["offline-node"]).online, `online flags ${show([...nodes.values()])}`);
+    expect(["Read", "Bash", "Echo"].every((t) => alpha.tools.includes(t)), `alpha tools ${show(alpha.tools)}`);
+    expect(alpha.os === "linux" && "labels" in alpha, `alpha card ${show(alpha)}`);
+    const picked = await allNodes(c, { select: `id~${ARGS.node}` });
+    expect(show(picked.map((n) => n.id)) === show([ARGS.node]), `select id~${ARGS.node}: ${show(picked)}`);
+    let r = await c.callTool({ name: "fleet_nodes", arguments: { select: "a,,b" } });
+    expect(r.isError === true && textOf(r).startsWith("invalid_args:"), `bad select: ${show(textOf(r))}`);
+    r = await c.callTool({ name: "fleet_nodes", arguments: { cursor: "nonsense" } });
+    expect(r.isError === true && textOf(r).includes("cursor"), `bad cursor: ${show(textOf(r))}`);
+  });
+}
+
+async function checkFleetTools() {
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    let r = await c.callTool({ name: "fleet_tools", arguments: { node: ARGS.node, tools: ["Read"] } });
+    expect(!r.isError, `fleet_tools: ${textOf(r)}`);
+    const defs = r.structuredContent?.tools ?? [];
+    expect(show(defs.map((d) => d.name)) === show(["Read"]), `definitions ${show(defs)}`);
+    expect("path" in (defs[0].inputSchema?.properties ?? {}), `Read schema ${show(defs[0])}`);
+    expect(defs[0].annotations?.readOnlyHint === true, `Read annotations ${show(defs[0])}`);
+    r = await c.callTool({ name: "fleet_tools", arguments: { node: ARGS.node } });
+    const names = new Set((r.structuredContent?.tools ?? []).map((d) => d.name));
+    expect(["Read", "Bash", "Echo"].every((t) => names.has(t)), `all of alpha's tools: ${show([...names])}`);
+  });
+}
+
+async function auditCalls() {
+  const out = await gsvCli("audit", "tail", "-n", "50", "--json");
+  const rows = out.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+  return rows.filter((r) => r.kind === "call");
+}
+
+async function checkFleetCall() {
+  // fleet_call is the routed call of NODE__TOOL: same result, same audit row.
+  const marker = `fleet-call-ts-${ARGS.transport}-${ARGS.mode}`;
+  writeFileSync(join(ARGS.workspace, `${marker}.txt`), "same\n");
+  const args = { path: `${marker}.txt` };
+  const flat = await withClient(ARGS.token, { view: "flat" }, (c) =>
+    c.callTool({ name: `${ARGS.node}__Read`, arguments: args }),
+  );
+  const outcome = (r) => show([r.content, r.structuredContent, r.isError ?? false]);
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const fleet = await fleetCall(c, ARGS.node, "Read", args);
+    expect(outcome(fleet) === outcome(flat), `fleet ${show(fleet)} != flat ${show(flat)}`);
+    expect(textOf(fleet).startsWith("1\tsame"), `fleet_call Read: ${show(textOf(fleet))}`);
+    // Names are checked by gsv's rules; unknown tools are the flat view's error.
+    const r = await c.callTool({ name: "fleet_call", arguments: { node: "Bad_Node", tool: "Read" } });
+    expect(r.isError === true && textOf(r).startsWith("invalid_args:"), `bad node id: ${show(textOf(r))}`);
+    let e = await protocolError(fleetCall(c, ARGS.node, "Nope", {}), "fleet_call of an unknown tool");
+    expect(e.code === -32602 && e.message.includes(`${ARGS.node}__Nope`), `unknown tool: ${e}`);
+    e = await protocolError(c.callTool({ name: `${ARGS.node}__Read`, arguments: args }), "a flat name in the fleet view");
+    expect(e.code === -32602, `a flat name in the fleet view: ${e}`);
+  });
+  let mine = [];
+  for (let i = 0; i < 50; i++) {
+    const rows = await auditCalls();
+    mine = rows.filter((r) => r.node === ARGS.node && r.tool === "Read" && r.outcome === "ok");
+    if (mine.length >= 2) break;
+    await sleep(100);
+  }
+  expect(mine.length >= 2, `audit rows of the two calls: ${show(mine)}`);
+  const keys = ["kind", "actor", "node", "tool", "argsHash", "outcome"];
+  const [a, b] = mine.slice(-2).map((r) => show(keys.map((k) => r[k] ?? null)));
+  expect(a === b, `audit rows differ: flat ${a} fleet ${b}`);
+}
+
+async function checkFleetProgress() {
+  const seen = [];
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const command = "for i in 1 2 3; do echo tick$i; sleep 1; done";
+    const r = await fleetCall(c, ARGS.node, "Bash", { command }, { onprogress: (p) => seen.push(p), timeout: 20_000 });
+    expect(!r.isError && textOf(r).includes("tick3"), `fleet_call Bash: ${show(textOf(r))}`);
+  });
+  expect(
+    seen.some((p) => p.message?.includes("tick")),
+    `no progress with output: ${show(seen)}`,
+  );
+}
+
+/** Starts `command` (which writes its pid to `pidfile`) with `call`, aborts the call
+ * after 2.5 s, and checks that the process ends. */
+async function cancelled(pidfile, call) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort("the test cancels"), 2_500);
+  try {
+    await call({ signal: abort.signal, timeout: 20_000 });
+    throw new CheckFailed("the call finished instead of being cancelled");
+  } catch (e) {
+    if (e instanceof CheckFailed) throw e;
+    // The SDK rejects an aborted request with the abort's reason (not a timeout).
+    expect(`${e}`.includes("the test cancels"), `the call failed, not cancelled: ${e}`);
+  } finally {
+    clearTimeout(timer);
+  }
+  expect(existsSync(pidfile), "the command never started");
+  const pid = Number(readFileSync(pidfile, "utf8").trim());
+  const deadline = Date.now() + 10_000;
+  while (pidAlive(pid) && Date.now() < deadline) await sleep(100);
+  expect(!pidAlive(pid), `process ${pid} still runs after the call was cancelled`);
+}
+
+async function checkFleetCancel() {
+  const pidfile = join(ARGS.workspace, `fleet-cancel-ts-${ARGS.transport}-${ARGS.mode}.pid`);
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const command = `echo $$ > ${pidfile}; exec sleep 60`;
+    await cancelled(pidfile, (options) => fleetCall(c, ARGS.node, "Bash", { command }, options));
+    const r = await fleetCall(c, ARGS.node, "Echo", { text: "after" });
+    expect(textOf(r).startsWith("after"), `echo after cancel: ${show(textOf(r))}`);
+  });
+}
+
+async function checkFleetElicit() {
+  // A --self-confirm token's confirm glob, through fleet_call: the user is asked about
+  // the namespaced call.
+  const asked = [];
+  const token = ARGS["self-confirm-token"];
+  await withClient(token, { view: "fleet", elicit: "accept", asked }, async (c) => {
+    const r = await fleetCall(c, ARGS.node, "Echo", { text: "fleet-approved" });
+    expect(!r.isError && textOf(r).startsWith("fleet-approved"), `accepted: ${show(textOf(r))}`);
+    expect(asked.length > 0 && asked.at(-1).startsWith(`Allow ${ARGS.node}__Echo: `), `question ${show(asked)}`);
+  });
+  await withClient(token, { view: "fleet", elicit: "decline", asked }, async (c) => {
+    const r = await fleetCall(c, ARGS.node, "Echo", { text: "fleet-refused" });
+    expect(r.isError === true && textOf(r).startsWith("denied:"), `declined: ${show(textOf(r))}`);
+  });
+}
+
+async function checkFleetOperatorQueue() {
+  await withClient(ARGS["confirm-token"], { view: "fleet" }, async (c) => {
+    const [, r] = await Promise.all([
+      decideWhenAsked(ARGS.node, "Echo", "approve"),
+      fleetCall(c, ARGS.node, "Echo", { text: "fleet-queued" }, { timeout: 20_000 }),
+    ]);
+    expect(!r.isError && textOf(r).startsWith("fleet-queued"), `queued: ${show(textOf(r))}`);
+    expect(textOf(r).includes("operator queue"), `the result does not say it waited: ${show(textOf(r))}`);
+  });
+}
+
+async function checkFleetGuard() {
+  // A node guard's approval through fleet_call goes to an operator, never the caller.
+  const marker = join(ARGS.workspace, `fleet-pwned-ts-${ARGS.transport}-${ARGS.mode}`);
+  const asked = [];
+  const r = await withClient(ARGS.token, { view: "fleet", elicit: "accept", asked }, async (c) => {
+    const [, result] = await Promise.all([
+      decideWhenAsked(ARGS.guarded, "Bash", "deny"),
+      fleetCall(c, ARGS.guarded, "Bash", { command: `touch ${marker}` }, { timeout: 20_000 }),
+    ]);
+    return result;
+  });
+  expect(asked.length === 0, `the client was asked: ${show(asked)}`);
+  expect(r.isError === true && textOf(r).startsWith("denied:"), `not denied by the operator: ${show(textOf(r))}`);
+  expect(!existsSync(marker), "the command ran without an operator");
+}
+
+async function checkSelect() {
+  // ?select= narrows the session to some nodes, shown flat; a node outside it is
+  // unknown, exactly like a tool that does not exist.
+  const sel = `id~${ARGS.node}`;
+  await withClient(ARGS.token, { select: sel }, async (c) => {
+    const names = [...(await toolNames(c))];
+    expect(names.length > 0 && names.every((n) => n.startsWith(`${ARGS.node}__`)), `select ${sel}: ${show(names.sort())}`);
+    const r = await c.callTool({ name: `${ARGS.node}__Echo`, arguments: { text: "picked" } });
+    expect(textOf(r).startsWith("picked"), `call inside the selection: ${show(textOf(r))}`);
+    const outside = await protocolError(
+      c.callTool({ name: `${ARGS.guarded}__Echo`, arguments: { text: "x" } }),
+      "a call outside the selection",
+    );
+    const missing = await protocolError(
+      c.callTool({ name: "nosuchnode__Echo", arguments: { text: "x" } }),
+      "a call of a missing node",
+    );
+    expect(outside.code === -32602 && missing.code === -32602, `codes ${outside.code} ${missing.code}`);
+    expect(
+      outside.message.replaceAll(ARGS.guarded, "N") === missing.message.replaceAll("nosuchnode", "N"),
+      `outside the selection ${show(outside.message)} vs missing ${show(missing.message)}`,
+    );
+    const uris = await resourceUris(c);
+    expect(sameSet(uris, ["gsv://nodes", `gsv://nodes/${ARGS.node}`]), `resources ${show([...uris])}`);
+  });
+  await withClient(ARGS.token, { view: "fleet", select: sel }, async (c) => {
+    const ids = (await allNodes(c)).map((n) => n.id);
+    expect(show(ids) === show([ARGS.node]), `fleet_nodes outside the selection: ${show(ids)}`);
+    const e = await protocolError(fleetCall(c, ARGS.guarded, "Echo", { text: "x" }), "fleet_call outside the selection");
+    expect(e.code === -32602, `fleet_call outside the selection: ${e}`);
+  });
+  if (ARGS.transport === "http") {
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} });
+    const headers = {
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json",
+      authorization: `Bearer ${ARGS.token}`,
+    };
+    for (const [url, what] of [[mcpUrl({ select: "a,,b" }), "select"], [mcpUrl({ view: "tree" }), "view"]]) {
+      const r = await fetch(url, { method: "POST", body, headers, signal: AbortSignal.timeout(10_000) });
+      const text = await r.text();
+      expect(r.status === 400, `bad ?${what}=: status ${r.status}`);
+      let err = {};
+      try {
+        err = JSON.parse(text).error ?? {};
+      } catch {
+        // checked below
+      }
+      expect(err.code === -32602 && `${err.message}`.includes(`?${what}=`), `bad ?${what}=: ${text}`);
+    }
+  }
+}
+
+async function checkViewOverride() {
+  // The token's --mcp-view is its default; ?view= (gsv mcp --view) overrides it.
+  await withClient(ARGS["fleet-token"], {}, async (c) => {
+    expect(isFleetView(await toolNames(c)), "a --mcp-view fleet token did not get the fleet view");
+  });
+  await withClient(ARGS["fleet-token"], { view: "flat" }, async (c) => {
+    const names = await toolNames(c);
+    expect(
+      names.has(`${ARGS.node}__Read`) && !FLEET_TOOLS.some((n) => names.has(n)),
+      `?view=flat: ${show([...names].sort())}`,
+    );
+  });
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    expect(isFleetView(await toolNames(c)), "?view=fleet did not give the fleet view");
+  });
+}
+
+async function checkAutoThreshold() {
+  // auto: flat while the token sees at most 40 tools, fleet beyond.
+  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await toolNames(c)).size);
+  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await toolNames(c)).size);
+  expect(few <= 40 && 40 < many, `this fleet does not straddle the threshold: ${few} and ${many} tools`);
+  await withClient(ARGS.token, {}, async (c) => {
+    expect(isFleetView(await toolNames(c)), `auto with ${many} tools is not the fleet view`);
+  });
+  await withClient(ARGS["limited-token"], {}, async (c) => {
+    const names = await toolNames(c);
+    expect(names.size === few && !FLEET_TOOLS.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
+  });
+}
+
+async function checkNoLeak() {
+  // A token that may call only NODE__Read sees only that node and only Read, in the
+  // flat view, the fleet view and the resources; what it may not see answers exactly
+  // like what does not exist.
+  const token = ARGS["only-read-token"];
+  const node = ARGS.node;
+  const guarded = ARGS.guarded;
+  const hidden = await withClient(token, { view: "flat" }, async (c) => {
+    const names = await toolNames(c);
+    expect(sameSet(names, [`${node}__Read`]), `flat listing ${show([...names])}`);
+    const hidden = await protocolError(c.callTool({ name: `${node}__Bash`, arguments: { command: "true" } }), "Bash");
+    const missing = await protocolError(c.callTool({ name: `${node}__Nope`, arguments: {} }), "Nope");
+    const other = await protocolError(c.callTool({ name: `${guarded}__Read`, arguments: { path: "x" } }), "other node");
+    for (const [e, n] of [[hidden, "Bash"], [missing, "Nope"]]) expect(e.code === -32602, `${n}: code ${e.code}`);
+    expect(
+      hidden.message.replaceAll("Bash", "X") === missing.message.replaceAll("Nope", "X"),
+      `${show(hidden.message)} vs ${show(missing.message)}`,
+    );
+    expect(
+      other.message.replaceAll(`${guarded}__Read`, "X") === missing.message.replaceAll(`${node}__Nope`, "X"),
+      `${show(other.message)} vs ${show(missing.message)}`,
+    );
+    const uris = await resourceUris(c);
+    expect(sameSet(uris, ["gsv://nodes", `gsv://nodes/${node}`]), `resources ${show([...uris])}`);
+    const whole = await readJson(c, "gsv://nodes");
+    expect(
+      show(whole.nodes.map((n) => [n.id, n.tools])) === show([[node, ["Read"]]]),
+      `gsv://nodes: ${show(whole)}`,
+    );
+    const one = await readJson(c, `gsv://nodes/${node}`);
+    expect(show(one.tools) === show(["Read"]), `gsv://nodes/${node}: ${show(one)}`);
+    const e1 = await protocolError(c.readResource({ uri: `gsv://nodes/${guarded}` }, { cacheMode: "bypass" }), "unseen");
+    const e2 = await protocolError(c.readResource({ uri: "gsv://nodes/nosuchnode" }, { cacheMode: "bypass" }), "missing");
+    expect(
+      e1.code === e2.code && e1.message.replaceAll(guarded, "X") === e2.message.replaceAll("nosuchnode", "X"),
+      `resource of an unseen node ${show(e1.message)} vs missing ${show(e2.message)}`,
+    );
+    return hidden;
+  });
+  await withClient(token, { view: "fleet" }, async (c) => {
+    const nodes = await allNodes(c);
+    expect(show(nodes.map((n) => [n.id, n.tools])) === show([[node, ["Read"]]]), `fleet_nodes: ${show(nodes)}`);
+    const r = await c.callTool({ name: "fleet_tools", arguments: { node } });
+    const defs = r.structuredContent?.tools ?? [];
+    expect(show(defs.map((d) => d.name)) === show(["Read"]), `fleet_tools: ${textOf(r)}`);
+    const fleetTools = (args, what) => protocolError(c.callTool({ name: "fleet_tools", arguments: args }), what);
+    const tHidden = await fleetTools({ node, tools: ["Bash"] }, "fleet_tools Bash");
+    const tMissing = await fleetTools({ node, tools: ["Nope"] }, "fleet_tools Nope");
+    expect(
+      tHidden.message.replaceAll("Bash", "X") === tMissing.message.replaceAll("Nope", "X"),
+      `${show(tHidden.message)} vs ${show(tMissing.message)}`,
+    );
+    const nHidden = await fleetTools({ node: guarded }, "fleet_tools of an unseen node");
+    const nMissing = await fleetTools({ node: "nosuchnode" }, "fleet_tools of a missing node");
+    expect(
+      nHidden.message.replaceAll(guarded, "X") === nMissing.message.replaceAll("nosuchnode", "X"),
+      `${show(nHidden.message)} vs ${show(nMissing.message)}`,
+    );
+    const cHidden = await protocolError(fleetCall(c, node, "Bash", { command: "true" }), "fleet_call Bash");
+    expect(
+      cHidden.message === hidden.message,
+      `fleet_call of a hidden tool ${show(cHidden.message)} vs flat ${show(hidden.message)}`,
+    );
+    const ok = await fleetCall(c, node, "Read", { path: "hello.txt" });
+    expect(!ok.isError && textOf(ok).startsWith("1\thello world"), `the allowed call: ${show(textOf(ok))}`);
+  });
+}
+
+async function checkResources() {
+  // gsv://nodes resources, and resources/list_changed when a node joins.
+  const late = `lateres-ts-${ARGS.transport}-${ARGS.mode}`;
+  await withClient(ARGS.token, { view: "fleet" }, async (c) => {
+    const uris = await resourceUris(c);
+    const want = ["gsv://nodes", `gsv://nodes/${ARGS.node}`, `gsv://nodes/${ARGS.guarded}`];
+    expect(want.every((u) => uris.has(u)), `resources ${show([...uris])}`);
+    const card = await readJson(c, `gsv://nodes/${ARGS.node}`);
+    expect(card.id === ARGS.node && card.online === true && card.tools.includes("Read"), `card ${show(card)}`);
+    await whenANodeJoins(c, late, "notifications/resources/list_changed", "resourcesListChanged", async () => {
+      const after = await resourceUris(c);
+      expect(after.has(`gsv://nodes/${late}`), `late node not a resource after the notification: ${show([...after])}`);
+    });
   });
 }
 
@@ -466,6 +874,20 @@ const CHECKS = {
   "guard-operator": checkGuardOperator,
   "operator-queue": checkOperatorQueue,
   "list-changed": checkListChanged,
+  "fleet-list": checkFleetList,
+  "fleet-nodes": checkFleetNodes,
+  "fleet-tools": checkFleetTools,
+  "fleet-call": checkFleetCall,
+  "fleet-progress": checkFleetProgress,
+  "fleet-cancel": checkFleetCancel,
+  "fleet-elicit": checkFleetElicit,
+  "fleet-operator-queue": checkFleetOperatorQueue,
+  "fleet-guard": checkFleetGuard,
+  select: checkSelect,
+  "view-override": checkViewOverride,
+  "auto-threshold": checkAutoThreshold,
+  "no-leak": checkNoLeak,
+  resources: checkResources,
 };
 
 async function main() {
@@ -486,12 +908,14 @@ async function main() {
 
 const USAGE = `usage: drive.mjs --transport http|stdio --mode legacy|auto --url URL --gateway URL
   --gsv BIN --data DIR --empty-data DIR --workspace DIR --token T --limited-token T
-  --confirm-token T --self-confirm-token T --guarded NODE --node NODE --offline-node NODE
+  --confirm-token T --self-confirm-token T --only-read-token T --fleet-token T
+  --guarded NODE --node NODE --offline-node NODE
   CHECK... (${Object.keys(CHECKS).join(", ")})`;
 
 function parse() {
   const names = ["transport", "mode", "url", "gateway", "gsv", "data", "empty-data", "workspace", "token",
-    "limited-token", "confirm-token", "self-confirm-token", "guarded", "node", "offline-node"];
+    "limited-token", "confirm-token", "self-confirm-token", "only-read-token", "fleet-token", "guarded", "node",
+    "offline-node"];
   let parsed;
   try {
     parsed = parseArgs({
