@@ -9,7 +9,7 @@
 use crate::error::{into_shape, WireError};
 use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
 use gsv_protocol::names::{NameError, MAX_NAMESPACED_LEN};
-use gsv_protocol::{ErrorCode, ErrorDetails};
+use gsv_protocol::{CapabilityError, ErrorCode, ErrorDetails};
 use thiserror::Error;
 
 /// A node declaration the gateway refuses (at connect).
@@ -19,6 +19,12 @@ pub enum DeclarationError {
     TooManyTools { count: usize },
     #[error("unknown capability id {capability:?}")]
     UnknownCapability { capability: String },
+    /// Under the third-party prefix `x.` but not of the form `x.<vendor>.<name>`.
+    #[error("{reason}")]
+    MalformedCapability {
+        capability: String,
+        reason: CapabilityError,
+    },
     #[error("{reason}")]
     BadToolName { tool: String, reason: NameError },
     #[error("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters")]
@@ -27,6 +33,12 @@ pub enum DeclarationError {
     Duplicate { tool: String },
     #[error("tool {tool} declares unknown capability id {capability:?}")]
     ToolUnknownCapability { tool: String, capability: String },
+    #[error("tool {tool}: {reason}")]
+    ToolMalformedCapability {
+        tool: String,
+        capability: String,
+        reason: CapabilityError,
+    },
     #[error(
         "tool {tool} uses capability {capability} which the node does not list in capabilities"
     )]
@@ -46,15 +58,20 @@ impl WireError for DeclarationError {
         use DeclarationError::*;
         Some(match self {
             TooManyTools { count } => ErrorDetails::Count { count: *count },
-            UnknownCapability { capability } => ErrorDetails::Capability {
-                capability: capability.clone(),
-            },
+            UnknownCapability { capability } | MalformedCapability { capability, .. } => {
+                ErrorDetails::Capability {
+                    capability: capability.clone(),
+                }
+            }
             BadToolName { tool, .. }
             | NameTooLong { tool, .. }
             | Duplicate { tool }
             | SchemaNotObject { tool }
             | BadSchema { tool, .. } => ErrorDetails::Tool { tool: tool.clone() },
             ToolUnknownCapability { tool, capability }
+            | ToolMalformedCapability {
+                tool, capability, ..
+            }
             | CapabilityNotListed { tool, capability } => ErrorDetails::ToolCapability {
                 capability: capability.clone(),
                 tool: tool.clone(),

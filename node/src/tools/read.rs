@@ -89,6 +89,7 @@ impl Tool for Read {
             annotations: ToolAnnotations::local_read_only("Read file"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

@@ -74,6 +74,7 @@ impl Tool for Write {
             annotations: ToolAnnotations::hints("Write file", false, true, true, false),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 
