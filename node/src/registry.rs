@@ -93,6 +93,8 @@ impl Registry {
         registry.register(tools::edit::Edit)?;
         registry.register(tools::glob::Glob)?;
         registry.register(tools::grep::Grep)?;
+        registry.register(tools::fs_list::FsList)?;
+        registry.register(tools::fs_stat::FsStat)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -357,6 +359,8 @@ mod tests {
                 "Grep",
                 "Read",
                 "dns_lookup",
+                "fs_list",
+                "fs_stat",
                 "net_diagnose",
                 "net_discover",
                 "net_services",
