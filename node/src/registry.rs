@@ -95,6 +95,7 @@ impl Registry {
         registry.register(tools::grep::Grep)?;
         registry.register(tools::fs_list::FsList)?;
         registry.register(tools::fs_stat::FsStat)?;
+        registry.register(tools::time::Time)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -364,7 +365,8 @@ mod tests {
                 "net_diagnose",
                 "net_discover",
                 "net_services",
-                "network_status"
+                "network_status",
+                "time"
             ]
         );
         for d in r.defs() {

@@ -14,6 +14,7 @@ pub mod bash;
 pub mod beneath;
 pub mod echo;
 pub mod edit;
+pub mod encoding;
 pub mod file_info;
 pub mod fs_list;
 pub mod fs_stat;
@@ -27,6 +28,7 @@ pub mod process;
 pub mod process_output;
 pub mod protected;
 pub mod read;
+pub mod time;
 pub mod write;
 
 /// The names of every tool a standard gsv node can offer (`Echo` only with
@@ -39,6 +41,7 @@ pub const STANDARD_NAMES: &[&str] = &[
     "Grep",
     "fs_list",
     "fs_stat",
+    "time",
     "Bash",
     "Process",
     "net_diagnose",
