@@ -85,10 +85,9 @@ fn build(
             CapabilityError::Unknown(_) => DeclarationError::UnknownCapability {
                 capability: c.clone(),
             },
-            reason @ CapabilityError::Vendor { .. } => DeclarationError::MalformedCapability {
-                capability: c.clone(),
-                reason,
-            },
+            reason @ CapabilityError::Vendor { .. } => {
+                DeclarationError::MalformedCapability { reason }
+            }
         })?;
         declared.insert(c.as_str());
     }
@@ -116,7 +115,6 @@ fn build(
             },
             reason @ CapabilityError::Vendor { .. } => DeclarationError::ToolMalformedCapability {
                 tool: name.clone(),
-                capability: def.capability.clone(),
                 reason,
             },
         })?;

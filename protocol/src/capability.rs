@@ -86,6 +86,15 @@ pub enum CapabilityError {
     Vendor { id: String, why: &'static str },
 }
 
+impl CapabilityError {
+    /// The refused id.
+    pub fn id(&self) -> &str {
+        match self {
+            CapabilityError::Unknown(id) | CapabilityError::Vendor { id, .. } => id,
+        }
+    }
+}
+
 /// A capability id a tool may declare: built-in, or a third party's own.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CapabilityId {
@@ -233,6 +242,7 @@ mod tests {
             check("X.acme.deploy"),
             Err(CapabilityError::Unknown(_))
         ));
+        assert_eq!(check("x.Acme.deploy").unwrap_err().id(), "x.Acme.deploy");
         let e = check("x.Acme.deploy").unwrap_err().to_string();
         assert!(e.contains("x.<vendor>.<name>"), "{e}");
     }

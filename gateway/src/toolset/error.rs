@@ -21,10 +21,7 @@ pub enum DeclarationError {
     UnknownCapability { capability: String },
     /// Under the third-party prefix `x.` but not of the form `x.<vendor>.<name>`.
     #[error("{reason}")]
-    MalformedCapability {
-        capability: String,
-        reason: CapabilityError,
-    },
+    MalformedCapability { reason: CapabilityError },
     #[error("{reason}")]
     BadToolName { tool: String, reason: NameError },
     #[error("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters")]
@@ -36,7 +33,6 @@ pub enum DeclarationError {
     #[error("tool {tool}: {reason}")]
     ToolMalformedCapability {
         tool: String,
-        capability: String,
         reason: CapabilityError,
     },
     #[error(
@@ -58,20 +54,22 @@ impl WireError for DeclarationError {
         use DeclarationError::*;
         Some(match self {
             TooManyTools { count } => ErrorDetails::Count { count: *count },
-            UnknownCapability { capability } | MalformedCapability { capability, .. } => {
-                ErrorDetails::Capability {
-                    capability: capability.clone(),
-                }
-            }
+            UnknownCapability { capability } => ErrorDetails::Capability {
+                capability: capability.clone(),
+            },
+            MalformedCapability { reason } => ErrorDetails::Capability {
+                capability: reason.id().to_owned(),
+            },
+            ToolMalformedCapability { tool, reason } => ErrorDetails::ToolCapability {
+                capability: reason.id().to_owned(),
+                tool: tool.clone(),
+            },
             BadToolName { tool, .. }
             | NameTooLong { tool, .. }
             | Duplicate { tool }
             | SchemaNotObject { tool }
             | BadSchema { tool, .. } => ErrorDetails::Tool { tool: tool.clone() },
             ToolUnknownCapability { tool, capability }
-            | ToolMalformedCapability {
-                tool, capability, ..
-            }
             | CapabilityNotListed { tool, capability } => ErrorDetails::ToolCapability {
                 capability: capability.clone(),
                 tool: tool.clone(),

@@ -119,6 +119,8 @@ fn uptime_seconds() -> f64 {
 }
 
 #[cfg(target_os = "linux")]
+// `c_long` is `i64` on 64-bit targets but `i32` on 32-bit ones (a Raspberry Pi).
+#[allow(clippy::useless_conversion)]
 fn ntp() -> Ntp {
     // SAFETY: `timex` is a plain C struct for which all-zero bytes are a valid value;
     // with `modes == 0` (zeroed) `adjtimex` only reads the kernel's clock state into
