@@ -4,6 +4,11 @@
 //! capability id, hints) and an async `execute`. Register it on a `Registry` and run the
 //! node with `run_with_registry`.
 //!
+//! A tool that does something no built-in capability id describes declares its own,
+//! under the prefix reserved for third parties: `x.<vendor>.<name>` (lower case, each
+//! part at most 32 characters). The gateway checks the form and otherwise treats the
+//! id as opaque.
+//!
 //! ```sh
 //! gsv token create node demo
 //! cargo run --example custom_tool_node -- http://127.0.0.1:8787 demo gsv_node_...
@@ -30,7 +35,7 @@ impl Tool for Uppercase {
                 "required": ["text"],
                 "additionalProperties": false
             }),
-            capability: "diagnostics.echo".into(),
+            capability: "x.example.uppercase".into(),
             annotations: ToolAnnotations {
                 read_only_hint: Some(true),
                 idempotent_hint: Some(true),
@@ -38,6 +43,7 @@ impl Tool for Uppercase {
             },
             default_timeout_ms: Some(5_000),
             requires_bins: vec![],
+            requires_approval: false,
         }
     }
 

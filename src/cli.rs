@@ -45,10 +45,24 @@ pub struct TrustArgs {
 /// Node-side guards, set on the node's own command line (no gateway can lift them)
 #[derive(Args, Clone)]
 pub struct NodeGuardArgs {
-    /// Offer only read-only tools (Read, Glob, Grep and the network tools; no Bash,
-    /// Process, Write, Edit)
+    /// Offer only read-only tools (Read, Glob, Grep, fs_list, fs_stat, time and the
+    /// network tools; no Bash, Process, Write, Edit)
     #[arg(long)]
     pub read_only: bool,
+    /// Offer only the tools whose names match one of these globs (comma-separated
+    /// or repeated, e.g. 'Read,Grep,Glob,fs_*,time'); a tool not offered cannot be
+    /// called whatever a token allows [default: every tool]
+    #[arg(long, value_name = "GLOB", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// Leave out the tools whose names match one of these globs (comma-separated or
+    /// repeated)
+    #[arg(long, value_name = "GLOB", value_delimiter = ',')]
+    pub without: Vec<String>,
+    /// Let calls of TOOL run without an operator's approval although the tool asks
+    /// for one by default (its description starts with "[needs approval]")
+    /// (repeatable)
+    #[arg(long, value_name = "TOOL")]
+    pub no_approval: Vec<String>,
     /// Auto-approve regex for Bash commands (repeatable). With any, every simple
     /// command of a Bash call must fully match one of them, or the call waits for an
     /// operator's approval
@@ -68,11 +82,16 @@ pub struct NodeGuardArgs {
 }
 
 impl NodeGuardArgs {
-    /// Checks the patterns now, so a typo is a usage error before anything starts.
+    /// Checks the patterns and names now, so a typo is a usage error before anything
+    /// starts (a glob that matches no tool is caught when the node builds its tools).
     pub fn validate(&self) -> Result<(), String> {
-        gsv_node::guards::ApproveShell::new(&self.approve_shell)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        gsv_node::guards::ApproveShell::new(&self.approve_shell).map_err(|e| e.to_string())?;
+        gsv_node::selection::Selection::new(&self.tools, &self.without, self.read_only)
+            .map_err(|e| e.to_string())?;
+        for name in &self.no_approval {
+            gsv_protocol::ToolName::parse(name).map_err(|e| format!("--no-approval: {e}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -612,6 +631,10 @@ pub struct NodeArgs {
     /// Register the Echo tool (tests, benchmarks)
     #[arg(long)]
     pub echo_tool: bool,
+    /// Echo declares that its calls need an operator's approval (a test hook for the
+    /// approval posture)
+    #[arg(long, requires = "echo_tool", hide = true)]
+    pub echo_needs_approval: bool,
     /// Where the node keeps the credential it enrolls with [default: the data dir]
     #[arg(long = "data", env = "GSV_NODE_DATA", value_name = "DIR")]
     pub node_data: Option<PathBuf>,

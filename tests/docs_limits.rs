@@ -417,6 +417,18 @@ fn known() -> Vec<(&'static str, Expected)> {
             "COUNT_CAP",
             v(vec![count(gsv_node::tools::ignored::COUNT_CAP)]),
         ),
+        (
+            "MAX_BASE64_BYTES",
+            v(vec![bytes(gsv_node::tools::encoding::MAX_BASE64_BYTES)]),
+        ),
+        (
+            "fs_list::MAX_ENTRIES",
+            v(vec![count(gsv_node::tools::fs_list::MAX_ENTRIES)]),
+        ),
+        (
+            "MAX_DEPTH",
+            v(vec![Value::Count(gsv_node::tools::fs_list::MAX_DEPTH)]),
+        ),
     ]
 }
 

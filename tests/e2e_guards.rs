@@ -202,10 +202,13 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         "Grep",
         "Read",
         "dns_lookup",
+        "fs_list",
+        "fs_stat",
         "net_diagnose",
         "net_discover",
         "net_services",
         "network_status",
+        "time",
     ]
     .into_iter()
     .map(String::from)

@@ -649,6 +649,7 @@ impl Registry {
                         input_schema: t.def.input_schema.clone(),
                         capability: t.def.capability.clone(),
                         annotations: t.def.annotations.clone(),
+                        requires_approval: t.def.requires_approval,
                         online,
                     });
                 }

@@ -10,8 +10,9 @@ mod error;
 pub use error::{ArgsError, DeclarationError};
 
 use dashmap::DashMap;
+use gsv_protocol::capability::{self, CapabilityError};
 use gsv_protocol::names::{NamespacedName, MAX_NAMESPACED_LEN};
-use gsv_protocol::{Capability, NodeId, ToolDef, ToolName};
+use gsv_protocol::{CapabilityId, NodeId, ToolDef, ToolName};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
@@ -20,7 +21,9 @@ use std::sync::{Arc, Weak};
 /// One validated tool with its compiled argument validator.
 pub struct ToolSpec {
     pub def: ToolDef,
-    pub capability: Capability,
+    /// A built-in id, or a third party's (`x.<vendor>.<name>`), which the gateway
+    /// treats as opaque.
+    pub capability: CapabilityId,
     validator: jsonschema::Validator,
 }
 
@@ -78,11 +81,14 @@ fn build(
     }
     let mut declared = HashSet::new();
     for c in &caps {
-        if Capability::parse(c).is_none() {
-            return Err(DeclarationError::UnknownCapability {
+        capability::check(c).map_err(|e| match e {
+            CapabilityError::Unknown(_) => DeclarationError::UnknownCapability {
                 capability: c.clone(),
-            });
-        }
+            },
+            reason @ CapabilityError::Vendor { .. } => {
+                DeclarationError::MalformedCapability { reason }
+            }
+        })?;
         declared.insert(c.as_str());
     }
     let mut seen = HashSet::new();
@@ -102,11 +108,15 @@ fn build(
         if !seen.insert(name.clone()) {
             return Err(DeclarationError::Duplicate { tool: name });
         }
-        let capability = Capability::parse(&def.capability).ok_or_else(|| {
-            DeclarationError::ToolUnknownCapability {
+        let capability = capability::check(&def.capability).map_err(|e| match e {
+            CapabilityError::Unknown(_) => DeclarationError::ToolUnknownCapability {
                 tool: name.clone(),
                 capability: def.capability.clone(),
-            }
+            },
+            reason @ CapabilityError::Vendor { .. } => DeclarationError::ToolMalformedCapability {
+                tool: name.clone(),
+                reason,
+            },
         })?;
         if !caps.is_empty() && !declared.contains(def.capability.as_str()) {
             return Err(DeclarationError::CapabilityNotListed {
@@ -261,6 +271,43 @@ mod tests {
         let mut bad_schema = def("Read", "filesystem.read");
         bad_schema.input_schema = json!({"type": 12});
         assert!(i.intern(&n, vec![bad_schema], vec![]).is_err());
+    }
+
+    #[test]
+    fn third_party_capabilities_are_accepted_by_form_and_kept_opaque() {
+        let i = Interner::default();
+        let n = node("a");
+        let set = i
+            .intern(
+                &n,
+                vec![
+                    def("Deploy", "x.acme.deploy"),
+                    def("Read", "filesystem.read"),
+                ],
+                vec![],
+            )
+            .unwrap();
+        assert_eq!(set.capabilities, ["filesystem.read", "x.acme.deploy"]);
+        assert_eq!(
+            set.get("Deploy").unwrap().capability,
+            CapabilityId::Vendor("x.acme.deploy".into())
+        );
+        for bad in ["x.Acme.deploy", "x.acme", "x.acme.deploy.now"] {
+            let e = i.intern(&n, vec![def("Deploy", bad)], vec![]).unwrap_err();
+            assert!(
+                matches!(e, DeclarationError::ToolMalformedCapability { .. }),
+                "{bad}: {e}"
+            );
+            assert_eq!(e.code(), ErrorCode::InvalidArgs);
+            assert!(e.to_string().contains("x.<vendor>.<name>"), "{e}");
+            let e = i
+                .intern(&n, vec![def("Read", "filesystem.read")], vec![bad.into()])
+                .unwrap_err();
+            assert!(
+                matches!(e, DeclarationError::MalformedCapability { .. }),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

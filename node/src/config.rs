@@ -32,6 +32,18 @@ pub struct NodeConfig {
     pub workspace: PathBuf,
     /// Register the `Echo` diagnostics tool (tests and benchmarks).
     pub echo_tool: bool,
+    /// Declare Echo with `requiresApproval` (a test hook for the approval posture,
+    /// `gsv node --echo-needs-approval`, hidden); see [`crate::guards::posture`].
+    pub echo_needs_approval: bool,
+    /// Offer only the tools whose names match one of these globs (`gsv node --tools`;
+    /// empty: every tool). See [`crate::selection`].
+    pub tools: Vec<String>,
+    /// Leave out the tools whose names match one of these globs (`gsv node --without`).
+    pub without: Vec<String>,
+    /// Tools whose approval posture the node's owner waived (`gsv node --no-approval
+    /// TOOL`, repeatable): their calls run without an operator. See
+    /// [`crate::guards::posture`].
+    pub no_approval: Vec<String>,
     /// Confine the file tools (Read, Write, Edit, Glob, Grep) to `workspace`: paths
     /// are canonicalised and anything outside it, through `..` or a symlink, is
     /// refused, and files are opened beneath a descriptor of the workspace
@@ -43,8 +55,9 @@ pub struct NodeConfig {
     /// data directory and TLS key). `data_dir` is always protected as well; see
     /// [`crate::tools::protected`].
     pub protect: Vec<PathBuf>,
-    /// Offer only the tools that declare `readOnlyHint: true` (Read, Glob, Grep, Echo):
-    /// no Bash, Process, Write or Edit (`gsv node --read-only`).
+    /// Offer only the tools that declare `readOnlyHint: true` (Read, Glob, Grep,
+    /// fs_list, fs_stat, time, the network tools, Echo): no Bash, Process, Write or
+    /// Edit (`gsv node --read-only`).
     pub read_only: bool,
     /// Auto-approve regexes for Bash (`gsv node --approve-shell`, repeatable). When not
     /// empty the node runs in approve-shell mode: a command some simple command of
@@ -92,6 +105,10 @@ impl NodeConfig {
             data_dir: None,
             workspace,
             echo_tool: false,
+            echo_needs_approval: false,
+            tools: Vec::new(),
+            without: Vec::new(),
+            no_approval: Vec::new(),
             confine: false,
             protect: Vec::new(),
             read_only: false,
@@ -128,6 +145,10 @@ impl fmt::Debug for NodeConfig {
             .field("token", &"<redacted>")
             .field("workspace", &self.workspace)
             .field("echo_tool", &self.echo_tool)
+            .field("echo_needs_approval", &self.echo_needs_approval)
+            .field("tools", &self.tools)
+            .field("without", &self.without)
+            .field("no_approval", &self.no_approval)
             .field("confine", &self.confine)
             .field("protect", &self.protect)
             .field("read_only", &self.read_only)

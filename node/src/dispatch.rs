@@ -7,6 +7,7 @@
 //! the call whichever connection it arrived on, an id seen before never runs twice, and
 //! a result that ends while the link is down waits there for the gateway to ask again.
 
+use crate::guards::posture;
 use crate::ledger::Seen;
 use crate::state::NodeState;
 use crate::tool::{Tool, ToolContext};
@@ -164,9 +165,15 @@ impl Dispatcher {
         let span =
             info_span!("call", node_id = %self.node.config.id, call_id = %id, tool = %params.tool);
         let instant = tool.instant();
+        let requires_approval = self
+            .node
+            .registry
+            .def(&params.tool)
+            .is_some_and(|d| d.requires_approval);
         let call = Call {
             id,
             tool,
+            requires_approval,
             params,
             token,
             node: Arc::clone(&self.node),
@@ -263,6 +270,8 @@ fn decode_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, Er
 struct Call {
     id: String,
     tool: Arc<dyn Tool>,
+    /// The tool's approval posture, as declared ([`crate::guards::posture`]).
+    requires_approval: bool,
     params: ToolInvokeParams,
     token: CancellationToken,
     node: Arc<NodeState>,
@@ -286,10 +295,17 @@ impl Call {
             caller: self.params.caller.clone(),
             protected: Arc::clone(&self.node.protected),
         };
-        // The tool's own guards first: a refusal is the call's protocol error.
+        // The tool's approval posture, then its own guards: a refusal is the call's
+        // protocol error, and the tool does not run.
         let tool = Arc::clone(&self.tool);
         let args = self.params.args;
+        let admitted = posture::check(
+            &self.params.tool,
+            self.requires_approval,
+            ctx.approval.as_deref(),
+        );
         let execute = AssertUnwindSafe(async move {
+            admitted?;
             tool.check(&args, &ctx).await?;
             Ok(tool.execute(args, ctx).await)
         })

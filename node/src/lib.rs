@@ -22,7 +22,10 @@
 //! - [`events`]: node → gateway events from tools (queued while disconnected).
 //! - [`sessions`]: the process session manager behind the Bash and Process tools.
 //! - [`guards`]: node-side guards no gateway can switch off (the shell blocklist,
-//!   `--approve-shell`; `--read-only` is applied by the registry).
+//!   `--approve-shell`, the tools' approval posture; `--read-only` is applied by the
+//!   registry).
+//! - [`selection`]: which tools the node offers (`--tools`, `--without`,
+//!   `--read-only`), applied by the registry.
 
 pub mod backoff;
 pub mod config;
@@ -40,6 +43,7 @@ pub mod probe;
 mod registered;
 pub mod registry;
 pub mod runner;
+pub mod selection;
 pub mod sessions;
 mod state;
 pub mod tool;

@@ -11,13 +11,15 @@
 
 use crate::config::NodeConfig;
 use crate::events::EventSender;
+use crate::guards::posture::Posture;
 use crate::guards::{GuardError, ShellGuard};
 use crate::probe::valid_bin_name;
+use crate::selection::{Selection, SelectionError};
 use crate::sessions::{Limits, SessionManager};
 use crate::tool::Tool;
 use crate::tools;
 use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
-use gsv_protocol::{Capability, NameError, ToolDef, ToolName};
+use gsv_protocol::{capability, CapabilityError, NameError, ToolDef, ToolName};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use thiserror::Error;
@@ -27,8 +29,6 @@ use thiserror::Error;
 pub enum RegistryError {
     #[error(transparent)]
     Name(#[from] NameError),
-    #[error("tool {tool}: unknown capability {capability:?}")]
-    Capability { tool: String, capability: String },
     #[error("tool {0} is registered twice")]
     Duplicate(String),
     #[error("a node may offer at most {MAX_TOOLS_PER_NODE} tools")]
@@ -40,6 +40,15 @@ pub enum RegistryError {
     /// The node-side guards could not be set up (a bad `--approve-shell` pattern).
     #[error(transparent)]
     Guard(#[from] GuardError),
+    /// The owner's choice of tools cannot be applied (a bad or unmatched glob).
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    /// A tool declares an unknown or malformed capability id.
+    #[error("tool {tool}: {reason}")]
+    BadCapability {
+        tool: String,
+        reason: CapabilityError,
+    },
 }
 
 struct Entry {
@@ -56,6 +65,15 @@ pub struct Registry {
     events: EventSender,
     /// The session manager of Bash and Process, ended when the node stops.
     sessions: Option<Arc<SessionManager>>,
+    /// The owner's choices, once [`Registry::apply`] ran: tools registered after it
+    /// go through them too.
+    applied: Option<Choices>,
+}
+
+/// The node owner's choices ([`Registry::apply`]).
+struct Choices {
+    selection: Selection,
+    posture: Posture,
 }
 
 impl Registry {
@@ -64,17 +82,20 @@ impl Registry {
         Registry::default()
     }
 
-    /// The standard tool set for `config`: with `read_only`, only its read-only
-    /// tools; Bash with the node's shell guard (`approve_shell`).
+    /// The standard tool set for `config`, with the owner's choices applied
+    /// ([`Registry::apply`]: `--tools`, `--without`, `--read-only`, `--no-approval`);
+    /// Bash with the node's shell guard (`approve_shell`).
     pub fn standard(config: &NodeConfig) -> Result<Self, RegistryError> {
         let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
         let mut registry = Registry::new();
-        let read_only = config.read_only;
-        registry.register_standard(tools::read::Read, read_only)?;
-        registry.register_standard(tools::write::Write, read_only)?;
-        registry.register_standard(tools::edit::Edit, read_only)?;
-        registry.register_standard(tools::glob::Glob, read_only)?;
-        registry.register_standard(tools::grep::Grep, read_only)?;
+        registry.register(tools::read::Read)?;
+        registry.register(tools::write::Write)?;
+        registry.register(tools::edit::Edit)?;
+        registry.register(tools::glob::Glob)?;
+        registry.register(tools::grep::Grep)?;
+        registry.register(tools::fs_list::FsList)?;
+        registry.register(tools::fs_stat::FsStat)?;
+        registry.register(tools::time::Time)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -84,27 +105,50 @@ impl Registry {
         sessions.keep_on_exit(config.keep_sessions_on_exit);
         registry.sessions = Some(Arc::clone(&sessions));
         let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard.clone());
-        registry.register_standard(bash, read_only)?;
+        registry.register(bash)?;
         let process = tools::process::Process::with_guard(sessions, guard);
-        registry.register_standard(process, read_only)?;
+        registry.register(process)?;
         let net = tools::net::NetEnv::system();
-        registry.register_standard(tools::net::NetDiagnose::new(net.clone()), read_only)?;
-        registry.register_standard(tools::net::NetDiscover::new(net.clone()), read_only)?;
-        registry.register_standard(tools::net::NetServices::new(net.clone()), read_only)?;
-        registry.register_standard(tools::net::NetworkStatus::new(net), read_only)?;
-        registry.register_standard(tools::net::DnsLookup, read_only)?;
+        registry.register(tools::net::NetDiagnose::new(net.clone()))?;
+        registry.register(tools::net::NetDiscover::new(net.clone()))?;
+        registry.register(tools::net::NetServices::new(net.clone()))?;
+        registry.register(tools::net::NetworkStatus::new(net))?;
+        registry.register(tools::net::DnsLookup)?;
         if config.echo_tool {
-            registry.register_standard(tools::echo::Echo, read_only)?;
+            registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }
+        registry.apply(config)?;
         Ok(registry)
     }
 
-    /// [`Registry::register`], skipping a tool that is not read-only when `read_only`.
-    fn register_standard(&mut self, tool: impl Tool, read_only: bool) -> Result<(), RegistryError> {
-        if read_only && tool.def().annotations.read_only_hint != Some(true) {
+    /// Applies the node owner's choices to the tools registered so far, once (later
+    /// calls change nothing; tools registered later go through the same choices):
+    /// leaves out the tools `--tools`, `--without` and `--read-only` do not offer
+    /// ([`crate::selection`]), and declares the rest with their approval posture
+    /// after `--no-approval` ([`crate::guards::posture`]). [`crate::run_with_registry`]
+    /// calls it, so a custom tool set gets the same.
+    pub fn apply(&mut self, config: &NodeConfig) -> Result<(), RegistryError> {
+        if self.applied.is_some() {
             return Ok(());
         }
-        self.register(tool)
+        let mut selection = Selection::new(&config.tools, &config.without, config.read_only)?;
+        let known: Vec<String> = self.tools.keys().cloned().collect();
+        self.tools.retain(|_, e| selection.offers(&e.def));
+        let known: Vec<&str> = known.iter().map(String::as_str).collect();
+        selection.unmatched(&known)?;
+        let posture = Posture::new(&config.no_approval);
+        let defs: Vec<&ToolDef> = self.tools.values().map(|e| &e.def).collect();
+        for name in posture.unused(&defs) {
+            tracing::warn!(
+                tool = name,
+                "--no-approval names no tool of this node that needs approval; ignored"
+            );
+        }
+        for entry in self.tools.values_mut() {
+            entry.def = posture.declare(entry.def.clone());
+        }
+        self.applied = Some(Choices { selection, posture });
+        Ok(())
     }
 
     /// Validates `tool`'s declaration and adds it.
@@ -112,10 +156,17 @@ impl Registry {
         self.register_arc(Arc::new(tool))
     }
 
-    /// [`Registry::register`] for a tool that is already shared.
+    /// [`Registry::register`] for a tool that is already shared. After
+    /// [`Registry::apply`], a tool the owner's choices leave out is skipped (`Ok`).
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
-        let def = tool.def();
+        let mut def = tool.def();
         validate(&def)?;
+        if let Some(choices) = &mut self.applied {
+            if !choices.selection.offers(&def) {
+                return Ok(());
+            }
+            def = choices.posture.declare(def);
+        }
         if self.tools.contains_key(&def.name) {
             return Err(RegistryError::Duplicate(def.name));
         }
@@ -196,10 +247,10 @@ impl Registry {
 
 fn validate(def: &ToolDef) -> Result<(), RegistryError> {
     ToolName::parse(&def.name)?;
-    if Capability::parse(&def.capability).is_none() {
-        return Err(RegistryError::Capability {
+    if let Err(reason) = capability::check(&def.capability) {
+        return Err(RegistryError::BadCapability {
             tool: def.name.clone(),
-            capability: def.capability.clone(),
+            reason,
         });
     }
     if def.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
@@ -242,6 +293,7 @@ mod tests {
             annotations: ToolAnnotations::default(),
             default_timeout_ms: None,
             requires_bins: vec![],
+            requires_approval: false,
         }
     }
 
@@ -308,16 +360,57 @@ mod tests {
                 "Grep",
                 "Read",
                 "dns_lookup",
+                "fs_list",
+                "fs_stat",
                 "net_diagnose",
                 "net_discover",
                 "net_services",
-                "network_status"
+                "network_status",
+                "time"
             ]
         );
         for d in r.defs() {
             assert_eq!(d.annotations.read_only_hint, Some(true), "{}", d.name);
         }
         assert!(!r.capabilities().contains(&"shell.exec".to_owned()));
+    }
+
+    #[test]
+    fn the_owner_picks_the_tools_and_the_node_keeps_to_them() {
+        let mut c = config(true);
+        c.tools = vec!["Read".into(), "Gl*".into(), "Echo".into(), "Bash".into()];
+        c.without = vec!["Bash".into()];
+        let mut r = Registry::standard(&c).unwrap();
+        assert_eq!(r.names(), ["Echo", "Glob", "Read"]);
+        assert!(r.get("Bash").is_none() && r.get("Write").is_none());
+        // A tool registered afterwards goes through the same choice.
+        r.register(Fake(def("Custom", "x.acme.custom"))).unwrap();
+        assert!(r.get("Custom").is_none());
+        // A glob that matches nothing is a startup error, naming it.
+        c.without = vec!["Bahs".into()];
+        let e = Registry::standard(&c).err().unwrap();
+        assert!(matches!(e, RegistryError::Selection(_)), "{e}");
+        assert!(e.to_string().contains("Bahs"), "{e}");
+    }
+
+    #[test]
+    fn approval_posture_is_declared_and_can_be_waived() {
+        let mut c = config(true);
+        c.echo_needs_approval = true;
+        let r = Registry::standard(&c).unwrap();
+        let echo = r.def("Echo").unwrap();
+        assert!(echo.requires_approval);
+        assert!(
+            echo.description.starts_with("[needs approval] "),
+            "{}",
+            echo.description
+        );
+        assert!(r.defs().iter().filter(|d| d.requires_approval).count() == 1);
+        c.no_approval = vec!["Echo".into()];
+        let r = Registry::standard(&c).unwrap();
+        let echo = r.def("Echo").unwrap();
+        assert!(!echo.requires_approval);
+        assert!(!echo.description.starts_with("[needs approval]"));
     }
 
     #[test]
@@ -340,8 +433,18 @@ mod tests {
         ));
         assert!(matches!(
             r.register(Fake(def("Tool", "filesystem.delete"))),
-            Err(RegistryError::Capability { .. })
+            Err(RegistryError::BadCapability { .. })
         ));
+        assert!(matches!(
+            r.register(Fake(def("Tool", "x.Acme.deploy"))),
+            Err(RegistryError::BadCapability {
+                reason: CapabilityError::Vendor { .. },
+                ..
+            })
+        ));
+        r.register(Fake(def("Vendor", "x.acme.deploy"))).unwrap();
+        assert_eq!(r.capabilities(), ["x.acme.deploy"]);
+        r = Registry::new();
         let mut no_object = def("Tool", "filesystem.read");
         no_object.input_schema = json!({"type": "string"});
         assert_eq!(

@@ -41,9 +41,12 @@ pub async fn run(config: NodeConfig, shutdown: CancellationToken) -> Result<(), 
 /// [`run`] with a caller-built tool set (custom tools, tests).
 pub async fn run_with_registry(
     config: NodeConfig,
-    registry: Registry,
+    mut registry: Registry,
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
+    // The owner's choices (`--tools`, `--without`, `--read-only`, `--no-approval`)
+    // hold for a custom tool set too; the standard set has them applied already.
+    registry.apply(&config)?;
     let span = info_span!("node", node_id = %config.id);
     async move {
         let Some(ready) = prepare(config, registry, &shutdown).await? else {

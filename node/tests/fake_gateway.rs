@@ -342,6 +342,7 @@ impl Tool for Big {
             annotations: ToolAnnotations::default(),
             default_timeout_ms: None,
             requires_bins: vec![],
+            requires_approval: false,
         }
     }
 
@@ -540,6 +541,7 @@ impl Tool for Counter {
             annotations: ToolAnnotations::default(),
             default_timeout_ms: None,
             requires_bins: vec![],
+            requires_approval: false,
         }
     }
 

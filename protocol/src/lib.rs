@@ -19,7 +19,7 @@ pub mod offer;
 pub mod selector;
 pub mod tool;
 
-pub use capability::Capability;
+pub use capability::{Capability, CapabilityError, CapabilityId};
 pub use error::{ErrorCode, ErrorDetails, ErrorShape};
 pub use event::EventName;
 pub use frame::{Frame, FrameError};

@@ -205,6 +205,10 @@ pub struct ToolEntry {
     pub input_schema: Value,
     pub capability: String,
     pub annotations: ToolAnnotations,
+    /// Whether a call needs an operator's approval (the tool's approval posture, as
+    /// the node declares it); absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_approval: bool,
     /// Whether the node is connected now.
     pub online: bool,
 }

@@ -59,7 +59,8 @@ pub struct ToolDef {
     pub description: String,
     /// JSON Schema (2020-12 or draft 7) of the `args` object.
     pub input_schema: Value,
-    /// One capability id from the closed set (see `Capability`).
+    /// One capability id: from the closed set (see `Capability`) or a third party's
+    /// own under the reserved prefix, `x.<vendor>.<name>` (see `capability::check`).
     pub capability: String,
     #[serde(default)]
     pub annotations: ToolAnnotations,
@@ -69,6 +70,17 @@ pub struct ToolDef {
     /// Binaries the tool needs on the node's PATH (reported in `hostBinStatus`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_bins: Vec<String>,
+    /// Whether a call needs an operator's approval by default (the tool's approval
+    /// posture): the node answers `approval_required` to a call that carries no
+    /// operator's approval, unless its owner waived it for this tool
+    /// (`gsv node --no-approval TOOL`, which also clears this flag in what the node
+    /// declares). Absent means `false`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub requires_approval: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 /// One block of a tool result's content.
@@ -187,5 +199,14 @@ mod tests {
         assert_eq!(d.description, "");
         assert_eq!(d.annotations, ToolAnnotations::default());
         assert!(d.requires_bins.is_empty());
+        assert!(!d.requires_approval);
+        // Absent when false, so existing declarations keep their bytes.
+        let v = serde_json::to_value(&d).unwrap();
+        assert!(v.get("requiresApproval").is_none(), "{v}");
+        let mut posture = d.clone();
+        posture.requires_approval = true;
+        let v = serde_json::to_value(&posture).unwrap();
+        assert_eq!(v["requiresApproval"], json!(true));
+        assert_eq!(serde_json::from_value::<ToolDef>(v).unwrap(), posture);
     }
 }

@@ -41,8 +41,12 @@ impl NodeArgs {
         };
         let mut config = NodeConfig::new(gateway, id, token, workspace);
         config.echo_tool = self.echo_tool;
+        config.echo_needs_approval = self.echo_needs_approval;
         config.confine = self.confine;
         config.read_only = self.guards.read_only;
+        config.tools = self.guards.tools;
+        config.without = self.guards.without;
+        config.no_approval = self.guards.no_approval;
         config.approve_shell = self.guards.approve_shell;
         config.sessions_per_token = self.guards.sessions_per_token;
         config.accept_login_profile = self.guards.accept_login_profile;

@@ -25,6 +25,11 @@ pub struct UpOptions {
     pub read_only: bool,
     /// The local node's Bash auto-approve patterns (`--approve-shell`).
     pub approve_shell: Vec<String>,
+    /// The tools the local node offers (`--tools`, `--without`).
+    pub tools: Vec<String>,
+    pub without: Vec<String>,
+    /// Tools whose approval posture the local node waives (`--no-approval`).
+    pub no_approval: Vec<String>,
     /// The local node's per-token share of its session slots (`--sessions-per-token`).
     pub sessions_per_token: usize,
     /// Record the local node's login profile as its new baseline
@@ -135,6 +140,9 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.confine = opts.confine;
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
+    node.tools = opts.tools;
+    node.without = opts.without;
+    node.no_approval = opts.no_approval;
     node.sessions_per_token = opts.sessions_per_token;
     // The local node keeps no data directory of its own (its credential is
     // `node.token`); its login-profile baseline lives beside it, protected like it.

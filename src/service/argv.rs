@@ -32,11 +32,15 @@ pub fn node_argv(
         workspace: _,
         node_data: _,
         echo_tool,
+        echo_needs_approval,
         confine,
         protect,
         guards:
             NodeGuardArgs {
                 read_only,
+                tools,
+                without,
+                no_approval,
                 approve_shell,
                 sessions_per_token,
                 accept_login_profile,
@@ -67,6 +71,9 @@ pub fn node_argv(
     if *echo_tool {
         flag("--echo-tool", None);
     }
+    if *echo_needs_approval {
+        flag("--echo-needs-approval", None);
+    }
     if *confine {
         flag("--confine", None);
     }
@@ -75,6 +82,15 @@ pub fn node_argv(
     }
     if *read_only {
         flag("--read-only", None);
+    }
+    for glob in tools {
+        flag("--tools", Some(glob));
+    }
+    for glob in without {
+        flag("--without", Some(glob));
+    }
+    for name in no_approval {
+        flag("--no-approval", Some(name));
     }
     for re in approve_shell {
         flag("--approve-shell", Some(re));
@@ -153,6 +169,13 @@ mod tests {
             "--protect",
             "secrets",
             "--read-only",
+            "--tools",
+            "Read,fs_*",
+            "--without",
+            "fs_stat",
+            "--no-approval",
+            "Echo",
+            "--echo-needs-approval",
             "--approve-shell",
             "^ls( -l)?$",
             "--sessions-per-token",
@@ -192,10 +215,19 @@ mod tests {
                 "--workspace",
                 "/w",
                 "--echo-tool",
+                "--echo-needs-approval",
                 "--confine",
                 "--protect",
                 &protect,
                 "--read-only",
+                "--tools",
+                "Read",
+                "--tools",
+                "fs_*",
+                "--without",
+                "fs_stat",
+                "--no-approval",
+                "Echo",
                 "--approve-shell",
                 "^ls( -l)?$",
                 "--sessions-per-token",

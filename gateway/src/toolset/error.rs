@@ -9,7 +9,7 @@
 use crate::error::{into_shape, WireError};
 use gsv_protocol::limits::MAX_TOOLS_PER_NODE;
 use gsv_protocol::names::{NameError, MAX_NAMESPACED_LEN};
-use gsv_protocol::{ErrorCode, ErrorDetails};
+use gsv_protocol::{CapabilityError, ErrorCode, ErrorDetails};
 use thiserror::Error;
 
 /// A node declaration the gateway refuses (at connect).
@@ -19,6 +19,9 @@ pub enum DeclarationError {
     TooManyTools { count: usize },
     #[error("unknown capability id {capability:?}")]
     UnknownCapability { capability: String },
+    /// Under the third-party prefix `x.` but not of the form `x.<vendor>.<name>`.
+    #[error("{reason}")]
+    MalformedCapability { reason: CapabilityError },
     #[error("{reason}")]
     BadToolName { tool: String, reason: NameError },
     #[error("namespaced name {full} is longer than {MAX_NAMESPACED_LEN} characters")]
@@ -27,6 +30,11 @@ pub enum DeclarationError {
     Duplicate { tool: String },
     #[error("tool {tool} declares unknown capability id {capability:?}")]
     ToolUnknownCapability { tool: String, capability: String },
+    #[error("tool {tool}: {reason}")]
+    ToolMalformedCapability {
+        tool: String,
+        reason: CapabilityError,
+    },
     #[error(
         "tool {tool} uses capability {capability} which the node does not list in capabilities"
     )]
@@ -48,6 +56,13 @@ impl WireError for DeclarationError {
             TooManyTools { count } => ErrorDetails::Count { count: *count },
             UnknownCapability { capability } => ErrorDetails::Capability {
                 capability: capability.clone(),
+            },
+            MalformedCapability { reason } => ErrorDetails::Capability {
+                capability: reason.id().to_owned(),
+            },
+            ToolMalformedCapability { tool, reason } => ErrorDetails::ToolCapability {
+                capability: reason.id().to_owned(),
+                tool: tool.clone(),
             },
             BadToolName { tool, .. }
             | NameTooLong { tool, .. }

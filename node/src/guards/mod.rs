@@ -13,9 +13,13 @@
 //!   runs programs ([`risky`]), are answered `approval_required` unless the call
 //!   carries an operator's approval (the gateway opens the request and re-sends the
 //!   call once it is approved).
-//! - `--read-only` is applied where the tool set is built
-//!   ([`crate::Registry::standard`]): only tools that declare `readOnlyHint: true` are
-//!   offered.
+//! - [`posture`]: a tool that declares `requiresApproval` (its approval posture) runs
+//!   only with an operator's approval, unless the node's owner waived it
+//!   (`--no-approval TOOL`); applied by the dispatcher to every call.
+//! - `--read-only`, `--tools` and `--without` are applied where the tool set is built
+//!   ([`crate::selection`], [`crate::Registry::apply`]): a tool left out is not
+//!   registered at all; with `--read-only` only tools that declare
+//!   `readOnlyHint: true` are offered.
 //!
 //! [`ShellGuard`] combines the first two for the Bash tool, which calls it from
 //! [`crate::Tool::check`] (so a refusal is a protocol error and nothing is spawned).
@@ -26,6 +30,7 @@ pub mod blocklist;
 pub mod git_env;
 mod partition;
 mod pattern;
+pub mod posture;
 pub mod risky;
 pub(crate) mod shell;
 mod wrappers;

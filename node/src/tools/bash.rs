@@ -154,6 +154,7 @@ impl Tool for Bash {
             annotations: ToolAnnotations::hints("Run shell command", false, true, false, true),
             default_timeout_ms: Some(DEFAULT_CALL_TIMEOUT_MS),
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

@@ -3,6 +3,11 @@
 //! It touches nothing on the host, which makes it the yardstick for routing latency in
 //! benchmarks and the probe for cancellation, deadlines and mid-call disconnects in
 //! tests. Registered only when the node is started with the echo tool enabled.
+//!
+//! It is also the test hook of the approval posture ([`crate::guards::posture`]): with
+//! `gsv node --echo-needs-approval` (hidden) it declares `requiresApproval`, so the
+//! end-to-end tests can show a call waiting for an operator without a tool that
+//! changes anything.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -16,7 +21,17 @@ use std::time::Duration;
 pub const MAX_DELAY_MS: u64 = 600_000;
 
 /// The Echo tool.
-pub struct Echo;
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Echo {
+    requires_approval: bool,
+}
+
+impl Echo {
+    /// Echo, declaring `requiresApproval` when `requires_approval` (a test hook).
+    pub fn new(requires_approval: bool) -> Self {
+        Echo { requires_approval }
+    }
+}
 
 /// Echo's structured content: `{text}`, the text it was given.
 #[derive(Debug, Serialize)]
@@ -51,6 +66,7 @@ impl Tool for Echo {
             annotations: ToolAnnotations::local_read_only("Echo"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: self.requires_approval,
         }
     }
 
@@ -91,14 +107,14 @@ mod tests {
 
     #[tokio::test]
     async fn echoes_text() {
-        let r = Echo
+        let r = Echo::default()
             .execute(json!({"text": "héllo"}), ToolContext::new("/", "1"))
             .await;
         assert!(!r.is_error);
         assert_eq!(r.joined_text(), "héllo");
         assert_eq!(r.structured_content, Some(json!({"text": "héllo"})));
         // The empty string is a valid text.
-        let r = Echo
+        let r = Echo::default()
             .execute(json!({"text": ""}), ToolContext::new("/", "1"))
             .await;
         assert!(!r.is_error);
@@ -114,7 +130,9 @@ mod tests {
             json!({"text": "a", "other": 1}),
             json!("text"),
         ] {
-            let r = Echo.execute(args.clone(), ToolContext::new("/", "1")).await;
+            let r = Echo::default()
+                .execute(args.clone(), ToolContext::new("/", "1"))
+                .await;
             assert!(r.is_error, "{args}");
             assert!(r.joined_text().starts_with("Echo: "), "{}", r.joined_text());
         }
@@ -123,7 +141,7 @@ mod tests {
     #[tokio::test]
     async fn delay_waits_and_is_cancellable() {
         let start = tokio::time::Instant::now();
-        let r = Echo
+        let r = Echo::default()
             .execute(
                 json!({"text": "a", "delayMs": 50}),
                 ToolContext::new("/", "1"),
@@ -134,7 +152,11 @@ mod tests {
 
         let ctx = ToolContext::new("/", "2");
         let cancel = ctx.cancel.clone();
-        let call = tokio::spawn(Echo.execute(json!({"text": "a", "delayMs": MAX_DELAY_MS}), ctx));
+        let call = tokio::spawn(async move {
+            Echo::default()
+                .execute(json!({"text": "a", "delayMs": MAX_DELAY_MS}), ctx)
+                .await
+        });
         tokio::time::sleep(Duration::from_millis(10)).await;
         cancel.cancel();
         let r = call.await.unwrap();

@@ -82,6 +82,7 @@ impl Tool for Edit {
             annotations: ToolAnnotations::hints("Edit file", false, true, false, false),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

@@ -123,6 +123,7 @@ impl Tool for Glob {
             annotations: ToolAnnotations::local_read_only("Find files"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

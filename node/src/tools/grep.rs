@@ -150,6 +150,7 @@ impl Tool for Grep {
             annotations: ToolAnnotations::local_read_only("Search file contents"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

@@ -5,14 +5,19 @@
 //! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
 //! arguments and confining them to the workspace, [`beneath`] for opening beneath a
 //! directory without races, [`protected`] for the files no tool may touch, [`ignored`]
-//! for counting what ignore rules keep out of Glob and Grep, [`output`] for turning
-//! a tool's typed output into its result).
+//! for counting what ignore rules keep out of Glob, Grep and fs_list, [`file_info`]
+//! for what fs_list and fs_stat say about an entry, [`output`] for turning a tool's
+//! typed output into its result).
 
 pub mod args;
 pub mod bash;
 pub mod beneath;
 pub mod echo;
 pub mod edit;
+pub mod encoding;
+pub mod file_info;
+pub mod fs_list;
+pub mod fs_stat;
 pub mod glob;
 pub mod grep;
 pub mod ignored;
@@ -23,6 +28,7 @@ pub mod process;
 pub mod process_output;
 pub mod protected;
 pub mod read;
+pub mod time;
 pub mod write;
 
 /// The names of every tool a standard gsv node can offer (`Echo` only with
@@ -33,6 +39,9 @@ pub const STANDARD_NAMES: &[&str] = &[
     "Edit",
     "Glob",
     "Grep",
+    "fs_list",
+    "fs_stat",
+    "time",
     "Bash",
     "Process",
     "net_diagnose",

@@ -25,11 +25,18 @@
 //!   protected files (its data directory, the gateway's data directory and TLS key);
 //!   Read, Write and Edit refuse them, Glob and Grep leave them out.
 //!
-//! Walks (Glob, Grep) start from a checked directory, use [`WalkGuard`] on every
+//! fs_stat and fs_list look at entries without following them ([`Entry`]): through
+//! their parent directory, opened by these same rules, and then by name only.
+//!
+//! Walks (Glob, Grep, fs_list) start from a checked directory, use [`WalkGuard`] on every
 //! symlink they meet (a link inside the workspace that points outside is not
 //! followed), skip protected directories, and open every file they report or read
 //! through [`WalkAccess`], beneath the workspace when confined: a path whose file is
 //! not beneath the workspace at that moment is left out.
+
+mod entry;
+
+pub use entry::Entry;
 
 use crate::tool::ToolContext;
 use crate::tools::beneath::{self, BeneathError, Root};

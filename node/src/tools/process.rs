@@ -211,6 +211,7 @@ impl Tool for Process {
             ),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

@@ -6,9 +6,17 @@
 //! block; any other binary is refused with what it appears to be. The file is streamed
 //! line by line on a blocking thread, so a huge log costs no more memory than the page
 //! asked for.
+//!
+//! With `encoding: "base64"` any regular file comes back byte for byte as base64
+//! ([`crate::tools::encoding`]): `offset` and `limit` then count bytes, and one call
+//! returns at most 4 MiB; a larger file without `limit` is refused with its size, so
+//! an agent never takes a prefix for the whole file. The text block is the base64
+//! alone (`gsv call ... | base64 -d` restores the file); `structuredContent` is
+//! `{path, encoding, offset, bytes, size, data}` ([`ReadBase64Output`]).
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::encoding::{self, Encoding, MAX_BASE64_BYTES};
 use crate::tools::output::{self, is_false};
 use crate::tools::paths::{AccessError, PathPolicy};
 use base64::Engine;
@@ -31,6 +39,24 @@ const CANCEL_CHECK_LINES: usize = 4096;
 
 /// The Read tool.
 pub struct Read;
+
+/// Read's structured content with `encoding: "base64"`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadBase64Output {
+    /// The file, resolved (absolute).
+    pub path: String,
+    /// Always `"base64"`.
+    pub encoding: &'static str,
+    /// The first byte returned, 0-based.
+    pub offset: u64,
+    /// Bytes in `data` (decoded).
+    pub bytes: usize,
+    /// The whole file's size.
+    pub size: u64,
+    /// The bytes, standard base64.
+    pub data: String,
+}
 
 /// Read's structured content for a text file (an image has none: it is the image
 /// block).
@@ -60,8 +86,9 @@ impl Tool for Read {
                           by its 1-based number and a tab; use `offset` (0-based first line) \
                           and `limit` (number of lines) to page through large files. Images \
                           (PNG, JPEG, GIF, WebP, ...) up to 10 MB come back as images. Other \
-                          binary files are refused. Relative paths resolve against the node's \
-                          workspace."
+                          binary files are refused unless `encoding: \"base64\"`, which returns \
+                          any file's bytes (up to 4 MiB; `offset`/`limit` then count bytes). \
+                          Relative paths resolve against the node's workspace."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -80,7 +107,8 @@ impl Tool for Read {
                         "type": "integer",
                         "minimum": 1,
                         "description": "Most lines to return (default: all, up to about 2 MB). Ignored for images."
-                    }
+                    },
+                    "encoding": Encoding::schema("return the file's bytes (offset and limit in bytes) as")
                 },
                 "required": ["path"],
                 "additionalProperties": false
@@ -89,6 +117,7 @@ impl Tool for Read {
             annotations: ToolAnnotations::local_read_only("Read file"),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 
@@ -111,16 +140,18 @@ struct ReadRequest {
     path: String,
     offset: usize,
     limit: Option<usize>,
+    encoding: Encoding,
 }
 
 impl ReadRequest {
     fn parse(args: &Value) -> Result<ReadRequest, String> {
-        let args = Args::new(args, &["path", "offset", "limit"])?;
+        let args = Args::new(args, &["path", "offset", "limit", "encoding"])?;
         let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         Ok(ReadRequest {
             path: args.required_str("path")?.to_owned(),
             offset: args.u64_in("offset", 0, u64::MAX)?.map_or(0, to_usize),
             limit: args.u64_in("limit", 1, u64::MAX)?.map(to_usize),
+            encoding: Encoding::parse(args.str("encoding")?)?,
         })
     }
 }
@@ -156,6 +187,9 @@ fn read(policy: &PathPolicy, request: &ReadRequest, cancel: &CancellationToken) 
             "Not a regular file: {shown} (devices, sockets and pipes are not read)"
         ));
     }
+    if request.encoding == Encoding::Base64 {
+        return read_base64(shown, &meta, file, request);
+    }
     let mut head = Vec::new();
     if let Err(e) = (&mut file).take(SNIFF_BYTES).read_to_end(&mut head) {
         return ToolResult::error(describe_io_error(&shown, &e));
@@ -181,6 +215,51 @@ fn read(policy: &PathPolicy, request: &ReadRequest, cancel: &CancellationToken) 
         Ok(page) => page.into_result(shown, request.offset),
         Err(e) => ToolResult::error(describe_io_error(&shown, &e)),
     }
+}
+
+/// The bytes `request` asks for, as base64 (at most [`MAX_BASE64_BYTES`]).
+fn read_base64(
+    shown: String,
+    meta: &Metadata,
+    mut file: File,
+    request: &ReadRequest,
+) -> ToolResult {
+    let size = meta.len();
+    let offset = request.offset as u64;
+    let limit = match request.limit {
+        Some(limit) if limit > MAX_BASE64_BYTES => {
+            return ToolResult::error(format!(
+                "\"limit\" {limit} is over the base64 limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call"
+            ))
+        }
+        Some(limit) => limit as u64,
+        None if size.saturating_sub(offset) > MAX_BASE64_BYTES as u64 => {
+            return ToolResult::error(format!(
+                "File too large for one base64 read: {shown} is {size} bytes from offset {offset}, \
+                 over the limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call; read it in pieces \
+                 with offset and limit (in bytes)"
+            ))
+        }
+        None => MAX_BASE64_BYTES as u64,
+    };
+    let mut bytes = Vec::new();
+    let read = io::Seek::seek(&mut file, io::SeekFrom::Start(offset))
+        .and_then(|_| (&mut file).take(limit).read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return ToolResult::error(describe_io_error(&shown, &e));
+    }
+    let data = encoding::encode(&bytes);
+    output::with_text(
+        data.clone(),
+        &ReadBase64Output {
+            path: shown,
+            encoding: "base64",
+            offset,
+            bytes: bytes.len(),
+            size,
+            data,
+        },
+    )
 }
 
 fn describe_io_error(shown: &str, e: &io::Error) -> String {
@@ -731,6 +810,7 @@ mod tests {
             path: String::new(),
             offset: 5000,
             limit: None,
+            encoding: Encoding::Utf8,
         };
         let err = read_text(Cursor::new(body), &request, &cancel).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted);

@@ -12,11 +12,15 @@
 //! directory, device or other non-regular file at the target is refused. Renaming
 //! gives the file a new inode, so hard links to the old file keep the old content.
 //!
+//! With `encoding: "base64"`, `content` is the file's bytes in base64 (any binary
+//! file, byte for byte; at most 4 MiB; [`crate::tools::encoding`]).
+//!
 //! Result (`structuredContent`): `{"path": "<resolved absolute path>", "bytes": N}`.
 //! Edit shares `write_atomic_at`.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::encoding::{self, Encoding};
 use crate::tools::output;
 use crate::tools::paths::{AccessError, Parent, PathPolicy};
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
@@ -52,6 +56,7 @@ impl Tool for Write {
             description: "Write a file on this node, replacing it if it exists. The write is \
                           atomic (a temporary file renamed into place), missing parent \
                           directories are created, and an existing file keeps its permissions. \
+                          `encoding: \"base64\"` writes binary content (up to 4 MiB). \
                           Relative paths resolve against the node's workspace."
                 .to_owned(),
             input_schema: json!({
@@ -64,8 +69,9 @@ impl Tool for Write {
                     },
                     "content": {
                         "type": "string",
-                        "description": "The whole new content of the file."
-                    }
+                        "description": "The whole new content of the file (base64 with encoding \"base64\")."
+                    },
+                    "encoding": Encoding::schema("`content` is the file's bytes in")
                 },
                 "required": ["path", "content"],
                 "additionalProperties": false
@@ -74,6 +80,7 @@ impl Tool for Write {
             annotations: ToolAnnotations::hints("Write file", false, true, true, false),
             default_timeout_ms: None,
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 
@@ -83,20 +90,23 @@ impl Tool for Write {
             Err(message) => return ToolResult::error(format!("Write: {message}")),
         };
         let policy = PathPolicy::of(&ctx);
-        match tokio::task::spawn_blocking(move || write(&policy, &path, content.as_bytes())).await {
+        match tokio::task::spawn_blocking(move || write(&policy, &path, &content)).await {
             Ok(result) => result,
             Err(e) => ToolResult::error(format!("Write failed: {e}")),
         }
     }
 }
 
-fn parse(args: &Value) -> Result<(String, String), String> {
-    let args = Args::new(args, &["path", "content"])?;
+fn parse(args: &Value) -> Result<(String, Vec<u8>), String> {
+    let args = Args::new(args, &["path", "content", "encoding"])?;
     let path = args.required_str("path")?.to_owned();
     let content = args
         .str("content")?
-        .ok_or("missing required argument \"content\"")?
-        .to_owned();
+        .ok_or("missing required argument \"content\"")?;
+    let content = match Encoding::parse(args.str("encoding")?)? {
+        Encoding::Utf8 => content.as_bytes().to_vec(),
+        Encoding::Base64 => encoding::decode(content)?,
+    };
     Ok((path, content))
 }
 

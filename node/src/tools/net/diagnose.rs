@@ -130,6 +130,7 @@ impl Tool for NetDiagnose {
             annotations: annotations("Diagnose connectivity to a host", true),
             default_timeout_ms: Some(45_000),
             requires_bins: vec!["ping".to_owned(), "traceroute".to_owned()],
+            requires_approval: false,
         }
     }
 

@@ -129,6 +129,7 @@ impl Tool for NetDiscover {
             annotations: annotations("Discover hosts on a private subnet", true),
             default_timeout_ms: Some(180_000),
             requires_bins: vec!["nmap".to_owned(), "ip".to_owned()],
+            requires_approval: false,
         }
     }
 

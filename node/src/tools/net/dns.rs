@@ -192,6 +192,7 @@ impl Tool for DnsLookup {
             annotations: annotations("DNS lookup", true),
             default_timeout_ms: Some(30_000),
             requires_bins: Vec::new(),
+            requires_approval: false,
         }
     }
 

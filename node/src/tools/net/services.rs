@@ -287,6 +287,7 @@ impl Tool for NetServices {
             annotations: annotations("Identify services on a host", true),
             default_timeout_ms: Some(270_000),
             requires_bins: vec!["nmap".to_owned()],
+            requires_approval: false,
         }
     }
 

@@ -66,6 +66,7 @@ impl Tool for NetworkStatus {
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+            requires_approval: false,
         }
     }
 
