@@ -100,7 +100,7 @@ impl Tool for Bash {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Bash".to_owned(),
-            description: "Run a shell command on this node with the user's shell ($SHELL -c) \
+            description: "Run a shell command with the user's shell ($SHELL -c) \
                           and login environment, in `workdir` (default: the node's workspace). \
                           By default waits for the command (up to `timeout` ms, default \
                           300000) and returns its combined stdout and stderr (the last \

@@ -47,11 +47,11 @@ impl Tool for Edit {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Edit".to_owned(),
-            description: "Edit a file on this node by replacing exact text. `oldString` must \
+            description: "Edit a file by replacing exact text. `oldString` must \
                           match the file byte for byte (whitespace and line endings included) \
                           and occur exactly once, unless `replaceAll` is true; otherwise the \
                           call fails and reports the match count. The file is rewritten \
-                          atomically. Relative paths resolve against the node's workspace."
+                          atomically."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",

@@ -81,7 +81,7 @@ impl Tool for FsList {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "fs_list".to_owned(),
-            description: "List a directory on this node: every entry down to `depth` levels \
+            description: "List a directory: every entry down to `depth` levels \
                           (default 1), directories included, with kind, size, modification \
                           time, permission bits and symlink target (symlinks are not \
                           followed), sorted by path, at most 1000. `glob` filters by relative \

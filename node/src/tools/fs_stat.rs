@@ -74,7 +74,7 @@ impl Tool for FsStat {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "fs_stat".to_owned(),
-            description: "Describe a path on this node without reading it: kind, size, \
+            description: "Describe a path without reading it: kind, size, \
                           modification time, permission bits, owner, symlink target (a \
                           symlink is not followed) and MIME type. Relative paths resolve \
                           against the node's workspace."

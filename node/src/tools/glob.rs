@@ -90,13 +90,12 @@ impl Tool for Glob {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Glob".to_owned(),
-            description: "Find files on this node whose path matches a glob pattern, newest \
+            description: "Find files whose path matches a glob pattern, newest \
                           first (at most 1000). `*` matches within one path component, `**` \
                           across directories, `{a,b}` alternatives (e.g. `src/**/*.{rs,toml}`). \
                           Respects .gitignore/.ignore rules (`ignoredSkipped` in the result \
                           counts the matching files they hid; `noIgnore: true` includes them) \
-                          and skips hidden files unless the pattern names them. Relative paths \
-                          resolve against the node's workspace."
+                          and skips hidden files unless the pattern names them."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -109,7 +108,7 @@ impl Tool for Glob {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Directory to search (default: the node's workspace)."
+                        "description": "Directory to search; relative paths resolve against the node's workspace (default: the workspace)."
                     },
                     "noIgnore": {
                         "type": "boolean",

@@ -111,14 +111,14 @@ impl Tool for Grep {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Grep".to_owned(),
-            description: "Search file contents on this node with a regular expression (Rust \
+            description: "Search file contents with a regular expression (Rust \
                           regex syntax; `(?i)` for case-insensitive), line by line. Returns \
                           up to 100 matching lines as path, 1-based line number and the line \
                           (cut to 200 characters). Respects .gitignore/.ignore rules \
                           (`ignoredSkipped` in the result counts the files they hid; \
                           `noIgnore: true` searches them too), skips hidden and binary files, \
                           follows symlinks. `include` filters by file name glob, e.g. \
-                          \"*.{rs,ts}\". Relative paths resolve against the node's workspace."
+                          \"*.{rs,ts}\"."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -131,7 +131,7 @@ impl Tool for Grep {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Directory (or file) to search (default: the node's workspace)."
+                        "description": "Directory (or file) to search; relative paths resolve against the node's workspace (default: the workspace)."
                     },
                     "include": {
                         "type": "string",

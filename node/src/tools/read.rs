@@ -82,13 +82,12 @@ impl Tool for Read {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Read".to_owned(),
-            description: "Read a file on this node. Text comes back with each line prefixed \
-                          by its 1-based number and a tab; use `offset` (0-based first line) \
-                          and `limit` (number of lines) to page through large files. Images \
+            description: "Read a file. Text comes back with each line prefixed \
+                          by its 1-based number and a tab; page through large files with \
+                          `offset` and `limit`. Images \
                           (PNG, JPEG, GIF, WebP, ...) up to 10 MB come back as images. Other \
                           binary files are refused unless `encoding: \"base64\"`, which returns \
-                          any file's bytes (up to 4 MiB; `offset`/`limit` then count bytes). \
-                          Relative paths resolve against the node's workspace."
+                          any file's bytes (up to 4 MiB; `offset`/`limit` then count bytes)."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",

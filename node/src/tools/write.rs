@@ -53,11 +53,10 @@ impl Tool for Write {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Write".to_owned(),
-            description: "Write a file on this node, replacing it if it exists. The write is \
+            description: "Write a file, replacing it if it exists. The write is \
                           atomic (a temporary file renamed into place), missing parent \
                           directories are created, and an existing file keeps its permissions. \
-                          `encoding: \"base64\"` writes binary content (up to 4 MiB). \
-                          Relative paths resolve against the node's workspace."
+                          `encoding: \"base64\"` writes binary content (up to 4 MiB)."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
