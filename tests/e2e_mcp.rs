@@ -214,9 +214,28 @@ impl Fleet {
 
     /// Runs the driver with these checks; panics with its output on failure.
     async fn drive(&self, driver: &Driver, transport: &str, mode: &str, checks: &[&str]) {
+        self.drive_with(driver, transport, mode, checks, &[]).await
+    }
+
+    /// The flat view's checks: they ask for `view=flat`, since with this fleet's tool
+    /// count `auto` would give the fleet view (tested on its own).
+    async fn drive_flat(&self, driver: &Driver, transport: &str, mode: &str, checks: &[&str]) {
+        self.drive_with(driver, transport, mode, checks, &["--default-view", "flat"])
+            .await
+    }
+
+    async fn drive_with(
+        &self,
+        driver: &Driver,
+        transport: &str,
+        mode: &str,
+        checks: &[&str],
+        extra: &[&str],
+    ) {
         let name = driver.name();
         let mut cmd = driver.command();
         cmd.args(["--transport", transport, "--mode", mode])
+            .args(extra)
             .arg("--url")
             .arg(format!("{}/mcp", self.gw.url()))
             .arg("--gateway")
@@ -341,56 +360,56 @@ async fn mcp_auto_view_switches_at_the_threshold() {
 async fn mcp_over_http_legacy_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&py, "http", "legacy", HTTP_CHECKS).await;
+    fleet.drive_flat(&py, "http", "legacy", HTTP_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_over_http_auto_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&py, "http", "auto", HTTP_CHECKS).await;
+    fleet.drive_flat(&py, "http", "auto", HTTP_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_over_stdio_legacy_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&py, "stdio", "legacy", STDIO_CHECKS).await;
+    fleet.drive_flat(&py, "stdio", "legacy", STDIO_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_over_stdio_auto_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&py, "stdio", "auto", STDIO_CHECKS).await;
+    fleet.drive_flat(&py, "stdio", "auto", STDIO_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_typescript_sdk_legacy_mode() {
     let Some(ts) = typescript() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&ts, "http", "legacy", HTTP_CHECKS).await;
+    fleet.drive_flat(&ts, "http", "legacy", HTTP_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_typescript_sdk_auto_mode() {
     let Some(ts) = typescript() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&ts, "http", "auto", HTTP_CHECKS).await;
+    fleet.drive_flat(&ts, "http", "auto", HTTP_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_typescript_sdk_over_stdio_legacy_mode() {
     let Some(ts) = typescript() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&ts, "stdio", "legacy", STDIO_CHECKS).await;
+    fleet.drive_flat(&ts, "stdio", "legacy", STDIO_CHECKS).await;
 }
 
 #[tokio::test]
 async fn mcp_typescript_sdk_over_stdio_auto_mode() {
     let Some(ts) = typescript() else { return };
     let fleet = Fleet::start().await;
-    fleet.drive(&ts, "stdio", "auto", STDIO_CHECKS).await;
+    fleet.drive_flat(&ts, "stdio", "auto", STDIO_CHECKS).await;
 }
 
 /// The fleet view through the TypeScript SDK, as [`mcp_fleet_view_over_http_legacy_mode`].

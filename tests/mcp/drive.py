@@ -62,7 +62,9 @@ def mcp_url(view: str | None = None, select: str | None = None) -> str:
 
 def client(token: str | None, view: str | None = None, select: str | None = None, **kw: Any) -> Client:
     """A client of the server under test, authenticated with `token`, asking for
-    `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio)."""
+    `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio).
+    Without `view`, the suite's `--default-view` (none: the token's own choice)."""
+    view = view or ARGS.default_view
     if ARGS.transport == "http":
         headers = {"Authorization": f"Bearer {token}"} if token else None
         http = create_mcp_http_client(headers=headers)
@@ -764,6 +766,8 @@ if __name__ == "__main__":
     p.add_argument("--guarded", required=True, help="a node run with --approve-shell 'echo .*'")
     p.add_argument("--node", required=True)
     p.add_argument("--offline-node", required=True)
+    p.add_argument("--default-view", choices=["flat", "fleet", "auto"],
+                   help="the view a check asks for when it names none (default: none, the token's)")
     p.add_argument("checks", nargs="+", choices=sorted(CHECKS))
     ARGS = p.parse_args()
     sys.exit(anyio.run(main))

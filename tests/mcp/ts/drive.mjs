@@ -64,6 +64,8 @@ function mcpUrl({ view, select } = {}) {
  * every question so, recording it in `asked`.
  */
 async function connect(token, { elicit, asked, view, select } = {}) {
+  // Without `view`, the suite's --default-view (none: the token's own choice).
+  view = view ?? ARGS["default-view"];
   const c = new Client(
     { name: "gsv-e2e-ts", version: "1" },
     {
@@ -909,13 +911,13 @@ async function main() {
 const USAGE = `usage: drive.mjs --transport http|stdio --mode legacy|auto --url URL --gateway URL
   --gsv BIN --data DIR --empty-data DIR --workspace DIR --token T --limited-token T
   --confirm-token T --self-confirm-token T --only-read-token T --fleet-token T
-  --guarded NODE --node NODE --offline-node NODE
+  --guarded NODE --node NODE --offline-node NODE [--default-view flat|fleet|auto]
   CHECK... (${Object.keys(CHECKS).join(", ")})`;
 
 function parse() {
   const names = ["transport", "mode", "url", "gateway", "gsv", "data", "empty-data", "workspace", "token",
     "limited-token", "confirm-token", "self-confirm-token", "only-read-token", "fleet-token", "guarded", "node",
-    "offline-node"];
+    "offline-node", "default-view"];
   let parsed;
   try {
     parsed = parseArgs({
@@ -926,10 +928,14 @@ function parse() {
     throw new Error(`${e.message}\n${USAGE}`);
   }
   const args = parsed.values;
-  const missing = names.filter((n) => args[n] === undefined);
+  const optional = ["default-view"];
+  const missing = names.filter((n) => args[n] === undefined && !optional.includes(n));
   if (missing.length) throw new Error(`missing --${missing.join(", --")}\n${USAGE}`);
   if (!["http", "stdio"].includes(args.transport)) throw new Error(`bad --transport\n${USAGE}`);
   if (!["legacy", "auto"].includes(args.mode)) throw new Error(`bad --mode\n${USAGE}`);
+  if (args["default-view"] !== undefined && !["flat", "fleet", "auto"].includes(args["default-view"])) {
+    throw new Error(`bad --default-view\n${USAGE}`);
+  }
   const unknown = parsed.positionals.filter((c) => !(c in CHECKS));
   if (unknown.length || parsed.positionals.length === 0) throw new Error(`bad checks ${show(unknown)}\n${USAGE}`);
   return { ...args, checks: parsed.positionals };
