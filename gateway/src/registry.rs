@@ -630,6 +630,32 @@ impl Registry {
                 .any(|e| e.value().tools.get(tool).is_some())
     }
 
+    /// How many tools of known nodes pass `visible` (never one hidden until accepted),
+    /// counting no further than `limit`: what MCP's `auto` view asks on every
+    /// session-less request, without building a listing.
+    pub fn count_tools(&self, visible: impl Fn(&str) -> bool, limit: usize) -> usize {
+        let mut n = 0;
+        let mut count = |node: &str, set: &ToolSet| {
+            for t in &set.tools {
+                if n > limit {
+                    return;
+                }
+                if !self.unaccepted.hides(node, &t.def.name)
+                    && visible(&NamespacedName::join(node, &t.def.name))
+                {
+                    n += 1;
+                }
+            }
+        };
+        for e in self.nodes.iter() {
+            count(e.key().as_str(), &e.value().tools);
+        }
+        for e in self.offline.iter() {
+            count(e.key().as_str(), &e.value().tools);
+        }
+        n
+    }
+
     /// Every tool of every known node whose namespaced name passes `visible`, sorted;
     /// never a tool hidden until accepted (`--pin-tools`).
     pub fn tool_entries(&self, visible: impl Fn(&str) -> bool) -> Vec<ToolEntry> {

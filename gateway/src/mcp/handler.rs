@@ -186,8 +186,7 @@ fn decide(shared: &Shared, who: McpPrincipal, url: &UrlView) -> Lens {
         who,
     };
     lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || {
-        let nodes = nodes::lens_nodes(shared, &lens, None);
-        nodes::lens_entries(shared, &lens, &nodes).len()
+        nodes::lens_tool_count(shared, &lens, view::AUTO_MAX_TOOLS)
     });
     lens
 }
@@ -618,9 +617,7 @@ impl McpHandler {
         };
         // The session's nodes: selected, and reachable by its token (a node it cannot
         // reach would be refused as unknown by the router anyway).
-        !nodes::lens_nodes(self.shared(), lens, None)
-            .iter()
-            .any(|n| n.id == node)
+        !nodes::lens_has_node(self.shared(), lens, node)
     }
 
     async fn call(

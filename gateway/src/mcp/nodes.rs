@@ -83,6 +83,36 @@ pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec
     visible_nodes(shared, &lens.who.policy, &selects)
 }
 
+/// How many tools `lens` sees, counting no further than past `limit` (enough for
+/// `auto`'s choice). Without `?select=` no listing is built: a session-less request
+/// asks this every time, whatever the fleet's size.
+pub fn lens_tool_count(shared: &Shared, lens: &Lens, limit: usize) -> usize {
+    match lens.select {
+        None => shared
+            .registry
+            .count_tools(|name| lens.who.policy.visible(name), limit),
+        Some(_) => lens_nodes(shared, lens, None)
+            .iter()
+            .map(|n| n.tools.len())
+            .sum(),
+    }
+}
+
+/// Whether `node` is one of the nodes `lens` sees (reachable by its token, picked by
+/// its `?select=`), looking at that node alone.
+pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
+    let policy = &lens.who.policy;
+    let viewer = Viewer {
+        visible: |n: &str| policy.visible(n),
+        operator: false,
+    };
+    let Some((summary, _)) = shared.registry.detail(node, &viewer) else {
+        return false;
+    };
+    let summary = inventory::with_labels(shared, summary);
+    inventory::selected(&summary, lens.select.as_deref())
+}
+
 /// The tools `lens` sees on `nodes` (what [`lens_nodes`] returned), sorted by
 /// namespaced name.
 pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
