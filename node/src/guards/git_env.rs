@@ -33,6 +33,10 @@
 //! environment (an empty value makes `git diff` fail). Aliases cannot shadow git's own
 //! commands, so they matter only to patterns that approve other names. Commands an
 //! operator approved run with the plain login environment.
+//!
+//! The git tools ([`crate::tools::git`]) force the same [`GIT_SETTINGS`], plus
+//! [`READ_TOOL_SETTINGS`], and close the gaps above for themselves (drivers emptied,
+//! `--no-ext-diff --no-textconv`, an empty environment).
 
 use std::ffi::OsString;
 

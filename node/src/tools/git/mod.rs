@@ -102,6 +102,7 @@ pub async fn open(path: Option<&str>, ctx: &ToolContext) -> Result<Repo, RepoErr
         .as_ref()
         .and_then(|w| w.parent().map(|p| p.to_path_buf()));
     let mut git = Git::new(&checked, ceiling, ctx.cancel.clone());
+    git.check_version().await?;
     let out = git
         .run(&[
             "rev-parse",

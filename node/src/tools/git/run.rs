@@ -51,6 +51,27 @@ pub enum GitError {
     Read(#[source] std::io::Error),
     #[error("git's output could not be parsed: {0}")]
     Unparseable(String),
+    #[error(
+        "git {0} is too old: the git tools need git 2.31 or later (configuration from the \
+         environment, which keeps the repository's programs from running)"
+    )]
+    TooOld(String),
+}
+
+/// The oldest git the tools run: `GIT_CONFIG_COUNT` (2.31) carries the forced settings;
+/// an older git would silently ignore them.
+pub const MIN_VERSION: (u32, u32) = (2, 31);
+
+/// The installed git's version once it was found good enough.
+static VERSION_OK: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+
+/// The `(major, minor)` of `git version` output (`git version 2.47.3`).
+pub fn parse_version(out: &str) -> Option<(u32, u32)> {
+    let v = out.trim().strip_prefix("git version ")?;
+    let mut parts = v.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// What a git run printed.
@@ -81,6 +102,22 @@ impl Git {
             ceiling,
             overrides: Vec::new(),
             cancel,
+        }
+    }
+
+    /// Refuses a git older than [`MIN_VERSION`] (checked once per node process).
+    pub async fn check_version(&self) -> Result<(), GitError> {
+        if VERSION_OK.get().is_some() {
+            return Ok(());
+        }
+        let out = self.run(&["version"]).await?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        match parse_version(&text) {
+            Some(v) if v >= MIN_VERSION => {
+                let _ = VERSION_OK.set(());
+                Ok(())
+            }
+            _ => Err(GitError::TooOld(text.trim().to_owned())),
         }
     }
 
@@ -246,6 +283,14 @@ mod tests {
             ]
         );
         assert!(driver_overrides(b"").is_empty());
+    }
+
+    #[test]
+    fn versions_are_parsed() {
+        assert_eq!(parse_version("git version 2.47.3\n"), Some((2, 47)));
+        assert_eq!(parse_version("git version 2.30.1.windows.1"), Some((2, 30)));
+        assert!(parse_version("git version 2.30.1") < Some(MIN_VERSION));
+        assert_eq!(parse_version("hub 1"), None);
     }
 
     #[test]
