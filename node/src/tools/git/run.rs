@@ -161,21 +161,27 @@ impl Git {
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(GitError::Spawn(std::io::Error::other("no pipes")));
         };
-        let read = async {
-            let mut out = Vec::new();
+        // stderr on its own task, drained past what is kept, so git never blocks on it.
+        let errors = tokio::spawn(async move {
+            let mut stderr = stderr;
             let mut err = Vec::new();
-            let mut stdout = stdout.take(MAX_OUTPUT as u64 + 1);
-            let mut stderr = stderr.take(64 * 1024);
-            let (a, b) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
-            err.truncate(MAX_STDERR);
-            a.and(b).map(|_| (out, err))
-        };
-        let (mut out, err) = tokio::select! {
-            r = read => r.map_err(GitError::Read)?,
+            let _ = (&mut stderr)
+                .take(MAX_STDERR as u64)
+                .read_to_end(&mut err)
+                .await;
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+            err
+        });
+        let _abort = AbortOnDrop(errors.abort_handle());
+        let mut out = Vec::new();
+        let mut stdout = stdout.take(MAX_OUTPUT as u64 + 1);
+        tokio::select! {
+            r = stdout.read_to_end(&mut out) => { r.map_err(GitError::Read)?; }
             _ = self.cancel.cancelled() => return Err(GitError::Cancelled),
-        };
+        }
         let truncated = out.len() > MAX_OUTPUT;
         if truncated {
+            // The rest is not wanted: git is stopped rather than left blocked.
             out.truncate(MAX_OUTPUT);
             let _ = child.start_kill();
             let _ = child.wait().await;
@@ -186,6 +192,10 @@ impl Git {
         }
         let status = tokio::select! {
             s = child.wait() => s.map_err(GitError::Read)?,
+            _ = self.cancel.cancelled() => return Err(GitError::Cancelled),
+        };
+        let err = tokio::select! {
+            e = errors => e.unwrap_or_default(),
             _ = self.cancel.cancelled() => return Err(GitError::Cancelled),
         };
         match status.code() {
@@ -253,6 +263,15 @@ pub fn driver_overrides(names: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Aborts a task when dropped (the stderr reader of a run that ends early).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Splits `bytes` at NULs (a trailing NUL ends the last field).
 pub fn nul_fields(bytes: &[u8]) -> Vec<&[u8]> {
     let mut fields: Vec<&[u8]> = bytes.split(|b| *b == 0).collect();
@@ -283,6 +302,27 @@ mod tests {
             ]
         );
         assert!(driver_overrides(b"").is_empty());
+    }
+
+    #[tokio::test]
+    async fn output_past_the_cap_is_cut_and_git_stopped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = Git::new(tmp.path(), None, CancellationToken::new());
+        git.run(&["init", "-q"]).await.unwrap();
+        std::fs::write(tmp.path().join("big"), vec![b'x'; MAX_OUTPUT + 4096]).unwrap();
+        git.run(&["add", "big"]).await.unwrap();
+        let run = git.run(&["cat-file", "blob", ":big"]);
+        let out = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+            .await
+            .expect("a cut run ends")
+            .unwrap();
+        assert!(out.truncated);
+        assert_eq!(out.stdout.len(), MAX_OUTPUT);
+        let small = git.run(&["cat-file", "-t", ":big"]).await.unwrap();
+        assert!(!small.truncated);
+        assert_eq!(small.stdout, b"blob\n");
+        let e = git.run(&["cat-file", "-t", ":nope"]).await.unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
     }
 
     #[test]
