@@ -429,6 +429,38 @@ fn known() -> Vec<(&'static str, Expected)> {
             "MAX_DEPTH",
             v(vec![Value::Count(gsv_node::tools::fs_list::MAX_DEPTH)]),
         ),
+        (
+            "status::MAX_FILES",
+            v(vec![count(gsv_node::tools::git::status::MAX_FILES)]),
+        ),
+        (
+            "log::MAX_COUNT",
+            v(vec![Value::Count(gsv_node::tools::git::log::MAX_COUNT)]),
+        ),
+        (
+            "log::MAX_BODY",
+            v(vec![bytes(gsv_node::tools::git::log::MAX_BODY)]),
+        ),
+        (
+            "diff::MAX_FILES",
+            v(vec![count(gsv_node::tools::git::diff::MAX_FILES)]),
+        ),
+        (
+            "diff::MAX_PATCH",
+            v(vec![bytes(gsv_node::tools::git::diff::MAX_PATCH)]),
+        ),
+        (
+            "diff::MAX_PATCHES",
+            v(vec![bytes(gsv_node::tools::git::diff::MAX_PATCHES)]),
+        ),
+        (
+            "diff::MAX_CONTEXT",
+            v(vec![Value::Count(gsv_node::tools::git::diff::MAX_CONTEXT)]),
+        ),
+        (
+            "run::MAX_OUTPUT",
+            v(vec![bytes(gsv_node::tools::git::run::MAX_OUTPUT)]),
+        ),
     ]
 }
 

@@ -443,11 +443,22 @@ async fn the_node_owner_picks_the_tools_and_a_token_cannot_call_others() {
     .await;
     assert_eq!(status.code(), Some(2), "{status:?}");
 
-    // --read-only covers the new read-only tools by their annotations.
+    // --read-only covers the new read-only tools (the git tools too) by their annotations.
     let _ro = gw.spawn_node("ro", &gw.node_token("ro"), ws.path(), &["--read-only"]);
     gw.wait_online("ro").await;
     let tools = offered(&agent, "ro").await;
-    for t in ["fs_list", "fs_stat", "time", "Read", "Glob", "Grep"] {
+    for t in [
+        "fs_list",
+        "fs_stat",
+        "time",
+        "git_status",
+        "git_log",
+        "git_diff",
+        "git_show",
+        "Read",
+        "Glob",
+        "Grep",
+    ] {
         assert!(tools.contains(t), "{t} missing from {tools:?}");
     }
     for t in ["Write", "Edit", "Bash", "Process"] {

@@ -96,6 +96,10 @@ impl Registry {
         registry.register(tools::fs_list::FsList)?;
         registry.register(tools::fs_stat::FsStat)?;
         registry.register(tools::time::Time)?;
+        registry.register(tools::git::status::GitStatus)?;
+        registry.register(tools::git::log::GitLog)?;
+        registry.register(tools::git::diff::GitDiff)?;
+        registry.register(tools::git::show::GitShow)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -362,6 +366,10 @@ mod tests {
                 "dns_lookup",
                 "fs_list",
                 "fs_stat",
+                "git_diff",
+                "git_log",
+                "git_show",
+                "git_status",
                 "net_diagnose",
                 "net_discover",
                 "net_services",

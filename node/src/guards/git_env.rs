@@ -33,6 +33,10 @@
 //! environment (an empty value makes `git diff` fail). Aliases cannot shadow git's own
 //! commands, so they matter only to patterns that approve other names. Commands an
 //! operator approved run with the plain login environment.
+//!
+//! The git tools ([`crate::tools::git`]) force the same [`GIT_SETTINGS`], plus
+//! [`READ_TOOL_SETTINGS`], and close the gaps above for themselves (drivers emptied,
+//! `--no-ext-diff --no-textconv`, an empty environment).
 
 use std::ffi::OsString;
 
@@ -64,6 +68,34 @@ pub const REMOVED_VARS: &[&str] = &[
     "GIT_CONFIG_PARAMETERS",
 ];
 
+/// What the git tools (`git_status`, `git_log`, `git_diff`, `git_show`,
+/// [`crate::tools::git`]) force on top of [`GIT_SETTINGS`]: no attributes file from
+/// the user's configuration, no signature checks (`gpg.program`), no submodule
+/// summaries (a git run in another repository), no colour.
+pub const READ_TOOL_SETTINGS: &[(&str, &str)] = &[
+    ("core.attributesFile", "/dev/null"),
+    ("log.showSignature", "false"),
+    ("status.submoduleSummary", "false"),
+    ("color.ui", "never"),
+    ("core.quotePath", "false"),
+];
+
+/// `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n` for `settings`:
+/// configuration that takes precedence over every configuration file.
+pub fn config_env<'a>(
+    settings: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(OsString, OsString)> {
+    let mut out = Vec::new();
+    let mut count = 0usize;
+    for (i, (key, value)) in settings.into_iter().enumerate() {
+        out.push((format!("GIT_CONFIG_KEY_{i}").into(), key.into()));
+        out.push((format!("GIT_CONFIG_VALUE_{i}").into(), value.into()));
+        count = i + 1;
+    }
+    out.push(("GIT_CONFIG_COUNT".into(), count.to_string().into()));
+    out
+}
+
 /// The environment changes for an auto-approved command (`None` removes a variable).
 pub fn auto_approved_overrides() -> Vec<(OsString, Option<OsString>)> {
     let mut out: Vec<(OsString, Option<OsString>)> = REMOVED_VARS
@@ -71,17 +103,11 @@ pub fn auto_approved_overrides() -> Vec<(OsString, Option<OsString>)> {
         .map(|v| (OsString::from(v), None))
         .collect();
     out.push(("GIT_PAGER".into(), Some("cat".into())));
-    out.push((
-        "GIT_CONFIG_COUNT".into(),
-        Some(GIT_SETTINGS.len().to_string().into()),
-    ));
-    for (i, (key, value)) in GIT_SETTINGS.iter().enumerate() {
-        out.push((format!("GIT_CONFIG_KEY_{i}").into(), Some((*key).into())));
-        out.push((
-            format!("GIT_CONFIG_VALUE_{i}").into(),
-            Some((*value).into()),
-        ));
-    }
+    out.extend(
+        config_env(GIT_SETTINGS.iter().copied())
+            .into_iter()
+            .map(|(k, v)| (k, Some(v))),
+    );
     out
 }
 

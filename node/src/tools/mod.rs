@@ -6,7 +6,7 @@
 //! arguments and confining them to the workspace, [`beneath`] for opening beneath a
 //! directory without races, [`protected`] for the files no tool may touch, [`ignored`]
 //! for counting what ignore rules keep out of Glob, Grep and fs_list, [`file_info`]
-//! for what fs_list and fs_stat say about an entry, [`output`] for turning a tool's
+//! for what fs_list and fs_stat say about an entry, [`git`] for the git tools' hardened git, [`output`] for turning a tool's
 //! typed output into its result).
 
 pub mod args;
@@ -18,6 +18,7 @@ pub mod encoding;
 pub mod file_info;
 pub mod fs_list;
 pub mod fs_stat;
+pub mod git;
 pub mod glob;
 pub mod grep;
 pub mod ignored;
@@ -42,6 +43,10 @@ pub const STANDARD_NAMES: &[&str] = &[
     "fs_list",
     "fs_stat",
     "time",
+    "git_status",
+    "git_log",
+    "git_diff",
+    "git_show",
     "Bash",
     "Process",
     "net_diagnose",
