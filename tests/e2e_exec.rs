@@ -82,6 +82,19 @@ async fn exec_runs_argv_without_a_shell() {
     assert_eq!(sc(&r)["status"], "completed");
     assert!(!ws.path().join("PWNED").exists());
 
+    // The shell blocklist judges the argv as the command line it amounts to (the
+    // destructive part sits behind `false &&`: harmless even if the guard failed).
+    let e = agent
+        .call(
+            "box__exec",
+            json!({"argv": ["sh", "-c", "false && reboot; touch BLOCKED"]}),
+            Some(30_000),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.remote().unwrap().code, gsv_protocol::ErrorCode::Denied);
+    assert!(!ws.path().join("BLOCKED").exists());
+
     // Killed by a signal.
     let r = call(
         &agent,
@@ -241,12 +254,19 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
     std::fs::create_dir(&bin).unwrap();
     plant(&ws.path().join("systemctl"), &marker);
     plant(&bin.join("systemctl"), &marker);
-    // The node's own PATH starts with the planted directory.
+    // The node's own PATH, and its login PATH (through the profile of its HOME),
+    // start with the planted directory.
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    let home = TempDir::new("home");
+    std::fs::write(
+        home.path().join(".profile"),
+        format!("PATH=\"{}:$PATH\"\nexport PATH\n", bin.display()),
+    )
+    .unwrap();
     let _node = gw.spawn_node_with_env(
         "ax",
         &gw.node_token("ax"),
@@ -259,7 +279,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
             "--approve-exec",
             "/usr/bin/git config --get **",
         ],
-        &[("PATH", std::path::Path::new(&path))],
+        &[("PATH", std::path::Path::new(&path)), ("HOME", home.path())],
         &[],
     );
     gw.wait_online("ax").await;
@@ -317,9 +337,8 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         assert_eq!(code, 0, "{err}");
         assert!(call.await.unwrap().is_err(), "{args}");
     }
-    // By bare name, systemctl resolves on the node's PATH at call time: the planted
-    // one (first on PATH) never matches the entry naming /usr/bin/systemctl, so it
-    // needs an operator; had it resolved to /usr/bin/systemctl it would have run.
+    // By bare name, systemctl resolves on the node's PATH at call time, where the
+    // planted one comes first: another path than the entry's, so it waits.
     let a = agent.clone();
     let bare = tokio::spawn(async move {
         a.call(
@@ -329,34 +348,18 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         )
         .await
     });
-    let waited = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            if let Some(e) = operator.next_event(Duration::from_millis(100)).await {
-                if e.event == EventName::ApprovalRequested {
-                    return e.payload;
-                }
-            }
-        }
-    })
-    .await;
-    match waited {
-        Ok(req) => {
-            assert!(
-                req["reason"]
-                    .as_str()
-                    .unwrap()
-                    .contains(bin.to_str().unwrap()),
-                "{req}"
-            );
-            let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
-            assert_eq!(code, 0, "{err}");
-            assert!(bare.await.unwrap().is_err());
-        }
-        Err(_) => {
-            let r = bare.await.unwrap().unwrap();
-            assert!(sc(&r)["stdout"].as_str().unwrap().contains("systemd"));
-        }
-    }
+    let req = next_request(&operator).await;
+    let planted = std::fs::canonicalize(bin.join("systemctl")).unwrap();
+    assert!(
+        req["reason"]
+            .as_str()
+            .unwrap()
+            .contains(planted.to_str().unwrap()),
+        "{req}"
+    );
+    let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(bare.await.unwrap().is_err());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!marker.exists(), "a planted systemctl ran");
     assert!(!ws.path().join("NOPE").exists());

@@ -16,6 +16,10 @@
 //! login environment), `stdin` (at most [`MAX_STDIN_BYTES`] bytes written to the
 //! program, then closed), `timeout`, `background`, `yieldMs` (as Bash).
 //!
+//! The node's shell blocklist applies to exec too, judged on the argv written as the
+//! shell command line it amounts to (`rm -rf /`, `sh -c 'reboot'` are refused with
+//! `denied`), so exec is no way around it.
+//!
 //! `argv[0]` is resolved at call time ([`crate::tools::exec_program`]) to a canonical
 //! absolute path, which is what runs. Posture: like Bash, a call runs at once unless a
 //! node guard says otherwise: with `--approve-exec` entries, only calls whose program
@@ -23,7 +27,7 @@
 //! through `LD_PRELOAD` and the like) run without an operator's approval; those runs
 //! get git's program-running settings pinned ([`crate::guards::git_env`]).
 
-use crate::guards::{git_env, ApproveExec};
+use crate::guards::{blocklist, git_env, ApproveExec, ShellGuard};
 use crate::sessions::{describe_end, ArgvSpec, Session, SessionManager, SpawnSpec, Status};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -188,15 +192,20 @@ impl ExecRequest {
         })
     }
 
-    /// The argv as listings show it (words with spaces or quotes quoted).
+    /// The argv as a shell would need it typed (words with anything but
+    /// `[A-Za-z0-9_/.,:=+@%-]` single-quoted): what listings and the operator see,
+    /// and what the shell blocklist judges, so exec is no way around it.
     fn display(&self) -> String {
         self.argv
             .iter()
             .map(|w| {
-                if w.is_empty() || w.chars().any(|c| c.is_whitespace() || "'\"\\".contains(c)) {
-                    format!("{w:?}")
-                } else {
+                let plain = !w.is_empty()
+                    && w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_/.,:=+@%-".contains(c));
+                if plain {
                     w.clone()
+                } else {
+                    format!("'{}'", w.replace('\'', "'\\''"))
                 }
             })
             .collect::<Vec<_>>()
@@ -304,13 +313,15 @@ impl Tool for Exec {
     }
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        if !self.allow.is_on() || ctx.approval.is_some() {
-            return Ok(());
-        }
         // Malformed arguments are left to `execute`, which reports them.
         let Ok(request) = ExecRequest::parse(args) else {
             return Ok(());
         };
+        // The shell blocklist judges the argv as the command line it amounts to.
+        ShellGuard::new().check(&request.display(), None)?;
+        if !self.allow.is_on() || ctx.approval.is_some() {
+            return Ok(());
+        }
         match self.unapproved(&request, ctx).await {
             None => Ok(()),
             Some(why) => Err(crate::guards::ask_operator(
@@ -326,6 +337,9 @@ impl Tool for Exec {
             Ok(r) => r,
             Err(e) => return ToolResult::error(format!("exec: {e}")),
         };
+        if let Err(blocked) = blocklist::check(&request.display()) {
+            return ToolResult::error(format!("exec: {blocked}"));
+        }
         let auto_approved = self.allow.is_on() && ctx.approval.is_none();
         // Checked again here, on what is about to run: a file planted between `check`
         // and now changes nothing.
@@ -492,7 +506,15 @@ mod tests {
         assert_eq!(r.display(), "ls -l");
         let r = parse(json!({"argv": ["echo", "a b", ""], "background": true})).unwrap();
         assert_eq!(r.mode, Mode::Background);
-        assert_eq!(r.display(), "echo \"a b\" \"\"");
+        assert_eq!(r.display(), "echo 'a b' ''");
+        let r = parse(json!({"argv": ["sh", "-c", "it's; reboot"]})).unwrap();
+        assert_eq!(r.display(), "sh -c 'it'\\''s; reboot'");
+        let r = parse(json!({"argv": ["sh", "-c", "false && reboot"]})).unwrap();
+        assert!(blocklist::check(&r.display()).is_err());
+        let r = parse(json!({"argv": ["rm", "-rf", "/"]})).unwrap();
+        assert!(blocklist::check(&r.display()).is_err());
+        let r = parse(json!({"argv": ["echo", "reboot; x"]})).unwrap();
+        assert!(blocklist::check(&r.display()).is_ok());
     }
 
     #[test]
