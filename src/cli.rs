@@ -46,7 +46,7 @@ pub struct TrustArgs {
 #[derive(Args, Clone)]
 pub struct NodeGuardArgs {
     /// Offer only read-only tools (Read, Glob, Grep, fs_list, fs_stat, time and the
-    /// network tools; no Bash, Process, Write, Edit)
+    /// network tools; no Bash, exec, Process, Write, Edit)
     #[arg(long)]
     pub read_only: bool,
     /// Offer only the tools whose names match one of these globs (comma-separated
