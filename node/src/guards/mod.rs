@@ -220,6 +220,20 @@ mod tests {
     }
 
     #[test]
+    fn approve_exec_mode_puts_bash_in_approve_shell_mode() {
+        let guard = ShellGuard::for_approve_exec(&[]).unwrap();
+        assert!(guard.approve_shell());
+        assert!(guard.auto_approves(None));
+        let e = guard.check("ls", None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ApprovalRequired);
+        assert!(e.message.contains("--approve-exec"), "{}", e.message);
+        assert_eq!(guard.check("ls", Some("req1")), Ok(()));
+        let guard = ShellGuard::for_approve_exec(&["ls".into()]).unwrap();
+        assert_eq!(guard.check("ls", None), Ok(()));
+        assert!(guard.check("touch x", None).is_err());
+    }
+
+    #[test]
     fn bad_patterns_are_startup_errors() {
         assert!(matches!(
             ShellGuard::with_approve_shell(&["[".into()]),
