@@ -341,17 +341,20 @@ impl Tool for Exec {
             return ToolResult::error(format!("exec: {blocked}"));
         }
         let auto_approved = self.allow.is_on() && ctx.approval.is_none();
-        // Checked again here, on what is about to run: a file planted between `check`
-        // and now changes nothing.
-        if auto_approved {
-            if let Some(why) = self.unapproved(&request, &ctx).await {
-                return ToolResult::error(format!("exec: not approved: {why}"));
-            }
-        }
         let (cwd, program) = match self.resolve(&request, &ctx).await {
             Ok(r) => r,
             Err(e) => return ToolResult::error(format!("exec: {e}")),
         };
+        // Checked again here, on exactly the path about to run: a file planted
+        // between `check` and now changes nothing.
+        if auto_approved
+            && (!request.env.is_empty() || !self.allow.allows(&program, &request.argv[1..]))
+        {
+            return ToolResult::error(format!(
+                "exec: not approved: {} with these arguments matches none of the node's --approve-exec entries",
+                program.display()
+            ));
+        }
         let timeout = match request.mode {
             Mode::Sync => Some(sync_budget(
                 Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
