@@ -46,7 +46,7 @@ pub struct TrustArgs {
 #[derive(Args, Clone)]
 pub struct NodeGuardArgs {
     /// Offer only read-only tools (Read, Glob, Grep, fs_list, fs_stat, time and the
-    /// network tools; no Bash, Process, Write, Edit)
+    /// network tools; no Bash, exec, Process, Write, Edit)
     #[arg(long)]
     pub read_only: bool,
     /// Offer only the tools whose names match one of these globs (comma-separated
@@ -68,6 +68,12 @@ pub struct NodeGuardArgs {
     /// operator's approval
     #[arg(long, value_name = "REGEX")]
     pub approve_shell: Vec<String>,
+    /// Argv allowlist entry for exec, 'PROGRAM ARGGLOB...' (repeatable), e.g.
+    /// '/usr/bin/systemctl status *': `*` matches one argument, a trailing `**` any
+    /// rest. With any, exec calls whose resolved program and argv match none wait
+    /// for an operator, and so do Bash commands no --approve-shell pattern approves
+    #[arg(long, value_name = "ENTRY")]
+    pub approve_exec: Vec<String>,
     /// Sessions (Bash runs and background jobs) one agent token may have running at
     /// once on this node: its share of the node's 64 slots, so another agent always
     /// has room
@@ -86,6 +92,14 @@ impl NodeGuardArgs {
     /// starts (a glob that matches no tool is caught when the node builds its tools).
     pub fn validate(&self) -> Result<(), String> {
         gsv_node::guards::ApproveShell::new(&self.approve_shell).map_err(|e| e.to_string())?;
+        let allow =
+            gsv_node::guards::ApproveExec::new(&self.approve_exec).map_err(|e| e.to_string())?;
+        for entry in allow.entries() {
+            eprintln!(
+                "gsv node: --approve-exec program {}",
+                entry.program.display()
+            );
+        }
         gsv_node::selection::Selection::new(&self.tools, &self.without, self.read_only)
             .map_err(|e| e.to_string())?;
         for name in &self.no_approval {

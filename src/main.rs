@@ -97,6 +97,7 @@ fn main() -> ExitCode {
                     confine,
                     read_only: guards.read_only,
                     approve_shell: guards.approve_shell,
+                    approve_exec: guards.approve_exec,
                     tools: guards.tools,
                     without: guards.without,
                     no_approval: guards.no_approval,

@@ -40,6 +40,11 @@ fn bash_spawn_smoke() {
 }
 
 #[test]
+fn exec_spawn_smoke() {
+    bench("exec-spawn");
+}
+
+#[test]
 fn grep_and_glob_smoke() {
     let fd = have("fd") || have("fdfind");
     if !(have("rg") && fd) {

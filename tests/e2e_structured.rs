@@ -461,7 +461,7 @@ async fn the_node_owner_picks_the_tools_and_a_token_cannot_call_others() {
     ] {
         assert!(tools.contains(t), "{t} missing from {tools:?}");
     }
-    for t in ["Write", "Edit", "Bash", "Process"] {
+    for t in ["Write", "Edit", "Bash", "exec", "Process"] {
         assert!(!tools.contains(t), "{t} offered read-only: {tools:?}");
     }
     let r = call(&agent, "ro__fs_stat", json!({"path": "a.txt"})).await;

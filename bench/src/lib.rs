@@ -13,6 +13,7 @@
 
 pub mod bash_spawn;
 pub mod cli;
+pub mod exec_spawn;
 pub mod fleet;
 pub mod grep_glob;
 pub mod latency;
@@ -33,6 +34,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     (
         "bash-spawn",
         "Bash tool running `true` vs `sh -c true` (and `$SHELL -c true`) spawned directly",
+    ),
+    (
+        "exec-spawn",
+        "exec tool running `/bin/true` vs `/bin/true` spawned directly",
     ),
     (
         "grep",
@@ -83,6 +88,7 @@ pub struct BenchOptions {
 pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
     match name {
         "bash-spawn" => bash_spawn::run(opts).await,
+        "exec-spawn" => exec_spawn::run(opts).await,
         "grep" => grep_glob::grep(opts).await,
         "glob" => grep_glob::glob(opts).await,
         "mcp" => mcp::run(opts).await,

@@ -64,6 +64,11 @@ pub struct NodeConfig {
     /// which matches none of them needs an operator's approval; see
     /// [`crate::guards::approve`].
     pub approve_shell: Vec<String>,
+    /// Argv allowlist entries for exec (`gsv node --approve-exec`, repeatable):
+    /// `PROGRAM ARGGLOB...`; see [`crate::guards::approve_exec`]. With any, exec calls
+    /// that match none wait for an operator, and so does every Bash command no
+    /// `--approve-shell` pattern approves.
+    pub approve_exec: Vec<String>,
     /// How the node wants to be used.
     pub host_role: HostRole,
     /// WebSocket ping interval.
@@ -113,6 +118,7 @@ impl NodeConfig {
             protect: Vec::new(),
             read_only: false,
             approve_shell: Vec::new(),
+            approve_exec: Vec::new(),
             host_role: HostRole::default(),
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -153,6 +159,7 @@ impl fmt::Debug for NodeConfig {
             .field("protect", &self.protect)
             .field("read_only", &self.read_only)
             .field("approve_shell", &self.approve_shell)
+            .field("approve_exec", &self.approve_exec)
             .field("host_role", &self.host_role)
             .field("heartbeat", &self.heartbeat)
             .field("connect_timeout", &self.connect_timeout)

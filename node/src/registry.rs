@@ -12,7 +12,7 @@
 use crate::config::NodeConfig;
 use crate::events::EventSender;
 use crate::guards::posture::Posture;
-use crate::guards::{GuardError, ShellGuard};
+use crate::guards::{ApproveExec, ApproveExecError, GuardError, ShellGuard};
 use crate::probe::valid_bin_name;
 use crate::selection::{Selection, SelectionError};
 use crate::sessions::{Limits, SessionManager};
@@ -40,6 +40,9 @@ pub enum RegistryError {
     /// The node-side guards could not be set up (a bad `--approve-shell` pattern).
     #[error(transparent)]
     Guard(#[from] GuardError),
+    /// A bad `--approve-exec` entry.
+    #[error(transparent)]
+    ApproveExec(#[from] ApproveExecError),
     /// The owner's choice of tools cannot be applied (a bad or unmatched glob).
     #[error(transparent)]
     Selection(#[from] SelectionError),
@@ -86,7 +89,15 @@ impl Registry {
     /// ([`Registry::apply`]: `--tools`, `--without`, `--read-only`, `--no-approval`);
     /// Bash with the node's shell guard (`approve_shell`).
     pub fn standard(config: &NodeConfig) -> Result<Self, RegistryError> {
-        let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
+        let allow = ApproveExec::new(&config.approve_exec)?;
+        let guard = if allow.is_on() {
+            for entry in allow.entries() {
+                tracing::info!(program = %entry.program.display(), "--approve-exec entry resolved");
+            }
+            ShellGuard::for_approve_exec(&config.approve_shell)?
+        } else {
+            ShellGuard::with_approve_shell(&config.approve_shell)?
+        };
         let mut registry = Registry::new();
         registry.register(tools::read::Read)?;
         registry.register(tools::write::Write)?;
@@ -110,6 +121,10 @@ impl Registry {
         registry.sessions = Some(Arc::clone(&sessions));
         let bash = tools::bash::Bash::with_guard(Arc::clone(&sessions), guard.clone());
         registry.register(bash)?;
+        registry.register(tools::exec::Exec::with_allowlist(
+            Arc::clone(&sessions),
+            allow,
+        ))?;
         let process = tools::process::Process::with_guard(sessions, guard);
         registry.register(process)?;
         let net = tools::net::NetEnv::system();

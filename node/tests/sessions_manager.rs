@@ -116,6 +116,7 @@ async fn dropping_the_manager_kills_running_sessions() {
             timeout: None,
             owner: None,
             env_overrides: Vec::new(),
+            argv: None,
         })
         .await
         .unwrap();

@@ -48,6 +48,7 @@ impl NodeArgs {
         config.without = self.guards.without;
         config.no_approval = self.guards.no_approval;
         config.approve_shell = self.guards.approve_shell;
+        config.approve_exec = self.guards.approve_exec;
         config.sessions_per_token = self.guards.sessions_per_token;
         config.accept_login_profile = self.guards.accept_login_profile;
         config.data_dir = Some(resolve::data_dir(self.node_data.as_deref()));

@@ -25,6 +25,8 @@ pub struct UpOptions {
     pub read_only: bool,
     /// The local node's Bash auto-approve patterns (`--approve-shell`).
     pub approve_shell: Vec<String>,
+    /// The local node's exec allowlist (`--approve-exec`).
+    pub approve_exec: Vec<String>,
     /// The tools the local node offers (`--tools`, `--without`).
     pub tools: Vec<String>,
     pub without: Vec<String>,
@@ -140,6 +142,7 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.confine = opts.confine;
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
+    node.approve_exec = opts.approve_exec;
     node.tools = opts.tools;
     node.without = opts.without;
     node.no_approval = opts.no_approval;

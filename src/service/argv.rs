@@ -42,6 +42,7 @@ pub fn node_argv(
                 without,
                 no_approval,
                 approve_shell,
+                approve_exec,
                 sessions_per_token,
                 accept_login_profile,
             },
@@ -94,6 +95,9 @@ pub fn node_argv(
     }
     for re in approve_shell {
         flag("--approve-shell", Some(re));
+    }
+    for entry in approve_exec {
+        flag("--approve-exec", Some(entry));
     }
     let default_sessions = gsv_node::sessions::Limits::default().max_running_per_owner;
     if *sessions_per_token != default_sessions {

@@ -21,11 +21,18 @@
 //!   registered at all; with `--read-only` only tools that declare
 //!   `readOnlyHint: true` are offered.
 //!
+//! - [`approve_exec`]: with `--approve-exec 'PROGRAM ARGGLOB...'`, exec calls whose
+//!   resolved program and argv match no entry are answered `approval_required` unless
+//!   approved; on such a node Bash runs in approve-shell mode too (with no
+//!   `--approve-shell` pattern every Bash call waits), so Bash is no way around the
+//!   allowlist.
+//!
 //! [`ShellGuard`] combines the first two for the Bash tool, which calls it from
 //! [`crate::Tool::check`] (so a refusal is a protocol error and nothing is spawned).
 //! `shell` is the lexer both share.
 
 pub mod approve;
+pub mod approve_exec;
 pub mod blocklist;
 pub mod git_env;
 mod partition;
@@ -36,6 +43,7 @@ pub(crate) mod shell;
 mod wrappers;
 
 pub use approve::{ApproveShell, Unapproved};
+pub use approve_exec::{ApproveExec, ApproveExecError};
 pub use blocklist::{Blocked, Rule};
 
 use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
@@ -56,6 +64,8 @@ const MAX_SUMMARY_CHARS: usize = 300;
 #[derive(Debug, Clone, Default)]
 pub struct ShellGuard {
     approve: Option<ApproveShell>,
+    /// Approve-shell mode was switched on by `--approve-exec` (for messages).
+    for_exec: bool,
 }
 
 impl ShellGuard {
@@ -71,7 +81,20 @@ impl ShellGuard {
         } else {
             Some(ApproveShell::new(patterns)?)
         };
-        Ok(ShellGuard { approve })
+        Ok(ShellGuard {
+            approve,
+            for_exec: false,
+        })
+    }
+
+    /// The guard of a node with `--approve-exec` entries: approve-shell mode even
+    /// without `--approve-shell` patterns (then no Bash command is auto-approved), so
+    /// Bash is no way around the exec allowlist.
+    pub fn for_approve_exec(patterns: &[String]) -> Result<Self, GuardError> {
+        Ok(ShellGuard {
+            approve: Some(ApproveShell::new(patterns)?),
+            for_exec: patterns.is_empty(),
+        })
     }
 
     /// Whether the node runs in approve-shell mode.
@@ -112,6 +135,9 @@ impl ShellGuard {
         }
         let shown = truncate(&unapproved.command, MAX_SUMMARY_CHARS);
         let reason = match &unapproved.risk {
+            None if self.for_exec => format!(
+                "the node runs with --approve-exec and no --approve-shell pattern, so no Bash command ({shown:?}) is auto-approved"
+            ),
             None => format!(
                 "the node runs in approve-shell mode and {shown:?} matches none of its auto-approve patterns"
             ),
@@ -191,6 +217,20 @@ mod tests {
                 .count(),
             MAX_SUMMARY_CHARS
         );
+    }
+
+    #[test]
+    fn approve_exec_mode_puts_bash_in_approve_shell_mode() {
+        let guard = ShellGuard::for_approve_exec(&[]).unwrap();
+        assert!(guard.approve_shell());
+        assert!(guard.auto_approves(None));
+        let e = guard.check("ls", None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ApprovalRequired);
+        assert!(e.message.contains("--approve-exec"), "{}", e.message);
+        assert_eq!(guard.check("ls", Some("req1")), Ok(()));
+        let guard = ShellGuard::for_approve_exec(&["ls".into()]).unwrap();
+        assert_eq!(guard.check("ls", None), Ok(()));
+        assert!(guard.check("touch x", None).is_err());
     }
 
     #[test]

@@ -106,6 +106,24 @@ pub struct SpawnSpec {
     /// `None` removes it (an auto-approved command's git hardening, see
     /// [`crate::guards::git_env`]).
     pub env_overrides: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+    /// Run this program directly instead of `$SHELL -c command` (the exec tool);
+    /// `command` is then only what listings show.
+    pub argv: Option<ArgvSpec>,
+}
+
+/// A program run without a shell (the exec tool).
+#[derive(Debug, Clone)]
+pub struct ArgvSpec {
+    /// The program's absolute, canonical path (what is executed).
+    pub program: PathBuf,
+    /// `argv[0]` as the caller gave it.
+    pub arg0: String,
+    /// `argv[1..]`.
+    pub args: Vec<String>,
+    /// Variables set on top of the login environment (and its overrides).
+    pub env: Vec<(String, String)>,
+    /// Bytes written to stdin, which is then closed (`None`: as for a command).
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// All sessions of this node process.
@@ -179,21 +197,29 @@ impl SessionManager {
         self.prune();
         let reservation = self.reserve(spec.owner.as_deref())?;
         let mut env = probe::login_env().await;
-        if !spec.env_overrides.is_empty() {
-            env = Arc::new(env.with_overrides(&spec.env_overrides));
+        let mut overrides = spec.env_overrides.clone();
+        if let Some(argv) = &spec.argv {
+            overrides.extend(argv.env.iter().map(|(k, v)| (k.into(), Some(v.into()))));
+        }
+        if !overrides.is_empty() {
+            env = Arc::new(env.with_overrides(&overrides));
         }
         let shell = probe::user_shell();
         let started = Instant::now();
         let started_at = gsv_protocol::now_ms();
-        let mut launched = spawn::launch(
-            &shell,
-            &spec.command,
-            &spec.workdir,
-            &env,
-            spec.pty,
-            spec.stdin,
-        )
-        .map_err(|error| spawn_error(&spec, &shell, error))?;
+        let launched = match &spec.argv {
+            None => spawn::launch(
+                &shell,
+                &spec.command,
+                &spec.workdir,
+                &env,
+                spec.pty,
+                spec.stdin,
+            ),
+            Some(argv) => spawn::launch_argv(argv, &spec.workdir, &env, spec.stdin),
+        };
+        let program = spec.argv.as_ref().map_or(shell, |a| a.program.clone());
+        let mut launched = launched.map_err(|error| spawn_error(&spec, &program, error))?;
         let session = Arc::new(Session::new(NewSession {
             id: uuid::Uuid::new_v4().to_string(),
             serial: self.serial.fetch_add(1, Ordering::Relaxed),

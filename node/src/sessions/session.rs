@@ -365,6 +365,18 @@ impl Session {
         self.lock().output.text.as_str().to_owned()
     }
 
+    /// The retained stdout and stderr of a pipe session, each decoded as UTF-8 (lossy),
+    /// with whether earlier bytes of it were dropped (the last [`RAW_RING_BYTES`] bytes
+    /// of each are kept).
+    pub fn streams(&self) -> ((String, bool), (String, bool)) {
+        let state = self.lock();
+        let out = &state.output;
+        (
+            (out.stdout.to_text(), out.stdout.truncated()),
+            (out.stderr.to_text(), out.stderr.truncated()),
+        )
+    }
+
     /// Bytes of output this session holds in memory.
     pub fn retained_bytes(&self) -> usize {
         self.lock().output.retained_bytes()

@@ -15,7 +15,7 @@ use crate::probe::LoginEnv;
 use crate::sessions::group::KILL_GRACE;
 use crate::sessions::pty;
 use crate::sessions::session::{Input, KillReason, Session, Snapshot, Stream};
-use crate::sessions::SessionManager;
+use crate::sessions::{ArgvSpec, SessionManager};
 use gsv_protocol::EventName;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -92,6 +92,60 @@ pub(crate) fn launch(
         child,
         pid,
         input,
+        outputs,
+    })
+}
+
+/// Starts `argv.program` with `argv.args` directly (no shell) in `workdir` with `env`,
+/// in its own process group. With `argv.stdin` the bytes are written to a pipe that is
+/// then closed; otherwise stdin is a pipe when `stdin` (for Process `write`), else
+/// `/dev/null`.
+pub(crate) fn launch_argv(
+    argv: &ArgvSpec,
+    workdir: &Path,
+    env: &LoginEnv,
+    stdin: bool,
+) -> io::Result<Launched> {
+    use std::os::unix::process::CommandExt;
+    let piped = stdin || argv.stdin.is_some();
+    let mut std_cmd = std::process::Command::new(&argv.program);
+    std_cmd.arg0(&argv.arg0);
+    let mut cmd = tokio::process::Command::from(std_cmd);
+    cmd.args(&argv.args)
+        .current_dir(workdir)
+        .env_clear()
+        .envs(env.vars.iter().map(|(k, v)| (k, v)))
+        .stdin(if piped { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
+    let mut outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)> = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        outputs.push((Stream::Stdout, Box::new(out)));
+    }
+    if let Some(err) = child.stderr.take() {
+        outputs.push((Stream::Stderr, Box::new(err)));
+    }
+    let mut input = child.stdin.take();
+    if let (Some(data), Some(mut pipe)) = (argv.stdin.clone(), input.take()) {
+        // Fed by its own task so a program that does not read cannot block the
+        // spawn; the pipe closes (EOF) when the task ends.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            if let Err(e) = pipe.write_all(&data).await {
+                debug!(error = %e, "writing the program's stdin stopped");
+            }
+        });
+    }
+    Ok(Launched {
+        child,
+        pid,
+        input: input.map(Input::Pipe),
         outputs,
     })
 }

@@ -75,7 +75,7 @@ pub const MAX_YIELD_MS: u64 = 120_000;
 /// rather than a protocol timeout.
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = DEFAULT_TIMEOUT_MS + 10_000;
 /// Room kept before the call's deadline to kill a synchronous command and answer.
-const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+pub(crate) const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The Bash tool.
 pub struct Bash {
@@ -215,6 +215,7 @@ impl Tool for Bash {
             timeout,
             owner: ctx.owner().map(str::to_owned),
             env_overrides,
+            argv: None,
         };
         let session = match self.sessions.spawn(spec).await {
             Ok(session) => session,
@@ -269,7 +270,7 @@ const PROGRESS_CHARS: usize = 1_000;
 /// a caller that asked for progress sees the command work. Only while connected:
 /// progress queued for a later connection would be stale, and would crowd out the
 /// events that matter (`process.exited`).
-async fn wait_reporting(session: &Session, ctx: &ToolContext) {
+pub(crate) async fn wait_reporting(session: &Session, ctx: &ToolContext) {
     let finished = session.wait_finished();
     tokio::pin!(finished);
     let start = tokio::time::Instant::now() + PROGRESS_EVERY;
@@ -397,17 +398,17 @@ impl BashRequest {
 
 /// The timeout of a synchronous command: `timeout`, but never so long that the call's
 /// deadline passes before the command has been killed and the result sent.
-fn sync_budget(timeout: Duration, remaining: Duration) -> Duration {
+pub(crate) fn sync_budget(timeout: Duration, remaining: Duration) -> Duration {
     let margin = DEADLINE_MARGIN.min(remaining / 4);
     timeout.min(remaining.saturating_sub(margin))
 }
 
 /// Kills the session's process group when dropped armed: a synchronous call whose
 /// future is dropped (cancel, deadline) takes its command with it.
-struct KillOnDrop(Option<Arc<Session>>);
+pub(crate) struct KillOnDrop(pub(crate) Option<Arc<Session>>);
 
 impl KillOnDrop {
-    fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }
@@ -516,7 +517,7 @@ pub struct RunningOutput<'a> {
 }
 
 /// The result of a command that goes on in the background.
-fn running_result(s: &Snapshot) -> ToolResult {
+pub(crate) fn running_result(s: &Snapshot) -> ToolResult {
     let mut text = format!(
         "Running in the background: sessionId {} (pid {}). Use the Process tool with this \
          sessionId to poll, read the log, write to stdin or kill it.",

@@ -15,6 +15,8 @@ pub mod beneath;
 pub mod echo;
 pub mod edit;
 pub mod encoding;
+pub mod exec;
+pub mod exec_program;
 pub mod file_info;
 pub mod fs_list;
 pub mod fs_stat;
@@ -48,6 +50,7 @@ pub const STANDARD_NAMES: &[&str] = &[
     "git_diff",
     "git_show",
     "Bash",
+    "exec",
     "Process",
     "net_diagnose",
     "net_discover",

@@ -1,0 +1,88 @@
+//! `gsv bench exec-spawn`: what the exec tool adds on top of spawning a program.
+//!
+//! The figure is the exec tool running `/bin/true` (in process, through the real
+//! session manager: argv resolution and canonicalisation, process group, pipes, ring
+//! buffers, session bookkeeping). The baseline is `/bin/true` spawned directly with
+//! piped output, in the same run, interleaved. Target: at most 1.1× at p50.
+
+use super::report::{Report, Row};
+use super::stats::summarize;
+use super::BenchOptions;
+use gsv_node::sessions::SessionManager;
+use gsv_node::tools::exec::Exec;
+use gsv_node::{EventSender, Tool, ToolContext};
+use serde_json::json;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const PROGRAM: &str = "/bin/true";
+
+async fn spawn_direct() -> Result<Duration, String> {
+    let t = Instant::now();
+    let out = tokio::process::Command::new(PROGRAM)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .map_err(|e| format!("spawning {PROGRAM}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{PROGRAM} failed"));
+    }
+    Ok(t.elapsed())
+}
+
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
+    let n = if opts.quick { 20 } else { 300 };
+    let workspace = std::env::temp_dir();
+    let exec = Exec::new(SessionManager::new(EventSender::detached()));
+    // Warm up: the login environment capture and the page cache.
+    for _ in 0..5 {
+        let _ = exec
+            .execute(
+                json!({"argv": [PROGRAM]}),
+                ToolContext::new(&workspace, "warm"),
+            )
+            .await;
+        spawn_direct().await?;
+    }
+    let (mut tool, mut direct) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let t = Instant::now();
+        let r = exec
+            .execute(
+                json!({"argv": [PROGRAM]}),
+                ToolContext::new(&workspace, format!("e{i}")),
+            )
+            .await;
+        tool.push(t.elapsed());
+        if r.is_error {
+            return Err(format!("exec tool failed: {}", r.joined_text()));
+        }
+        direct.push(spawn_direct().await?);
+    }
+    let (tool, direct) = (summarize(&tool), summarize(&direct));
+    let rows = vec![
+        Row::at_most(
+            format!("exec tool `{PROGRAM}`, p50"),
+            tool.p50_us,
+            format!("`{PROGRAM}` spawned directly, p50"),
+            direct.p50_us,
+            "µs",
+            1.1,
+        ),
+        Row::at_most(
+            format!("exec tool `{PROGRAM}`, p99"),
+            tool.p99_us,
+            format!("`{PROGRAM}` spawned directly, p99"),
+            direct.p99_us,
+            "µs",
+            2.0,
+        ),
+    ];
+    Ok(Report::new(
+        "exec-spawn",
+        format!("{n} sequential runs of each, interleaved"),
+        rows,
+    ))
+}
