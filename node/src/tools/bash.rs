@@ -56,6 +56,7 @@ use crate::sessions::{
 };
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
+use crate::tools::follow::{follow, Mode, Outcome};
 use crate::tools::output;
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
 use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
@@ -222,39 +223,10 @@ impl Tool for Bash {
             Err(e) => return ToolResult::error(format!("Bash: {e}")),
         };
         debug!(call_id = %ctx.call_id, session_id = %session.id(), mode = ?request.mode, "command started");
-        match request.mode {
-            Mode::Background => running_result(&session.snapshot()),
-            Mode::Sync => {
-                let guard = KillOnDrop(Some(Arc::clone(&session)));
-                tokio::select! {
-                    _ = wait_reporting(&session, &ctx) => {}
-                    _ = ctx.cancel.cancelled() => return cancelled(),
-                }
-                guard.disarm();
-                self.sessions.forget_foreground(&session);
-                finished_result(&session)
-            }
-            Mode::Yield(yield_ms) => {
-                let guard = KillOnDrop(Some(Arc::clone(&session)));
-                let wait = Duration::from_millis(yield_ms).min(
-                    ctx.remaining()
-                        .saturating_sub(DEADLINE_MARGIN.min(ctx.remaining() / 4)),
-                );
-                tokio::select! {
-                    _ = wait_reporting(&session, &ctx) => {}
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = ctx.cancel.cancelled() => return cancelled(),
-                }
-                if session.set_background() {
-                    guard.disarm();
-                    return running_result(&session.snapshot());
-                }
-                // It finished just now: wait for the last output to be drained.
-                session.wait_finished().await;
-                guard.disarm();
-                self.sessions.forget_foreground(&session);
-                finished_result(&session)
-            }
+        match follow(&self.sessions, &session, &ctx, request.mode).await {
+            Outcome::Finished => finished_result(&session),
+            Outcome::Running(snapshot) => running_result(&snapshot),
+            Outcome::Cancelled => cancelled(),
         }
     }
 }
@@ -330,15 +302,6 @@ fn progress_tail(output: &str) -> &str {
         .map(|(i, _)| i)
         .unwrap_or(0);
     &tail[at..]
-}
-
-/// How the call waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Sync,
-    Background,
-    /// Wait this many ms, then background.
-    Yield(u64),
 }
 
 struct BashRequest {

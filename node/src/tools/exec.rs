@@ -32,10 +32,11 @@ use crate::sessions::{describe_end, ArgvSpec, Session, SessionManager, SpawnSpec
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::bash::{
-    running_result, sync_budget, wait_reporting, KillOnDrop, DEADLINE_MARGIN,
-    DEFAULT_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_YIELD_MS, MIN_YIELD_MS,
+    running_result, sync_budget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_YIELD_MS,
+    MIN_YIELD_MS,
 };
 use crate::tools::exec_program;
+use crate::tools::follow::{follow, Mode, Outcome};
 use crate::tools::output;
 use crate::tools::paths::PathPolicy;
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
@@ -89,14 +90,6 @@ impl From<String> for ExecArgsError {
     fn from(message: String) -> Self {
         ExecArgsError::Shape(message)
     }
-}
-
-/// How the call waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Sync,
-    Background,
-    Yield(u64),
 }
 
 #[derive(Debug)]
@@ -390,38 +383,10 @@ impl Tool for Exec {
             Err(e) => return ToolResult::error(format!("exec: {e}")),
         };
         let program = program.display().to_string();
-        match request.mode {
-            Mode::Background => running_result(&session.snapshot()),
-            Mode::Sync => {
-                let guard = KillOnDrop(Some(Arc::clone(&session)));
-                tokio::select! {
-                    _ = wait_reporting(&session, &ctx) => {}
-                    _ = ctx.cancel.cancelled() => return cancelled(),
-                }
-                guard.disarm();
-                self.sessions.forget_foreground(&session);
-                finished_result(&session, &program)
-            }
-            Mode::Yield(yield_ms) => {
-                let guard = KillOnDrop(Some(Arc::clone(&session)));
-                let wait = Duration::from_millis(yield_ms).min(
-                    ctx.remaining()
-                        .saturating_sub(DEADLINE_MARGIN.min(ctx.remaining() / 4)),
-                );
-                tokio::select! {
-                    _ = wait_reporting(&session, &ctx) => {}
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = ctx.cancel.cancelled() => return cancelled(),
-                }
-                if session.set_background() {
-                    guard.disarm();
-                    return running_result(&session.snapshot());
-                }
-                session.wait_finished().await;
-                guard.disarm();
-                self.sessions.forget_foreground(&session);
-                finished_result(&session, &program)
-            }
+        match follow(&self.sessions, &session, &ctx, request.mode).await {
+            Outcome::Finished => finished_result(&session, &program),
+            Outcome::Running(snapshot) => running_result(&snapshot),
+            Outcome::Cancelled => cancelled(),
         }
     }
 }

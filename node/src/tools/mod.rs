@@ -18,6 +18,7 @@ pub mod encoding;
 pub mod exec;
 pub mod exec_program;
 pub mod file_info;
+pub mod follow;
 pub mod fs_list;
 pub mod fs_stat;
 pub mod git;
