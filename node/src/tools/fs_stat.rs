@@ -76,8 +76,7 @@ impl Tool for FsStat {
             name: "fs_stat".to_owned(),
             description: "Describe a path without reading it: kind, size, \
                           modification time, permission bits, owner, symlink target (a \
-                          symlink is not followed) and MIME type. Relative paths resolve \
-                          against the node's workspace."
+                          symlink is not followed) and MIME type."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
