@@ -66,9 +66,20 @@ pub(crate) fn launch(
         });
     }
     let mut cmd = tokio::process::Command::new(shell);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(workdir)
+    cmd.arg("-c").arg(command);
+    spawn_piped(cmd, workdir, env, stdin)
+}
+
+/// Spawns `cmd` in `workdir` with exactly `env`, in its own process group, stdout and
+/// stderr on pipes, stdin a pipe when `stdin` (else `/dev/null`); the one way both
+/// launchers without a terminal start a child.
+fn spawn_piped(
+    mut cmd: tokio::process::Command,
+    workdir: &Path,
+    env: &LoginEnv,
+    stdin: bool,
+) -> io::Result<Launched> {
+    cmd.current_dir(workdir)
         .env_clear()
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
         .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
@@ -111,28 +122,14 @@ pub(crate) fn launch_argv(
     let mut std_cmd = std::process::Command::new(&argv.program);
     std_cmd.arg0(&argv.arg0);
     let mut cmd = tokio::process::Command::from(std_cmd);
-    cmd.args(&argv.args)
-        .current_dir(workdir)
-        .env_clear()
-        .envs(env.vars.iter().map(|(k, v)| (k, v)))
-        .stdin(if piped { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    let mut child = cmd.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
-    let mut outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)> = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        outputs.push((Stream::Stdout, Box::new(out)));
-    }
-    if let Some(err) = child.stderr.take() {
-        outputs.push((Stream::Stderr, Box::new(err)));
-    }
-    let mut input = child.stdin.take();
-    if let (Some(data), Some(mut pipe)) = (argv.stdin.clone(), input.take()) {
+    cmd.args(&argv.args);
+    let mut launched = spawn_piped(cmd, workdir, env, piped)?;
+    // With bytes to feed, the pipe is the feeder's alone (the call gets no input).
+    let fed = match &argv.stdin {
+        Some(data) => launched.input.take().map(|input| (data.clone(), input)),
+        None => None,
+    };
+    if let Some((data, Input::Pipe(mut pipe))) = fed {
         // Fed by its own task so a program that does not read cannot block the
         // spawn; the pipe closes (EOF) when the task ends.
         tokio::spawn(async move {
@@ -142,12 +139,7 @@ pub(crate) fn launch_argv(
             }
         });
     }
-    Ok(Launched {
-        child,
-        pid,
-        input: input.map(Input::Pipe),
-        outputs,
-    })
+    Ok(launched)
 }
 
 /// Starts the readers and the supervisor of `session`.
