@@ -383,7 +383,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let lens = self.lens(&context.extensions)?;
-        let span = tracing::info_span!("mcp_call", agent = %lens.who.name, tool = %request.name);
+        let span = tracing::info_span!("mcp_call", agent = %lens.who.name, tool = ?request.name);
         self.dispatch(request, context, lens).instrument(span).await
     }
 
@@ -635,7 +635,7 @@ impl McpHandler {
         // Outside the session's selection: the same answer as a tool that does not
         // exist, before anything else looks at the call.
         if self.outside_selection(&lens, &name) {
-            tracing::info!(tool = %name, "call outside the session's ?select= refused");
+            tracing::info!(tool = ?name, "call outside the session's ?select= refused");
             return Err(result::not_found(&name));
         }
         let who = lens.who;

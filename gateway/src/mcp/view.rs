@@ -185,7 +185,7 @@ pub async fn check_query(mut req: Request, next: Next) -> Response {
             next.run(req).await
         }
         Err(e) => {
-            tracing::debug!(error = %e, "MCP URL refused");
+            tracing::debug!(error = ?e.to_string(), "MCP URL refused");
             let body = RpcErrorBody {
                 jsonrpc: "2.0",
                 id: None,
