@@ -44,6 +44,23 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs one call.
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult;
 
+    /// Whether this call only says what it would do (`dryRun: true` for the tools
+    /// that take it) and changes nothing. Such a call of a tool that needs approval
+    /// ([`crate::guards::posture`]) runs without one. Only a tool whose dry run
+    /// really changes nothing may answer `true`; the default is `false`.
+    fn dry_run(&self, _args: &Value) -> bool {
+        false
+    }
+
+    /// What this call would do, in a few lines for the operator who decides on it:
+    /// the dry-run plan shown in the approval request when the tool needs approval
+    /// (e.g. the packages `pkg_install` would install). Must change nothing; it runs
+    /// before any approval, bounded in time by the node (cut to
+    /// [`crate::guards::posture::MAX_PLAN_BYTES`]). `None` (the default): no plan.
+    async fn plan(&self, _args: &Value, _ctx: &ToolContext) -> Option<String> {
+        None
+    }
+
     /// Whether the tool usually answers without waiting on anything (no I/O, no
     /// process, no timer), like Echo. Such a call runs on the connection's own task up
     /// to its first pause, and gets a task of its own only if it has to wait: an

@@ -25,6 +25,10 @@ use std::collections::BTreeSet;
 /// What the description of a tool that needs approval starts with.
 pub const MARKER: &str = "[needs approval] ";
 
+/// The longest dry-run plan sent with an approval request, in bytes (a longer one is
+/// cut at a character boundary and says so).
+pub const MAX_PLAN_BYTES: usize = 8 * 1024;
+
 /// The tools whose posture the node's owner waived (`--no-approval`).
 #[derive(Debug, Clone, Default)]
 pub struct Posture {
