@@ -125,8 +125,12 @@ impl Registry {
             Arc::clone(&sessions),
             allow,
         ))?;
-        let process = tools::process::Process::with_guard(sessions, guard);
+        let process = tools::process::Process::with_guard(sessions, guard.clone());
         registry.register(process)?;
+        registry.register(tools::proc::ProcList)?;
+        registry.register(tools::proc::ProcKill)?;
+        registry.register(tools::term::TermCapture)?;
+        registry.register(tools::term::TermSend::with_guard(guard))?;
         let net = tools::net::NetEnv::system();
         registry.register(tools::net::NetDiagnose::new(net.clone()))?;
         registry.register(tools::net::NetDiscover::new(net.clone()))?;
@@ -389,6 +393,8 @@ mod tests {
                 "net_discover",
                 "net_services",
                 "network_status",
+                "proc_list",
+                "term_capture",
                 "time"
             ]
         );
@@ -428,7 +434,13 @@ mod tests {
             "{}",
             echo.description
         );
-        assert!(r.defs().iter().filter(|d| d.requires_approval).count() == 1);
+        let asking: Vec<String> = r
+            .defs()
+            .iter()
+            .filter(|d| d.requires_approval)
+            .map(|d| d.name.clone())
+            .collect();
+        assert_eq!(asking, ["Echo", "proc_kill"]);
         c.no_approval = vec!["Echo".into()];
         let r = Registry::standard(&c).unwrap();
         let echo = r.def("Echo").unwrap();

@@ -28,10 +28,12 @@ pub mod ignored;
 pub mod net;
 pub mod output;
 pub mod paths;
+pub mod proc;
 pub mod process;
 pub mod process_output;
 pub mod protected;
 pub mod read;
+pub mod term;
 pub mod time;
 pub mod write;
 
@@ -53,6 +55,10 @@ pub const STANDARD_NAMES: &[&str] = &[
     "Bash",
     "exec",
     "Process",
+    "proc_list",
+    "proc_kill",
+    "term_capture",
+    "term_send",
     "net_diagnose",
     "net_discover",
     "net_services",
