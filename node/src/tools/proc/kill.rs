@@ -285,7 +285,8 @@ impl Tool for ProcKill {
                 "properties": {
                     "pid": {
                         "type": "integer",
-                        "description": "The process to signal (2 or more)."
+                        "minimum": 2,
+                        "description": "The process to signal (2 or more: 1 is init, 0 and negatives are process groups)."
                     },
                     "signal": {
                         "type": "string",
