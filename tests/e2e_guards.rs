@@ -212,6 +212,8 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         "net_discover",
         "net_services",
         "network_status",
+        "proc_list",
+        "term_capture",
         "time",
     ]
     .into_iter()
