@@ -458,6 +458,48 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![Value::Count(gsv_node::tools::git::diff::MAX_CONTEXT)]),
         ),
         (
+            "list::MAX_LIMIT",
+            v(vec![Value::Count(gsv_node::tools::proc::list::MAX_LIMIT)]),
+        ),
+        (
+            "list::DEFAULT_LIMIT",
+            v(vec![Value::Count(
+                gsv_node::tools::proc::list::DEFAULT_LIMIT,
+            )]),
+        ),
+        (
+            "table::MAX_COMMAND_BYTES",
+            v(vec![bytes(gsv_node::tools::proc::table::MAX_COMMAND_BYTES)]),
+        ),
+        (
+            "capture::MAX_LINES",
+            v(vec![Value::Count(
+                gsv_node::tools::term::capture::MAX_LINES,
+            )]),
+        ),
+        (
+            "capture::MAX_CAPTURE_BYTES",
+            v(vec![bytes(
+                gsv_node::tools::term::capture::MAX_CAPTURE_BYTES,
+            )]),
+        ),
+        (
+            "send::MAX_TEXT_BYTES",
+            v(vec![bytes(gsv_node::tools::term::send::MAX_TEXT_BYTES)]),
+        ),
+        (
+            "send::MAX_KEYS",
+            v(vec![count(gsv_node::tools::term::send::MAX_KEYS)]),
+        ),
+        (
+            "term::TMUX_TIMEOUT",
+            v(vec![dur(gsv_node::tools::term::TMUX_TIMEOUT)]),
+        ),
+        (
+            "term::MAX_TMUX_OUTPUT",
+            v(vec![bytes(gsv_node::tools::term::MAX_TMUX_OUTPUT)]),
+        ),
+        (
             "run::MAX_OUTPUT",
             v(vec![bytes(gsv_node::tools::git::run::MAX_OUTPUT)]),
         ),
