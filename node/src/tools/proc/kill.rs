@@ -24,7 +24,7 @@
 //! an approval ([`Tool::dry_run`]). Result: `{pid, signal, sent, dryRun, process}`
 //! ([`ProcKillOutput`]).
 
-use super::table::{parent_of, same_start, ProcessRecord, Table, TableError};
+use super::table::{ProcessRecord, TableError};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
@@ -40,6 +40,7 @@ pub const SIGNALS: &[&str] = &[
 
 /// The longest ancestry walked from the node (a guard against a cycle in a racing
 /// `/proc`; real chains are a handful long).
+#[cfg(target_os = "linux")]
 const MAX_ANCESTRY: usize = 1024;
 
 /// The proc_kill tool.
@@ -150,7 +151,9 @@ fn is_dry_run(args: &Value) -> bool {
 }
 
 /// The node's pid and its ancestors, nearest first.
+#[cfg(target_os = "linux")]
 fn lineage() -> Vec<i32> {
+    use super::table::parent_of;
     let mut chain = vec![std::process::id() as i32];
     while let Some(&last) = chain.last() {
         match parent_of(last) {
@@ -165,95 +168,95 @@ fn lineage() -> Vec<i32> {
     chain
 }
 
-/// Checks the request and, unless it is a dry run, sends the signal (blocking).
-fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = req;
-        Err(KillError::Table(TableError::Unsupported))
-    }
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::io::Errno;
-        use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+/// Without Linux's `/proc` and pidfds, nothing to check against: not supported.
+#[cfg(not(target_os = "linux"))]
+fn run(_req: &Request) -> Result<ProcKillOutput, KillError> {
+    Err(KillError::Table(TableError::Unsupported))
+}
 
-        let pid = req.pid;
-        let lineage = lineage();
-        if lineage.first() == Some(&pid) {
-            return Err(KillError::Refused {
-                pid: pid.into(),
-                why: "it is this node",
+/// Checks the request and, unless it is a dry run, sends the signal (blocking).
+#[cfg(target_os = "linux")]
+fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
+    use super::table::{same_start, Table};
+    use rustix::io::Errno;
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+
+    let pid = req.pid;
+    let lineage = lineage();
+    if lineage.first() == Some(&pid) {
+        return Err(KillError::Refused {
+            pid: pid.into(),
+            why: "it is this node",
+        });
+    }
+    if lineage.contains(&pid) {
+        return Err(KillError::Refused {
+            pid: pid.into(),
+            why: "it is an ancestor of this node (its supervisor, shell or service manager)",
+        });
+    }
+    let Some(raw) = Pid::from_raw(pid) else {
+        return Err(KillError::Table(TableError::NotFound(pid)));
+    };
+    // The process is pinned first; what is checked below is read after.
+    let fd = pidfd_open(raw, PidfdFlags::empty()).map_err(|e| match e {
+        Errno::SRCH => KillError::Table(TableError::NotFound(pid)),
+        Errno::INVAL => KillError::NotAProcess(pid),
+        other => KillError::Os {
+            pid,
+            source: other.into(),
+        },
+    })?;
+    let process = Table::open()?.read(pid)?;
+    if let Some(given) = &req.start_time {
+        if !same_start(given, &process.start) {
+            return Err(KillError::StartMismatch {
+                pid,
+                given: given.clone(),
+                now: process.start,
             });
         }
-        if lineage.contains(&pid) {
-            return Err(KillError::Refused {
-                pid: pid.into(),
-                why: "it is an ancestor of this node (its supervisor, shell or service manager)",
-            });
-        }
-        let Some(raw) = Pid::from_raw(pid) else {
-            return Err(KillError::Table(TableError::NotFound(pid)));
+    }
+    if !req.dry_run {
+        let signal = match req.signal {
+            "KILL" => Signal::KILL,
+            "INT" => Signal::INT,
+            "HUP" => Signal::HUP,
+            "QUIT" => Signal::QUIT,
+            "USR1" => Signal::USR1,
+            "USR2" => Signal::USR2,
+            "STOP" => Signal::STOP,
+            "CONT" => Signal::CONT,
+            _ => Signal::TERM,
         };
-        // The process is pinned first; what is checked below is read after.
-        let fd = pidfd_open(raw, PidfdFlags::empty()).map_err(|e| match e {
-            Errno::SRCH => KillError::Table(TableError::NotFound(pid)),
-            Errno::INVAL => KillError::NotAProcess(pid),
+        pidfd_send_signal(&fd, signal).map_err(|e| match e {
+            Errno::SRCH => KillError::Ended(pid),
+            Errno::PERM => KillError::Permission {
+                pid,
+                owner: process
+                    .user
+                    .clone()
+                    .unwrap_or_else(|| format!("uid {}", process.uid)),
+            },
             other => KillError::Os {
                 pid,
                 source: other.into(),
             },
         })?;
-        let process = Table::open()?.read(pid)?;
-        if let Some(given) = &req.start_time {
-            if !same_start(given, &process.start) {
-                return Err(KillError::StartMismatch {
-                    pid,
-                    given: given.clone(),
-                    now: process.start,
-                });
-            }
-        }
-        if !req.dry_run {
-            let signal = match req.signal {
-                "KILL" => Signal::KILL,
-                "INT" => Signal::INT,
-                "HUP" => Signal::HUP,
-                "QUIT" => Signal::QUIT,
-                "USR1" => Signal::USR1,
-                "USR2" => Signal::USR2,
-                "STOP" => Signal::STOP,
-                "CONT" => Signal::CONT,
-                _ => Signal::TERM,
-            };
-            pidfd_send_signal(&fd, signal).map_err(|e| match e {
-                Errno::SRCH => KillError::Ended(pid),
-                Errno::PERM => KillError::Permission {
-                    pid,
-                    owner: process
-                        .user
-                        .clone()
-                        .unwrap_or_else(|| format!("uid {}", process.uid)),
-                },
-                other => KillError::Os {
-                    pid,
-                    source: other.into(),
-                },
-            })?;
-            tracing::info!(
-                pid,
-                signal = req.signal,
-                command = %process.command,
-                "proc_kill sent a signal"
-            );
-        }
-        Ok(ProcKillOutput {
+        tracing::info!(
             pid,
-            signal: req.signal,
-            sent: !req.dry_run,
-            dry_run: req.dry_run,
-            process,
-        })
+            signal = req.signal,
+            command = %process.command,
+            "proc_kill sent a signal"
+        );
     }
+    Ok(ProcKillOutput {
+        pid,
+        signal: req.signal,
+        sent: !req.dry_run,
+        dry_run: req.dry_run,
+        process,
+    })
 }
 
 /// Parses and runs a call on a blocking thread.
@@ -386,6 +389,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn the_node_and_its_ancestors_are_refused() {
+        use super::super::table::parent_of;
         let me = std::process::id() as i32;
         let e = call(&json!({"pid": me}), true)
             .await
