@@ -363,6 +363,12 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Denied);
+        // A later line of the text is a command too.
+        let e = plain
+            .check(&json!({"target": "w", "text": "echo hi\nreboot\n"}), &ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Denied);
         assert!(plain
             .check(&json!({"target": "w", "keys": ["C-c"]}), &ctx)
             .await
