@@ -384,6 +384,7 @@ mod tests {
                 "Grep",
                 "Read",
                 "dns_lookup",
+                "fetch_url",
                 "fs_list",
                 "fs_stat",
                 "git_diff",
