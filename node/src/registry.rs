@@ -43,6 +43,9 @@ pub enum RegistryError {
     /// A bad `--approve-exec` entry.
     #[error(transparent)]
     ApproveExec(#[from] ApproveExecError),
+    /// A bad `--fetch-allow` glob.
+    #[error(transparent)]
+    FetchAllow(#[from] tools::fetch::policy::FetchAllowError),
     /// The owner's choice of tools cannot be applied (a bad or unmatched glob).
     #[error(transparent)]
     Selection(#[from] SelectionError),
@@ -137,6 +140,8 @@ impl Registry {
         registry.register(tools::net::NetServices::new(net.clone()))?;
         registry.register(tools::net::NetworkStatus::new(net))?;
         registry.register(tools::net::DnsLookup)?;
+        let fetch = tools::fetch::policy::FetchPolicy::new(&config.fetch_allow)?;
+        registry.register(tools::fetch::FetchUrl::new(fetch))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }
@@ -383,6 +388,7 @@ mod tests {
                 "Grep",
                 "Read",
                 "dns_lookup",
+                "fetch_url",
                 "fs_list",
                 "fs_stat",
                 "git_diff",

@@ -17,6 +17,7 @@ pub mod edit;
 pub mod encoding;
 pub mod exec;
 pub mod exec_program;
+pub mod fetch;
 pub mod file_info;
 pub mod follow;
 pub mod fs_list;
@@ -64,5 +65,6 @@ pub const STANDARD_NAMES: &[&str] = &[
     "net_services",
     "network_status",
     "dns_lookup",
+    "fetch_url",
     "Echo",
 ];
