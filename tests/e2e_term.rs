@@ -49,7 +49,10 @@ impl Tmux {
 
     fn command(&self) -> Command {
         let mut cmd = Command::new("tmux");
-        cmd.arg("-L").arg(&self.socket).env_remove("TMUX");
+        // No configuration: a user's ~/.tmux.conf (base-index…) must not change the panes.
+        cmd.args(["-f", "/dev/null", "-L"])
+            .arg(&self.socket)
+            .env_remove("TMUX");
         cmd
     }
 
