@@ -199,6 +199,35 @@ async fn term_send_types_into_a_pane_and_term_capture_reads_it_back() {
     }
     let screen = tmux.screen();
     assert!(!screen.contains("bad-"), "{screen}");
+
+    // Names match exactly: "work" is not the session "workbench" (tmux alone would
+    // take the prefix).
+    let status = tmux
+        .command()
+        .args(["new-session", "-d", "-s", "workbench", "cat"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let r = call(
+        &agent,
+        "tx__term_send",
+        json!({"target": "work", "socket": socket, "text": "prefix-typed", "enter": true}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "tx__term_capture",
+        json!({"target": "work", "socket": socket}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.joined_text());
+    let out = tmux
+        .command()
+        .args(["capture-pane", "-p", "-t", "workbench"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("prefix-typed"));
     // The server is still there.
     assert!(tmux
         .command()

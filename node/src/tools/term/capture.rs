@@ -63,7 +63,7 @@ async fn capture(req: &Request) -> Result<TermCaptureOutput, TmuxError> {
     if req.escapes {
         args.push("-e");
     }
-    args.extend(["-t", req.target.as_str()]);
+    args.extend(["-t", req.target.tmux()]);
     if req.lines > 0 {
         args.extend(["-S", start.as_str()]);
     }

@@ -50,8 +50,16 @@ pub enum TmuxError {
 /// A pane, as tmux's `-t` takes it: `%ID`, or `SESSION[:WINDOW[.PANE]]` where the
 /// session and a window name are letters, digits, `_` and `-` (not first), a window
 /// may be an index, and a pane is an index.
+///
+/// Names are matched exactly: tmux would otherwise take `work` for a session
+/// `workbench` when no `work` exists (a prefix match), and type into a pane nobody
+/// named. The form given to tmux ([`Target::tmux`]) marks session and window names
+/// with tmux's `=` (exact match).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Target(String);
+pub struct Target {
+    given: String,
+    tmux: String,
+}
 
 impl Target {
     pub fn parse(text: &str) -> Result<Target, String> {
@@ -65,7 +73,13 @@ impl Target {
             return Err(bad());
         }
         if let Some(id) = text.strip_prefix('%') {
-            return digits(id).then(|| Target(text.to_owned())).ok_or_else(bad);
+            if !digits(id) {
+                return Err(bad());
+            }
+            return Ok(Target {
+                given: text.to_owned(),
+                tmux: text.to_owned(),
+            });
         }
         let (session, rest) = match text.split_once(':') {
             Some((s, r)) => (s, Some(r)),
@@ -74,6 +88,8 @@ impl Target {
         if !word(session) {
             return Err(bad());
         }
+        // The colon makes tmux read `=SESSION` as a session (its current window).
+        let mut tmux = format!("={session}:");
         if let Some(rest) = rest {
             let (window, pane) = match rest.split_once('.') {
                 Some((w, p)) => (w, Some(p)),
@@ -82,12 +98,29 @@ impl Target {
             if !(digits(window) || word(window)) || pane.is_some_and(|p| !digits(p)) {
                 return Err(bad());
             }
+            if !digits(window) {
+                tmux.push('=');
+            }
+            tmux.push_str(window);
+            if let Some(pane) = pane {
+                tmux.push('.');
+                tmux.push_str(pane);
+            }
         }
-        Ok(Target(text.to_owned()))
+        Ok(Target {
+            given: text.to_owned(),
+            tmux,
+        })
     }
 
+    /// The target as the caller gave it.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.given
+    }
+
+    /// The target as tmux is given it (names marked for exact match).
+    pub fn tmux(&self) -> &str {
+        &self.tmux
     }
 }
 
@@ -222,6 +255,14 @@ mod tests {
             assert!(Target::parse(bad).is_err(), "{bad:?}");
         }
         assert!(Target::parse(&"a".repeat(MAX_NAME + 1)).is_err());
+        for (given, tmux) in [
+            ("work", "=work:"),
+            ("work:1", "=work:1"),
+            ("work:editor.2", "=work:=editor.2"),
+            ("%7", "%7"),
+        ] {
+            assert_eq!(Target::parse(given).unwrap().tmux(), tmux);
+        }
     }
 
     #[test]

@@ -184,7 +184,7 @@ fn tmux_literal(text: &str) -> String {
 }
 
 async fn send(req: &Request) -> Result<TermSendOutput, TmuxError> {
-    let target = req.target.as_str();
+    let target = req.target.tmux();
     let socket = req.socket.as_ref();
     let mut sent = Vec::new();
     if let Some(text) = &req.text {
@@ -208,7 +208,7 @@ async fn send(req: &Request) -> Result<TermSendOutput, TmuxError> {
         "term_send typed into a tmux pane"
     );
     Ok(TermSendOutput {
-        target: target.to_owned(),
+        target: req.target.as_str().to_owned(),
         sent,
     })
 }
