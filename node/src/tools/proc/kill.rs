@@ -86,6 +86,8 @@ pub enum KillError {
     Os { pid: i32, source: std::io::Error },
     #[error(transparent)]
     Table(#[from] TableError),
+    #[error("the check did not finish: {0}")]
+    Internal(String),
 }
 
 /// One validated call.
@@ -265,10 +267,7 @@ async fn call(args: &Value, force_dry_run: bool) -> Result<ProcKillOutput, KillE
     req.dry_run |= force_dry_run;
     match tokio::task::spawn_blocking(move || run(&req)).await {
         Ok(result) => result,
-        Err(e) => Err(KillError::Os {
-            pid: 0,
-            source: std::io::Error::other(e.to_string()),
-        }),
+        Err(e) => Err(KillError::Internal(e.to_string())),
     }
 }
 
