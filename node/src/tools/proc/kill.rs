@@ -170,6 +170,20 @@ fn lineage() -> Vec<i32> {
     chain
 }
 
+/// Whether `pid` is a thread id other than its process's (`Tgid` is another id).
+#[cfg(target_os = "linux")]
+fn is_thread(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse::<i32>().ok())
+        })
+        .is_some_and(|tgid| tgid != pid)
+}
+
 /// Without Linux's `/proc` and pidfds, nothing to check against: not supported.
 #[cfg(not(target_os = "linux"))]
 fn run(_req: &Request) -> Result<ProcKillOutput, KillError> {
@@ -201,9 +215,11 @@ fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
         return Err(KillError::Table(TableError::NotFound(pid)));
     };
     // The process is pinned first; what is checked below is read after.
+    // A thread id that is not its process's is refused by the kernel (EINVAL, or
+    // ENOENT on newer kernels).
     let fd = pidfd_open(raw, PidfdFlags::empty()).map_err(|e| match e {
-        Errno::SRCH => KillError::Table(TableError::NotFound(pid)),
-        Errno::INVAL => KillError::NotAProcess(pid),
+        Errno::SRCH | Errno::INVAL | Errno::NOENT if is_thread(pid) => KillError::NotAProcess(pid),
+        Errno::SRCH | Errno::INVAL | Errno::NOENT => KillError::Table(TableError::NotFound(pid)),
         other => KillError::Os {
             pid,
             source: other.into(),
@@ -405,6 +421,30 @@ mod tests {
                 .to_string();
             assert!(e.contains("ancestor"), "{e}");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn threads_and_unknown_pids_are_refused() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tx.send(unsafe { libc::gettid() });
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let req = Request::parse(&json!({"pid": tid, "signal": "KILL"})).unwrap();
+        let e = run(&req).err().unwrap();
+        assert!(matches!(e, KillError::NotAProcess(_)), "{e}");
+        let _ = done_tx.send(());
+        thread.join().unwrap();
+        let req = Request::parse(&json!({"pid": i32::MAX})).unwrap();
+        let e = run(&req).err().unwrap();
+        assert!(
+            matches!(e, KillError::Table(TableError::NotFound(_))),
+            "{e}"
+        );
     }
 
     #[cfg(target_os = "linux")]
