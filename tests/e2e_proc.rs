@@ -111,6 +111,22 @@ async fn proc_list_finds_a_process_the_test_started() {
     assert!(found["start"].as_str().unwrap().ends_with('Z'), "{found}");
     assert!(found["rssBytes"].as_u64().unwrap() > 0, "{found}");
 
+    // By numeric uid too; another user's processes are left out.
+    let uid = found["uid"].as_u64().unwrap();
+    let r = call(
+        &agent,
+        "px__proc_list",
+        json!({"user": uid.to_string(), "nameLike": command}),
+    )
+    .await;
+    assert_eq!(sc(&r)["processes"][0]["pid"], pid, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "px__proc_list",
+        json!({"user": (uid + 4242).to_string(), "nameLike": command}),
+    )
+    .await;
+    assert_eq!(sc(&r)["total"], 0, "{}", r.joined_text());
     // Filters filter: a name nobody has lists nothing.
     let r = call(
         &agent,
