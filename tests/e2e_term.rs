@@ -316,3 +316,54 @@ async fn term_send_is_guarded_like_bash() {
     assert!(!r.is_error, "{}", r.joined_text());
     captured(&agent, "strict__term_capture", &socket, "strict-25").await;
 }
+
+#[tokio::test]
+async fn a_token_is_judged_for_term_send_as_for_bash() {
+    let tmux = Tmux::start("policy");
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("ws");
+    let _node = gw.node("plain", ws.path()).await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let socket = tmux.socket.clone();
+    let args =
+        json!({"target": "t", "socket": socket, "text": "echo typed-$((6*7))", "enter": true});
+
+    // A token that may not run Bash may not type into a terminal either, even though
+    // its policy lets term_send through: refused at the gateway, nothing typed.
+    let no_bash = gw.token(&["agent", "no-bash", "--allow", "*", "--deny", "*__Bash"]);
+    let agent = gw.agent_with(&no_bash).await;
+    let e = agent
+        .call("plain__term_send", args.clone(), Some(10_000))
+        .await
+        .expect_err("refused");
+    let shape = e.remote().expect("a gateway error");
+    assert_eq!(shape.code, ErrorCode::Forbidden, "{e:?}");
+    assert!(shape.message.contains("plain__Bash"), "{}", shape.message);
+    // Reading the pane is not typing: allowed.
+    let r = call(
+        &agent,
+        "plain__term_capture",
+        json!({"target": "t", "socket": socket}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+
+    // A token whose Bash calls need approval needs it for typed text too; denied,
+    // nothing is typed.
+    let careful = gw.token(&["agent", "careful", "--allow", "*", "--confirm", "*__Bash"]);
+    let agent = Arc::new(gw.agent_with(&careful).await);
+    let a = agent.clone();
+    let sent = args.clone();
+    let pending = tokio::spawn(async move { a.call("plain__term_send", sent, Some(60_000)).await });
+    let req = next_request(&operator).await;
+    assert_eq!(req["tool"], "term_send", "{req}");
+    assert!(
+        req["reason"].as_str().unwrap().contains("plain__Bash"),
+        "{req}"
+    );
+    let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(pending.await.unwrap().is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!tmux.screen().contains("typed-"), "{}", tmux.screen());
+}

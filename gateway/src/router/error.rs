@@ -27,6 +27,10 @@ pub enum RouteError {
     /// Outside the token's policy.
     #[error("this token may not call {name}")]
     NotAllowed { name: String },
+    /// Text typed into a terminal (`term_send`) by a token that may not run the node's
+    /// Bash: typing into a shell is running commands.
+    #[error("this token may not call {bash}, so it may not type into the node's terminals ({name}) either")]
+    ShellInputNotAllowed { name: String, bash: String },
     /// The arguments do not fit in the token's (or the gateway's) bytes in flight.
     #[error("{0}; retry when some of its calls finish")]
     Budget(BudgetError),
@@ -102,7 +106,7 @@ impl WireError for RouteError {
         match self {
             ShuttingDown | Budget(_) | NodeFull { .. } | TokenShare { .. } => ErrorCode::Overloaded,
             BadName { .. } | NoNode { .. } | NoTool { .. } => ErrorCode::NotFound,
-            NotAllowed { .. } => ErrorCode::Forbidden,
+            NotAllowed { .. } | ShellInputNotAllowed { .. } => ErrorCode::Forbidden,
             NodeOffline { .. } | GoneDuringApproval { .. } | NodeClosing { .. } => {
                 ErrorCode::NodeOffline
             }
@@ -214,6 +218,14 @@ mod tests {
                 NotAllowed { name: name() },
                 ErrorCode::Forbidden,
                 "this token may not call lab__Bash".into(),
+            ),
+            (
+                ShellInputNotAllowed {
+                    name: "lab__term_send".into(),
+                    bash: "lab__Bash".into(),
+                },
+                ErrorCode::Forbidden,
+                "this token may not call lab__Bash, so it may not type into the node's terminals (lab__term_send) either".into(),
             ),
             (
                 Budget(BudgetError::Full { max: 10 }),

@@ -244,16 +244,28 @@ async fn route(
     // sees the exact text or keys), so approving an interactive program does not
     // approve everything typed into it later.
     // Written only for calls that wait (no formatting on the call path).
+    // Text typed into a tmux pane (`term_send`) is judged the same way, and more
+    // strictly: the pane is nobody's session (an operator's shell, say), so a token
+    // that may not run Bash may not type there at all.
     let mut reason = None;
     if decision == Decision::Allow && is_session_input(name, &args) {
         let bash = NamespacedName::join(node_id, "Bash");
-        // Denied Bash: the token can own no session, so the node answers "no such
-        // session" by itself; only `confirm` asks an operator.
-        if caller.policy.decide(&bash) == Decision::Confirm {
-            decision = Decision::Confirm;
-            reason = Some(format!(
-                "input to a session is judged like a command: the token's policy requires approval for {bash}"
-            ));
+        match caller.policy.decide(&bash) {
+            Decision::Confirm => {
+                decision = Decision::Confirm;
+                reason = Some(format!(
+                    "input to a session is judged like a command: the token's policy requires approval for {bash}"
+                ));
+            }
+            // Denied Bash: the token can own no session, so the node answers "no
+            // such session" to Process by itself; a terminal is refused here.
+            Decision::Deny if name.tool.as_str() == "term_send" => {
+                return Err(RouteError::ShellInputNotAllowed {
+                    name: full.to_owned(),
+                    bash: bash.to_string(),
+                });
+            }
+            _ => {}
         }
     }
     let timeout_ms = params
@@ -321,14 +333,17 @@ async fn route(
     }
 }
 
-/// Whether a call sends input to a running session: Process `write`, `submit` or
-/// `send-keys`.
+/// Whether a call sends input to a running program: Process `write`, `submit` or
+/// `send-keys`, or `term_send` (keys typed into a tmux pane).
 fn is_session_input(name: &NamespacedName, args: &Value) -> bool {
-    name.tool.as_str() == "Process"
-        && matches!(
+    match name.tool.as_str() {
+        "term_send" => true,
+        "Process" => matches!(
             args.get("action").and_then(Value::as_str),
             Some("write" | "submit" | "send-keys")
-        )
+        ),
+        _ => false,
+    }
 }
 
 /// What the node's tool says the call would do (`details.plan`), cut to the bound
