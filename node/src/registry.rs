@@ -133,6 +133,11 @@ impl Registry {
         registry.register(tools::net::NetServices::new(net.clone()))?;
         registry.register(tools::net::NetworkStatus::new(net))?;
         registry.register(tools::net::DnsLookup)?;
+        registry.register(tools::container::ContainerList)?;
+        registry.register(tools::container::ContainerLogs)?;
+        registry.register(tools::container::ContainerExec)?;
+        registry.register(tools::pkg::PkgSearch)?;
+        registry.register(tools::pkg::PkgInstall)?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }
@@ -378,6 +383,8 @@ mod tests {
                 "Glob",
                 "Grep",
                 "Read",
+                "container_list",
+                "container_logs",
                 "dns_lookup",
                 "fs_list",
                 "fs_stat",
@@ -389,6 +396,7 @@ mod tests {
                 "net_discover",
                 "net_services",
                 "network_status",
+                "pkg_search",
                 "time"
             ]
         );
@@ -428,7 +436,13 @@ mod tests {
             "{}",
             echo.description
         );
-        assert!(r.defs().iter().filter(|d| d.requires_approval).count() == 1);
+        let gated: Vec<String> = r
+            .defs()
+            .into_iter()
+            .filter(|d| d.requires_approval)
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(gated, ["Echo", "container_exec", "pkg_install"]);
         c.no_approval = vec!["Echo".into()];
         let r = Registry::standard(&c).unwrap();
         let echo = r.def("Echo").unwrap();

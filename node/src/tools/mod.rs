@@ -12,6 +12,7 @@
 pub mod args;
 pub mod bash;
 pub mod beneath;
+pub mod container;
 pub mod echo;
 pub mod edit;
 pub mod encoding;
@@ -24,10 +25,12 @@ pub mod fs_stat;
 pub mod git;
 pub mod glob;
 pub mod grep;
+pub mod host_run;
 pub mod ignored;
 pub mod net;
 pub mod output;
 pub mod paths;
+pub mod pkg;
 pub mod process;
 pub mod process_output;
 pub mod protected;
@@ -58,5 +61,10 @@ pub const STANDARD_NAMES: &[&str] = &[
     "net_services",
     "network_status",
     "dns_lookup",
+    "container_list",
+    "container_logs",
+    "container_exec",
+    "pkg_search",
+    "pkg_install",
     "Echo",
 ];
