@@ -550,23 +550,43 @@ async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
     let e = pending.await.unwrap().expect_err("denied");
     assert_eq!(e.remote().map(|s| s.code), Some(ErrorCode::Denied), "{e:?}");
 
-    // Approved: it runs.
+    // Approved: it runs. The request shows the tool's dry-run plan, as the node
+    // said it (in the event and `--json`), escaped where a person reads it.
     let a = agent.clone();
     let pending = tokio::spawn(async move {
-        a.call("gated__Echo", json!({"text": "approved"}), Some(60_000))
-            .await
+        a.call(
+            "gated__Echo",
+            json!({"text": "approved\n\u{1b}[2J"}),
+            Some(60_000),
+        )
+        .await
     });
     let req = next_request(&operator).await;
     assert!(
         req["summary"].as_str().unwrap().contains("approved"),
         "{req}"
     );
+    assert_eq!(
+        req["plan"], "would answer 13 characters:\napproved\n\u{1b}[2J",
+        "{req}"
+    );
+    let (code, out, err) = gw.cli(&["approvals", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("      plan:\n        would answer 13 characters:\n        approved\n        \\x1b[2J\n"),
+        "{out}"
+    );
+    assert!(!out.contains('\u{1b}'), "{out:?}");
+    let (code, out, err) = gw.cli(&["approvals", "list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["plan"], req["plan"], "{listed}");
     assert!(!pending.is_finished());
     let id = req["id"].as_str().unwrap().to_owned();
     let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
     assert_eq!(code, 0, "{err}");
     let r = pending.await.unwrap().expect("approved call runs");
-    assert_eq!(r.joined_text(), "approved");
+    assert_eq!(r.joined_text(), "approved\n\u{1b}[2J");
 
     // Waived by the node's owner: runs at once, no request opened.
     let r = call(&agent, "waived__Echo", json!({"text": "at once"})).await;

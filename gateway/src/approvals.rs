@@ -34,6 +34,8 @@ pub struct NewRequest {
     pub args_hash: String,
     pub summary: String,
     pub reason: String,
+    /// The tool's dry-run plan, from the node ([`ApprovalRequest::plan`]).
+    pub plan: Option<String>,
 }
 
 /// The approval queue of one gateway.
@@ -78,10 +80,11 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRequest> {
         state: r.get(10)?,
         decided_at: r.get::<_, Option<i64>>(11)?.map(|v| v.max(0) as u64),
         decided_by: r.get(12)?,
+        plan: r.get(13)?,
     })
 }
 
-const COLUMNS: &str = "id, agent, token_id, node, tool, args_hash, summary, reason, created_at, expires_at, state, decided_at, decided_by";
+const COLUMNS: &str = "id, agent, token_id, node, tool, args_hash, summary, reason, created_at, expires_at, state, decided_at, decided_by, plan";
 
 impl Approvals {
     pub fn new(store: Arc<Store>, ttl: Duration) -> Self {
@@ -140,6 +143,7 @@ impl Approvals {
             args_hash: req.args_hash,
             summary: req.summary,
             reason: req.reason,
+            plan: req.plan,
             created_at: now,
             expires_at: now + self.ttl.as_millis() as u64,
             state: "pending".into(),
@@ -153,8 +157,8 @@ impl Approvals {
         self.blocking(move |s| {
             s.with_conn(|c| {
                 c.execute(
-                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, NULL)"),
-                    params![r.id, r.agent, r.token_id, r.node, r.tool, r.args_hash, r.summary, r.reason, r.created_at as i64, r.expires_at as i64, r.state],
+                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, NULL, ?12)"),
+                    params![r.id, r.agent, r.token_id, r.node, r.tool, r.args_hash, r.summary, r.reason, r.created_at as i64, r.expires_at as i64, r.state, r.plan],
                 )?;
                 Ok(())
             })

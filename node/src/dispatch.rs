@@ -299,13 +299,16 @@ impl Call {
         // protocol error, and the tool does not run.
         let tool = Arc::clone(&self.tool);
         let args = self.params.args;
+        // A dry run changes nothing, so it needs nobody's approval.
         let admitted = posture::check(
             &self.params.tool,
-            self.requires_approval,
+            self.requires_approval && !tool.dry_run(&args),
             ctx.approval.as_deref(),
         );
         let execute = AssertUnwindSafe(async move {
-            admitted?;
+            if let Err(asking) = admitted {
+                return Err(posture::with_plan(asking, tool.as_ref(), &args, &ctx).await);
+            }
             tool.check(&args, &ctx).await?;
             Ok(tool.execute(args, ctx).await)
         })

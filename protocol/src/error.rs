@@ -172,8 +172,14 @@ pub enum ErrorDetails {
     Via { via: String },
     /// `denied` (shell blocklist): the rule's name, e.g. `rm-root`.
     Rule { rule: String },
-    /// `approval_required` (node): why, and the text shown to the operator.
-    ApprovalRequired { reason: String, summary: String },
+    /// `approval_required` (node): why, the text shown to the operator, and what the
+    /// call would do (the tool's dry-run plan), when the tool can say.
+    ApprovalRequired {
+        reason: String,
+        summary: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<String>,
+    },
     /// `unsupported_protocol`: the gateway's version range.
     Protocol { max: u32, min: u32 },
     /// `too_large` (from the node): the size and the limit, in bytes.

@@ -46,6 +46,23 @@ pub const SEND_QUEUE_BYTES: usize = 2 * MAX_FRAME_BYTES;
 pub const MAX_ID_LEN: usize = 128;
 /// Most tools one node may register.
 pub const MAX_TOOLS_PER_NODE: usize = 256;
+/// Longest dry-run plan a node sends with `approval_required`, and the gateway keeps
+/// with the approval request (bytes; see [`cut_plan`]).
+pub const MAX_APPROVAL_PLAN_BYTES: usize = 8 * 1024;
+
+/// `plan` cut to [`MAX_APPROVAL_PLAN_BYTES`] on a character boundary, saying so at
+/// its end when it was cut.
+pub fn cut_plan(plan: &str) -> String {
+    const MARK: &str = "\n[plan cut]";
+    if plan.len() <= MAX_APPROVAL_PLAN_BYTES {
+        return plan.to_owned();
+    }
+    let mut end = MAX_APPROVAL_PLAN_BYTES - MARK.len();
+    while !plan.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &plan[..end])
+}
 
 /// Close reason the gateway gives a node connection replaced by a newer connection
 /// with the same node id. A node that receives it on its live connection knows another
@@ -83,5 +100,20 @@ impl Limits {
             default_call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
             max_call_timeout_ms: MAX_CALL_TIMEOUT_MS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_are_cut_on_a_character_boundary_and_say_so() {
+        assert_eq!(cut_plan("install: hello 2.10"), "install: hello 2.10");
+        let long = "é".repeat(MAX_APPROVAL_PLAN_BYTES);
+        let cut = cut_plan(&long);
+        assert!(cut.len() <= MAX_APPROVAL_PLAN_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("\n[plan cut]"));
+        assert!(cut.starts_with("éé"));
     }
 }

@@ -326,6 +326,11 @@ pub struct ApprovalRequest {
     pub summary: String,
     /// Why approval is needed (the policy's confirm glob, a tool's own rule).
     pub reason: String,
+    /// What the call would do, as the node's tool said before it ran (its dry-run
+    /// plan: e.g. the packages an install would add). Text from the node: escape it
+    /// wherever a person reads it. Absent when the tool gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
     pub created_at: u64,
     pub expires_at: u64,
     /// `pending`, `approved`, `denied` or `expired`.

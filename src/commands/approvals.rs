@@ -107,9 +107,31 @@ fn render(page: &ListPage, all: bool) -> String {
                 safe(&a.summary),
                 gsv_gateway::time::rfc3339(a.expires_at)
             ));
+            if let Some(plan) = &a.plan {
+                render_plan(&mut out, plan);
+            }
         }
     }
     out
+}
+
+/// Lines of a plan shown under its request (the rest: `--json`).
+const PLAN_LINES: usize = 20;
+
+/// The tool's dry-run plan under its request, a line each, escaped (it is the node's
+/// text).
+fn render_plan(out: &mut String, plan: &str) {
+    let lines: Vec<&str> = plan.lines().collect();
+    out.push_str("      plan:\n");
+    for line in lines.iter().take(PLAN_LINES) {
+        out.push_str(&format!("        {}\n", safe(line)));
+    }
+    if lines.len() > PLAN_LINES {
+        out.push_str(&format!(
+            "        ... {} more lines (gsv approvals list --json)\n",
+            lines.len() - PLAN_LINES
+        ));
+    }
 }
 
 /// `gsv approvals approve|deny ID`.

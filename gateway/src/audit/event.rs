@@ -801,6 +801,7 @@ mod tests {
             args_hash: "h".into(),
             summary: "s".into(),
             reason: "r".into(),
+            plan: None,
             created_at: 0,
             expires_at: 0,
             state: "pending".into(),

@@ -34,12 +34,14 @@ pub(super) enum Deciders {
 }
 
 /// Waits for a human's decision on a call that needs one: the policy's `confirm`, or a
-/// node guard's `approval_required`. Returns the operator request's id (for
-/// `tool.invoke.approval`) or [`CALLER_APPROVAL`].
+/// node guard's `approval_required` (with the tool's dry-run `plan`, when it gave
+/// one). Returns the operator request's id (for `tool.invoke.approval`) or
+/// [`CALLER_APPROVAL`].
 pub(super) async fn await_approval(
     call: &Scope<'_>,
     args: &Value,
     reason: String,
+    plan: Option<String>,
     deciders: Deciders,
 ) -> Result<String, RouteError> {
     let Scope {
@@ -64,6 +66,7 @@ pub(super) async fn await_approval(
             args_hash: args_hash(args),
             summary: summary(name, args),
             reason,
+            plan,
         })
         .await?;
     tracing::info!(approval = %request.id, "call waits for approval");

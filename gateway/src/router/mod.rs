@@ -291,7 +291,7 @@ async fn route(
         } else {
             Deciders::Operator
         };
-        let id = await_approval(&scope, &args, reason, who).await?;
+        let id = await_approval(&scope, &args, reason, None, who).await?;
         approval = (id != CALLER_APPROVAL).then_some(id);
     }
     drop(args);
@@ -302,12 +302,13 @@ async fn route(
         // as for `confirm`, then send the same call again carrying its id.
         Err(RouteError::Node(e)) if e.code == ErrorCode::ApprovalRequired && approval.is_none() => {
             let reason = node_reason(&e);
+            let plan = node_plan(&e);
             // Parsed again: the value was let go while the node worked (it parsed once,
             // so it parses again).
             let args: Value = serde_json::from_str(params.args.get()).unwrap_or(Value::Null);
             // A node guard's question is never the caller's to answer: its whole point is
             // that an operator decides, whatever the token allows.
-            let approval = await_approval(&scope, &args, reason, Deciders::Operator).await?;
+            let approval = await_approval(&scope, &args, reason, plan, Deciders::Operator).await?;
             // The node may have reconnected while the operator decided.
             let Some(node) = shared.registry.get(node_id) else {
                 return Err(RouteError::GoneDuringApproval {
@@ -328,6 +329,16 @@ fn is_session_input(name: &NamespacedName, args: &Value) -> bool {
             args.get("action").and_then(Value::as_str),
             Some("write" | "submit" | "send-keys")
         )
+}
+
+/// What the node's tool says the call would do (`details.plan`), cut to the bound
+/// whatever the node sent.
+fn node_plan(e: &ErrorShape) -> Option<String> {
+    e.details
+        .as_ref()
+        .and_then(|d| d.get("plan"))
+        .and_then(Value::as_str)
+        .map(gsv_protocol::limits::cut_plan)
 }
 
 /// Why a node asked for approval: its `details.reason`, else its message.

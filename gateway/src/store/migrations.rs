@@ -106,10 +106,15 @@ const MIGRATIONS: &[Migration] = &[
             updated_by TEXT NOT NULL
         );",
     },
+    // 6: the dry-run plan a node's tool gives with its approval request.
+    Migration {
+        version: 6,
+        sql: "ALTER TABLE approvals ADD COLUMN plan TEXT;",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.

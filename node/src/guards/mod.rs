@@ -159,6 +159,7 @@ pub fn ask_operator(what: &str, reason: &str, summary: &str) -> ErrorShape {
     .with(ErrorDetails::ApprovalRequired {
         reason: reason.to_owned(),
         summary: truncate(summary, MAX_SUMMARY_CHARS),
+        plan: None,
     })
 }
 

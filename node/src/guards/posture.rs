@@ -19,15 +19,18 @@
 //! (see [`super::approve`]).
 
 use super::ask_operator;
+use crate::tool::{Tool, ToolContext};
 use gsv_protocol::{ErrorShape, ToolDef};
+use serde_json::Value;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// What the description of a tool that needs approval starts with.
 pub const MARKER: &str = "[needs approval] ";
 
 /// The longest dry-run plan sent with an approval request, in bytes (a longer one is
 /// cut at a character boundary and says so).
-pub const MAX_PLAN_BYTES: usize = 8 * 1024;
+pub use gsv_protocol::limits::MAX_APPROVAL_PLAN_BYTES as MAX_PLAN_BYTES;
 
 /// The tools whose posture the node's owner waived (`--no-approval`).
 #[derive(Debug, Clone, Default)]
@@ -90,6 +93,36 @@ pub fn check(
          node's owner can waive it with `gsv node --no-approval {name}`)"
     );
     Err(ask_operator("call", &reason, name))
+}
+
+/// The longest a tool's [`Tool::plan`] may take: the operator's request opens
+/// without a plan after it (the call's own deadline still bounds it first).
+pub const PLAN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `asking` (this module's `approval_required`) with the tool's dry-run plan for the
+/// call added to its details, when the tool gives one in time.
+pub async fn with_plan(
+    mut asking: ErrorShape,
+    tool: &dyn Tool,
+    args: &Value,
+    ctx: &ToolContext,
+) -> ErrorShape {
+    let limit = PLAN_TIMEOUT.min(ctx.remaining());
+    let plan = match tokio::time::timeout(limit, tool.plan(args, ctx)).await {
+        Ok(plan) => plan,
+        Err(_) => {
+            tracing::warn!(
+                limit_ms = limit.as_millis() as u64,
+                "the tool's dry-run plan took too long; asking without it"
+            );
+            None
+        }
+    };
+    if let (Some(plan), Some(Value::Object(details))) = (plan, asking.details.as_mut()) {
+        let plan = gsv_protocol::limits::cut_plan(&plan);
+        details.insert("plan".into(), Value::String(plan));
+    }
+    asking
 }
 
 #[cfg(test)]

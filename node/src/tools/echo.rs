@@ -7,7 +7,7 @@
 //! It is also the test hook of the approval posture ([`crate::guards::posture`]): with
 //! `gsv node --echo-needs-approval` (hidden) it declares `requiresApproval`, so the
 //! end-to-end tests can show a call waiting for an operator without a tool that
-//! changes anything.
+//! changes anything, and a dry-run plan (what it would answer) in the request.
 
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -82,6 +82,19 @@ impl Tool for Echo {
             }
         }
         output::with_text(text.clone(), &EchoOutput { text: &text })
+    }
+
+    /// In its approval-posture test mode, the plan an operator sees: what it would
+    /// answer (so the tests can follow a plan from a tool to `gsv approvals list`).
+    async fn plan(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
+        if !self.requires_approval {
+            return None;
+        }
+        let (text, _) = parse(args).ok()?;
+        Some(format!(
+            "would answer {} characters:\n{text}",
+            text.chars().count()
+        ))
     }
 
     /// Without `delayMs` it answers at once; with it, it pauses on its timer and the

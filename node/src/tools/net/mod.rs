@@ -112,6 +112,7 @@ fn approval_required(reason: &str, summary: &str) -> ErrorShape {
     .with(ErrorDetails::ApprovalRequired {
         reason: reason.to_owned(),
         summary: truncate(summary, MAX_SUMMARY_CHARS),
+        plan: None,
     })
 }
 
