@@ -128,8 +128,7 @@ fn container_schema() -> Value {
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_REF_LEN,
-        "pattern": "^[A-Za-z0-9_.][A-Za-z0-9_.-]*$",
-        "description": "Container name or id."
+        "description": "Container name or id (letters, digits, _ . -; never starting with -)."
     })
 }
 

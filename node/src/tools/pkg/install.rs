@@ -433,10 +433,10 @@ impl Tool for PkgInstall {
                 "properties": {
                     "packages": {
                         "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": manager::MAX_NAME_LEN, "pattern": "^[A-Za-z0-9][A-Za-z0-9@_+.:/-]*$"},
+                        "items": {"type": "string", "minLength": 1, "maxLength": manager::MAX_NAME_LEN},
                         "minItems": 1,
                         "maxItems": MAX_PACKAGES,
-                        "description": "Package names, e.g. [\"jq\", \"ripgrep\"]."
+                        "description": "Package names (letters, digits and the characters the manager allows; never starting with -), e.g. [\"jq\", \"ripgrep\"]."
                     },
                     "dryRun": {"type": "boolean", "description": "Only say what would be installed; change nothing (needs no approval)."}
                 },

@@ -131,7 +131,7 @@ impl Tool for PkgSearch {
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LEN, "pattern": "^[A-Za-z0-9][A-Za-z0-9._+-]*$", "description": "Part of a package name, e.g. \"jq\" or \"python3-\"."},
+                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LEN, "description": "Part of a package name (letters, digits, . _ + -), e.g. \"jq\" or \"python3-\"."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most results (default 50)."}
                 },
                 "required": ["query"],
