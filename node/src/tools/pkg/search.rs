@@ -5,7 +5,8 @@
 //! not a description search; lines `name - summary`). dnf: `dnf search -q -- QUERY`
 //! (`name.arch : summary`). apk: `apk search -v -- QUERY` (`name-version -
 //! description`). brew: `brew search --formula -- QUERY` (names only). The query is
-//! one word of package-name characters and never an option.
+//! one word of package-name characters and never an option. A package named exactly
+//! like the query is listed first; the rest keep the manager's order.
 
 use super::manager::{self, Kind, PkgError};
 use super::run;
@@ -209,6 +210,8 @@ async fn search(args: &Value, ctx: &ToolContext) -> Result<ToolResult, PkgError>
         )));
     }
     let mut packages = parse(m.kind, &out.stdout_text());
+    // The package named exactly like the query first; the manager's order otherwise.
+    packages.sort_by_key(|p| p.name != q);
     let total = packages.len();
     let truncated = total > limit || out.stdout_truncated;
     packages.truncate(limit);
