@@ -22,11 +22,11 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Most entries of `argv`.
-pub const MAX_ARGS: usize = 1024;
+pub const MAX_EXEC_ARGS: usize = 1024;
 /// Most bytes of `argv` together.
-pub const MAX_ARGV_BYTES: usize = 256 * 1024;
+pub const MAX_EXEC_ARGV_BYTES: usize = 256 * 1024;
 /// Most variables in `env`.
-pub const MAX_ENV: usize = 64;
+pub const MAX_EXEC_ENV: usize = 64;
 /// Most bytes kept of each output stream.
 pub const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
 /// Milliseconds a command may run when `timeout` is not given.
@@ -61,13 +61,13 @@ impl ExecRequest {
         let container = container_ref(a.required_str("container")?)?;
         let shape = || {
             ContainerArgsError::Shape(format!(
-                "\"argv\" must be an array of 1 to {MAX_ARGS} strings (the command and its arguments; no shell), argv[0] not empty"
+                "\"argv\" must be an array of 1 to {MAX_EXEC_ARGS} strings (the command and its arguments; no shell), argv[0] not empty"
             ))
         };
         let list = value
             .get("argv")
             .and_then(Value::as_array)
-            .filter(|l| !l.is_empty() && l.len() <= MAX_ARGS)
+            .filter(|l| !l.is_empty() && l.len() <= MAX_EXEC_ARGS)
             .ok_or_else(shape)?;
         let mut argv = Vec::with_capacity(list.len());
         let mut total = 0;
@@ -82,9 +82,9 @@ impl ExecRequest {
         if argv[0].is_empty() {
             return Err(shape());
         }
-        if total > MAX_ARGV_BYTES {
+        if total > MAX_EXEC_ARGV_BYTES {
             return Err(ContainerArgsError::Shape(format!(
-                "\"argv\" is longer than {MAX_ARGV_BYTES} bytes in all"
+                "\"argv\" is longer than {MAX_EXEC_ARGV_BYTES} bytes in all"
             )));
         }
         let user = a.str("user")?.map(user).transpose()?;
@@ -100,12 +100,12 @@ impl ExecRequest {
         if let Some(v) = value.get("env").filter(|v| !v.is_null()) {
             let bad = || {
                 ContainerArgsError::Shape(format!(
-                    "\"env\" must be an object of at most {MAX_ENV} variables: names of [A-Za-z0-9_] not starting with a digit, string values without NUL"
+                    "\"env\" must be an object of at most {MAX_EXEC_ENV} variables: names of [A-Za-z0-9_] not starting with a digit, string values without NUL"
                 ))
             };
             let map = v
                 .as_object()
-                .filter(|m| m.len() <= MAX_ENV)
+                .filter(|m| m.len() <= MAX_EXEC_ENV)
                 .ok_or_else(bad)?;
             for (k, v) in map {
                 let name_ok = k
@@ -194,12 +194,12 @@ impl Tool for ContainerExec {
                         "type": "array",
                         "items": {"type": "string"},
                         "minItems": 1,
-                        "maxItems": MAX_ARGS,
+                        "maxItems": MAX_EXEC_ARGS,
                         "description": "Command and arguments, e.g. [\"nginx\", \"-t\"]."
                     },
                     "user": {"type": "string", "minLength": 1, "maxLength": 64, "description": "user, user:group, uid or uid:gid."},
                     "workdir": {"type": "string", "minLength": 1, "description": "Absolute working directory inside the container."},
-                    "env": {"type": "object", "maxProperties": MAX_ENV, "additionalProperties": {"type": "string"}, "description": "Variables set for the command."},
+                    "env": {"type": "object", "maxProperties": MAX_EXEC_ENV, "additionalProperties": {"type": "string"}, "description": "Variables set for the command."},
                     "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_CALL_TIMEOUT_MS, "description": "Milliseconds before the command is stopped."},
                     "runtime": runtime_schema()
                 },
