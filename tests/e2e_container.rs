@@ -120,6 +120,17 @@ async fn list_and_logs_read_the_runtime_and_refuse_options() {
     assert!(!tool("container_list").requires_approval);
     assert!(!tool("container_logs").requires_approval);
     assert!(tool("container_exec").requires_approval);
+    // Which runtimes the node has is reported in hostBinStatus (the fake docker is
+    // on its PATH).
+    let nodes = agent.list_nodes().await.unwrap();
+    let bins = &nodes
+        .iter()
+        .find(|n| n.id == "ct")
+        .unwrap()
+        .runtime
+        .host_bin_status;
+    assert_eq!(bins.get("docker"), Some(&true), "{bins:?}");
+    assert!(bins.contains_key("podman"), "{bins:?}");
 
     let r = call(&agent, "ct__container_list", json!({})).await;
     assert!(!r.is_error, "{}", r.joined_text());
