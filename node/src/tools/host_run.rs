@@ -10,7 +10,9 @@
 //! must not be able to put its own `docker` first. For the same reason, relative
 //! `PATH` entries and entries inside the workspace are skipped.
 //!
-//! The program runs with the node's environment plus the tool's overrides (`LC_ALL=C`
+//! The program runs with the node's environment, less gsv's own variables (`GSV_*`:
+//! the node's credential, `$GSV_TOKEN`, is no business of docker or apt), plus the
+//! tool's overrides (`LC_ALL=C`
 //! so the parsers see the output they were written for, `DEBIAN_FRONTEND` for apt),
 //! in `/`, stdin from `/dev/null` (nothing can prompt), as the leader of its own
 //! process group. Each stream is read while the program runs and kept up to its cap
@@ -195,6 +197,9 @@ pub async fn run(
 ) -> Result<HostOutput, HostRunError> {
     let program = command.program.display().to_string();
     let mut cmd = tokio::process::Command::new(&command.program);
+    for name in gsv_vars(std::env::vars_os().map(|(k, _)| k)) {
+        cmd.env_remove(name);
+    }
     cmd.args(command.args.iter().map(OsString::from))
         .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir("/")
@@ -249,6 +254,13 @@ pub async fn run(
         stderr_truncated,
         timed_out: matches!(end, End::TimedOut),
     })
+}
+
+/// The names among `names` that are gsv's own (`GSV_…`), kept from the program.
+fn gsv_vars(names: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    names
+        .filter(|n| n.as_encoded_bytes().starts_with(b"GSV_"))
+        .collect()
 }
 
 /// Kills the process group when dropped (the call's future was dropped mid-run).
@@ -385,6 +397,19 @@ mod tests {
         let only_ws = std::env::join_paths([ws.path()]).unwrap();
         assert_eq!(find_in(&["docker"], Some(&only_ws), ws.path()), None);
         assert_eq!(find_in(&["docker"], None, ws.path()), None);
+    }
+
+    #[test]
+    fn gsv_variables_are_kept_from_the_program() {
+        let names = [
+            "PATH",
+            "GSV_TOKEN",
+            "GSV_TOKEN_FILE",
+            "DOCKER_HOST",
+            "XGSV_A",
+        ];
+        let removed = gsv_vars(names.iter().map(OsString::from));
+        assert_eq!(removed, ["GSV_TOKEN", "GSV_TOKEN_FILE"]);
     }
 
     #[test]
