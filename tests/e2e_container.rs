@@ -157,6 +157,23 @@ async fn list_and_logs_read_the_runtime_and_refuse_options() {
         (Some("db"), Some("exited"))
     );
 
+    // podman when asked for (its own JSON shape, read into the same record).
+    let r = call(&agent, "ct__container_list", json!({"runtime": "podman"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["runtime"], "podman");
+    assert_eq!(
+        sc(&r)["containers"][0],
+        json!({
+            "id": "7d1c0a5b3e2f4a6b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b",
+            "name": "pweb",
+            "image": "docker.io/library/nginx:1.25",
+            "state": "running",
+            "status": "Up 2 hours",
+            "created": "2024-05-01 10:00:00 +0000 UTC",
+            "ports": "0.0.0.0:8080->80/tcp"
+        })
+    );
+
     let r = call(
         &agent,
         "ct__container_logs",
@@ -200,6 +217,7 @@ async fn list_and_logs_read_the_runtime_and_refuse_options() {
         [
             "[ps][--no-trunc][--format][{{json .}}]",
             "[ps][--no-trunc][--all][--format][{{json .}}]",
+            "podman[ps][--no-trunc][--format][{{json .}}]",
             "[logs][--tail][2][--since][10m][--timestamps][--][web]",
             "[logs][--tail][200][--][nope]",
         ]

@@ -3,7 +3,8 @@
 //!
 //! docker prints one JSON object per line with string fields (`ID`, `Names`,
 //! `Image`, `State`, `Status`, `CreatedAt`, `Ports`); podman's objects use `Id`,
-//! `Names` as an array, `Created` as a number and `Ports` as an array of objects.
+//! `Names` as an array, `Created` as a Unix time (`CreatedAt` is relative there) and
+//! `Ports` as an array of objects.
 //! [`parse`] reads both into one [`Container`] shape.
 
 use super::{resolve, run, runtime_schema, ContainerArgsError, READ_TIMEOUT};
@@ -60,7 +61,7 @@ pub fn parse(text: &str) -> Vec<Container> {
             image: field(&v, &["Image"]),
             state: field(&v, &["State"]),
             status: field(&v, &["Status"]),
-            created: field(&v, &["CreatedAt", "Created"]),
+            created: created(&v),
             ports: ports(v.get("Ports")),
         })
         .collect()
@@ -76,6 +77,18 @@ fn field(v: &Value, keys: &[&str]) -> String {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// When the container was created: docker's `CreatedAt` text as it is; podman's
+/// `Created` Unix time written the way docker writes it (its own `CreatedAt` is
+/// relative, "2 hours ago").
+fn created(v: &Value) -> String {
+    if let Some(secs) = v.get("Created").and_then(Value::as_i64) {
+        if let Some(t) = chrono::DateTime::from_timestamp(secs, 0) {
+            return t.format("%Y-%m-%d %H:%M:%S +0000 UTC").to_string();
+        }
+    }
+    field(v, &["CreatedAt", "Created"])
 }
 
 fn names(v: &Value) -> String {
@@ -194,7 +207,7 @@ mod tests {
     fn docker_and_podman_lines_are_read_alike() {
         let docker = r#"{"Command":"\"nginx -g\"","CreatedAt":"2024-05-01 10:00:00 +0000 UTC","ID":"abc123","Image":"nginx:1.25","Names":"web,alias","Ports":"0.0.0.0:8080->80/tcp","State":"running","Status":"Up 2 hours"}
 not json
-{"Id":"def456","Names":["db"],"Image":"postgres:16","State":"exited","Status":"Exited (0) 1 day ago","Created":1714557600,"Ports":[{"host_ip":"","container_port":5432,"host_port":15432,"range":1,"protocol":"tcp"}]}"#;
+{"Id":"def456","Names":["db"],"Image":"postgres:16","State":"exited","Status":"Exited (0) 1 day ago","CreatedAt":"2 days ago","Created":1714557600,"Ports":[{"host_ip":"","container_port":5432,"host_port":15432,"range":1,"protocol":"tcp"}]}"#;
         let c = parse(docker);
         assert_eq!(c.len(), 2);
         assert_eq!(
@@ -211,7 +224,7 @@ not json
         );
         assert_eq!(c[1].id, "def456");
         assert_eq!(c[1].name, "db");
-        assert_eq!(c[1].created, "1714557600");
+        assert_eq!(c[1].created, "2024-05-01 10:00:00 +0000 UTC");
         assert_eq!(c[1].ports, "0.0.0.0:15432->5432/tcp");
     }
 }
