@@ -201,6 +201,8 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         "Glob",
         "Grep",
         "Read",
+        "container_list",
+        "container_logs",
         "dns_lookup",
         "fs_list",
         "fs_stat",
@@ -212,6 +214,7 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         "net_discover",
         "net_services",
         "network_status",
+        "pkg_search",
         "time",
     ]
     .into_iter()
