@@ -74,6 +74,11 @@ pub struct NodeGuardArgs {
     /// for an operator, and so do Bash commands no --approve-shell pattern approves
     #[arg(long, value_name = "ENTRY")]
     pub approve_exec: Vec<String>,
+    /// Public host fetch_url may fetch, as a glob over the URL's host (repeatable,
+    /// e.g. '*.example.com', '203.0.113.7', '*' for all). Loopback and private hosts
+    /// need none; link-local and cloud-metadata addresses are never fetched
+    #[arg(long, value_name = "GLOB")]
+    pub fetch_allow: Vec<String>,
     /// Sessions (Bash runs and background jobs) one agent token may have running at
     /// once on this node: its share of the node's 64 slots, so another agent always
     /// has room
@@ -101,6 +106,8 @@ impl NodeGuardArgs {
             );
         }
         gsv_node::selection::Selection::new(&self.tools, &self.without, self.read_only)
+            .map_err(|e| e.to_string())?;
+        gsv_node::tools::fetch::policy::FetchPolicy::new(&self.fetch_allow)
             .map_err(|e| e.to_string())?;
         for name in &self.no_approval {
             gsv_protocol::ToolName::parse(name).map_err(|e| format!("--no-approval: {e}"))?;

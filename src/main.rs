@@ -98,6 +98,7 @@ fn main() -> ExitCode {
                     read_only: guards.read_only,
                     approve_shell: guards.approve_shell,
                     approve_exec: guards.approve_exec,
+                    fetch_allow: guards.fetch_allow,
                     tools: guards.tools,
                     without: guards.without,
                     no_approval: guards.no_approval,

@@ -204,6 +204,7 @@ async fn a_read_only_node_offers_only_read_only_tools() {
         "container_list",
         "container_logs",
         "dns_lookup",
+        "fetch_url",
         "fs_list",
         "fs_stat",
         "git_diff",

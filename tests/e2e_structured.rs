@@ -511,6 +511,22 @@ async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
     assert!(echo("gated").description.starts_with("[needs approval] "));
     assert!(!echo("waived").requires_approval);
     assert!(!echo("waived").description.starts_with("[needs approval]"));
+    // Every description says its tool's posture: read-only tools are marked too, and a
+    // tool that runs at once and may change things carries no marker.
+    assert!(echo("waived").description.starts_with("[read-only] "));
+    let described = |tool: &str| {
+        tools
+            .iter()
+            .find(|t| t.node == "gated" && t.tool == tool)
+            .map(|t| t.description.clone())
+            .expect("listed")
+    };
+    for tool in ["Read", "Grep", "fs_stat", "git_status", "time", "fetch_url"] {
+        assert!(described(tool).starts_with("[read-only] "), "{tool}");
+    }
+    for tool in ["Bash", "exec", "Write"] {
+        assert!(!described(tool).starts_with('['), "{tool}");
+    }
 
     // No operator: no result. The call waits, then ends without the tool's answer.
     let e = agent

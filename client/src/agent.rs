@@ -184,7 +184,11 @@ impl AgentClient {
             forget();
             return Err(ClientError::Closed);
         }
+        // The answer first: the connection's task hands it over before it marks the
+        // connection closed, so when both are ready (a last result, then the close),
+        // the result is what the caller gets.
         let outcome = tokio::select! {
+            biased;
             r = rx => r,
             _ = self.closed.cancelled() => {
                 forget();

@@ -69,6 +69,9 @@ pub struct NodeConfig {
     /// that match none wait for an operator, and so does every Bash command no
     /// `--approve-shell` pattern approves.
     pub approve_exec: Vec<String>,
+    /// Public hosts `fetch_url` may fetch (`gsv node --fetch-allow GLOB`, repeatable);
+    /// see [`crate::tools::fetch::policy`]. Empty: none (private hosts only).
+    pub fetch_allow: Vec<String>,
     /// How the node wants to be used.
     pub host_role: HostRole,
     /// WebSocket ping interval.
@@ -119,6 +122,7 @@ impl NodeConfig {
             read_only: false,
             approve_shell: Vec::new(),
             approve_exec: Vec::new(),
+            fetch_allow: Vec::new(),
             host_role: HostRole::default(),
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -160,6 +164,7 @@ impl fmt::Debug for NodeConfig {
             .field("read_only", &self.read_only)
             .field("approve_shell", &self.approve_shell)
             .field("approve_exec", &self.approve_exec)
+            .field("fetch_allow", &self.fetch_allow)
             .field("host_role", &self.host_role)
             .field("heartbeat", &self.heartbeat)
             .field("connect_timeout", &self.connect_timeout)

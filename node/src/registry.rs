@@ -43,6 +43,9 @@ pub enum RegistryError {
     /// A bad `--approve-exec` entry.
     #[error(transparent)]
     ApproveExec(#[from] ApproveExecError),
+    /// A bad `--fetch-allow` glob.
+    #[error(transparent)]
+    FetchAllow(#[from] tools::fetch::policy::FetchAllowError),
     /// The owner's choice of tools cannot be applied (a bad or unmatched glob).
     #[error(transparent)]
     Selection(#[from] SelectionError),
@@ -138,6 +141,8 @@ impl Registry {
         registry.register(tools::container::ContainerExec)?;
         registry.register(tools::pkg::PkgSearch)?;
         registry.register(tools::pkg::PkgInstall)?;
+        let fetch = tools::fetch::policy::FetchPolicy::new(&config.fetch_allow)?;
+        registry.register(tools::fetch::FetchUrl::new(fetch))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }
@@ -386,6 +391,7 @@ mod tests {
                 "container_list",
                 "container_logs",
                 "dns_lookup",
+                "fetch_url",
                 "fs_list",
                 "fs_stat",
                 "git_diff",

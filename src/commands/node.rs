@@ -49,6 +49,7 @@ impl NodeArgs {
         config.no_approval = self.guards.no_approval;
         config.approve_shell = self.guards.approve_shell;
         config.approve_exec = self.guards.approve_exec;
+        config.fetch_allow = self.guards.fetch_allow;
         config.sessions_per_token = self.guards.sessions_per_token;
         config.accept_login_profile = self.guards.accept_login_profile;
         config.data_dir = Some(resolve::data_dir(self.node_data.as_deref()));

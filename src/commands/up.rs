@@ -27,6 +27,8 @@ pub struct UpOptions {
     pub approve_shell: Vec<String>,
     /// The local node's exec allowlist (`--approve-exec`).
     pub approve_exec: Vec<String>,
+    /// Public hosts the local node's fetch_url may fetch (`--fetch-allow`).
+    pub fetch_allow: Vec<String>,
     /// The tools the local node offers (`--tools`, `--without`).
     pub tools: Vec<String>,
     pub without: Vec<String>,
@@ -143,6 +145,7 @@ pub async fn run(opts: UpOptions) -> u8 {
     node.read_only = opts.read_only;
     node.approve_shell = opts.approve_shell;
     node.approve_exec = opts.approve_exec;
+    node.fetch_allow = opts.fetch_allow;
     node.tools = opts.tools;
     node.without = opts.without;
     node.no_approval = opts.no_approval;

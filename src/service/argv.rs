@@ -43,6 +43,7 @@ pub fn node_argv(
                 no_approval,
                 approve_shell,
                 approve_exec,
+                fetch_allow,
                 sessions_per_token,
                 accept_login_profile,
             },
@@ -98,6 +99,9 @@ pub fn node_argv(
     }
     for entry in approve_exec {
         flag("--approve-exec", Some(entry));
+    }
+    for glob in fetch_allow {
+        flag("--fetch-allow", Some(glob));
     }
     let default_sessions = gsv_node::sessions::Limits::default().max_running_per_owner;
     if *sessions_per_token != default_sessions {

@@ -13,7 +13,8 @@
 //! The node's owner waives the posture for a tool with `gsv node --no-approval TOOL`
 //! (repeatable): the node then declares that tool with `requiresApproval` cleared and
 //! its calls run at once. The description of a tool that needs approval starts with
-//! [`MARKER`], so an agent reading any listing (MCP, `gsv tools`) sees the posture.
+//! [`MARKER`], and that of a read-only tool with [`READ_ONLY_MARKER`], so an agent
+//! reading any listing (MCP, `gsv tools`) sees each tool's posture.
 //!
 //! Like `--approve-shell`, this trusts the gateway's word that an operator approved
 //! (see [`super::approve`]).
@@ -27,6 +28,10 @@ use std::time::Duration;
 
 /// What the description of a tool that needs approval starts with.
 pub const MARKER: &str = "[needs approval] ";
+/// What the description of a read-only tool (`readOnlyHint: true`, runs at once)
+/// starts with. A tool with neither marker runs at once and may change things (Bash,
+/// exec, Write...).
+pub const READ_ONLY_MARKER: &str = "[read-only] ";
 
 /// The longest dry-run plan sent with an approval request, in bytes (a longer one is
 /// cut at a character boundary and says so).
@@ -46,14 +51,24 @@ impl Posture {
     }
 
     /// The declaration the node sends for `def`: `requiresApproval` cleared when the
-    /// owner waived it, the description marked when it still applies. Applying it
-    /// twice changes nothing.
+    /// owner waived it, and the description marked with the posture — [`MARKER`] when
+    /// calls need approval, else [`READ_ONLY_MARKER`] for a read-only tool. Applying
+    /// it twice changes nothing.
     pub fn declare(&self, mut def: ToolDef) -> ToolDef {
         if def.requires_approval && self.waived.contains(&def.name) {
             def.requires_approval = false;
         }
-        if def.requires_approval && !def.description.starts_with(MARKER) {
-            def.description = format!("{MARKER}{}", def.description);
+        let marker = if def.requires_approval {
+            Some(MARKER)
+        } else if def.annotations.read_only_hint == Some(true) {
+            Some(READ_ONLY_MARKER)
+        } else {
+            None
+        };
+        if let Some(marker) = marker {
+            if !def.description.starts_with(marker) {
+                def.description = format!("{marker}{}", def.description);
+            }
         }
         def
     }
@@ -171,8 +186,13 @@ mod tests {
         assert!(!d.requires_approval);
         assert_eq!(d.description, "Does things.");
         assert_eq!(check(&d.name, d.requires_approval, None), Ok(()));
-        let other = p.declare(def("Read", false));
+        let other = p.declare(def("Bash", false));
         assert_eq!(other.description, "Does things.");
+        let mut read = def("Read", false);
+        read.annotations.read_only_hint = Some(true);
+        let read = p.declare(read);
+        assert_eq!(read.description, "[read-only] Does things.");
+        assert_eq!(p.declare(read.clone()), read, "idempotent");
         assert_eq!(check(&other.name, other.requires_approval, None), Ok(()));
         let declared = [def("pkg_install", true), def("Read", false)];
         assert_eq!(p.unused(&declared.iter().collect::<Vec<_>>()), ["typo"]);

@@ -32,6 +32,11 @@ impl<'a> Args<'a> {
         self.map.get(name).filter(|v| !v.is_null())
     }
 
+    /// An optional value of any shape, for the caller to check (`null`: absent).
+    pub fn value(&self, name: &str) -> Option<&'a Value> {
+        self.get(name)
+    }
+
     /// An optional string.
     pub fn str(&self, name: &str) -> Result<Option<&'a str>, String> {
         match self.get(name) {

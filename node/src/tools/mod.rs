@@ -18,6 +18,7 @@ pub mod edit;
 pub mod encoding;
 pub mod exec;
 pub mod exec_program;
+pub mod fetch;
 pub mod file_info;
 pub mod follow;
 pub mod fs_list;
@@ -66,5 +67,6 @@ pub const STANDARD_NAMES: &[&str] = &[
     "container_exec",
     "pkg_search",
     "pkg_install",
+    "fetch_url",
     "Echo",
 ];
