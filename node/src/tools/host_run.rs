@@ -25,6 +25,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -241,8 +242,10 @@ pub async fn run(
         }
     };
     guard.terminate();
-    let (stdout, stdout_truncated) = stdout.finish().await;
-    let (stderr, stderr_truncated) = stderr.finish().await;
+    // Both streams share one drain deadline.
+    let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
+    let (stdout, stdout_truncated) = stdout.finish(drained).await;
+    let (stderr, stderr_truncated) = stderr.finish(drained).await;
     if matches!(end, End::Cancelled) {
         return Err(HostRunError::Cancelled { program });
     }
@@ -282,48 +285,48 @@ impl Drop for GroupGuard {
     }
 }
 
-/// One output stream, read by its own task into a capped buffer.
+/// One output stream, read by its own task into a capped buffer (shared, so what was
+/// read is kept even if the stream never closes: a process that left the group).
 struct Capture {
-    task: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>,
+    buf: Arc<Mutex<(Vec<u8>, bool)>>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Capture {
     fn start<R: AsyncRead + Unpin + Send + 'static>(reader: Option<R>, cap: usize) -> Capture {
+        let buf = Arc::new(Mutex::new((Vec::new(), false)));
         let task = reader.map(|mut reader| {
+            let buf = Arc::clone(&buf);
             tokio::spawn(async move {
-                let mut kept = Vec::new();
-                let mut cut = false;
                 let mut chunk = vec![0u8; 16 * 1024];
                 loop {
                     match reader.read(&mut chunk).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
-                            let room = cap.saturating_sub(kept.len());
+                            let mut b = buf.lock().unwrap_or_else(|p| p.into_inner());
+                            let room = cap.saturating_sub(b.0.len());
                             if n > room {
-                                cut = true;
+                                b.1 = true;
                             }
-                            kept.extend_from_slice(&chunk[..n.min(room)]);
+                            b.0.extend_from_slice(&chunk[..n.min(room)]);
                         }
                     }
                 }
-                (kept, cut)
             })
         });
-        Capture { task }
+        Capture { buf, task }
     }
 
-    /// Waits (bounded) for the stream to close.
-    async fn finish(mut self) -> (Vec<u8>, bool) {
-        let Some(mut task) = self.task.take() else {
-            return (Vec::new(), false);
-        };
-        match tokio::time::timeout(DRAIN_LIMIT, &mut task).await {
-            Ok(Ok(out)) => out,
-            _ => {
+    /// Waits (until `deadline`) for the stream to close; returns what was kept and
+    /// whether some was cut.
+    async fn finish(mut self, deadline: tokio::time::Instant) -> (Vec<u8>, bool) {
+        if let Some(mut task) = self.task.take() {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
                 task.abort();
-                (Vec::new(), true)
             }
         }
+        let mut b = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        (std::mem::take(&mut b.0), b.1)
     }
 }
 
@@ -380,6 +383,32 @@ mod tests {
         cancel.cancel();
         let e = run(&c, &cancel).await.unwrap_err();
         assert!(matches!(e, HostRunError::Cancelled { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn output_is_kept_when_an_escaped_process_holds_the_stream() {
+        if !Path::new("/usr/bin/setsid").exists() {
+            return;
+        }
+        // The setsid'd sleep leaves the group and keeps stdout open past the drain.
+        let c = HostCommand::new(
+            &sh(),
+            vec![
+                "-c".into(),
+                "echo kept; /usr/bin/setsid sleep 5 & sleep 0.5".into(),
+            ],
+            Duration::from_secs(10),
+            1000,
+        );
+        let start = std::time::Instant::now();
+        let out = run(&c, &CancellationToken::new()).await.unwrap();
+        assert_eq!(out.stdout, b"kept\n");
+        assert_eq!(out.status, Some(0));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]
