@@ -314,6 +314,23 @@ async fn container_exec_runs_only_what_an_operator_approved() {
         execs(&waived_log),
         ["[exec][--workdir][/][--env][A=b c][--][web][fail][--privileged]"]
     );
+    // Past its timeout the command is stopped: a tool error with what it printed.
+    let started = std::time::Instant::now();
+    let r = call(
+        &agent,
+        "cw__container_exec",
+        json!({"container": "web", "argv": ["sleep", "30"], "timeout": 500}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.joined_text());
+    assert!(
+        r.joined_text().contains("did not finish within 500 ms"),
+        "{}",
+        r.joined_text()
+    );
+    assert_eq!(sc(&r)["timedOut"], true);
+    assert_eq!(sc(&r)["stdout"], "in web as root: sleep 30\n");
+    assert!(started.elapsed() < Duration::from_secs(10));
     // Bad input is refused with a clear error, and docker never runs.
     for (bad, needle) in [
         (
@@ -347,8 +364,8 @@ async fn container_exec_runs_only_what_an_operator_approved() {
     ] {
         refused(&agent, "cw__container_exec", bad, needle).await;
     }
-    assert_eq!(execs(&waived_log).len(), 1, "{:?}", calls(&waived_log));
-    assert!(calls(&waived_log).len() == 1);
+    assert_eq!(execs(&waived_log).len(), 2, "{:?}", calls(&waived_log));
+    assert_eq!(calls(&waived_log).len(), 2);
 }
 
 #[tokio::test]
