@@ -553,6 +553,83 @@ fn known() -> Vec<(&'static str, Expected)> {
             "run::MAX_OUTPUT",
             v(vec![bytes(gsv_node::tools::git::run::MAX_OUTPUT)]),
         ),
+        // node/src/tools/container/ and node/src/tools/pkg/
+        (
+            "list::MAX_CONTAINERS",
+            v(vec![count(
+                gsv_node::tools::container::list::MAX_CONTAINERS,
+            )]),
+        ),
+        (
+            "list::MAX_PS_BYTES",
+            v(vec![bytes(gsv_node::tools::container::list::MAX_PS_BYTES)]),
+        ),
+        (
+            "logs::DEFAULT_TAIL",
+            v(vec![Value::Count(
+                gsv_node::tools::container::logs::DEFAULT_TAIL,
+            )]),
+        ),
+        (
+            "logs::MAX_TAIL",
+            v(vec![Value::Count(
+                gsv_node::tools::container::logs::MAX_TAIL,
+            )]),
+        ),
+        (
+            "logs::MAX_LOG_BYTES",
+            v(vec![bytes(gsv_node::tools::container::logs::MAX_LOG_BYTES)]),
+        ),
+        (
+            "MAX_EXEC_OUTPUT",
+            v(vec![bytes(
+                gsv_node::tools::container::exec::MAX_EXEC_OUTPUT,
+            )]),
+        ),
+        (
+            "MAX_EXEC_ARGS",
+            v(vec![count(gsv_node::tools::container::exec::MAX_EXEC_ARGS)]),
+        ),
+        (
+            "MAX_EXEC_ARGV_BYTES",
+            v(vec![bytes(
+                gsv_node::tools::container::exec::MAX_EXEC_ARGV_BYTES,
+            )]),
+        ),
+        (
+            "MAX_EXEC_ENV",
+            v(vec![count(gsv_node::tools::container::exec::MAX_EXEC_ENV)]),
+        ),
+        (
+            "search::DEFAULT_LIMIT",
+            v(vec![Value::Count(
+                gsv_node::tools::pkg::search::DEFAULT_LIMIT,
+            )]),
+        ),
+        (
+            "search::MAX_LIMIT",
+            v(vec![Value::Count(gsv_node::tools::pkg::search::MAX_LIMIT)]),
+        ),
+        (
+            "MAX_SEARCH_BYTES",
+            v(vec![bytes(gsv_node::tools::pkg::search::MAX_SEARCH_BYTES)]),
+        ),
+        (
+            "MAX_PACKAGES",
+            v(vec![count(gsv_node::tools::pkg::install::MAX_PACKAGES)]),
+        ),
+        (
+            "MAX_INSTALL_OUTPUT",
+            v(vec![bytes(
+                gsv_node::tools::pkg::install::MAX_INSTALL_OUTPUT,
+            )]),
+        ),
+        (
+            "OUTPUT_TAIL_BYTES",
+            v(vec![bytes(
+                gsv_node::tools::pkg::install::OUTPUT_TAIL_BYTES,
+            )]),
+        ),
     ]
 }
 

@@ -140,6 +140,11 @@ impl Registry {
         registry.register(tools::net::NetServices::new(net.clone()))?;
         registry.register(tools::net::NetworkStatus::new(net))?;
         registry.register(tools::net::DnsLookup)?;
+        registry.register(tools::container::ContainerList)?;
+        registry.register(tools::container::ContainerLogs)?;
+        registry.register(tools::container::ContainerExec)?;
+        registry.register(tools::pkg::PkgSearch)?;
+        registry.register(tools::pkg::PkgInstall)?;
         let fetch = tools::fetch::policy::FetchPolicy::new(&config.fetch_allow)?;
         registry.register(tools::fetch::FetchUrl::new(fetch))?;
         if config.echo_tool {
@@ -387,6 +392,8 @@ mod tests {
                 "Glob",
                 "Grep",
                 "Read",
+                "container_list",
+                "container_logs",
                 "dns_lookup",
                 "fetch_url",
                 "fs_list",
@@ -399,6 +406,7 @@ mod tests {
                 "net_discover",
                 "net_services",
                 "network_status",
+                "pkg_search",
                 "proc_list",
                 "term_capture",
                 "time"
@@ -440,13 +448,16 @@ mod tests {
             "{}",
             echo.description
         );
-        let asking: Vec<String> = r
+        let gated: Vec<String> = r
             .defs()
-            .iter()
+            .into_iter()
             .filter(|d| d.requires_approval)
-            .map(|d| d.name.clone())
+            .map(|d| d.name)
             .collect();
-        assert_eq!(asking, ["Echo", "proc_kill"]);
+        assert_eq!(
+            gated,
+            ["Echo", "container_exec", "pkg_install", "proc_kill"]
+        );
         c.no_approval = vec!["Echo".into()];
         let r = Registry::standard(&c).unwrap();
         let echo = r.def("Echo").unwrap();

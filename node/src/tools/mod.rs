@@ -12,6 +12,7 @@
 pub mod args;
 pub mod bash;
 pub mod beneath;
+pub mod container;
 pub mod echo;
 pub mod edit;
 pub mod encoding;
@@ -25,10 +26,12 @@ pub mod fs_stat;
 pub mod git;
 pub mod glob;
 pub mod grep;
+pub mod host_run;
 pub mod ignored;
 pub mod net;
 pub mod output;
 pub mod paths;
+pub mod pkg;
 pub mod proc;
 pub mod process;
 pub mod process_output;
@@ -65,6 +68,11 @@ pub const STANDARD_NAMES: &[&str] = &[
     "net_services",
     "network_status",
     "dns_lookup",
+    "container_list",
+    "container_logs",
+    "container_exec",
+    "pkg_search",
+    "pkg_install",
     "fetch_url",
     "Echo",
 ];
