@@ -111,6 +111,10 @@ impl Registry {
         registry.register(tools::git::log::GitLog)?;
         registry.register(tools::git::diff::GitDiff)?;
         registry.register(tools::git::show::GitShow)?;
+        registry.register(tools::git::clone::GitClone)?;
+        registry.register(tools::git::commit::GitCommit)?;
+        registry.register(tools::git::push::GitPush)?;
+        registry.register(tools::git::pull::GitPull)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -428,7 +432,16 @@ mod tests {
             "{}",
             echo.description
         );
-        assert!(r.defs().iter().filter(|d| d.requires_approval).count() == 1);
+        let asking: Vec<String> = r
+            .defs()
+            .into_iter()
+            .filter(|d| d.requires_approval && !d.name.starts_with("git_"))
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(asking, ["Echo"]);
+        for git in ["git_clone", "git_commit", "git_push", "git_pull"] {
+            assert!(r.def(git).unwrap().requires_approval, "{git}");
+        }
         c.no_approval = vec!["Echo".into()];
         let r = Registry::standard(&c).unwrap();
         let echo = r.def("Echo").unwrap();
