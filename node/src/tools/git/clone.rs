@@ -66,6 +66,12 @@ struct Request {
     dry_run: bool,
 }
 
+impl Request {
+    fn is_local(&self) -> bool {
+        matches!(self.source, Source::Local(_))
+    }
+}
+
 /// A destination under the path rules: it must not exist, or be an empty directory.
 fn check_dest(path: &str, ctx: &ToolContext) -> Result<PathBuf, WriteError> {
     let policy = PathPolicy::of(ctx);
@@ -140,7 +146,7 @@ async fn request(args: &Value, ctx: &ToolContext) -> Result<Request, WriteError>
 async fn git_outside(ctx: &ToolContext) -> Result<Git, WriteError> {
     let git = Git::new(Path::new("/"), None, ctx.cancel.clone());
     git.check_version().await?;
-    Ok(write::harden(git, Some("origin")))
+    Ok(write::harden(git))
 }
 
 async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<CloneOutput, WriteError> {
@@ -152,7 +158,13 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<CloneOutput, WriteE
     }
     let src = req.source.git_arg();
     let out = git
-        .run(&["ls-remote", "--symref", "--end-of-options", &src])
+        .run(&[
+            "ls-remote",
+            "--symref",
+            &write::upload_pack_option(req.is_local()),
+            "--end-of-options",
+            &src,
+        ])
         .await?;
     let (refs, head) = write::parse_ls_remote(&out.stdout);
     let branches = refs
@@ -210,6 +222,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     let mut argv: Vec<String> = ["clone", "--quiet", "--template=", "--no-recurse-submodules"]
         .map(str::to_owned)
         .to_vec();
+    argv.push(write::upload_pack_option(req.is_local()));
     if let Some(b) = &req.branch {
         let b = write::branch_arg(&git, "branch", b).await?;
         argv.push(format!("--branch={b}"));

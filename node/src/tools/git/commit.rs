@@ -120,7 +120,7 @@ fn summary(message: &str) -> String {
 async fn open(req: &Request, ctx: &ToolContext) -> Result<(Repo, String), WriteError> {
     let mut repo = super::open(req.path.as_deref(), ctx).await?;
     let (forced, who) = write::identity(&repo.git).await?;
-    repo.git = write::harden(repo.git, None).with_settings(forced);
+    repo.git = write::harden(repo.git).with_settings(forced);
     Ok((repo, who))
 }
 

@@ -95,11 +95,16 @@ struct Prepared {
     root: String,
     branch: String,
     old: String,
+    /// `--upload-pack=…` for this remote.
+    upload_pack: String,
 }
 
 async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteError> {
     let repo = super::open(req.path.as_deref(), ctx).await?;
-    let git = write::harden(repo.git, Some(&req.remote));
+    let sources =
+        write::remote_urls(&repo.git, &req.remote, false, Path::new(&repo.root), ctx).await?;
+    let local = write::all_local(&sources)?;
+    let git = write::harden(repo.git);
     let current = write::current_branch(&git).await?.ok_or_else(|| {
         WriteError::Refused("HEAD is detached: check out a branch to pull into".into())
     })?;
@@ -112,12 +117,12 @@ async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteErro
             .await?
             .unwrap_or(current),
     };
-    write::remote_urls(&git, &req.remote, false, Path::new(&repo.root), ctx).await?;
     Ok(Prepared {
         git,
         root: repo.root,
         branch,
         old,
+        upload_pack: write::upload_pack_option(local),
     })
 }
 
@@ -176,7 +181,13 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<PullOutput, WriteEr
     let wanted = format!("refs/heads/{}", p.branch);
     let out = p
         .git
-        .run(&["ls-remote", "--end-of-options", &req.remote, &wanted])
+        .run(&[
+            "ls-remote",
+            &p.upload_pack,
+            "--end-of-options",
+            &req.remote,
+            &wanted,
+        ])
         .await?;
     let (refs, _) = write::parse_ls_remote(&out.stdout);
     let Some(remote) = refs.into_iter().find(|r| r.name == wanted) else {
@@ -277,6 +288,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
         "--quiet",
         "--no-tags",
         "--no-recurse-submodules",
+        &p.upload_pack,
         "--end-of-options",
         &req.remote,
         &refspec,

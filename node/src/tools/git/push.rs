@@ -131,30 +131,36 @@ fn request(args: &Value) -> Result<Request, WriteError> {
 
 async fn push(req: &Request, dry_run: bool, ctx: &ToolContext) -> Result<PushOutput, WriteError> {
     let repo = super::open(req.path.as_deref(), ctx).await?;
-    let git = write::harden(repo.git, Some(&req.remote));
+    let sources =
+        write::remote_urls(&repo.git, &req.remote, true, Path::new(&repo.root), ctx).await?;
+    let local = write::all_local(&sources)?;
+    let git = write::harden(repo.git);
     let branch = match &req.branch {
         Some(b) => write::branch_arg(&git, "branch", b).await?,
         None => write::current_branch(&git).await?.ok_or_else(|| {
             WriteError::Refused("HEAD is detached: name the \"branch\" to push".into())
         })?,
     };
-    let local = format!("refs/heads/{branch}");
-    if write::resolve(&git, &local).await?.is_none() {
+    let local_ref = format!("refs/heads/{branch}");
+    if write::resolve(&git, &local_ref).await?.is_none() {
         return Err(WriteError::Refused(format!("no local branch {branch:?}")));
     }
-    let sources = write::remote_urls(&git, &req.remote, true, Path::new(&repo.root), ctx).await?;
-    let mut argv = vec!["push".to_owned(), "--porcelain".to_owned()];
+    let mut argv = vec![
+        "push".to_owned(),
+        "--porcelain".to_owned(),
+        write::receive_pack_option(local),
+    ];
     if dry_run {
         argv.push("--dry-run".into());
     } else if req.set_upstream {
         argv.push("--set-upstream".into());
     }
     if req.lease {
-        argv.push(format!("--force-with-lease={local}"));
+        argv.push(format!("--force-with-lease={local_ref}"));
     }
     argv.push("--end-of-options".into());
     argv.push(req.remote.clone());
-    argv.push(format!("{local}:{local}"));
+    argv.push(format!("{local_ref}:{local_ref}"));
     let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
     if !dry_run {
         tracing::info!(repo = %repo.root, remote = %req.remote, branch = %branch, "git_push");

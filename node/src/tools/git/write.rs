@@ -11,9 +11,10 @@
 //!   `protocol.allow=never` stays the default for every other, `ext::` and `fd::`
 //!   included), no signing (`gpg.program` never runs), `core.editor=:` (git's "no
 //!   editor"), no submodule recursion, no automatic gc or maintenance;
-//! - for the remote a call uses, `remote.<name>.uploadpack` / `receivepack` pinned to
-//!   git's own programs (a repository's configuration cannot name a command that a
-//!   local fetch or push would run);
+//! - `--upload-pack` / `--receive-pack` on every fetch, ls-remote, clone and push:
+//!   git's own programs, so a repository's `remote.<name>.uploadpack` / `receivepack`
+//!   never names the command a local fetch or push runs (and, for a local remote, the
+//!   other repository's hooks do not run: [`LOCAL_RECEIVE_PACK`]);
 //! - for runs that reach a remote ([`network_vars`]): `GIT_SSH_COMMAND=ssh -o
 //!   BatchMode=yes` (no `core.sshCommand` or `ssh.variant` program from the repository;
 //!   the owner's `ssh` with its own `~/.ssh` configuration and keys, never a prompt),
@@ -119,24 +120,62 @@ pub fn dry_run_schema() -> Value {
     })
 }
 
-/// `git` made ready for a mutating tool: [`WRITE_SETTINGS`], and for `remote` (when
-/// the call uses one) its upload-pack and receive-pack programs pinned.
-pub fn harden(git: Git, remote: Option<&str>) -> Git {
-    let mut settings: Vec<(String, String)> = WRITE_SETTINGS
+/// The upload-pack and receive-pack commands git runs *here* for a local remote
+/// (`file://` or a path): git removes the forced configuration from that child's
+/// environment (`GIT_CONFIG_COUNT` is one of its "repository-local" variables), so
+/// it is given again on the command line, and the other repository's hooks
+/// (pre-receive, update, post-receive...) and fsmonitor do not run either.
+pub const LOCAL_UPLOAD_PACK: &str =
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never upload-pack";
+/// See [`LOCAL_UPLOAD_PACK`].
+pub const LOCAL_RECEIVE_PACK: &str =
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never receive-pack";
+
+/// `git` made ready for a mutating tool: [`WRITE_SETTINGS`] and [`network_vars`].
+pub fn harden(git: Git) -> Git {
+    let settings = WRITE_SETTINGS
         .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    if let Some(remote) = remote {
-        settings.push((
-            format!("remote.{remote}.uploadpack"),
-            "git-upload-pack".into(),
-        ));
-        settings.push((
-            format!("remote.{remote}.receivepack"),
-            "git-receive-pack".into(),
-        ));
-    }
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
     git.with_settings(settings).with_vars(network_vars())
+}
+
+/// The `--upload-pack=` option every fetch, clone and ls-remote gets: a repository's
+/// `remote.<name>.uploadpack` cannot be overridden by configuration (git keeps the
+/// first one it reads), but the option wins. git's own program for a network remote
+/// (the name the server runs), [`LOCAL_UPLOAD_PACK`] for a local one.
+pub fn upload_pack_option(local: bool) -> String {
+    let program = if local {
+        LOCAL_UPLOAD_PACK
+    } else {
+        "git-upload-pack"
+    };
+    format!("--upload-pack={program}")
+}
+
+/// The `--receive-pack=` option every push gets (see [`upload_pack_option`]).
+pub fn receive_pack_option(local: bool) -> String {
+    let program = if local {
+        LOCAL_RECEIVE_PACK
+    } else {
+        "git-receive-pack"
+    };
+    format!("--receive-pack={program}")
+}
+
+/// Whether `sources` are all local (`Some(true)`), all network (`Some(false)`), or
+/// mixed (`None`: refused, as one pinned upload-pack cannot suit both).
+pub fn all_local(sources: &[Source]) -> Result<bool, WriteError> {
+    let local = sources
+        .iter()
+        .filter(|s| matches!(s, Source::Local(_)))
+        .count();
+    match local {
+        0 => Ok(false),
+        n if n == sources.len() => Ok(true),
+        _ => Err(WriteError::Refused(
+            "the remote has both local and network URLs; use a remote with one kind".into(),
+        )),
+    }
 }
 
 /// The environment of a git run that may reach a remote (see the module doc).
