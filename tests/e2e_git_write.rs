@@ -607,6 +607,8 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     git(outside.path(), &["init", "-q", "--bare", "o.git"]);
     let o = outside.path().join("o.git").display().to_string();
     let mark = marks.path().join("ext");
+    // Inside the workspace by name, but its git directory is outside.
+    write(&ws.path().join("pointer/.git"), &format!("gitdir: {o}\n"));
     for (tool, args, needle) in [
         (
             "h__git_clone",
@@ -636,6 +638,11 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
         (
             "h__git_clone",
             json!({"url": format!("file://{o}"), "path": "c6"}),
+            "outside the workspace",
+        ),
+        (
+            "h__git_clone",
+            json!({"url": "pointer", "path": "c8"}),
             "outside the workspace",
         ),
         (
@@ -682,7 +689,7 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
             r.joined_text()
         );
     }
-    for dir in ["c1", "c2", "c3", "c4", "c5", "c6", "c7"] {
+    for dir in ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"] {
         assert!(!ws.path().join(dir).exists(), "{dir} was created");
     }
     // A remote pointing outside the workspace is refused before git reaches it.

@@ -389,16 +389,84 @@ pub fn check_url(url: &str, base: &Path, ctx: &ToolContext) -> Result<Source, Wr
     Ok(Source::Local(opened.path))
 }
 
-/// Checks `url` on a blocking thread.
+/// Checks `url` ([`check_url`], on a blocking thread), and for a local repository
+/// also where git would really read it ([`check_local_repo`]).
 pub async fn check_url_async(
     url: String,
     base: PathBuf,
     ctx: &ToolContext,
 ) -> Result<Source, WriteError> {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || check_url(&url, &base, &ctx))
+    let source = {
+        let ctx = ctx.clone();
+        tokio::task::spawn_blocking(move || check_url(&url, &base, &ctx))
+            .await
+            .map_err(|e| WriteError::Refused(format!("cannot check the URL: {e}")))??
+    };
+    if let Source::Local(path) = &source {
+        check_local_repo(path, ctx).await?;
+    }
+    Ok(source)
+}
+
+/// A local repository (a clone source or a remote) is read where its git directory,
+/// common directory and object alternates are, which a `.git` file or
+/// `objects/info/alternates` can put anywhere: those must pass the path rules too
+/// (inside the workspace when confined, never protected). Alternates are refused on
+/// a confined node.
+pub async fn check_local_repo(path: &Path, ctx: &ToolContext) -> Result<(), WriteError> {
+    let ceiling = path.parent().map(Path::to_path_buf);
+    let git = Git::new(path, ceiling, ctx.cancel.clone());
+    git.check_version().await?;
+    let out = git
+        .run(&["rev-parse", "--absolute-git-dir", "--git-common-dir"])
         .await
-        .map_err(|e| WriteError::Refused(format!("cannot check the URL: {e}")))?
+        .map_err(|_| WriteError::Url {
+            url: path.display().to_string(),
+            why: "not a git repository".into(),
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let dirs: Vec<PathBuf> = text.lines().map(|l| path.join(l)).collect();
+    let policy = PathPolicy::of(ctx);
+    let protected = ctx.protected.clone();
+    let shown = path.display().to_string();
+    tokio::task::spawn_blocking(move || -> Result<(), WriteError> {
+        let workspace = if policy.is_confined() {
+            Some(policy.resolve(".")?)
+        } else {
+            None
+        };
+        let snapshot = protected.snapshot();
+        for dir in dirs {
+            let real = std::fs::canonicalize(&dir).unwrap_or(dir);
+            if let Some(ws) = &workspace {
+                if !real.starts_with(ws) {
+                    return Err(AccessError::Outside(format!(
+                        "Refused: the repository at {shown} uses {}, outside the workspace {} \
+                         (this node is confined to its workspace)",
+                        real.display(),
+                        ws.display()
+                    ))
+                    .into());
+                }
+                if real.join("objects/info/alternates").exists() {
+                    return Err(AccessError::Outside(format!(
+                        "Refused: the repository at {shown} borrows objects from elsewhere \
+                         (objects/info/alternates), which a confined node does not follow"
+                    ))
+                    .into());
+                }
+            }
+            if snapshot.covers_real_path(&real) {
+                return Err(AccessError::Protected {
+                    path: real.display().to_string(),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| WriteError::Refused(format!("cannot check the repository: {e}")))?
 }
 
 /// The URLs `remote` really uses (fetch, or push when `push`), after `insteadOf`
