@@ -672,3 +672,83 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod plan_tests {
+    use super::super::{clone::GitClone, commit::GitCommit, pull::GitPull, push::GitPush};
+    use crate::tool::{Tool, ToolContext};
+    use serde_json::json;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "A")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "A")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[test]
+    fn only_dry_run_true_is_a_dry_run() {
+        for tool in [
+            &GitClone as &dyn Tool,
+            &GitCommit as &dyn Tool,
+            &GitPush as &dyn Tool,
+            &GitPull as &dyn Tool,
+        ] {
+            assert!(tool.dry_run(&json!({"dryRun": true})));
+            assert!(!tool.dry_run(&json!({"dryRun": "true"})));
+            assert!(!tool.dry_run(&json!({"dryRun": false})));
+            assert!(!tool.dry_run(&json!({})));
+            assert!(tool.def().requires_approval);
+            assert_eq!(tool.def().annotations.read_only_hint, Some(false));
+        }
+    }
+
+    #[tokio::test]
+    async fn plans_describe_the_call_and_change_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path();
+        git(ws, &["init", "-q", "--bare", "-b", "main", "origin.git"]);
+        git(ws, &["clone", "-q", "origin.git", "work"]);
+        let work = ws.join("work");
+        std::fs::write(work.join("a.txt"), "a\n").unwrap();
+        git(&work, &["add", "a.txt"]);
+        git(&work, &["commit", "-q", "-m", "a"]);
+        git(&work, &["push", "-q", "origin", "main"]);
+        std::fs::write(work.join("n.txt"), "n\n").unwrap();
+        let ctx = ToolContext::new(ws, "t");
+
+        let plan = GitClone
+            .plan(&json!({"url": "origin.git", "path": "copy"}), &ctx)
+            .await
+            .unwrap();
+        assert!(
+            plan.contains("would clone") && plan.contains("main"),
+            "{plan}"
+        );
+        assert!(!ws.join("copy").exists());
+
+        let args = json!({"path": "work", "message": "n", "files": ["n.txt"]});
+        let plan = GitCommit.plan(&args, &ctx).await.unwrap();
+        assert!(plan.contains("would commit 1 file(s)"), "{plan}");
+        assert!(plan.contains("added n.txt"), "{plan}");
+        assert_eq!(git(&work, &["status", "--porcelain"]), "?? n.txt");
+
+        let plan = GitPush.plan(&json!({"path": "work"}), &ctx).await.unwrap();
+        assert!(plan.contains("upToDate"), "{plan}");
+        let plan = GitPull.plan(&json!({"path": "work"}), &ctx).await.unwrap();
+        assert!(plan.contains("up to date"), "{plan}");
+        // Arguments that would be refused give no plan.
+        assert!(GitCommit.plan(&json!({"bogus": 1}), &ctx).await.is_none());
+    }
+}
