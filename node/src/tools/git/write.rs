@@ -62,6 +62,8 @@ pub const WRITE_SETTINGS: &[(&str, &str)] = &[
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
     ("init.templateDir", ""),
+    ("transfer.bundleURI", "false"),
+    ("fetch.bundleURI", ""),
     ("advice.detachedHead", "false"),
 ];
 
@@ -478,6 +480,16 @@ pub async fn remote_urls(
     root: &Path,
     ctx: &ToolContext,
 ) -> Result<Vec<Source>, WriteError> {
+    let vcs_key = format!("remote.{remote}.vcs");
+    let vcs = git
+        .run_status(&["config", "--get", &vcs_key], &[0, 1])
+        .await?;
+    if !vcs.stdout.trim_ascii().is_empty() {
+        return Err(WriteError::Refused(format!(
+            "the remote {remote:?} names a transport helper ({vcs_key}), a program git would \
+             run; use a remote with a plain URL"
+        )));
+    }
     let mut argv = vec!["remote", "get-url", "--all"];
     if push {
         argv.push("--push");
