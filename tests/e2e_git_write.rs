@@ -339,6 +339,41 @@ async fn clone_commit_push_pull_and_their_dry_runs() {
     // A push of the diverged branch is rejected, and says so.
     let r = call(&agent, "w__git_push", json!({"path": "work"})).await;
     refused(&r, "rejected");
+    assert_eq!(ok_or_error_result(&r)["refs"][0]["status"], "rejected");
+
+    // ffOnly: false merges, unless the repository names a merge driver (a program).
+    git(&work, &["config", "merge.mine.driver", "touch MERGED %A"]);
+    let r = call(
+        &agent,
+        "w__git_pull",
+        json!({"path": "work", "ffOnly": false}),
+    )
+    .await;
+    refused(&r, "merge drivers");
+    assert_eq!(head(&work, "HEAD"), local);
+    git(&work, &["config", "--unset", "merge.mine.driver"]);
+    let r = call(
+        &agent,
+        "w__git_pull",
+        json!({"path": "work", "ffOnly": false}),
+    )
+    .await;
+    let out = ok(&r);
+    assert_eq!(out["state"], "merged", "{out}");
+    let merge = head(&work, "HEAD");
+    let parents = git(&work, &["rev-list", "--parents", "-n1", "HEAD"]);
+    assert_eq!(parents.split(' ').count(), 3, "{parents}");
+    assert!(!work.join("MERGED").exists());
+    let r = call(&agent, "w__git_push", json!({"path": "work"})).await;
+    assert_eq!(ok(&r)["ok"], true);
+    assert_eq!(head(&origin, "main"), merge);
+}
+
+/// The structured content of a result, error or not.
+fn ok_or_error_result(r: &ToolResult) -> &Value {
+    r.structured_content
+        .as_ref()
+        .unwrap_or_else(|| panic!("no structured content: {}", r.joined_text()))
 }
 
 #[tokio::test]

@@ -9,6 +9,8 @@
 //! filters or signature checks; `remote.<name>.uploadpack` pinned; every fetch URL of
 //! the remote (after `insteadOf`) checked like git_clone's URL.
 //!
+//! A merge commit (`ffOnly: false`) gets git_commit's author and committer.
+//!
 //! `remote` defaults to `origin`; `branch` (the remote's branch) to the current
 //! branch's upstream on that remote, else the current branch's name.
 //!
@@ -104,7 +106,8 @@ async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteErro
     let sources =
         write::remote_urls(&repo.git, &req.remote, false, Path::new(&repo.root), ctx).await?;
     let local = write::all_local(&sources)?;
-    let git = write::harden(repo.git);
+    let (identity, _) = write::identity(&repo.git).await?;
+    let git = write::harden(repo.git).with_settings(identity);
     let current = write::current_branch(&git).await?.ok_or_else(|| {
         WriteError::Refused("HEAD is detached: check out a branch to pull into".into())
     })?;

@@ -63,6 +63,8 @@ pub const WRITE_SETTINGS: &[(&str, &str)] = &[
     ("maintenance.auto", "false"),
     ("init.templateDir", ""),
     ("transfer.bundleURI", "false"),
+    ("core.alternateRefsCommand", "true"),
+    ("http.cookieFile", ""),
     ("fetch.bundleURI", ""),
     ("advice.detachedHead", "false"),
 ];
