@@ -575,12 +575,16 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     );
     write(&work.join("x.txt"), "x\n");
 
+    let vault = ws.path().join("vault");
+    std::fs::create_dir(&vault).unwrap();
+    let mut flags = WAIVE_ALL.to_vec();
+    flags.extend(["--protect", vault.to_str().unwrap()]);
     let gw = Gateway::start().await;
     let _node = gw.spawn_node_with_env(
         "h",
         &gw.node_token("h"),
         ws.path(),
-        WAIVE_ALL,
+        &flags,
         &[
             ("GIT_TEMPLATE_DIR", templates.as_path()),
             ("GIT_SSH_COMMAND", Path::new(&p("sshcmd"))),
@@ -682,6 +686,11 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
         ),
         (
             "h__git_clone",
+            json!({"url": "origin.git", "path": "vault/c9"}),
+            "is protected",
+        ),
+        (
+            "h__git_clone",
             json!({"url": "origin.git", "path": "c7", "branch": "--upload-pack=x"}),
             "starts with '-'",
         ),
@@ -736,6 +745,7 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     )
     .await;
     refused(&r, "outside the workspace");
+    assert!(!vault.join("c9").exists());
     assert_eq!(
         git(outside.path().join("o.git").as_path(), &["for-each-ref"]),
         ""
