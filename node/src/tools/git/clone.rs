@@ -58,7 +58,6 @@ pub struct CloneOutput {
 }
 
 struct Request {
-    url: String,
     source: Source,
     dest: PathBuf,
     branch: Option<String>,
@@ -139,7 +138,7 @@ async fn request(args: &Value, ctx: &ToolContext) -> Result<Request, WriteError>
     if path.contains('\0') {
         return Err(WriteError::Arg("\"path\" must not hold NUL".into()));
     }
-    let source = write::check_url_async(url.clone(), ctx.workspace.clone(), ctx).await?;
+    let source = write::check_url_async(url, ctx.workspace.clone(), ctx).await?;
     let dest = {
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || check_dest(&path, &ctx))
@@ -154,7 +153,6 @@ async fn request(args: &Value, ctx: &ToolContext) -> Result<Request, WriteError>
         }
     }
     Ok(Request {
-        url,
         source,
         dest,
         branch,
@@ -178,6 +176,7 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<CloneOutput, WriteE
         write::branch_arg(&git, "branch", b).await?;
     }
     let src = req.source.git_arg();
+    let shown = req.source.shown();
     let out = git
         .run(&[
             "ls-remote",
@@ -209,7 +208,7 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<CloneOutput, WriteE
         )));
     }
     Ok(CloneOutput {
-        url: src,
+        url: shown,
         path: req.dest.display().to_string(),
         branch: wanted,
         head: commit,
@@ -255,7 +254,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     argv.push(req.source.git_arg());
     argv.push(req.dest.display().to_string());
     let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
-    tracing::info!(url = %req.url, dest = %req.dest.display(), "git_clone");
+    tracing::info!(url = %req.source.shown(), dest = %req.dest.display(), "git_clone");
     git.run(&refs).await?;
     let cloned = git.in_dir(&req.dest);
     let branch = write::current_branch(&cloned).await?;
@@ -272,7 +271,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
         .filter(|l| !l.ends_with("/HEAD"))
         .count();
     let out = CloneOutput {
-        url: req.source.git_arg(),
+        url: req.source.shown(),
         path: req.dest.display().to_string(),
         branch,
         head,
@@ -320,7 +319,11 @@ impl Tool for GitClone {
         let req = request(args, ctx).await.ok()?;
         Some(match plan_of(&req, ctx).await {
             Ok(p) => plan_text(&p),
-            Err(e) => format!("would clone {} into {} ({e})", req.url, req.dest.display()),
+            Err(e) => format!(
+                "would clone {} into {} ({e})",
+                req.source.shown(),
+                req.dest.display()
+            ),
         })
     }
 

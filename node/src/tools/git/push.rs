@@ -175,7 +175,7 @@ async fn push(req: &Request, dry_run: bool, ctx: &ToolContext) -> Result<PushOut
     }
     Ok(PushOutput {
         remote: req.remote.clone(),
-        urls: sources.iter().map(|s| s.git_arg()).collect(),
+        urls: sources.iter().map(|s| s.shown()).collect(),
         branch,
         ok: updates.iter().all(|u| u.status != "rejected"),
         refs: updates,

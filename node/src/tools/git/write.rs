@@ -307,12 +307,37 @@ pub enum Source {
 }
 
 impl Source {
+    /// How results, plans and the log show it: a password in the URL is masked.
+    pub fn shown(&self) -> String {
+        match self {
+            Source::Remote(url) => redact(url),
+            Source::Local(path) => path.display().to_string(),
+        }
+    }
+
     /// What git gets.
     pub fn git_arg(&self) -> String {
         match self {
             Source::Remote(url) => url.clone(),
             Source::Local(path) => path.display().to_string(),
         }
+    }
+}
+
+/// `url` with the password of its `user:password@` part masked (`user:***@`).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_owned(),
     }
 }
 
@@ -656,6 +681,23 @@ mod tests {
         ] {
             assert!(kind(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn passwords_in_urls_are_masked() {
+        assert_eq!(
+            redact("https://me:s3cret@example.com/a.git"),
+            "https://me:***@example.com/a.git"
+        );
+        assert_eq!(
+            redact("https://me@example.com/a"),
+            "https://me@example.com/a"
+        );
+        assert_eq!(redact("git@example.com:a.git"), "git@example.com:a.git");
+        assert_eq!(
+            redact("https://example.com/a@b:c"),
+            "https://example.com/a@b:c"
+        );
     }
 
     #[test]
