@@ -217,10 +217,10 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     if req.all {
         git.run(&["add", "--update"]).await?;
     }
-    let has_changes = git
-        .run_status(&["diff", "--cached", "--quiet", "--no-ext-diff"], &[1])
-        .await
-        .is_ok();
+    let staged = git
+        .run(&["diff", "--cached", "--name-only", "-z", "--no-renames"])
+        .await?;
+    let has_changes = !staged.stdout.is_empty();
     if !has_changes && !req.allow_empty {
         return Err(WriteError::Refused(
             "nothing to commit: nothing is staged (name the files in \"files\", set \"all\" \
