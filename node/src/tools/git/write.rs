@@ -3,8 +3,10 @@
 //! rules, name checks, and their error type.
 //!
 //! These tools change a repository (or another one: a push), so each needs an
-//! operator's approval by default ([`crate::guards::posture`]); `dryRun: true` runs
-//! without one and changes nothing. Their git is [`super::run::Git`] with, in
+//! operator's approval by default ([`crate::guards::posture`]); `dryRun: true`
+//! changes nothing (it may ask the remote, read-only), which is what lets it run
+//! without one ([`crate::tool::Tool::dry_run`]) and be the plan an approval request
+//! shows ([`crate::tool::Tool::plan`]). Their git is [`super::run::Git`] with, in
 //! addition:
 //!
 //! - [`WRITE_SETTINGS`]: transports https, http, ssh, git and file allowed (the forced
@@ -16,7 +18,7 @@
 //!   never names the command a local fetch or push runs (and, for a local remote, the
 //!   other repository's hooks do not run: [`LOCAL_RECEIVE_PACK`]);
 //! - for runs that reach a remote ([`network_vars`]): `GIT_SSH_COMMAND=ssh -o
-//!   BatchMode=yes` (no `core.sshCommand` or `ssh.variant` program from the repository;
+//!   BatchMode=yes` (no `core.sshCommand` from the repository, no `GIT_SSH_COMMAND` of the node;
 //!   the owner's `ssh` with its own `~/.ssh` configuration and keys, never a prompt),
 //!   `GIT_PROXY_COMMAND=` (no `core.gitProxy`), `GIT_ASKPASS=` (no `core.askPass`), and
 //!   the node's `SSH_AUTH_SOCK` passed through when it has one (the owner's agent).
@@ -30,8 +32,11 @@
 //! A URL is refused unless it is `https://`, `http://`, `ssh://`, `git://`, `file://`,
 //! scp-like `[user@]host:path`, or a local path; a local path (or `file://`) goes
 //! through the file tools' path rules, so a confined node only clones, fetches from
-//! or pushes to repositories inside its workspace. The URLs a remote really uses
-//! (after `insteadOf` rewriting) are checked the same way before a fetch or push.
+//! or pushes to repositories inside its workspace — and, for a local repository, its
+//! git directory, common directory and alternates too ([`check_local_repo`]). The
+//! URLs a remote really uses (after `insteadOf` rewriting) are checked the same way
+//! before a fetch or push, and a remote naming a transport helper
+//! (`remote.<name>.vcs`) is refused.
 
 use super::run::{Git, GitError};
 use super::RepoError;
