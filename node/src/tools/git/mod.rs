@@ -1,7 +1,7 @@
 //! The git tools: `git_status`, `git_log`, `git_diff` and `git_show`, structured,
 //! read-only (capability `vcs.read`), with a git that runs no program the repository
 //! names; and the mutating `git_clone`, `git_commit`, `git_push` and `git_pull`
-//! (capability `vcs.write`, operator approval by default, `dryRun`), see [`write`](self::write).
+//! (capability `vcs.write`, operator approval by default, `dryRun`), see [`self::write`].
 //!
 //! An agent that wants to know a repository's state would otherwise run `git status`
 //! through Bash, whose output it has to parse and which a repository's configuration
