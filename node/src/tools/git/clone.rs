@@ -14,8 +14,9 @@
 //!
 //! Result (`structuredContent`): [`CloneOutput`].
 
+use super::remote::{self, Source};
 use super::run::Git;
-use super::write::{self, short, Source, WriteError};
+use super::write::{self, short, WriteError};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output::{self, is_false};
@@ -138,7 +139,7 @@ async fn request(args: &Value, ctx: &ToolContext) -> Result<Request, WriteError>
     if path.contains('\0') {
         return Err(WriteError::Arg("\"path\" must not hold NUL".into()));
     }
-    let source = write::check_url_async(url, ctx.workspace.clone(), ctx).await?;
+    let source = remote::check_url_async(url, ctx.workspace.clone(), ctx).await?;
     let dest = {
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || check_dest(&path, &ctx))
@@ -181,12 +182,12 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<CloneOutput, WriteE
         .run(&[
             "ls-remote",
             "--symref",
-            &write::upload_pack_option(req.is_local()),
+            &remote::upload_pack_option(req.is_local()),
             "--end-of-options",
             &src,
         ])
         .await?;
-    let (refs, head) = write::parse_ls_remote(&out.stdout);
+    let (refs, head) = remote::parse_ls_remote(&out.stdout);
     let branches = refs
         .iter()
         .filter(|r| r.name.starts_with("refs/heads/"))
@@ -242,7 +243,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     let mut argv: Vec<String> = ["clone", "--quiet", "--template=", "--no-recurse-submodules"]
         .map(str::to_owned)
         .to_vec();
-    argv.push(write::upload_pack_option(req.is_local()));
+    argv.push(remote::upload_pack_option(req.is_local()));
     if let Some(b) = &req.branch {
         let b = write::branch_arg(&git, "branch", b).await?;
         argv.push(format!("--branch={b}"));

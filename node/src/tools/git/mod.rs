@@ -23,6 +23,7 @@ pub mod diff;
 pub mod log;
 pub mod pull;
 pub mod push;
+pub mod remote;
 pub mod run;
 pub mod show;
 pub mod status;

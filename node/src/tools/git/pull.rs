@@ -20,6 +20,7 @@
 //!
 //! Result (`structuredContent`): [`PullOutput`].
 
+use super::remote;
 use super::run::{nul_fields, text, Git};
 use super::write::{self, short, ChangedFile, WriteError};
 use crate::tool::{Tool, ToolContext};
@@ -104,8 +105,8 @@ struct Prepared {
 async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteError> {
     let repo = super::open(req.path.as_deref(), ctx).await?;
     let sources =
-        write::remote_urls(&repo.git, &req.remote, false, Path::new(&repo.root), ctx).await?;
-    let local = write::all_local(&sources)?;
+        remote::remote_urls(&repo.git, &req.remote, false, Path::new(&repo.root), ctx).await?;
+    let local = remote::all_local(&sources)?;
     let (identity, _) = write::identity(&repo.git).await?;
     let git = write::harden(repo.git).with_settings(identity);
     let current = write::current_branch(&git).await?.ok_or_else(|| {
@@ -125,7 +126,7 @@ async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteErro
         root: repo.root,
         branch,
         old,
-        upload_pack: write::upload_pack_option(local),
+        upload_pack: remote::upload_pack_option(local),
     })
 }
 
@@ -192,7 +193,7 @@ async fn plan_of(req: &Request, ctx: &ToolContext) -> Result<PullOutput, WriteEr
             &wanted,
         ])
         .await?;
-    let (refs, _) = write::parse_ls_remote(&out.stdout);
+    let (refs, _) = remote::parse_ls_remote(&out.stdout);
     let Some(remote) = refs.into_iter().find(|r| r.name == wanted) else {
         return Err(WriteError::Refused(format!(
             "the remote {} has no branch {:?}",

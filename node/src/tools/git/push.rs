@@ -17,6 +17,7 @@
 //!
 //! Result (`structuredContent`): [`PushOutput`].
 
+use super::remote;
 use super::run::text;
 use super::write::{self, WriteError};
 use crate::tool::{Tool, ToolContext};
@@ -132,8 +133,8 @@ fn request(args: &Value) -> Result<Request, WriteError> {
 async fn push(req: &Request, dry_run: bool, ctx: &ToolContext) -> Result<PushOutput, WriteError> {
     let repo = super::open(req.path.as_deref(), ctx).await?;
     let sources =
-        write::remote_urls(&repo.git, &req.remote, true, Path::new(&repo.root), ctx).await?;
-    let local = write::all_local(&sources)?;
+        remote::remote_urls(&repo.git, &req.remote, true, Path::new(&repo.root), ctx).await?;
+    let local = remote::all_local(&sources)?;
     let git = write::harden(repo.git);
     let branch = match &req.branch {
         Some(b) => write::branch_arg(&git, "branch", b).await?,
@@ -148,7 +149,7 @@ async fn push(req: &Request, dry_run: bool, ctx: &ToolContext) -> Result<PushOut
     let mut argv = vec![
         "push".to_owned(),
         "--porcelain".to_owned(),
-        write::receive_pack_option(local),
+        remote::receive_pack_option(local),
     ];
     if dry_run {
         argv.push("--dry-run".into());
