@@ -340,6 +340,16 @@ async fn clone_commit_push_pull_and_their_dry_runs() {
     let r = call(&agent, "w__git_push", json!({"path": "work"})).await;
     refused(&r, "rejected");
     assert_eq!(ok_or_error_result(&r)["refs"][0]["status"], "rejected");
+    // forceWithLease does not overwrite a commit this clone has not seen.
+    let late = someone_pushes(&seed, "late.txt");
+    let r = call(
+        &agent,
+        "w__git_push",
+        json!({"path": "work", "forceWithLease": true}),
+    )
+    .await;
+    refused(&r, "stale info");
+    assert_eq!(head(&origin, "main"), late);
 
     // ffOnly: false merges, unless the repository names a merge driver (a program).
     git(&work, &["config", "merge.mine.driver", "touch MERGED %A"]);

@@ -357,6 +357,25 @@ mod tests {
         assert!(e.to_string().contains("nope"), "{e}");
     }
 
+    #[tokio::test]
+    async fn added_settings_and_variables_come_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = Git::new(tmp.path(), None, CancellationToken::new())
+            .with_settings([("core.hooksPath".to_owned(), "/elsewhere".to_owned())])
+            .with_vars([("GIT_EDITOR".to_owned(), "ed".to_owned())]);
+        let out = git.run(&["var", "GIT_EDITOR"]).await.unwrap();
+        assert_eq!(out.stdout, b"ed\n");
+        git.run(&["init", "-q"]).await.unwrap();
+        let out = git
+            .run(&["config", "--get", "core.hooksPath"])
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, b"/elsewhere\n");
+        let moved = git.in_dir(Path::new("/"));
+        assert_eq!(moved.dir, Path::new("/"));
+        assert_eq!(moved.vars, git.vars);
+    }
+
     #[test]
     fn versions_are_parsed() {
         assert_eq!(parse_version("git version 2.47.3\n"), Some((2, 47)));
