@@ -587,8 +587,11 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
 
     let vault = ws.path().join("vault");
     std::fs::create_dir(&vault).unwrap();
+    let secret = work.join("secret.txt");
+    write(&secret, "the node's secret\n");
     let mut flags = WAIVE_ALL.to_vec();
     flags.extend(["--protect", vault.to_str().unwrap()]);
+    flags.extend(["--protect", secret.to_str().unwrap()]);
     let gw = Gateway::start().await;
     let _node = gw.spawn_node_with_env(
         "h",
@@ -776,6 +779,49 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     )
     .await;
     refused(&r, "transport helpers");
+
+    // A remote that names a transport helper (`remote.<name>.vcs`) is refused.
+    git(&work, &["remote", "add", "helper", "../origin.git"]);
+    git(&work, &["config", "remote.helper.vcs", "ext"]);
+    let r = call(
+        &agent,
+        "h__git_push",
+        json!({"path": "work", "remote": "helper"}),
+    )
+    .await;
+    refused(&r, "transport helper");
+
+    // A protected file is never staged (a push could carry it off).
+    for args in [
+        json!({"path": "work", "message": "s", "files": ["secret.txt"]}),
+        json!({"path": "work", "message": "s", "files": ["."]}),
+        json!({"path": "work", "message": "s", "files": ["./x/../secret.txt"]}),
+    ] {
+        let r = call(&agent, "h__git_commit", args.clone()).await;
+        assert!(r.is_error, "{args}: {}", r.joined_text());
+        assert!(
+            r.joined_text().contains("is protected"),
+            "{}",
+            r.joined_text()
+        );
+    }
+    let r = call(
+        &agent,
+        "h__git_commit",
+        json!({"path": "work", "message": "s", "all": true}),
+    )
+    .await;
+    refused(&r, "holds a protected path");
+    // (The CLI here must not run the planted fsmonitor itself.)
+    let quiet = ["-c", "core.fsmonitor=false"];
+    assert_eq!(
+        git(
+            &work,
+            &[&quiet[..], &["diff", "--cached", "--name-only"]].concat()
+        ),
+        ""
+    );
+    assert!(git(&work, &[&quiet[..], &["ls-files", "secret.txt"]].concat()).is_empty());
     assert_eq!(
         markers(marks.path()),
         Vec::<String>::new(),

@@ -72,32 +72,11 @@ impl Request {
     }
 }
 
-/// `path` with its longest existing prefix resolved (symlinks followed), the rest
-/// as given: where a directory created there would really be.
-fn real_path(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut missing = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut real = real;
-            real.extend(missing.iter().rev());
-            return real;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                missing.push(name.to_owned());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
 /// A destination under the path rules: it must not exist, or be an empty directory.
 fn check_dest(path: &str, ctx: &ToolContext) -> Result<PathBuf, WriteError> {
     let policy = PathPolicy::of(ctx);
     let dest = policy.resolve(path)?;
-    let real = real_path(&dest);
+    let real = write::real_path(&dest);
     if ctx.protected.snapshot().covers_real_path(&real) {
         return Err(AccessError::Protected {
             path: real.display().to_string(),

@@ -23,9 +23,13 @@ use super::{Repo, MAX_ARG_LEN};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output::{self, is_false};
+use crate::tools::paths::{AccessError, PathPolicy};
+use crate::tools::protected::Protected;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The git_commit tool.
 pub struct GitCommit;
@@ -201,6 +205,48 @@ fn plan_text(p: &CommitOutput) -> String {
     text.trim_end().to_owned()
 }
 
+/// Refuses staging that would read a protected file into the repository (from where
+/// a push could carry it off): a `files` entry that is, is inside or holds a protected
+/// path, and `all` in a work tree that holds one (blocking).
+fn check_protected(
+    base: &Path,
+    root: &Path,
+    files: &[String],
+    all: bool,
+    protected: &Protected,
+) -> Result<(), WriteError> {
+    let guarded: Vec<PathBuf> = protected
+        .paths()
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    if guarded.is_empty() {
+        return Ok(());
+    }
+    let snapshot = protected.snapshot();
+    let touches = |real: &Path| {
+        snapshot.covers_real_path(real) || guarded.iter().any(|g| g.starts_with(real))
+    };
+    for f in files {
+        let real = write::real_path(&base.join(f));
+        if touches(&real) {
+            return Err(AccessError::Protected {
+                path: real.display().to_string(),
+            }
+            .into());
+        }
+    }
+    let root = write::real_path(root);
+    if all && guarded.iter().any(|g| g.starts_with(&root)) {
+        return Err(WriteError::Refused(
+            "\"all\" is refused in a work tree that holds a protected path; name the files \
+             to stage in \"files\""
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> {
     let req = request(args)?;
     if req.dry_run {
@@ -209,6 +255,14 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     }
     let (repo, who) = open(&req, ctx).await?;
     let git = &repo.git;
+    let base = PathPolicy::of(ctx).resolve(req.path.as_deref().unwrap_or("."))?;
+    {
+        let (root, files, all) = (PathBuf::from(&repo.root), req.files.clone(), req.all);
+        let protected = Arc::clone(&ctx.protected);
+        tokio::task::spawn_blocking(move || check_protected(&base, &root, &files, all, &protected))
+            .await
+            .map_err(|e| WriteError::Refused(format!("cannot check the files: {e}")))??;
+    }
     if !req.files.is_empty() {
         let mut argv = vec!["add", "--"];
         argv.extend(req.files.iter().map(String::as_str));

@@ -43,6 +43,7 @@ use super::RepoError;
 use crate::tools::paths::AccessError;
 use gsv_protocol::ToolResult;
 use serde_json::Value;
+use std::path::{Component, Path, PathBuf};
 
 /// Settings every mutating git tool forces, after the read tools' ones.
 pub const WRITE_SETTINGS: &[(&str, &str)] = &[
@@ -249,6 +250,30 @@ pub async fn resolve(git: &Git, rev: &str) -> Result<Option<String>, GitError> {
     Ok((!id.is_empty()).then_some(id))
 }
 
+/// `path` with its longest existing prefix resolved (symlinks followed), the rest
+/// as given: where a directory created there would really be.
+pub fn real_path(path: &Path) -> PathBuf {
+    let parts: Vec<Component> = path.components().collect();
+    for cut in (1..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..cut].iter().collect();
+        let Ok(mut real) = std::fs::canonicalize(&prefix) else {
+            continue;
+        };
+        // What does not exist is no symlink: its `.` and `..` are lexical.
+        for part in &parts[cut..] {
+            match part {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    real.pop();
+                }
+                other => real.push(other.as_os_str()),
+            }
+        }
+        return real;
+    }
+    path.to_path_buf()
+}
+
 /// The first `n` characters of a commit id.
 pub fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
@@ -318,6 +343,16 @@ pub async fn changed_files(git: &Git, from: &str, to: &str) -> Result<Vec<Change
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_paths_resolve_what_exists_and_normalise_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(base.join("f"), "").unwrap();
+        assert_eq!(real_path(&base.join("./x/../f")), base.join("f"));
+        assert_eq!(real_path(&base.join("a/b/../../f")), base.join("f"));
+        assert_eq!(real_path(&base.join("new/dir")), base.join("new/dir"));
+    }
 
     #[test]
     fn names_are_checked() {
