@@ -792,10 +792,12 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     refused(&r, "transport helper");
 
     // A protected file is never staged (a push could carry it off).
+    std::fs::hard_link(&secret, work.join("hardlink.txt")).unwrap();
     for args in [
         json!({"path": "work", "message": "s", "files": ["secret.txt"]}),
         json!({"path": "work", "message": "s", "files": ["."]}),
         json!({"path": "work", "message": "s", "files": ["./x/../secret.txt"]}),
+        json!({"path": "work", "message": "s", "files": ["hardlink.txt"]}),
     ] {
         let r = call(&agent, "h__git_commit", args.clone()).await;
         assert!(r.is_error, "{args}: {}", r.joined_text());

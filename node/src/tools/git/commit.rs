@@ -224,8 +224,11 @@ fn check_protected(
         return Ok(());
     }
     let snapshot = protected.snapshot();
+    // By path, and by inode (a hard link to a protected file elsewhere in the tree).
     let touches = |real: &Path| {
-        snapshot.covers_real_path(real) || guarded.iter().any(|g| g.starts_with(real))
+        snapshot.covers_real_path(real)
+            || guarded.iter().any(|g| g.starts_with(real))
+            || std::fs::metadata(real).is_ok_and(|m| snapshot.covers_meta(&m))
     };
     for f in files {
         let real = write::real_path(&base.join(f));
