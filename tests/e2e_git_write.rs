@@ -587,11 +587,24 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
 
     let vault = ws.path().join("vault");
     std::fs::create_dir(&vault).unwrap();
-    let secret = work.join("secret.txt");
+    // A repository holding a protected file, and a protected path not made yet.
+    let guarded = ws.path().join("guarded");
+    git(
+        ws.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            guarded.to_str().unwrap(),
+        ],
+    );
+    let secret = guarded.join("secret.txt");
     write(&secret, "the node's secret\n");
+    let future = ws.path().join("future/data");
     let mut flags = WAIVE_ALL.to_vec();
     flags.extend(["--protect", vault.to_str().unwrap()]);
     flags.extend(["--protect", secret.to_str().unwrap()]);
+    flags.extend(["--protect", future.to_str().unwrap()]);
     let gw = Gateway::start().await;
     let _node = gw.spawn_node_with_env(
         "h",
@@ -791,13 +804,14 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     .await;
     refused(&r, "transport helper");
 
-    // A protected file is never staged (a push could carry it off).
-    std::fs::hard_link(&secret, work.join("hardlink.txt")).unwrap();
+    // A protected file is never staged (a push could carry it off), nor written by
+    // a checkout (a pull into its work tree, a clone around a protected path).
+    std::fs::hard_link(&secret, guarded.join("hardlink.txt")).unwrap();
     for args in [
-        json!({"path": "work", "message": "s", "files": ["secret.txt"]}),
-        json!({"path": "work", "message": "s", "files": ["."]}),
-        json!({"path": "work", "message": "s", "files": ["./x/../secret.txt"]}),
-        json!({"path": "work", "message": "s", "files": ["hardlink.txt"]}),
+        json!({"path": "guarded", "message": "s", "files": ["secret.txt"]}),
+        json!({"path": "guarded", "message": "s", "files": ["."]}),
+        json!({"path": "guarded", "message": "s", "files": ["./x/../secret.txt"]}),
+        json!({"path": "guarded", "message": "s", "files": ["hardlink.txt"]}),
     ] {
         let r = call(&agent, "h__git_commit", args.clone()).await;
         assert!(r.is_error, "{args}: {}", r.joined_text());
@@ -810,20 +824,24 @@ async fn planted_programs_never_run_and_bad_arguments_are_refused() {
     let r = call(
         &agent,
         "h__git_commit",
-        json!({"path": "work", "message": "s", "all": true}),
+        json!({"path": "guarded", "message": "s", "all": true}),
     )
     .await;
     refused(&r, "holds a protected path");
-    // (The CLI here must not run the planted fsmonitor itself.)
-    let quiet = ["-c", "core.fsmonitor=false"];
-    assert_eq!(
-        git(
-            &work,
-            &[&quiet[..], &["diff", "--cached", "--name-only"]].concat()
-        ),
-        ""
-    );
-    assert!(git(&work, &[&quiet[..], &["ls-files", "secret.txt"]].concat()).is_empty());
+    assert_eq!(git(&guarded, &["diff", "--cached", "--name-only"]), "");
+    assert!(git(&guarded, &["ls-files", "secret.txt"]).is_empty());
+    let before = head(&guarded, "HEAD");
+    let r = call(&agent, "h__git_pull", json!({"path": "guarded"})).await;
+    refused(&r, "holds the protected path");
+    assert_eq!(head(&guarded, "HEAD"), before);
+    let r = call(
+        &agent,
+        "h__git_clone",
+        json!({"url": "origin.git", "path": "future"}),
+    )
+    .await;
+    refused(&r, "holds the protected path");
+    assert!(!ws.path().join("future").exists());
     assert_eq!(
         markers(marks.path()),
         Vec::<String>::new(),

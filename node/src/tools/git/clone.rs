@@ -83,6 +83,7 @@ fn check_dest(path: &str, ctx: &ToolContext) -> Result<PathBuf, WriteError> {
         }
         .into());
     }
+    write::refuse_protected_inside(&dest, &ctx.protected)?;
     match std::fs::symlink_metadata(&dest) {
         Err(_) => Ok(dest),
         Ok(meta) if meta.is_dir() => {

@@ -218,7 +218,7 @@ fn check_protected(
     let guarded: Vec<PathBuf> = protected
         .paths()
         .iter()
-        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .map(|p| write::real_path(p))
         .collect();
     if guarded.is_empty() {
         return Ok(());
@@ -239,8 +239,7 @@ fn check_protected(
             .into());
         }
     }
-    let root = write::real_path(root);
-    if all && guarded.iter().any(|g| g.starts_with(&root)) {
+    if all && write::protected_inside(root, protected).is_some() {
         return Err(WriteError::Refused(
             "\"all\" is refused in a work tree that holds a protected path; name the files \
              to stage in \"files\""

@@ -29,7 +29,8 @@ use crate::tools::output::{self, is_false};
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The git_pull tool.
 pub struct GitPull;
@@ -263,6 +264,12 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     }
     let p = prepare(&req, ctx).await?;
     let git = &p.git;
+    {
+        let (root, protected) = (PathBuf::from(&p.root), Arc::clone(&ctx.protected));
+        tokio::task::spawn_blocking(move || write::refuse_protected_inside(&root, &protected))
+            .await
+            .map_err(|e| WriteError::Refused(format!("cannot check the work tree: {e}")))??;
+    }
     if !req.ff_only {
         let drivers = git
             .run_status(

@@ -41,6 +41,7 @@
 use super::run::{Git, GitError};
 use super::RepoError;
 use crate::tools::paths::AccessError;
+use crate::tools::protected::Protected;
 use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
@@ -272,6 +273,31 @@ pub fn real_path(path: &Path) -> PathBuf {
         return real;
     }
     path.to_path_buf()
+}
+
+/// The protected paths (as configured, resolved with [`real_path`], existing or not)
+/// that lie inside `dir`, the first one if any (blocking): git would write there when
+/// it checks files out into `dir`.
+pub fn protected_inside(dir: &Path, protected: &Protected) -> Option<PathBuf> {
+    let dir = real_path(dir);
+    protected
+        .paths()
+        .iter()
+        .map(|p| real_path(p))
+        .find(|p| p.starts_with(&dir))
+}
+
+/// Refuses a checkout into `dir` (a clone's destination, a pull's work tree) when a
+/// protected path lies inside it (blocking).
+pub fn refuse_protected_inside(dir: &Path, protected: &Protected) -> Result<(), WriteError> {
+    match protected_inside(dir, protected) {
+        Some(p) => Err(WriteError::Refused(format!(
+            "{} holds the protected path {}, which git would write into",
+            dir.display(),
+            p.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The first `n` characters of a commit id.
