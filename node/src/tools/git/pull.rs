@@ -117,11 +117,13 @@ async fn prepare(req: &Request, ctx: &ToolContext) -> Result<Prepared, WriteErro
         .await?
         .ok_or_else(|| WriteError::Refused(format!("{current:?} has no commit yet")))?;
     let branch = match &req.branch {
-        Some(b) => write::branch_arg(&git, "branch", b).await?,
+        Some(b) => b.clone(),
         None => upstream(&git, &current, &req.remote)
             .await?
             .unwrap_or(current),
     };
+    // The default comes from the repository's configuration: checked the same way.
+    let branch = write::branch_arg(&git, "branch", &branch).await?;
     Ok(Prepared {
         git,
         root: repo.root,
