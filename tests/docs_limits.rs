@@ -550,6 +550,30 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_node::tools::term::MAX_TMUX_OUTPUT)]),
         ),
         (
+            "write::MAX_NAME_LEN",
+            v(vec![bytes(gsv_node::tools::git::write::MAX_NAME_LEN)]),
+        ),
+        (
+            "commit::MAX_MESSAGE",
+            v(vec![bytes(gsv_node::tools::git::commit::MAX_MESSAGE)]),
+        ),
+        (
+            "commit::MAX_PATHS",
+            v(vec![count(gsv_node::tools::git::commit::MAX_PATHS)]),
+        ),
+        (
+            "write::MAX_FILES",
+            v(vec![count(gsv_node::tools::git::write::MAX_FILES)]),
+        ),
+        (
+            "pull::MAX_COMMITS",
+            v(vec![count(gsv_node::tools::git::pull::MAX_COMMITS)]),
+        ),
+        (
+            "clone::MAX_DEPTH",
+            v(vec![Value::Count(gsv_node::tools::git::clone::MAX_DEPTH)]),
+        ),
+        (
             "run::MAX_OUTPUT",
             v(vec![bytes(gsv_node::tools::git::run::MAX_OUTPUT)]),
         ),

@@ -114,6 +114,10 @@ impl Registry {
         registry.register(tools::git::log::GitLog)?;
         registry.register(tools::git::diff::GitDiff)?;
         registry.register(tools::git::show::GitShow)?;
+        registry.register(tools::git::clone::GitClone)?;
+        registry.register(tools::git::commit::GitCommit)?;
+        registry.register(tools::git::push::GitPush)?;
+        registry.register(tools::git::pull::GitPull)?;
         let defaults = Limits::default();
         let limits = Limits {
             max_running_per_owner: config.sessions_per_token.clamp(1, defaults.max_running),
@@ -456,7 +460,16 @@ mod tests {
             .collect();
         assert_eq!(
             gated,
-            ["Echo", "container_exec", "pkg_install", "proc_kill"]
+            [
+                "Echo",
+                "container_exec",
+                "git_clone",
+                "git_commit",
+                "git_pull",
+                "git_push",
+                "pkg_install",
+                "proc_kill"
+            ]
         );
         c.no_approval = vec!["Echo".into()];
         let r = Registry::standard(&c).unwrap();

@@ -1,6 +1,7 @@
 //! The git tools: `git_status`, `git_log`, `git_diff` and `git_show`, structured,
 //! read-only (capability `vcs.read`), with a git that runs no program the repository
-//! names.
+//! names; and the mutating `git_clone`, `git_commit`, `git_push` and `git_pull`
+//! (capability `vcs.write`, operator approval by default, `dryRun`), see [`self::write`].
 //!
 //! An agent that wants to know a repository's state would otherwise run `git status`
 //! through Bash, whose output it has to parse and which a repository's configuration
@@ -16,11 +17,17 @@
 //! so must the repository's top level and git directory that git reports; a
 //! protected directory is refused.
 
+pub mod clone;
+pub mod commit;
 pub mod diff;
 pub mod log;
+pub mod pull;
+pub mod push;
+pub mod remote;
 pub mod run;
 pub mod show;
 pub mod status;
+pub mod write;
 
 use crate::tool::ToolContext;
 use crate::tools::args::Args;

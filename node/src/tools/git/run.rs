@@ -91,6 +91,11 @@ pub struct Git {
     ceiling: Option<PathBuf>,
     /// The per-repository driver overrides ([`driver_overrides`]).
     overrides: Vec<(String, String)>,
+    /// More forced settings, after all the others (the mutating tools': see
+    /// [`super::write`]).
+    settings: Vec<(String, String)>,
+    /// More environment variables, set last.
+    vars: Vec<(String, String)>,
     cancel: CancellationToken,
 }
 
@@ -101,7 +106,29 @@ impl Git {
             dir: dir.to_path_buf(),
             ceiling,
             overrides: Vec::new(),
+            settings: Vec::new(),
+            vars: Vec::new(),
             cancel,
+        }
+    }
+
+    /// The same git with `settings` forced after every other setting.
+    pub fn with_settings(mut self, settings: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.settings.extend(settings);
+        self
+    }
+
+    /// The same git with the environment variables `vars` set (after the others).
+    pub fn with_vars(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.vars.extend(vars);
+        self
+    }
+
+    /// The same git, run in `dir`.
+    pub fn in_dir(&self, dir: &Path) -> Self {
+        Git {
+            dir: dir.to_path_buf(),
+            ..self.clone()
         }
     }
 
@@ -238,8 +265,13 @@ impl Git {
             .iter()
             .chain(READ_TOOL_SETTINGS)
             .copied()
-            .chain(self.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            .chain(self.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .chain(self.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         env.extend(config_env(settings));
+        for (k, v) in &self.vars {
+            env.retain(|(name, _)| name != k.as_str());
+            env.push((k.into(), v.into()));
+        }
         env
     }
 }
@@ -323,6 +355,25 @@ mod tests {
         assert_eq!(small.stdout, b"blob\n");
         let e = git.run(&["cat-file", "-t", ":nope"]).await.unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn added_settings_and_variables_come_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let git = Git::new(tmp.path(), None, CancellationToken::new())
+            .with_settings([("core.hooksPath".to_owned(), "/elsewhere".to_owned())])
+            .with_vars([("GIT_EDITOR".to_owned(), "ed".to_owned())]);
+        let out = git.run(&["var", "GIT_EDITOR"]).await.unwrap();
+        assert_eq!(out.stdout, b"ed\n");
+        git.run(&["init", "-q"]).await.unwrap();
+        let out = git
+            .run(&["config", "--get", "core.hooksPath"])
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, b"/elsewhere\n");
+        let moved = git.in_dir(Path::new("/"));
+        assert_eq!(moved.dir, Path::new("/"));
+        assert_eq!(moved.vars, git.vars);
     }
 
     #[test]
