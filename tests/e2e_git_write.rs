@@ -488,6 +488,37 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
     let r = call(&agent, "p__git_push", json!({"path": "work"})).await;
     assert_eq!(ok(&r)["ok"], true);
     assert_eq!(head(&origin, "main"), mine);
+    // Clone and pull without an operator: the call ends unanswered and nothing is
+    // cloned or pulled.
+    let r = agent
+        .call(
+            "g__git_clone",
+            json!({"url": "origin.git", "path": "unasked"}),
+            Some(2_000),
+        )
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    let other = ws.path().join("other");
+    git(
+        ws.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git(&other, &["reset", "-q", "--hard", &first]);
+    let r = agent
+        .call("g__git_pull", json!({"path": "other"}), Some(2_000))
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !ws.path().join("unasked").exists(),
+        "cloned without an operator"
+    );
+    assert_eq!(head(&other, "HEAD"), first, "pulled without an operator");
     // ... and its other mutating tools still wait (no operator here: no effect).
     write(&work.join("b.txt"), "b\n");
     let r = agent
