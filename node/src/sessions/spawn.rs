@@ -3,14 +3,12 @@
 //!
 //! Commands run as `$SHELL -c COMMAND` (not a login shell: profiles are slow and would
 //! cost every call) with the captured login environment (see the Bash tool's docs),
-//! each in its own process group. One task per session, the supervisor, owns the child
-//! and its outputs: it copies output into the session as it arrives (two pipes, or one
-//! pty) while it waits for the shell, kills the group when the session's own timeout
-//! passes, then keeps reading to end-of-file before it marks the session finished, so
-//! the last lines a command prints are never lost. If something the command left
-//! behind (`daemon &`) keeps the pipes open, reading stops [`DRAIN_TIMEOUT`] after the
-//! shell exited. (One task rather than one per stream: a short command then costs no
-//! hand-offs between tasks, which is most of what the exec tool adds to a spawn.)
+//! each in its own process group. Two reader tasks (one for a pty) copy output into the
+//! session as it arrives. The supervisor owns the child: it waits for the shell, kills
+//! the group when the session's own timeout passes, then waits for the readers to reach
+//! end-of-file before it marks the session finished, so the last lines a command prints
+//! are never lost. If something the command left behind (`daemon &`) keeps the pipes
+//! open, reading stops [`DRAIN_TIMEOUT`] after the shell exited.
 
 use crate::events::EventSender;
 use crate::probe::LoginEnv;
@@ -18,7 +16,6 @@ use crate::sessions::group::KILL_GRACE;
 use crate::sessions::pty;
 use crate::sessions::session::{Input, KillReason, Session, Snapshot, Stream};
 use crate::sessions::{ArgvSpec, SessionManager};
-use futures_util::future::BoxFuture;
 use gsv_protocol::EventName;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -27,6 +24,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 /// How long output may keep draining after the shell exited.
@@ -144,7 +142,7 @@ pub(crate) fn launch_argv(
     Ok(launched)
 }
 
-/// Starts the supervisor of `session` (which reads its outputs too).
+/// Starts the readers and the supervisor of `session`.
 pub(crate) fn start(
     session: Arc<Session>,
     launched: Launched,
@@ -154,17 +152,17 @@ pub(crate) fn start(
     events: EventSender,
 ) {
     let span = info_span!("session", session_id = %session.id(), pid = session.pid());
-    let readers: Vec<BoxFuture<'static, ()>> = launched
+    let readers = launched
         .outputs
         .into_iter()
-        .map(|(stream, reader)| -> BoxFuture<'static, ()> {
-            Box::pin(read_output(Arc::clone(&session), stream, reader))
+        .map(|(stream, reader)| {
+            tokio::spawn(read_output(Arc::clone(&session), stream, reader).instrument(span.clone()))
         })
         .collect();
     let supervisor = Supervisor {
         session,
         child: launched.child,
-        outputs: Box::pin(futures_util::future::join_all(readers)),
+        readers,
         timeout,
         started,
         manager,
@@ -199,8 +197,7 @@ async fn read_output(
 struct Supervisor {
     session: Arc<Session>,
     child: tokio::process::Child,
-    /// Reading every output to its end (polled by the supervisor itself).
-    outputs: std::pin::Pin<Box<futures_util::future::JoinAll<BoxFuture<'static, ()>>>>,
+    readers: Vec<JoinHandle<()>>,
     timeout: Option<Duration>,
     started: Instant,
     manager: Weak<SessionManager>,
@@ -209,37 +206,26 @@ struct Supervisor {
 
 impl Supervisor {
     async fn run(mut self) {
-        // Output is read while the shell runs; `read_all` once it has all been read.
-        let mut read_all = false;
         let status = {
             let wait = self.child.wait();
             tokio::pin!(wait);
-            let deadline = self
-                .timeout
-                .map(|t| (t, tokio::time::Instant::from_std(self.started) + t));
-            let mut timed_out = false;
-            loop {
-                tokio::select! {
-                    status = &mut wait => break status,
-                    _ = &mut self.outputs, if !read_all => read_all = true,
-                    _ = async {
-                        match deadline {
-                            Some((_, at)) => tokio::time::sleep_until(at).await,
-                            None => std::future::pending().await,
+            match self.timeout {
+                None => wait.await,
+                Some(timeout) => {
+                    let at = tokio::time::Instant::from_std(self.started) + timeout;
+                    tokio::select! {
+                        status = &mut wait => status,
+                        _ = tokio::time::sleep_until(at) => {
+                            info!(timeout_ms = timeout.as_millis() as u64, "the session's timeout passed");
+                            self.session.kill(KillReason::Timeout);
+                            wait.await
                         }
-                    }, if !timed_out => {
-                        timed_out = true;
-                        let timeout_ms = deadline.map(|(t, _)| t.as_millis() as u64);
-                        info!(timeout_ms, "the session's timeout passed");
-                        self.session.kill(KillReason::Timeout);
                     }
                 }
             }
         };
         self.session.set_leader_exited();
-        if !read_all {
-            self.drain().await;
-        }
+        self.drain().await;
         let (code, signal) = match status {
             Ok(status) => (
                 status.code(),
@@ -278,12 +264,12 @@ impl Supervisor {
         } else {
             DRAIN_TIMEOUT
         };
-        if tokio::time::timeout(bound, &mut self.outputs)
-            .await
-            .is_err()
-        {
-            // The readers are dropped with the supervisor: reading stops.
+        let all = futures_util::future::join_all(self.readers.iter_mut());
+        if tokio::time::timeout(bound, all).await.is_err() {
             debug!("output still open after the shell exited (a process it left behind holds it); stopped reading");
+            for reader in &self.readers {
+                reader.abort();
+            }
         }
     }
 }
