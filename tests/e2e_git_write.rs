@@ -443,6 +443,39 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
     assert_eq!(head(&work, "HEAD"), first);
     assert_eq!(git(&work, &["status", "--porcelain"]), "?? a.txt");
 
+    // A dry run that would contact a network remote asks an operator first, and the
+    // plan of a real call does not contact it either (its host is loopback here, so
+    // even a mistake would stay on this machine).
+    for (args, needle) in [
+        (
+            json!({"url": "https://127.0.0.1:9/x.git", "path": "net", "dryRun": true}),
+            "a network address",
+        ),
+        (
+            json!({"url": "https://127.0.0.1:9/x.git", "path": "net"}),
+            "calls of git_clone need",
+        ),
+    ] {
+        let a = agent.clone();
+        let sent = args.clone();
+        let pending = tokio::spawn(async move { a.call("g__git_clone", sent, Some(60_000)).await });
+        let req = next_request(&operator).await;
+        assert_eq!(req["tool"], "git_clone", "{req}");
+        assert!(req["reason"].as_str().unwrap().contains(needle), "{req}");
+        if args.get("dryRun").is_none() {
+            assert!(
+                req["plan"]
+                    .as_str()
+                    .is_some_and(|p| p.contains("not looked up")),
+                "{req}"
+            );
+        }
+        let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(pending.await.unwrap().is_err(), "{args}");
+    }
+    assert!(!ws.path().join("net").exists());
+
     // Denied: nothing is committed. The operator saw the plan.
     let commit = json!({"path": "work", "message": "a", "files": ["a.txt"]});
     let a = agent.clone();

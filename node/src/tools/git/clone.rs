@@ -296,8 +296,36 @@ impl Tool for GitClone {
         write::is_dry_run(args)
     }
 
+    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), gsv_protocol::ErrorShape> {
+        if !write::is_dry_run(args) || ctx.approval.is_some() {
+            return Ok(());
+        }
+        match args
+            .get("url")
+            .and_then(Value::as_str)
+            .map(remote::classify)
+        {
+            Some(Ok(Ok(url))) => Err(write::ask_before_contacting(NAME, &remote::redact(&url))),
+            _ => Ok(()),
+        }
+    }
+
     async fn plan(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let req = request(args, ctx).await.ok()?;
+        if !req.is_local() {
+            return Some(write::unlooked_plan(format!(
+                "would clone {} into {}{}{}",
+                req.source.shown(),
+                req.dest.display(),
+                req.branch
+                    .as_deref()
+                    .map(|b| format!(", branch {b}"))
+                    .unwrap_or_default(),
+                req.depth
+                    .map(|d| format!(", depth {d}"))
+                    .unwrap_or_default()
+            )));
+        }
         Some(match plan_of(&req, ctx).await {
             Ok(p) => plan_text(&p),
             Err(e) => format!(

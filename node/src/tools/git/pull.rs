@@ -393,8 +393,30 @@ impl Tool for GitPull {
         write::is_dry_run(args)
     }
 
+    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), gsv_protocol::ErrorShape> {
+        if !write::is_dry_run(args) || ctx.approval.is_some() {
+            return Ok(());
+        }
+        let Ok(req) = request(args) else {
+            return Ok(());
+        };
+        match remote::network_urls(req.path.as_deref(), &req.remote, false, ctx).await {
+            Some(urls) => Err(write::ask_before_contacting(NAME, &urls.join(", "))),
+            None => Ok(()),
+        }
+    }
+
     async fn plan(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
         let req = request(args).ok()?;
+        if let Some(urls) = remote::network_urls(req.path.as_deref(), &req.remote, false, ctx).await
+        {
+            return Some(write::unlooked_plan(format!(
+                "would pull {} from {} ({})",
+                req.branch.as_deref().unwrap_or("the current branch"),
+                req.remote,
+                urls.join(", ")
+            )));
+        }
         Some(match plan_of(&req, ctx).await {
             Ok(p) => plan_text(&p),
             Err(e) => format!("would pull from {} (the dry run failed: {e})", req.remote),

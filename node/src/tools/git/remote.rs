@@ -309,6 +309,25 @@ pub async fn remote_urls(
     Ok(sources)
 }
 
+/// The URLs of `remote` in the repository at `path`, shown, when any of them is on the
+/// network (`None`: all local, or the repository or remote cannot be read — the call
+/// itself then reports that). Reads the repository's configuration only.
+pub async fn network_urls(
+    path: Option<&str>,
+    remote: &str,
+    push: bool,
+    ctx: &ToolContext,
+) -> Option<Vec<String>> {
+    let repo = super::open(path, ctx).await.ok()?;
+    let sources = remote_urls(&repo.git, remote, push, Path::new(&repo.root), ctx)
+        .await
+        .ok()?;
+    sources
+        .iter()
+        .any(|s| matches!(s, Source::Remote(_)))
+        .then(|| sources.iter().map(Source::shown).collect())
+}
+
 /// One line of `git ls-remote`: a ref and its object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteRef {

@@ -116,6 +116,28 @@ impl From<String> for WriteError {
 }
 
 /// Whether the call's arguments say `dryRun: true`.
+/// What a dry run of `tool` that would contact the network remote `remote` answers
+/// without an operator's approval: `approval_required`. A dry run changes nothing here,
+/// but it connects to a host the agent named (`ls-remote`, `push --dry-run`), which a
+/// node does for no agent without an operator (as `fetch_url` does not reach public
+/// hosts on its own); local remotes need nobody.
+pub fn ask_before_contacting(tool: &str, remote: &str) -> gsv_protocol::ErrorShape {
+    let reason = format!(
+        "a dry run of {tool} contacts the remote {remote}, a network address; a node connects \
+         to a host an agent names only once an operator approves"
+    );
+    crate::guards::ask_operator("dry run", &reason, &format!("{tool} dry run: {remote}"))
+}
+
+/// The plan shown for a call that would contact the network remote `remote`: what the
+/// call names, without contacting it before an operator approves.
+pub fn unlooked_plan(what: String) -> String {
+    format!(
+        "{what}\n(the remote is on the network: what it holds is not looked up before an \
+         operator approves)"
+    )
+}
+
 pub fn is_dry_run(args: &Value) -> bool {
     args.get("dryRun") == Some(&Value::Bool(true))
 }
