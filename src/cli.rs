@@ -320,12 +320,21 @@ pub enum Command {
         /// Call deadline in milliseconds [default: the tool's]
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
+        /// Start the call as a job and print its id at once; `gsv jobs show ID` reads
+        /// its outcome later (the call runs on whatever this process does)
+        #[arg(long = "async")]
+        is_async: bool,
         /// Namespaced tool name, {node}__{tool}
         name: String,
         /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file
         /// (for arguments larger than a command line may hold)
         #[arg(default_value = "{}")]
         args: String,
+    },
+    /// Calls whose outcome the gateway keeps (`gsv call --async`): `list`, `show ID`
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
     },
     /// List nodes (with their version, labels, and what they offer that was not
     /// accepted); `show ID` for one node, `label ID K=V...` to set its labels,
@@ -431,6 +440,31 @@ pub enum ApprovalsCommand {
         id: String,
         #[command(flatten)]
         target: OperatorArgs,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum JobsCommand {
+    /// Your jobs (every token's with the admin token), newest first
+    List {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+        /// Page size (1-500)
+        #[arg(long, default_value_t = gsv_protocol::job::DEFAULT_JOBS_PAGE)]
+        limit: u32,
+        /// Jobs skipped, newest first
+        #[arg(long, default_value_t = 0)]
+        offset: u32,
+    },
+    /// One job's outcome, printed as `gsv call` prints a result
+    Show {
+        id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
     },
 }
 

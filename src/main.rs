@@ -2,8 +2,8 @@
 
 use clap::Parser;
 use gsv::cli::{
-    ApprovalsCommand, AuditCommand, Cli, Command, McpViewArg, NodeCommand, NodeServiceCommand,
-    NodesCommand, TokenCommand, TokenKindArg,
+    ApprovalsCommand, AuditCommand, Cli, Command, JobsCommand, McpViewArg, NodeCommand,
+    NodeServiceCommand, NodesCommand, TokenCommand, TokenKindArg,
 };
 use gsv::commands;
 use gsv::{exit, logging, resolve};
@@ -188,12 +188,39 @@ fn main() -> ExitCode {
             target,
             json,
             timeout_ms,
+            is_async: true,
+            name,
+            args,
+        } => run_client(
+            "warn",
+            commands::jobs::call_async(target.target(), &name, &args, json, timeout_ms),
+        ),
+        Command::Call {
+            target,
+            json,
+            timeout_ms,
+            is_async: false,
             name,
             args,
         } => run_client(
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),
         ),
+        Command::Jobs {
+            command:
+                JobsCommand::List {
+                    target,
+                    json,
+                    limit,
+                    offset,
+                },
+        } => run_client(
+            "warn",
+            commands::jobs::list(target.target(), json, limit, offset),
+        ),
+        Command::Jobs {
+            command: JobsCommand::Show { id, target, json },
+        } => run_client("warn", commands::jobs::show(target.target(), &id, json)),
         Command::Nodes {
             command,
             target,

@@ -99,6 +99,18 @@ fn known() -> Vec<(&'static str, Expected)> {
         ("MAX_ID_LEN", v(vec![count(pl::MAX_ID_LEN)])),
         ("MAX_TOOLS_PER_NODE", v(vec![count(pl::MAX_TOOLS_PER_NODE)])),
         (
+            "jobs::RETENTION",
+            v(vec![dur(gsv_gateway::jobs::RETENTION)]),
+        ),
+        (
+            "jobs::MAX_JOBS",
+            v(vec![count(gsv_gateway::jobs::MAX_JOBS)]),
+        ),
+        (
+            "jobs::MAX_STORED_RESULT",
+            v(vec![bytes(gsv_gateway::jobs::MAX_STORED_RESULT)]),
+        ),
+        (
             "MAX_APPROVAL_PLAN_BYTES",
             v(vec![bytes(pl::MAX_APPROVAL_PLAN_BYTES)]),
         ),

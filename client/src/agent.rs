@@ -231,15 +231,33 @@ impl AgentClient {
         args: Value,
         timeout_ms: Option<u64>,
     ) -> Result<ToolResult, ClientError> {
-        let params = ToolsCallParams {
-            name: name.to_owned(),
-            args: serde_json::value::to_raw_value(&args)
-                .map_err(|e| ClientError::Protocol(format!("bad tool arguments: {e}")))?,
-            timeout_ms,
-        };
+        let params = call_params(name, args, timeout_ms, false)?;
         let raw = self.request_with_id(id, Method::ToolsCall, &params).await?;
         serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad tool result: {e}")))
+    }
+
+    /// Starts a call as a job (`tools.call` with `async: true`) and returns the job's
+    /// id at once; `jobs.get` reads its outcome later, from this or any connection of
+    /// a token that may see it.
+    pub async fn call_async(
+        &self,
+        name: &str,
+        args: Value,
+        timeout_ms: Option<u64>,
+    ) -> Result<String, ClientError> {
+        let params = call_params(name, args, timeout_ms, true)?;
+        let raw = self.request(Method::ToolsCall, &params).await?;
+        let started: gsv_protocol::job::AsyncCallResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad job answer: {e}")))?;
+        Ok(started.job)
+    }
+
+    /// One job with its outcome (`jobs.get`).
+    pub async fn job(&self, id: &str) -> Result<gsv_protocol::job::Job, ClientError> {
+        let params = gsv_protocol::job::JobsGetParams { id: id.to_owned() };
+        let raw = self.request(Method::JobsGet, &params).await?;
+        serde_json::from_str(raw.get()).map_err(|e| ClientError::Protocol(format!("bad job: {e}")))
     }
 
     /// Queues one frame for the connection's task.
@@ -369,4 +387,19 @@ async fn run(
         m.clear();
     }
     let _ = driver.finish(CLOSE_TIMEOUT).await;
+}
+
+fn call_params(
+    name: &str,
+    args: Value,
+    timeout_ms: Option<u64>,
+    is_async: bool,
+) -> Result<ToolsCallParams, ClientError> {
+    Ok(ToolsCallParams {
+        name: name.to_owned(),
+        args: serde_json::value::to_raw_value(&args)
+            .map_err(|e| ClientError::Protocol(format!("bad tool arguments: {e}")))?,
+        timeout_ms,
+        is_async,
+    })
 }

@@ -111,6 +111,14 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::SessionsEnd => {
                     let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
                 }
+                Method::JobsList => {
+                    let _ = serde_json::from_str::<gsv_protocol::job::JobsListParams>(
+                        raw.map_or("{}", RawValue::get),
+                    );
+                }
+                Method::JobsGet => {
+                    let _ = params::<gsv_protocol::job::JobsGetParams>(raw);
+                }
                 Method::NodesLabel => {
                     if let Ok(p) = serde_json::from_str::<gsv_protocol::method::NodesLabelParams>(
                         raw.map_or("{}", RawValue::get),

@@ -160,6 +160,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 };
                 let _ = agent.out.send(frame);
             }
+            Method::JobsList | Method::JobsGet => jobs_request(shared, agent, id, method, params),
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools
@@ -198,6 +199,20 @@ fn start_call(
         Ok(p) => p,
         Err(e) => return reply_err(&agent.out, &id, SessionError::BadCallParams(e)),
     };
+    if params.is_async {
+        // A job: answered at once with its id; the call is no longer this
+        // connection's (it is not in `in_flight`, and the connection closing does not
+        // cancel it).
+        let (shared, agent) = (shared.clone(), agent.clone());
+        tokio::spawn(async move {
+            let frame = match crate::jobs::run_async(shared, agent.clone(), params).await {
+                Ok(started) => encode_ok(&id, &started),
+                Err(e) => encode_err(&id, &e),
+            };
+            let _ = agent.out.send(frame);
+        });
+        return;
+    }
     if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
         return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
     }
@@ -248,6 +263,38 @@ fn start_call(
         let frame = match outcome {
             Ok(raw) => encode_ok(&id, &raw),
             Err(e) => encode_err(&id, &e),
+        };
+        let _ = agent.out.send(frame);
+    });
+}
+
+/// `jobs.list` and `jobs.get`: read from the store off the connection's task.
+fn jobs_request(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    id: String,
+    method: Method,
+    params: Option<Box<RawValue>>,
+) {
+    let (shared, agent) = (shared.clone(), agent.clone());
+    tokio::spawn(async move {
+        let frame = match method {
+            Method::JobsGet => {
+                match decode::<gsv_protocol::job::JobsGetParams>(params.as_deref()) {
+                    Ok(p) => match crate::jobs::get(&shared, &agent, &p.id).await {
+                        Ok(job) => encode_ok(&id, &job),
+                        Err(e) => encode_err(&id, &e.to_shape()),
+                    },
+                    Err(e) => encode_err(&id, &e.to_shape()),
+                }
+            }
+            _ => match decode::<gsv_protocol::job::JobsListParams>(params.as_deref()) {
+                Ok(p) => match crate::jobs::list(&shared, &agent, p).await {
+                    Ok(page) => encode_ok(&id, &page),
+                    Err(e) => encode_err(&id, &e.to_shape()),
+                },
+                Err(e) => encode_err(&id, &e.to_shape()),
+            },
         };
         let _ = agent.out.send(frame);
     });

@@ -189,6 +189,7 @@ async fn sessions(
             args: serde_json::value::to_raw_value(&ProcessArgs { action: "list" })
                 .unwrap_or_default(),
             timeout_ms: Some(10_000),
+            is_async: false,
         };
         let caller = &caller;
         let shared = &shared;

@@ -21,6 +21,7 @@ pub mod handshake;
 pub mod http;
 pub mod install;
 pub mod inventory;
+pub mod jobs;
 pub mod labels;
 pub(crate) mod listener;
 pub mod mcp;

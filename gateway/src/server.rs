@@ -108,6 +108,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     shared.labels = labels;
     let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
+    tokio::spawn(crate::jobs::keep(shared.clone()));
     let mut tasks = Vec::new();
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
     let router = http::router(shared.clone(), metrics_listener.is_none())

@@ -12,6 +12,7 @@ pub mod event;
 pub mod frame;
 pub mod handshake;
 pub mod inventory;
+pub mod job;
 pub mod limits;
 pub mod method;
 pub mod names;

@@ -43,6 +43,12 @@ pub enum Method {
     /// Operator (admin token) → gateway: set or remove a node's labels.
     #[serde(rename = "nodes.label")]
     NodesLabel,
+    /// Agent → gateway: the caller's jobs (every token's for an admin token).
+    #[serde(rename = "jobs.list")]
+    JobsList,
+    /// Agent → gateway: one job with its outcome.
+    #[serde(rename = "jobs.get")]
+    JobsGet,
     /// Gateway → node: run one tool.
     #[serde(rename = "tool.invoke")]
     ToolInvoke,
@@ -69,6 +75,8 @@ impl Method {
             Method::NodesShow => "nodes.show",
             Method::NodesAcceptTools => "nodes.acceptTools",
             Method::NodesLabel => "nodes.label",
+            Method::JobsList => "jobs.list",
+            Method::JobsGet => "jobs.get",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::SessionsEnd => "sessions.end",
@@ -87,6 +95,10 @@ pub struct ToolsCallParams {
     pub args: Box<RawValue>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Answer at once with a job id (`AsyncCallResult`) and keep the call's outcome
+    /// in that job (`jobs.get`), whether or not the caller stays.
+    #[serde(default, rename = "async", skip_serializing_if = "std::ops::Not::not")]
+    pub is_async: bool,
 }
 
 fn empty_object() -> Box<RawValue> {

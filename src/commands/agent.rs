@@ -89,21 +89,10 @@ pub async fn call(
     json: bool,
     timeout_ms: Option<u64>,
 ) -> u8 {
-    let text = match crate::commands::call_args::read(args) {
-        Ok(t) => t,
-        Err(e) => return fail("invalid_args", e.to_string(), exit::USAGE),
-    };
-    let args: serde_json::Value = match serde_json::from_str(&text) {
+    let args = match call_args(args) {
         Ok(v) => v,
-        Err(e) => {
-            return fail(
-                "invalid_args",
-                format!("arguments are not valid JSON: {e}"),
-                exit::USAGE,
-            )
-        }
+        Err(code) => return code,
     };
-    drop(text);
     let client = match connect(&target).await {
         Ok(c) => c,
         Err(code) => return code,
@@ -130,6 +119,20 @@ pub async fn call(
         }
         Err(e) => client_error(&e),
     }
+}
+
+/// A call's arguments from the command line (`JSON`, `-`, `@FILE`), or the usage
+/// error already printed.
+pub(crate) fn call_args(args: &str) -> Result<serde_json::Value, u8> {
+    let text = crate::commands::call_args::read(args)
+        .map_err(|e| fail("invalid_args", e.to_string(), exit::USAGE))?;
+    serde_json::from_str(&text).map_err(|e| {
+        fail(
+            "invalid_args",
+            format!("arguments are not valid JSON: {e}"),
+            exit::USAGE,
+        )
+    })
 }
 
 /// `gsv nodes [--select SEL]`: one line per node, or JSON.

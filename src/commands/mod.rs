@@ -6,6 +6,7 @@ pub mod audit;
 pub mod call_args;
 pub mod gateway;
 pub mod install_line;
+pub mod jobs;
 pub mod mcp;
 pub mod node;
 pub mod node_service;

@@ -671,6 +671,7 @@ impl McpHandler {
             name: name.clone(),
             args,
             timeout_ms,
+            is_async: false,
         };
         let cancel = context.ct.child_token();
         let mut last = 0.0;

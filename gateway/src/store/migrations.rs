@@ -111,10 +111,27 @@ const MIGRATIONS: &[Migration] = &[
         version: 6,
         sql: "ALTER TABLE approvals ADD COLUMN plan TEXT;",
     },
+    // 7: jobs, the calls whose outcome the gateway keeps (`store::jobs`).
+    Migration {
+        version: 7,
+        sql: "CREATE TABLE IF NOT EXISTS jobs (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            token_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            result TEXT,
+            error TEXT
+        );
+        CREATE INDEX IF NOT EXISTS jobs_by_token ON jobs (token_id, created_at);
+        CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs (created_at);",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.

@@ -9,6 +9,7 @@
 //! `gsv token create` (another process writing the same file) takes effect at once, with
 //! no reload. WAL mode and a busy timeout let both processes use the file together.
 
+mod jobs;
 mod labels;
 mod migrations;
 mod offers;
@@ -43,6 +44,8 @@ pub enum StoreError {
     Offer { node: String, reason: String },
     #[error("labels of node {node} are invalid: {reason}")]
     Labels { node: String, reason: String },
+    #[error("stored job {id} is corrupt: {reason}")]
+    Job { id: String, reason: String },
     #[error("store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }

@@ -1,0 +1,177 @@
+//! Jobs: calls whose outcome the gateway keeps, so a caller may go away and read it
+//! later (or another connection of the same token, or an operator).
+//!
+//! `tools.call` with `async: true` answers at once with a job id; the call runs on
+//! through the same router as any call (policy, approvals, node guards, budgets,
+//! audit), no longer tied to the caller's connection, and its result or error is
+//! written to the job in the database when it ends. `jobs.list` and `jobs.get` read
+//! them: a token sees its own jobs, an admin token every job; another token's job is
+//! answered `not_found`, exactly like one that does not exist. Jobs are kept
+//! [`RETENTION`] and at most [`MAX_JOBS`]; a result over [`MAX_STORED_RESULT`] is not
+//! kept (the job fails `too_large`). A gateway that starts marks the jobs its previous
+//! run left running as `lost`: their outcome is not known.
+
+use crate::registry::CallOutcome;
+use crate::router;
+use crate::state::{AgentHandle, Shared};
+use crate::store::{Store, StoreError};
+use gsv_protocol::job::{
+    AsyncCallResult, Job, JobState, JobSummary, JobsListParams, JobsListResult,
+};
+use gsv_protocol::method::ToolsCallParams;
+use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a job is kept after it started.
+pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// Most jobs kept at once (the oldest go first).
+pub const MAX_JOBS: usize = 100_000;
+/// Largest result a job keeps, in bytes.
+pub const MAX_STORED_RESULT: usize = 4 * 1024 * 1024;
+/// How often old jobs are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(10 * 60);
+/// The largest page `jobs.list` returns.
+pub const MAX_PAGE: u32 = 500;
+
+/// Why a jobs request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("no job {id}")]
+    NotFound { id: String },
+    #[error("the jobs store failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("the jobs store task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl JobError {
+    pub fn to_shape(&self) -> ErrorShape {
+        match self {
+            JobError::NotFound { .. } => ErrorShape::new(ErrorCode::NotFound, self.to_string()),
+            JobError::Store(_) | JobError::Task(_) => {
+                tracing::error!(error = %self, "jobs store");
+                ErrorShape::new(
+                    ErrorCode::Internal,
+                    "the gateway could not read or write its jobs",
+                )
+            }
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    store: &Arc<Store>,
+    f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, JobError> {
+    Ok(store.blocking(f).await??)
+}
+
+/// At start: marks the previous run's running jobs lost and deletes expired ones;
+/// then deletes expired jobs every [`PRUNE_EVERY`] until the gateway stops.
+pub async fn keep(shared: Arc<Shared>) {
+    let now = gsv_protocol::now_ms();
+    let before = now.saturating_sub(RETENTION.as_millis() as u64);
+    match blocking(&shared.store, move |s| s.settle_jobs(before, now)).await {
+        Ok((lost, deleted)) if lost + deleted > 0 => {
+            tracing::info!(lost, deleted, "jobs settled at start")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "could not settle the jobs at start"),
+    }
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let before = gsv_protocol::now_ms().saturating_sub(RETENTION.as_millis() as u64);
+        if let Err(e) = blocking(&shared.store, move |s| s.prune_jobs(before, MAX_JOBS)).await {
+            tracing::warn!(error = %e, "could not prune old jobs");
+        }
+    }
+}
+
+/// `tools.call` with `async: true`: records the job, answers its id on `reply`, and
+/// runs the call to its end whatever the caller does, keeping the outcome.
+pub async fn run_async(
+    shared: Arc<Shared>,
+    agent: Arc<AgentHandle>,
+    params: ToolsCallParams,
+) -> Result<AsyncCallResult, ErrorShape> {
+    let job = JobSummary {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        agent: agent.name.clone(),
+        token_id: agent.token_id.clone(),
+        name: params.name.clone(),
+        state: JobState::Running,
+        created_at: gsv_protocol::now_ms(),
+        finished_at: None,
+    };
+    let row = job.clone();
+    blocking(&shared.store, move |s| s.insert_job(&row))
+        .await
+        .map_err(|e| e.to_shape())?;
+    let id = job.id.clone();
+    // Counted like a call in flight until its outcome is stored: a stopping gateway
+    // waits for it (within its drain period).
+    let counted = shared.in_flight.token();
+    tokio::spawn(async move {
+        let _counted = counted;
+        let caller = router::Caller::from_agent(&agent);
+        // Its own cancellation, not the caller connection's: the job outlives it.
+        let outcome = router::call(&shared, &caller, params, CancellationToken::new()).await;
+        finish(&shared.store, &job.id, outcome).await;
+    });
+    Ok(AsyncCallResult { job: id })
+}
+
+async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
+    let outcome = match outcome {
+        Ok(raw) if raw.get().len() > MAX_STORED_RESULT => Err(ErrorShape::new(
+            ErrorCode::TooLarge,
+            format!(
+                "the result is {} bytes, over the {MAX_STORED_RESULT} bytes a job keeps",
+                raw.get().len()
+            ),
+        )
+        .with(ErrorDetails::TooLarge {
+            bytes: raw.get().len(),
+            limit: MAX_STORED_RESULT,
+        })),
+        other => other,
+    };
+    let (job, at) = (id.to_owned(), gsv_protocol::now_ms());
+    let stored = blocking(store, move |s| s.finish_job(&job, at, outcome.as_deref())).await;
+    match stored {
+        Ok(()) => tracing::info!(job = id, "job finished"),
+        Err(e) => tracing::error!(job = id, error = %e, "could not store a job's outcome"),
+    }
+}
+
+/// `jobs.get`: one job, if `agent` may see it.
+pub async fn get(shared: &Shared, agent: &AgentHandle, id: &str) -> Result<Job, JobError> {
+    let wanted = id.to_owned();
+    let job = blocking(&shared.store, move |s| s.job(&wanted)).await?;
+    match job {
+        Some(job) if agent.is_admin || job.summary.token_id == agent.token_id => Ok(job),
+        _ => Err(JobError::NotFound { id: id.to_owned() }),
+    }
+}
+
+/// `jobs.list`: a page of the jobs `agent` may see, newest first.
+pub async fn list(
+    shared: &Shared,
+    agent: &AgentHandle,
+    params: JobsListParams,
+) -> Result<JobsListResult, JobError> {
+    let token = (!agent.is_admin).then(|| agent.token_id.clone());
+    let limit = params.limit.clamp(1, MAX_PAGE);
+    let (jobs, total) = blocking(&shared.store, move |s| {
+        s.jobs(token.as_deref(), limit, params.offset)
+    })
+    .await?;
+    Ok(JobsListResult { jobs, total })
+}

@@ -1,0 +1,198 @@
+//! Queries on the `jobs` table: calls whose outcome the gateway keeps.
+//!
+//! One row per job: who started it (agent name and token id), the namespaced tool,
+//! its state, and once it ended the node's result (JSON text) or the error. Rows are
+//! written by the gateway as jobs start and end ([`crate::jobs`]) and deleted after
+//! the retention period; a gateway that starts marks the jobs a previous run left
+//! `running` as `lost`.
+
+use super::{Store, StoreError};
+use gsv_protocol::job::{Job, JobState, JobSummary};
+use gsv_protocol::ErrorShape;
+use rusqlite::{params, OptionalExtension, Row};
+use serde_json::value::RawValue;
+
+const SUMMARY: &str = "id, agent, token_id, name, state, created_at, finished_at";
+
+fn summary(r: &Row<'_>) -> rusqlite::Result<(JobSummary, String)> {
+    let state: String = r.get(4)?;
+    Ok((
+        JobSummary {
+            id: r.get(0)?,
+            agent: r.get(1)?,
+            token_id: r.get(2)?,
+            name: r.get(3)?,
+            state: JobState::Running,
+            created_at: r.get::<_, i64>(5)?.max(0) as u64,
+            finished_at: r.get::<_, Option<i64>>(6)?.map(|v| v.max(0) as u64),
+        },
+        state,
+    ))
+}
+
+fn checked((mut s, state): (JobSummary, String)) -> Result<JobSummary, StoreError> {
+    s.state = JobState::parse(&state).ok_or_else(|| StoreError::Job {
+        id: s.id.clone(),
+        reason: format!("unknown state {state:?}"),
+    })?;
+    Ok(s)
+}
+
+impl Store {
+    /// Records a job that starts now.
+    pub fn insert_job(&self, job: &JobSummary) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO jobs (id, agent, token_id, name, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                job.id,
+                job.agent,
+                job.token_id,
+                job.name,
+                job.state.as_str(),
+                job.created_at as i64
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Records how a running job ended: its result (`done`) or its error (`failed`).
+    pub fn finish_job(
+        &self,
+        id: &str,
+        at: u64,
+        outcome: Result<&RawValue, &ErrorShape>,
+    ) -> Result<(), StoreError> {
+        let (state, result, error) = match outcome {
+            Ok(raw) => (JobState::Done, Some(raw.get().to_owned()), None),
+            Err(e) => (
+                JobState::Failed,
+                None,
+                Some(serde_json::to_string(e).map_err(|e| StoreError::Job {
+                    id: id.to_owned(),
+                    reason: e.to_string(),
+                })?),
+            ),
+        };
+        self.conn().execute(
+            "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1 AND state = 'running'",
+            params![id, state.as_str(), at as i64, result, error],
+        )?;
+        Ok(())
+    }
+
+    /// One job with its outcome.
+    pub fn job(&self, id: &str) -> Result<Option<Job>, StoreError> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                &format!("SELECT {SUMMARY}, result, error FROM jobs WHERE id = ?1"),
+                params![id],
+                |r| {
+                    Ok((
+                        summary(r)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((summary, result, error)) = row else {
+            return Ok(None);
+        };
+        let summary = checked(summary)?;
+        let corrupt = |reason: String| StoreError::Job {
+            id: summary.id.clone(),
+            reason,
+        };
+        let result = result
+            .map(RawValue::from_string)
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let error = error
+            .map(|text| serde_json::from_str::<ErrorShape>(&text))
+            .transpose()
+            .map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(Job {
+            summary,
+            result,
+            error,
+        }))
+    }
+
+    /// A page of jobs, newest first: `token_id`'s, or everyone's when `None`. With the
+    /// total count.
+    pub fn jobs(
+        &self,
+        token_id: Option<&str>,
+        limit: u32,
+        offset: u32,
+    ) -> Result<(Vec<JobSummary>, u64), StoreError> {
+        let conn = self.conn();
+        let (filter, total): (&str, i64) = match token_id {
+            Some(t) => (
+                "WHERE token_id = ?1",
+                conn.query_row(
+                    "SELECT COUNT(*) FROM jobs WHERE token_id = ?1",
+                    params![t],
+                    |r| r.get(0),
+                )?,
+            ),
+            None => (
+                "WHERE ?1 IS NULL",
+                conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))?,
+            ),
+        };
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {SUMMARY} FROM jobs {filter} ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
+        ))?;
+        let rows = stmt.query_map(params![token_id, limit, offset], summary)?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(checked(row?)?);
+        }
+        Ok((out, total.max(0) as u64))
+    }
+
+    /// Marks every `running` job `lost` (at startup: the run that started them is gone)
+    /// and deletes jobs created before `before`; returns (lost, deleted).
+    pub fn settle_jobs(&self, before: u64, at: u64) -> Result<(usize, usize), StoreError> {
+        let lost_error = serde_json::to_string(&ErrorShape::new(
+            gsv_protocol::ErrorCode::NodeDisconnected,
+            "the gateway stopped while the call was running; its outcome is not known",
+        ))
+        .map_err(|e| StoreError::Job {
+            id: String::new(),
+            reason: e.to_string(),
+        })?;
+        let conn = self.conn();
+        let lost = conn.execute(
+            "UPDATE jobs SET state = 'lost', finished_at = ?1, error = ?2 WHERE state = 'running'",
+            params![at as i64, lost_error],
+        )?;
+        let deleted = self.delete_jobs_before_locked(&conn, before)?;
+        Ok((lost, deleted))
+    }
+
+    /// Deletes jobs created before `before` (the retention period), and the oldest
+    /// beyond `keep` rows.
+    pub fn prune_jobs(&self, before: u64, keep: usize) -> Result<usize, StoreError> {
+        let conn = self.conn();
+        let mut deleted = self.delete_jobs_before_locked(&conn, before)?;
+        deleted += conn.execute(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs ORDER BY created_at DESC, id LIMIT -1 OFFSET ?1)",
+            params![keep as i64],
+        )?;
+        Ok(deleted)
+    }
+
+    fn delete_jobs_before_locked(
+        &self,
+        conn: &rusqlite::Connection,
+        before: u64,
+    ) -> Result<usize, StoreError> {
+        Ok(conn.execute(
+            "DELETE FROM jobs WHERE created_at < ?1 AND state != 'running'",
+            params![before as i64],
+        )?)
+    }
+}

@@ -1,0 +1,142 @@
+//! `gsv call --async` and `gsv jobs list|show`: calls whose outcome the gateway keeps.
+//!
+//! An async call prints its job id and returns at once; the call runs on at the
+//! gateway whatever this process does, and `gsv jobs show ID` (from any machine, with
+//! the same token or the admin token) prints its outcome later, as `gsv call` would
+//! have.
+
+use crate::commands::agent::{call_args, client_error, connect, print_json, Target};
+use crate::exit;
+use crate::terminal::safe;
+use gsv_protocol::job::{Job, JobState, JobsListParams, JobsListResult};
+use gsv_protocol::{Method, ToolResult};
+
+/// `gsv call --async NAME ARGS`: prints the job id (`--json`: `{"job": ID}`).
+pub async fn call_async(
+    target: Target,
+    name: &str,
+    args: &str,
+    json: bool,
+    timeout_ms: Option<u64>,
+) -> u8 {
+    let args = match call_args(args) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.call_async(name, args, timeout_ms).await {
+        Ok(job) => {
+            if json {
+                print_json(&gsv_protocol::job::AsyncCallResult { job });
+            } else {
+                println!("{job}");
+            }
+            exit::OK
+        }
+        Err(e) => client_error(&e),
+    }
+}
+
+/// `gsv jobs list`: newest first, one line each.
+pub async fn list(target: Target, json: bool, limit: u32, offset: u32) -> u8 {
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let params = JobsListParams { limit, offset };
+    let page: JobsListResult =
+        match crate::commands::agent::request_as(&client, Method::JobsList, &params).await {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+    if json {
+        print_json(&page);
+        return exit::OK;
+    }
+    if page.jobs.is_empty() {
+        eprintln!("no jobs");
+    }
+    for j in &page.jobs {
+        println!(
+            "{}  {:<7}  {}  {}  {}",
+            safe(&j.id),
+            j.state.as_str(),
+            gsv_gateway::time::rfc3339(j.created_at),
+            safe(&j.agent),
+            safe(&j.name)
+        );
+    }
+    let shown = u64::from(offset) + page.jobs.len() as u64;
+    if shown < page.total {
+        eprintln!(
+            "{} more: gsv jobs list --offset {shown}",
+            page.total - shown
+        );
+    }
+    exit::OK
+}
+
+/// `gsv jobs show ID`: the job's outcome as `gsv call` prints a result (`--json`: the
+/// whole job). Exits like `gsv call`: 0 done, 1 a tool error, the error's code when
+/// the call failed; a job still running exits 0 and says so on stderr.
+pub async fn show(target: Target, id: &str, json: bool) -> u8 {
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let job: Job = match client.job(id).await {
+        Ok(j) => j,
+        Err(e) => return client_error(&e),
+    };
+    if json {
+        print_json(&job);
+    }
+    match job.summary.state {
+        JobState::Running => {
+            eprintln!(
+                "job {} is still running ({})",
+                safe(id),
+                safe(&job.summary.name)
+            );
+            exit::OK
+        }
+        JobState::Done => {
+            let result: Option<ToolResult> = job
+                .result
+                .as_ref()
+                .and_then(|raw| serde_json::from_str(raw.get()).ok());
+            let Some(result) = result else {
+                eprintln!("error: internal: the job's stored result does not decode");
+                return exit::TOOL_ERROR;
+            };
+            if !json {
+                let text = result.joined_text();
+                if result.is_error {
+                    eprintln!("error: tool_error: {}", safe(&text));
+                } else if text.ends_with('\n') {
+                    // The tool's output as it is, as `gsv call` prints it.
+                    print!("{text}");
+                } else {
+                    println!("{text}");
+                }
+            }
+            if result.is_error {
+                exit::TOOL_ERROR
+            } else {
+                exit::OK
+            }
+        }
+        JobState::Failed | JobState::Lost => {
+            let e = job.error.unwrap_or_else(|| {
+                gsv_protocol::ErrorShape::new(gsv_protocol::ErrorCode::Internal, "no error kept")
+            });
+            if !json {
+                eprintln!("error: {}: {}", e.code, safe(&e.message));
+            }
+            client_error(&gsv_client::ClientError::Remote(e))
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! End to end: jobs (issue 20, first part) through a real gateway and a real
+//! `gsv node`: `gsv call --async` answers with a job id at once, the call runs on
+//! after the caller's process exited, and `gsv jobs show` reads its outcome later —
+//! from another process, after a gateway restart, for the same token or an operator
+//! but not for another token; a job running when the gateway is killed is reported
+//! `lost` after the restart, never left `running`.
+
+mod common;
+
+use common::{eventually, Gateway, TempDir};
+use gsv_protocol::job::JobState;
+use gsv_protocol::ErrorCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// `gsv ARGS --token TOKEN` against the gateway; (exit code, stdout, stderr).
+fn cli_as(gw: &Gateway, token: &str, args: &[&str]) -> (i32, String, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--gateway", "", "--token", token]);
+    let url = gw.url();
+    all[args.len() + 1] = &url;
+    gw.cli(&all)
+}
+
+fn job_json(gw: &Gateway, token: &str, id: &str) -> Value {
+    let (code, out, err) = cli_as(gw, token, &["jobs", "show", id, "--json"]);
+    assert!(code == 0 || !out.is_empty(), "jobs show {id}: {code} {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"))
+}
+
+#[tokio::test]
+async fn an_async_call_outlives_its_caller_and_its_gateway_restart() {
+    let mut gw = Gateway::start().await;
+    let ws = TempDir::new("jobs-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let owner = gw.agent_token();
+    let other = gw.token(&["agent", "other", "--allow", "*"]);
+
+    // The CLI answers with the job id at once and exits; the command runs on.
+    let (code, out, err) = cli_as(
+        &gw,
+        &owner,
+        &[
+            "call",
+            "--async",
+            "lab__Bash",
+            r#"{"command": "sleep 2; echo done-$((6*7))"}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = out.trim().to_owned();
+    assert!(
+        id.len() >= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{out}"
+    );
+    let running = job_json(&gw, &owner, &id);
+    assert_eq!(running["state"], "running", "{running}");
+    assert_eq!(running["name"], "lab__Bash");
+
+    // Read back once done, by another process of the same token: as `gsv call`
+    // would have printed it.
+    eventually("the job to finish", Duration::from_secs(30), || {
+        let state = job_json(&gw, &owner, &id)["state"].clone();
+        async move { (state != "running").then_some(()) }
+    })
+    .await;
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    assert_eq!((code, out.trim()), (0, "done-42"), "{err}");
+
+    // Another token's job does not exist for it; an operator sees every job.
+    let (code, _, err) = cli_as(&gw, &other, &["jobs", "show", &id]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not_found"), "{err}");
+    let (code, out, _) = cli_as(&gw, &other, &["jobs", "list", "--json"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains(&id), "{out}");
+    let (code, out, err) = gw.cli(&["jobs", "list", "--gateway", &gw.url()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&id) && out.contains("done"), "{out}");
+
+    // Kept across a restart of the gateway.
+    gw.restart().await;
+    let kept = job_json(&gw, &owner, &id);
+    assert_eq!(kept["state"], "done", "{kept}");
+    assert!(
+        kept["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("done-42")),
+        "{kept}"
+    );
+
+    // A job that fails keeps its error: the call's own code.
+    let client = gw.agent_with(&owner).await;
+    let failed = client
+        .call_async("nowhere__Echo", json!({"text": "x"}), None)
+        .await
+        .expect("an async call is accepted, then fails");
+    let job = eventually("the failing job to end", Duration::from_secs(10), || {
+        let client = &client;
+        let failed = failed.clone();
+        async move {
+            let j = client.job(&failed).await.ok()?;
+            (j.summary.state != JobState::Running).then_some(j)
+        }
+    })
+    .await;
+    assert_eq!(job.summary.state, JobState::Failed);
+    assert_eq!(job.error.map(|e| e.code), Some(ErrorCode::NotFound));
+}
+
+#[tokio::test]
+async fn a_job_running_when_the_gateway_dies_is_reported_lost() {
+    let mut gw = Gateway::start().await;
+    let ws = TempDir::new("jobs-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let owner = gw.agent_token();
+    let client = gw.agent_with(&owner).await;
+    let id = client
+        .call_async("lab__Bash", json!({"command": "sleep 30"}), None)
+        .await
+        .expect("started");
+    drop(client);
+    // The caller is gone; the job still runs.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(job_json(&gw, &owner, &id)["state"], "running");
+    gw.kill();
+    gw.restart().await;
+    let lost = job_json(&gw, &owner, &id);
+    assert_eq!(lost["state"], "lost", "{lost}");
+    assert_eq!(lost["error"]["code"], "node_disconnected", "{lost}");
+    let (code, _, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not known"), "{err}");
+}
