@@ -196,3 +196,73 @@ impl Store {
         )?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, token: &str, at: u64) -> JobSummary {
+        JobSummary {
+            id: id.into(),
+            agent: "ci".into(),
+            token_id: token.into(),
+            name: "lab__Echo".into(),
+            state: JobState::Running,
+            created_at: at,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn jobs_are_kept_listed_per_token_settled_and_pruned() {
+        let dir = std::env::temp_dir().join(format!("gsv-jobs-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).expect("open");
+        for (id, token, at) in [
+            ("a", "t1", 10),
+            ("b", "t2", 20),
+            ("c", "t1", 30),
+            ("d", "t1", 40),
+        ] {
+            store.insert_job(&job(id, token, at)).expect("insert");
+        }
+        let raw = RawValue::from_string(r#"{"content":[],"isError":false}"#.into()).unwrap();
+        store.finish_job("a", 11, Ok(&raw)).expect("finish");
+        let e = ErrorShape::new(gsv_protocol::ErrorCode::Denied, "no");
+        store.finish_job("b", 21, Err(&e)).expect("finish");
+        // A finished job is not finished again.
+        store.finish_job("a", 12, Err(&e)).expect("no-op");
+        let a = store.job("a").expect("read").expect("a");
+        assert_eq!(
+            (a.summary.state, a.summary.finished_at),
+            (JobState::Done, Some(11))
+        );
+        assert!(a.error.is_none() && a.result.is_some());
+        let b = store.job("b").expect("read").expect("b");
+        assert_eq!(b.summary.state, JobState::Failed);
+        assert_eq!(
+            b.error.map(|e| e.code),
+            Some(gsv_protocol::ErrorCode::Denied)
+        );
+        assert!(store.job("zz").expect("read").is_none());
+
+        let (mine, total) = store.jobs(Some("t1"), 2, 0).expect("list");
+        let ids: Vec<&str> = mine.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!((ids, total), (vec!["d", "c"], 3));
+        let (all, total) = store.jobs(None, 10, 0).expect("list");
+        assert_eq!((all.len(), total), (4, 4));
+
+        // At start: running jobs become lost; finished ones past the retention go.
+        let (lost, deleted) = store.settle_jobs(15, 100).expect("settle");
+        assert_eq!((lost, deleted), (2, 1));
+        assert_eq!(
+            store.job("c").unwrap().unwrap().summary.state,
+            JobState::Lost
+        );
+        assert!(store.job("a").unwrap().is_none());
+        // The count bound keeps the newest.
+        assert_eq!(store.prune_jobs(0, 2).expect("prune"), 1);
+        assert!(store.job("b").unwrap().is_none());
+        assert!(store.job("d").unwrap().is_some());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
