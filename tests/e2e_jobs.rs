@@ -89,6 +89,17 @@ async fn an_async_call_outlives_its_caller_and_its_gateway_restart() {
         "{kept}"
     );
 
+    // The same over HTTP.
+    let (status, body) = common::http_get(&gw.addr, &format!("/v1/jobs/{id}"), Some(&owner)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("done-42"), "{body}");
+    let (status, body) = common::http_get(&gw.addr, &format!("/v1/jobs/{id}"), Some(&other)).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) =
+        common::http_get(&gw.addr, "/v1/jobs?limit=5", Some(&gw.admin_token())).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&id), "{body}");
+
     // A job that fails keeps its error: the call's own code.
     let client = gw.agent_with(&owner).await;
     let failed = client

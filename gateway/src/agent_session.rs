@@ -281,7 +281,7 @@ fn jobs_request(
         let frame = match method {
             Method::JobsGet => {
                 match decode::<gsv_protocol::job::JobsGetParams>(params.as_deref()) {
-                    Ok(p) => match crate::jobs::get(&shared, &agent, &p.id).await {
+                    Ok(p) => match crate::jobs::get(&shared, agent.as_ref().into(), &p.id).await {
                         Ok(job) => encode_ok(&id, &job),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     },
@@ -289,7 +289,7 @@ fn jobs_request(
                 }
             }
             _ => match decode::<gsv_protocol::job::JobsListParams>(params.as_deref()) {
-                Ok(p) => match crate::jobs::list(&shared, &agent, p).await {
+                Ok(p) => match crate::jobs::list(&shared, agent.as_ref().into(), p).await {
                     Ok(page) => encode_ok(&id, &page),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },

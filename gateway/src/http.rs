@@ -42,6 +42,8 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/nodes/{id}/probe", post(probe))
         .route("/v1/nodes/{id}/accept-tools", post(accept_tools))
         .route("/v1/nodes/{id}/labels", post(node_labels))
+        .route("/v1/jobs", get(jobs_list))
+        .route("/v1/jobs/{id}", get(job_show))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide));
     if with_metrics {
@@ -273,6 +275,48 @@ async fn probe(
     let params: ProbeParams = json_body(&body)?;
     let result = crate::probe::probe(&shared, &id, params.bins).await?;
     Ok(Json(result).into_response())
+}
+
+/// Who a principal is as a reader of jobs.
+fn job_reader(principal: &Principal) -> crate::jobs::Reader<'_> {
+    match principal {
+        Principal::Admin { token_id } => crate::jobs::Reader {
+            token_id,
+            admin: true,
+        },
+        Principal::Agent { token_id, .. } => crate::jobs::Reader {
+            token_id,
+            admin: false,
+        },
+    }
+}
+
+/// `GET /v1/jobs[?limit=&offset=]`: the `jobs.list` result.
+async fn jobs_list(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    query: Result<
+        axum::extract::Query<gsv_protocol::job::JobsListParams>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Response, ApiError> {
+    let principal = authorize(&shared, &headers, peer).await?;
+    let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
+    let page = crate::jobs::list(&shared, job_reader(&principal), params).await?;
+    Ok(Json(page).into_response())
+}
+
+/// `GET /v1/jobs/{id}`: the `jobs.get` result.
+async fn job_show(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let principal = authorize(&shared, &headers, peer).await?;
+    let job = crate::jobs::get(&shared, job_reader(&principal), &id).await?;
+    Ok(Json(job).into_response())
 }
 
 async fn approvals_list(

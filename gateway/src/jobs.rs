@@ -48,15 +48,34 @@ pub enum JobError {
 
 impl JobError {
     pub fn to_shape(&self) -> ErrorShape {
+        if matches!(self, JobError::Store(_) | JobError::Task(_)) {
+            tracing::error!(error = %self, "jobs store");
+        }
+        crate::error::WireError::to_shape(self)
+    }
+}
+
+impl crate::error::WireError for JobError {
+    fn code(&self) -> ErrorCode {
         match self {
-            JobError::NotFound { .. } => ErrorShape::new(ErrorCode::NotFound, self.to_string()),
-            JobError::Store(_) | JobError::Task(_) => {
-                tracing::error!(error = %self, "jobs store");
-                ErrorShape::new(
-                    ErrorCode::Internal,
-                    "the gateway could not read or write its jobs",
-                )
-            }
+            JobError::NotFound { .. } => ErrorCode::NotFound,
+            JobError::Store(_) | JobError::Task(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Who asks for jobs: a token, and whether it is the admin's (which sees every job).
+#[derive(Debug, Clone, Copy)]
+pub struct Reader<'a> {
+    pub token_id: &'a str,
+    pub admin: bool,
+}
+
+impl<'a> From<&'a AgentHandle> for Reader<'a> {
+    fn from(agent: &'a AgentHandle) -> Self {
+        Reader {
+            token_id: &agent.token_id,
+            admin: agent.is_admin,
         }
     }
 }
@@ -151,23 +170,23 @@ async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
     }
 }
 
-/// `jobs.get`: one job, if `agent` may see it.
-pub async fn get(shared: &Shared, agent: &AgentHandle, id: &str) -> Result<Job, JobError> {
+/// `jobs.get`: one job, if `reader` may see it.
+pub async fn get(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
     let wanted = id.to_owned();
     let job = blocking(&shared.store, move |s| s.job(&wanted)).await?;
     match job {
-        Some(job) if agent.is_admin || job.summary.token_id == agent.token_id => Ok(job),
+        Some(job) if reader.admin || job.summary.token_id == reader.token_id => Ok(job),
         _ => Err(JobError::NotFound { id: id.to_owned() }),
     }
 }
 
-/// `jobs.list`: a page of the jobs `agent` may see, newest first.
+/// `jobs.list`: a page of the jobs `reader` may see, newest first.
 pub async fn list(
     shared: &Shared,
-    agent: &AgentHandle,
+    reader: Reader<'_>,
     params: JobsListParams,
 ) -> Result<JobsListResult, JobError> {
-    let token = (!agent.is_admin).then(|| agent.token_id.clone());
+    let token = (!reader.admin).then(|| reader.token_id.to_owned());
     let limit = params.limit.clamp(1, MAX_PAGE);
     let (jobs, total) = blocking(&shared.store, move |s| {
         s.jobs(token.as_deref(), limit, params.offset)
