@@ -466,6 +466,14 @@ pub enum JobsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cancel a running job (the call ends `cancelled`)
+    Cancel {
+        id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]

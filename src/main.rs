@@ -221,6 +221,9 @@ fn main() -> ExitCode {
         Command::Jobs {
             command: JobsCommand::Show { id, target, json },
         } => run_client("warn", commands::jobs::show(target.target(), &id, json)),
+        Command::Jobs {
+            command: JobsCommand::Cancel { id, target, json },
+        } => run_client("warn", commands::jobs::cancel(target.target(), &id, json)),
         Command::Nodes {
             command,
             target,

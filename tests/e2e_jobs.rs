@@ -130,6 +130,16 @@ async fn a_job_running_when_the_gateway_dies_is_reported_lost() {
         .call_async("lab__Bash", json!({"command": "sleep 30"}), None)
         .await
         .expect("started");
+    // A job can be cancelled by its token: the call ends `cancelled`.
+    let doomed = client
+        .call_async("lab__Bash", json!({"command": "sleep 30"}), None)
+        .await
+        .expect("started");
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "cancel", &doomed]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("failed"), "{out}");
+    let job = client.job(&doomed).await.expect("read");
+    assert_eq!(job.error.map(|e| e.code), Some(ErrorCode::Cancelled));
     drop(client);
     // The caller is gone; the job still runs.
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -255,8 +255,21 @@ impl AgentClient {
 
     /// One job with its outcome (`jobs.get`).
     pub async fn job(&self, id: &str) -> Result<gsv_protocol::job::Job, ClientError> {
+        self.job_request(Method::JobsGet, id).await
+    }
+
+    /// Cancels a running job (`jobs.cancel`); the job as it is then.
+    pub async fn cancel_job(&self, id: &str) -> Result<gsv_protocol::job::Job, ClientError> {
+        self.job_request(Method::JobsCancel, id).await
+    }
+
+    async fn job_request(
+        &self,
+        method: Method,
+        id: &str,
+    ) -> Result<gsv_protocol::job::Job, ClientError> {
         let params = gsv_protocol::job::JobsGetParams { id: id.to_owned() };
-        let raw = self.request(Method::JobsGet, &params).await?;
+        let raw = self.request(method, &params).await?;
         serde_json::from_str(raw.get()).map_err(|e| ClientError::Protocol(format!("bad job: {e}")))
     }
 

@@ -116,7 +116,7 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                         raw.map_or("{}", RawValue::get),
                     );
                 }
-                Method::JobsGet => {
+                Method::JobsGet | Method::JobsCancel => {
                     let _ = params::<gsv_protocol::job::JobsGetParams>(raw);
                 }
                 Method::NodesLabel => {

@@ -160,7 +160,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 };
                 let _ = agent.out.send(frame);
             }
-            Method::JobsList | Method::JobsGet => jobs_request(shared, agent, id, method, params),
+            Method::JobsList | Method::JobsGet | Method::JobsCancel => {
+                jobs_request(shared, agent, id, method, params)
+            }
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools
@@ -279,12 +281,20 @@ fn jobs_request(
     let (shared, agent) = (shared.clone(), agent.clone());
     tokio::spawn(async move {
         let frame = match method {
-            Method::JobsGet => {
+            Method::JobsGet | Method::JobsCancel => {
                 match decode::<gsv_protocol::job::JobsGetParams>(params.as_deref()) {
-                    Ok(p) => match crate::jobs::get(&shared, agent.as_ref().into(), &p.id).await {
-                        Ok(job) => encode_ok(&id, &job),
-                        Err(e) => encode_err(&id, &e.to_shape()),
-                    },
+                    Ok(p) => {
+                        let reader = agent.as_ref().into();
+                        let job = if method == Method::JobsCancel {
+                            crate::jobs::cancel(&shared, reader, &p.id).await
+                        } else {
+                            crate::jobs::get(&shared, reader, &p.id).await
+                        };
+                        match job {
+                            Ok(job) => encode_ok(&id, &job),
+                            Err(e) => encode_err(&id, &e.to_shape()),
+                        }
+                    }
                     Err(e) => encode_err(&id, &e.to_shape()),
                 }
             }

@@ -137,12 +137,16 @@ pub async fn run_async(
     // Counted like a call in flight until its outcome is stored: a stopping gateway
     // waits for it (within its drain period).
     let counted = shared.in_flight.token();
+    // Its own cancellation, not the caller connection's: the job outlives it, and
+    // `jobs.cancel` ends it.
+    let cancel = CancellationToken::new();
+    shared.running_jobs.insert(id.clone(), cancel.clone());
     tokio::spawn(async move {
         let _counted = counted;
         let caller = router::Caller::from_agent(&agent);
-        // Its own cancellation, not the caller connection's: the job outlives it.
-        let outcome = router::call(&shared, &caller, params, CancellationToken::new()).await;
+        let outcome = router::call(&shared, &caller, params, cancel).await;
         finish(&shared.store, &job.id, outcome).await;
+        shared.running_jobs.remove(&job.id);
     });
     Ok(AsyncCallResult { job: id })
 }
@@ -178,6 +182,26 @@ pub async fn get(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, J
         Some(job) if reader.admin || job.summary.token_id == reader.token_id => Ok(job),
         _ => Err(JobError::NotFound { id: id.to_owned() }),
     }
+}
+
+/// `jobs.cancel`: cancels a running job `reader` may see (the call ends `cancelled`,
+/// as a cancelled call does); returns the job as it is then. A job that already ended
+/// is returned unchanged.
+pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
+    get(shared, reader, id).await?;
+    if let Some(token) = shared.running_jobs.get(id) {
+        tracing::info!(job = id, "job cancelled");
+        token.cancel();
+    }
+    // The call ends and its outcome is stored within moments; read it then.
+    for _ in 0..50 {
+        let job = get(shared, reader, id).await?;
+        if job.summary.state != JobState::Running {
+            return Ok(job);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    get(shared, reader, id).await
 }
 
 /// `jobs.list`: a page of the jobs `reader` may see, newest first.

@@ -113,6 +113,9 @@ pub struct Shared {
     pub offers: crate::offers::Offers,
     /// The labels operators gave node ids (`crate::labels`).
     pub labels: crate::labels::LabelBook,
+    /// The jobs running in this gateway, by id, and how to cancel each
+    /// (`crate::jobs`).
+    pub running_jobs: DashMap<String, CancellationToken>,
 }
 
 impl Shared {
@@ -172,6 +175,7 @@ impl Shared {
             offers: Default::default(),
             labels: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
+            running_jobs: DashMap::new(),
         }
     }
 

@@ -49,6 +49,9 @@ pub enum Method {
     /// Agent → gateway: one job with its outcome.
     #[serde(rename = "jobs.get")]
     JobsGet,
+    /// Agent → gateway: cancel a running job.
+    #[serde(rename = "jobs.cancel")]
+    JobsCancel,
     /// Gateway → node: run one tool.
     #[serde(rename = "tool.invoke")]
     ToolInvoke,
@@ -77,6 +80,7 @@ impl Method {
             Method::NodesLabel => "nodes.label",
             Method::JobsList => "jobs.list",
             Method::JobsGet => "jobs.get",
+            Method::JobsCancel => "jobs.cancel",
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::SessionsEnd => "sessions.end",

@@ -140,3 +140,23 @@ pub async fn show(target: Target, id: &str, json: bool) -> u8 {
         }
     }
 }
+
+/// `gsv jobs cancel ID`: cancels a running job and prints its state then (`--json`:
+/// the job). A job that already ended is left as it is.
+pub async fn cancel(target: Target, id: &str, json: bool) -> u8 {
+    let client = match connect(&target).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.cancel_job(id).await {
+        Ok(job) => {
+            if json {
+                print_json(&job);
+            } else {
+                println!("{}  {}", safe(&job.summary.id), job.summary.state.as_str());
+            }
+            exit::OK
+        }
+        Err(e) => client_error(&e),
+    }
+}
