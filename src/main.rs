@@ -188,8 +188,36 @@ fn main() -> ExitCode {
             target,
             json,
             timeout_ms,
+            select: Some(select),
+            batch,
+            fail_fast,
             name,
             args,
+        } => match commands::agent::fanout_args(&select, &name, &args, batch.as_deref()) {
+            Ok((args, batch)) => run_client(
+                "warn",
+                commands::fanout::run(
+                    target.target(),
+                    commands::fanout::FanoutArgs {
+                        select: &select,
+                        tool: &name,
+                        args,
+                        batch,
+                        fail_fast,
+                        json,
+                        timeout_ms,
+                    },
+                ),
+            ),
+            Err(code) => code,
+        },
+        Command::Call {
+            target,
+            json,
+            timeout_ms,
+            name,
+            args,
+            ..
         } => run_client(
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),

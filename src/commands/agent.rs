@@ -81,6 +81,47 @@ pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
         .map_err(|e| client_error(&e))
 }
 
+/// The JSON arguments of `gsv call`, from the command line, `-` or `@FILE`; on
+/// failure prints why and gives [`exit::USAGE`].
+fn read_args(args: &str) -> Result<serde_json::Value, u8> {
+    let text = match crate::commands::call_args::read(args) {
+        Ok(t) => t,
+        Err(e) => return Err(fail("invalid_args", e.to_string(), exit::USAGE)),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        fail(
+            "invalid_args",
+            format!("arguments are not valid JSON: {e}"),
+            exit::USAGE,
+        )
+    })
+}
+
+/// Checks `gsv call --select SEL TOOL ARGS [--batch B]` before connecting: a bare
+/// tool name (a `{node}__{tool}` name is a usage error), JSON arguments, a valid
+/// batch. On failure prints why and gives [`exit::USAGE`].
+pub fn fanout_args(
+    select: &str,
+    tool: &str,
+    args: &str,
+    batch: Option<&str>,
+) -> Result<(serde_json::Value, Option<gsv_protocol::fanout::Batch>), u8> {
+    if tool.contains(gsv_protocol::names::NAMESPACE_SEPARATOR) {
+        return Err(fail(
+            "invalid_args",
+            format!(
+                "with --select, give the bare tool name (not {tool}): it runs on every node {select} picks"
+            ),
+            exit::USAGE,
+        ));
+    }
+    let batch = batch
+        .map(crate::commands::fanout::parse_batch)
+        .transpose()
+        .map_err(|e| fail("invalid_args", e, exit::USAGE))?;
+    Ok((read_args(args)?, batch))
+}
+
 /// `gsv call NAME ARGS`: prints the text content (or the whole result with `--json`).
 pub async fn call(
     target: Target,
@@ -89,21 +130,10 @@ pub async fn call(
     json: bool,
     timeout_ms: Option<u64>,
 ) -> u8 {
-    let text = match crate::commands::call_args::read(args) {
-        Ok(t) => t,
-        Err(e) => return fail("invalid_args", e.to_string(), exit::USAGE),
-    };
-    let args: serde_json::Value = match serde_json::from_str(&text) {
+    let args = match read_args(args) {
         Ok(v) => v,
-        Err(e) => {
-            return fail(
-                "invalid_args",
-                format!("arguments are not valid JSON: {e}"),
-                exit::USAGE,
-            )
-        }
+        Err(code) => return code,
     };
-    drop(text);
     let client = match connect(&target).await {
         Ok(c) => c,
         Err(code) => return code,
