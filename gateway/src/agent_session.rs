@@ -296,7 +296,12 @@ fn start_fanout(
         let outcome = crate::fanout::run(&shared, &agent, params, cancel, report).await;
         in_flight.remove(&id);
         let frame = match outcome {
-            Ok(result) => encode_ok(&id, &result),
+            // Every body was in its node's event: a result too large for one frame
+            // goes without them.
+            Ok(result) => match encode_ok(&id, &result) {
+                f if f.len() <= gsv_protocol::limits::MAX_FRAME_BYTES => f,
+                _ => encode_ok(&id, &result.without_bodies()),
+            },
             Err(e) => encode_err(&id, &e.to_shape()),
         };
         let _ = agent.out.send(frame);

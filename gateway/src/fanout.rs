@@ -136,7 +136,6 @@ pub async fn run(
             |t: Target| {
                 let caller = &caller;
                 let cancel = cancel.child_token();
-                let report = report;
                 async move {
                     let call = ToolsCallParams {
                         name: t.name,
@@ -167,6 +166,7 @@ pub async fn run(
             job: job.clone(),
             results,
             summary,
+            results_omitted: false,
         })
     }
     .instrument(span)
@@ -246,16 +246,35 @@ fn skipped(node: String) -> NodeOutcome {
     }
 }
 
+/// Whether a tool's result says it failed: `isError`, or a command that ran and
+/// failed (`structuredContent.exitCode` not 0, or `timedOut`, as Bash and exec
+/// report: a command's failure is a result, not a tool error, for a single call).
+fn tool_failed(result: &serde_json::Value) -> bool {
+    let flag = |v: &serde_json::Value, key: &str| {
+        v.get(key)
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+    };
+    if flag(result, "isError") {
+        return true;
+    }
+    let Some(sc) = result.get("structuredContent") else {
+        return false;
+    };
+    let exit_failed = sc
+        .get("exitCode")
+        .and_then(serde_json::Value::as_i64)
+        .is_some_and(|code| code != 0);
+    exit_failed || flag(sc, "timedOut")
+}
+
 /// One node call's outcome as a fan-out reports it: a result (ok unless `isError`),
 /// or the call's error (`node_offline` reads as offline, `forbidden` as denied).
 fn classify(node: String, outcome: crate::registry::CallOutcome) -> NodeOutcome {
     match outcome {
         Ok(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
             Ok(value) => {
-                let failed = value
-                    .get("isError")
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false);
+                let failed = tool_failed(&value);
                 NodeOutcome {
                     node,
                     ok: !failed,
@@ -339,7 +358,7 @@ mod tests {
                     done(&n, true)
                 }
             },
-            |n| skipped(n),
+            skipped,
         )
         .await;
         assert_eq!(out.len(), 7);
@@ -360,7 +379,7 @@ mod tests {
                 let ok = n != "n1";
                 done(&n, ok)
             },
-            |n| skipped(n),
+            skipped,
         )
         .await;
         let statuses: Vec<(String, NodeStatus)> =
@@ -386,7 +405,7 @@ mod tests {
             false,
             &cancel,
             |n| async move { done(&n, true) },
-            |n| skipped(n),
+            skipped,
         )
         .await;
         assert!(out.iter().all(|o| o.status == NodeStatus::Skipped));
@@ -396,6 +415,16 @@ mod tests {
     fn fanout_classify_reads_is_error_and_codes() {
         let raw = RawValue::from_string(r#"{"content":[],"isError":true}"#.into()).unwrap();
         assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Failed);
+        let raw = RawValue::from_string(
+            r#"{"content":[],"structuredContent":{"status":"failed","exitCode":3}}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Failed);
+        let raw = RawValue::from_string(
+            r#"{"content":[],"structuredContent":{"exitCode":0,"timedOut":false}}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Ok);
         let raw = RawValue::from_string(r#"{"content":[]}"#.into()).unwrap();
         let o = classify("a".into(), Ok(raw));
         assert!(o.ok && o.status == NodeStatus::Ok);

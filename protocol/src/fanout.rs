@@ -137,6 +137,22 @@ pub struct FanoutResult {
     pub job: String,
     pub results: Vec<NodeOutcome>,
     pub summary: FanoutSummary,
+    /// Set when the results with their tool results would not fit in one frame: the
+    /// `result` bodies are left out (each was in its node's `fanout.result` event);
+    /// `ok`, `status` and `error` stay.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub results_omitted: bool,
+}
+
+impl FanoutResult {
+    /// The same result without the tool results' bodies ([`FanoutResult::results_omitted`]).
+    pub fn without_bodies(mut self) -> FanoutResult {
+        for r in &mut self.results {
+            r.result = None;
+        }
+        self.results_omitted = true;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -143,9 +143,17 @@ pub fn block(o: &NodeOutcome) -> (String, String) {
         (None, Some(e)) => e.message.clone(),
         (None, None) => String::new(),
     };
-    let code = match &o.error {
-        Some(e) => e.code.as_str(),
-        None => "tool_error",
+    let exit_code = o
+        .result
+        .as_ref()
+        .and_then(|r| r.get("structuredContent"))
+        .and_then(|sc| sc.get("exitCode"))
+        .and_then(serde_json::Value::as_i64)
+        .filter(|c| *c != 0);
+    let code = match (&o.error, exit_code) {
+        (Some(e), _) => e.code.as_str().to_owned(),
+        (None, Some(c)) => format!("exit {c}"),
+        (None, None) => "tool_error".to_owned(),
     };
     let head = match o.status {
         NodeStatus::Ok => format!("== {node}: ok"),
