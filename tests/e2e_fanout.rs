@@ -395,3 +395,64 @@ async fn cancelling_a_fanout_cancels_its_node_calls() {
         ErrorCode::Cancelled
     );
 }
+
+/// The next `approval.requested` the operator hears of.
+async fn next_request(operator: &AgentClient) -> Value {
+    eventually("approval.requested", Duration::from_secs(15), || async {
+        let e = operator.next_event(Duration::from_millis(100)).await?;
+        (e.event == gsv_protocol::EventName::ApprovalRequested).then_some(e.payload)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_confirm_node_opens_its_own_approval_request() {
+    let f = fleet().await;
+    let token = f.gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "n2__Echo",
+        "--confirm",
+        "n3__Echo",
+    ]);
+    let operator = f.gw.agent_with(&f.gw.admin_token()).await;
+    let agent = std::sync::Arc::new(f.gw.agent_with(&token).await);
+    let a = agent.clone();
+    let run = tokio::spawn(async move {
+        let p = params("Echo", "env=prod", json!({"text": "t"}));
+        let id = a.next_id();
+        let r = a.fanout_with_id(&id, &p).await;
+        (id, r)
+    });
+    // One request per node that needs one: n2 approved, n3 denied.
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        requests.push(next_request(&operator).await);
+    }
+    for req in &requests {
+        let id = req["id"].as_str().expect("approval id");
+        let summary = req["summary"].as_str().unwrap_or("");
+        let verdict = if summary.contains("n2__Echo") {
+            "approve"
+        } else {
+            assert!(summary.contains("n3__Echo"), "{req}");
+            "deny"
+        };
+        let (code, _, err) = f.gw.cli(&["approvals", verdict, id]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (_, r) = run.await.expect("join");
+    let r = r.expect("result");
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Ok),
+            ("n2", NodeStatus::Ok),
+            ("n3", NodeStatus::Failed),
+        ])
+    );
+    assert_eq!(r.results[2].error.as_ref().unwrap().code, ErrorCode::Denied);
+}
