@@ -355,6 +355,17 @@ async fn a_selector_never_reaches_past_the_token() {
             other => panic!("{tool} {select:?}: expected invalid_args, got {other:?}"),
         }
     }
+    // A batch out of range refuses it all, before any node is reported.
+    for batch in [Batch::Count(0), Batch::Percent(0), Batch::Percent(101)] {
+        let mut p = params("Echo", "id~*", json!({"text": "t"}));
+        p.batch = Some(batch);
+        let (r, events) = fanout(&admin, &p).await;
+        match r {
+            Err(ClientError::Remote(e)) => assert_eq!(e.code, ErrorCode::InvalidArgs),
+            other => panic!("{batch:?}: expected invalid_args, got {other:?}"),
+        }
+        assert!(events.is_empty(), "{events:?}");
+    }
 }
 
 #[tokio::test]

@@ -76,6 +76,9 @@ pub async fn run(
         reason: e.to_string(),
     })?;
     let selector = crate::inventory::parse_selector(&params.select)?;
+    if let Some(batch) = params.batch {
+        batch.size(1).ok_or(FanoutError::BadBatch)?;
+    }
     let mut nodes =
         crate::inventory::visible_nodes(shared, &viewer(&agent.policy), Some(&selector));
     if nodes.len() > MAX_FANOUT_NODES {
@@ -115,7 +118,8 @@ pub async fn run(
             }
         }
         let size = match params.batch {
-            Some(b) => b.size(targets.len()).ok_or(FanoutError::BadBatch)?,
+            // Checked above: in range.
+            Some(b) => b.size(targets.len()).unwrap_or(1),
             None => targets.len(),
         };
         tracing::info!(
