@@ -324,7 +324,18 @@ pub enum Command {
         /// its outcome later (the call runs on whatever this process does)
         #[arg(long = "async")]
         is_async: bool,
-        /// Namespaced tool name, {node}__{tool}
+        /// Run the (bare) tool on every node this selector picks, e.g. 'env=prod'
+        /// ('id~*' for every node): one block per node, then a summary
+        #[arg(long, value_name = "SEL")]
+        select: Option<String>,
+        /// With --select: at most N nodes at once, or N% of them (the next starts
+        /// when one finishes) [default: all at once]
+        #[arg(long, value_name = "N|N%", requires = "select")]
+        batch: Option<String>,
+        /// With --select: after a node fails, start no more
+        #[arg(long, requires = "select")]
+        fail_fast: bool,
+        /// Namespaced tool name, {node}__{tool} (a bare tool name with --select)
         name: String,
         /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file
         /// (for arguments larger than a command line may hold)

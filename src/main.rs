@@ -189,19 +189,59 @@ fn main() -> ExitCode {
             json,
             timeout_ms,
             is_async: true,
+            select: None,
             name,
             args,
+            ..
         } => run_client(
             "warn",
             commands::jobs::call_async(target.target(), &name, &args, json, timeout_ms),
         ),
         Command::Call {
+            is_async: true,
+            select: Some(_),
+            ..
+        } => {
+            eprintln!(
+                "error: invalid_args: --async does not go with --select yet (a fan-out is not a job yet); run the fan-out without --async"
+            );
+            exit::USAGE
+        }
+        Command::Call {
             target,
             json,
             timeout_ms,
-            is_async: false,
+            select: Some(select),
+            batch,
+            fail_fast,
             name,
             args,
+            ..
+        } => match commands::agent::fanout_args(&select, &name, &args, batch.as_deref()) {
+            Ok((args, batch)) => run_client(
+                "warn",
+                commands::fanout::run(
+                    target.target(),
+                    commands::fanout::FanoutArgs {
+                        select: &select,
+                        tool: &name,
+                        args,
+                        batch,
+                        fail_fast,
+                        json,
+                        timeout_ms,
+                    },
+                ),
+            ),
+            Err(code) => code,
+        },
+        Command::Call {
+            target,
+            json,
+            timeout_ms,
+            name,
+            args,
+            ..
         } => run_client(
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),

@@ -191,6 +191,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_protocol::inventory::MAX_FACT_TEXT)]),
         ),
         (
+            "MAX_FANOUT_NODES",
+            v(vec![count(gsv_protocol::fanout::MAX_FANOUT_NODES)]),
+        ),
+        (
             "MAX_SELECTOR_LEN",
             v(vec![bytes(gsv_protocol::selector::MAX_SELECTOR_LEN)]),
         ),

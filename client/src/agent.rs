@@ -273,6 +273,22 @@ impl AgentClient {
         serde_json::from_str(raw.get()).map_err(|e| ClientError::Protocol(format!("bad job: {e}")))
     }
 
+    /// `tools.fanout` with a chosen request id: runs `params.tool` on every node
+    /// `params.select` picks. While it runs, each finished node arrives as a
+    /// `fanout.result` event named by `id` ([`AgentClient::next_event`]; see
+    /// [`fanout_event`]); this returns the whole result.
+    pub async fn fanout_with_id(
+        &self,
+        id: &str,
+        params: &gsv_protocol::fanout::ToolsFanoutParams,
+    ) -> Result<gsv_protocol::fanout::FanoutResult, ClientError> {
+        let raw = self
+            .request_with_id(id, Method::ToolsFanout, params)
+            .await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad tools.fanout result: {e}")))
+    }
+
     /// Queues one frame for the connection's task.
     async fn send(&self, text: String) -> Result<(), ClientError> {
         if self.closed.is_cancelled() {
@@ -334,6 +350,16 @@ impl AgentClient {
             .ok()
             .flatten()
     }
+}
+
+/// The node outcome an event carries when it is a `fanout.result` of request `id`.
+pub fn fanout_event(event: &Event, id: &str) -> Option<gsv_protocol::fanout::NodeOutcome> {
+    if event.event != EventName::FanoutResult {
+        return None;
+    }
+    let e: gsv_protocol::fanout::FanoutResultEvent =
+        serde_json::from_value(event.payload.clone()).ok()?;
+    (e.id == id).then_some(e.outcome)
 }
 
 impl Drop for AgentClient {

@@ -20,6 +20,6 @@ mod agent;
 mod error;
 mod tls_options;
 
-pub use agent::{AgentClient, Event};
+pub use agent::{fanout_event, AgentClient, Event};
 pub use error::ClientError;
 pub use tls_options::TlsOptions;

@@ -92,6 +92,13 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                         let _ = serde_json::from_str::<Value>(call.args.get());
                     }
                 }
+                Method::ToolsFanout => {
+                    if let Ok(f) = params::<gsv_protocol::fanout::ToolsFanoutParams>(raw) {
+                        let _ = ToolName::parse(&f.tool);
+                        let _ = gsv_protocol::selector::Selector::parse(&f.select);
+                        let _ = f.batch.map(|b| b.size(100));
+                    }
+                }
                 Method::ApprovalsList => {
                     let _ = serde_json::from_str::<gsv_gateway::approvals::ListQuery>(
                         raw.map_or("{}", RawValue::get),

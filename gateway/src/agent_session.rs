@@ -1,4 +1,4 @@
-//! One agent WebSocket connection: `tools.list`, `tools.call`, `nodes.list`,
+//! One agent WebSocket connection: `tools.list`, `tools.call`, `tools.fanout`, `nodes.list`,
 //! `nodes.show`, `cancel`, and for operators `approvals.*`, `nodes.acceptTools` and
 //! `nodes.label`.
 //!
@@ -139,6 +139,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             params,
         } => match method {
             Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
+            Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
             Method::ToolsList => {
                 let tools = shared.registry.tool_entries(|n| agent.policy.visible(n));
                 let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
@@ -305,6 +306,60 @@ fn jobs_request(
                 },
                 Err(e) => encode_err(&id, &e.to_shape()),
             },
+        };
+        let _ = agent.out.send(frame);
+    });
+}
+
+/// `tools.fanout`: runs in its own task, counted like a call (one entry of the
+/// connection's calls in flight, cancelled by its request id, drained on shutdown).
+/// Each node that finishes is sent as a `fanout.result` event before the `res`.
+fn start_fanout(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    in_flight: &CallCancels,
+    id: String,
+    params: Option<Box<RawValue>>,
+) {
+    let params: gsv_protocol::fanout::ToolsFanoutParams = match decode(params.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return reply_err(&agent.out, &id, e),
+    };
+    if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
+        return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
+    }
+    let cancel = agent.out.closed_token().child_token();
+    match in_flight.entry(id.clone()) {
+        dashmap::Entry::Occupied(_) => {
+            return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
+        }
+        dashmap::Entry::Vacant(v) => {
+            v.insert(cancel.clone());
+        }
+    }
+    let shared = shared.clone();
+    let agent = agent.clone();
+    let in_flight = in_flight.clone();
+    let counted = shared.in_flight.token();
+    tokio::spawn(async move {
+        let _counted = counted;
+        let report = |outcome: &gsv_protocol::fanout::NodeOutcome| {
+            let event = gsv_protocol::fanout::FanoutResultEvent {
+                id: id.clone(),
+                outcome: outcome.clone(),
+            };
+            agent.send_event(gsv_protocol::EventName::FanoutResult, &event);
+        };
+        let outcome = crate::fanout::run(&shared, &agent, params, cancel, report).await;
+        in_flight.remove(&id);
+        let frame = match outcome {
+            // Every body was in its node's event: a result too large for one frame
+            // goes without them.
+            Ok(result) => match encode_ok(&id, &result) {
+                f if f.len() <= gsv_protocol::limits::MAX_FRAME_BYTES => f,
+                _ => encode_ok(&id, &result.without_bodies()),
+            },
+            Err(e) => encode_err(&id, &e.to_shape()),
         };
         let _ = agent.out.send(frame);
     });

@@ -17,6 +17,7 @@ pub mod config;
 pub mod conn;
 pub mod datadir;
 pub mod error;
+pub mod fanout;
 pub mod handshake;
 pub mod http;
 pub mod install;

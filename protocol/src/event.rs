@@ -22,6 +22,9 @@ pub enum EventName {
     /// Node → gateway: progress of a running call (relayed to its caller).
     #[serde(rename = "call.progress")]
     CallProgress,
+    /// Gateway → agent: one node of a `tools.fanout` finished.
+    #[serde(rename = "fanout.result")]
+    FanoutResult,
     /// Gateway → agents and operators: a call waits for an operator's approval.
     #[serde(rename = "approval.requested")]
     ApprovalRequested,
@@ -47,6 +50,7 @@ impl EventName {
             EventName::ToolsChanged => "tools.changed",
             EventName::ProcessExited => "process.exited",
             EventName::CallProgress => "call.progress",
+            EventName::FanoutResult => "fanout.result",
             EventName::ApprovalRequested => "approval.requested",
             EventName::ApprovalResolved => "approval.resolved",
             EventName::Shutdown => "shutdown",

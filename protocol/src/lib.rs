@@ -9,6 +9,7 @@ pub mod capability;
 pub mod endpoint;
 pub mod error;
 pub mod event;
+pub mod fanout;
 pub mod frame;
 pub mod handshake;
 pub mod inventory;

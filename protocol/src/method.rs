@@ -25,6 +25,10 @@ pub enum Method {
     /// Agent → gateway: call a namespaced tool.
     #[serde(rename = "tools.call")]
     ToolsCall,
+    /// Agent → gateway: run one tool on every node a selector picks
+    /// ([`crate::fanout`]).
+    #[serde(rename = "tools.fanout")]
+    ToolsFanout,
     /// Agent → gateway: connected and known nodes.
     #[serde(rename = "nodes.list")]
     NodesList,
@@ -72,6 +76,7 @@ impl Method {
             Method::Connect => "connect",
             Method::ToolsList => "tools.list",
             Method::ToolsCall => "tools.call",
+            Method::ToolsFanout => "tools.fanout",
             Method::NodesList => "nodes.list",
             Method::ApprovalsList => "approvals.list",
             Method::ApprovalsDecide => "approvals.decide",
@@ -105,7 +110,7 @@ pub struct ToolsCallParams {
     pub is_async: bool,
 }
 
-fn empty_object() -> Box<RawValue> {
+pub(crate) fn empty_object() -> Box<RawValue> {
     RawValue::from_string("{}".to_owned()).expect("`{}` is valid JSON")
 }
 

@@ -81,6 +81,31 @@ pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
         .map_err(|e| client_error(&e))
 }
 
+/// Checks `gsv call --select SEL TOOL ARGS [--batch B]` before connecting: a bare
+/// tool name (a `{node}__{tool}` name is a usage error), JSON arguments, a valid
+/// batch. On failure prints why and gives [`exit::USAGE`].
+pub fn fanout_args(
+    select: &str,
+    tool: &str,
+    args: &str,
+    batch: Option<&str>,
+) -> Result<(serde_json::Value, Option<gsv_protocol::fanout::Batch>), u8> {
+    if tool.contains(gsv_protocol::names::NAMESPACE_SEPARATOR) {
+        return Err(fail(
+            "invalid_args",
+            format!(
+                "with --select, give the bare tool name (not {tool}): it runs on every node {select} picks"
+            ),
+            exit::USAGE,
+        ));
+    }
+    let batch = batch
+        .map(crate::commands::fanout::parse_batch)
+        .transpose()
+        .map_err(|e| fail("invalid_args", e, exit::USAGE))?;
+    Ok((call_args(args)?, batch))
+}
+
 /// `gsv call NAME ARGS`: prints the text content (or the whole result with `--json`).
 pub async fn call(
     target: Target,

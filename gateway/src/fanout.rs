@@ -1,0 +1,441 @@
+//! `tools.fanout`: one bare tool run on every node a selector picks, each node call
+//! routed exactly as a `tools.call` of `{node}__{tool}` ([`router::call`]), so policy,
+//! approvals, node guards, budgets, audit rows and cancel are those of single calls.
+//!
+//! Order: the selector is parsed and matched over the nodes the token may see only
+//! ([`crate::inventory::visible_nodes`]), sorted by id. A node whose `{node}__{tool}`
+//! the policy denies is `denied` and an offline node `offline` at once, neither
+//! called; the others are called in rolling batches ([`rolling`]): at most `batch` at
+//! once, the next starting when one finishes. With `failFast`, after the first
+//! failure no new node starts (those are `skipped`); a cancelled fan-out starts no
+//! new node either. Each finished node is reported as it ends (the caller sends a
+//! `fanout.result` event); the whole result lists every node sorted by id.
+
+use crate::agent_session::viewer;
+use crate::error::WireError;
+use crate::router::{self, Caller, RouteError};
+use crate::state::{AgentHandle, Shared};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use gsv_protocol::fanout::{
+    FanoutResult, FanoutSummary, NodeOutcome, NodeStatus, ToolsFanoutParams, MAX_FANOUT_NODES,
+};
+use gsv_protocol::method::ToolsCallParams;
+use gsv_protocol::names::NAMESPACE_SEPARATOR;
+use gsv_protocol::{ErrorCode, ErrorShape, ToolName};
+use serde_json::value::RawValue;
+use std::future::Future;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// Why a fan-out was refused as a whole (before any node was called).
+#[derive(Debug, thiserror::Error)]
+pub enum FanoutError {
+    #[error("bad tool name {tool:?} for a fan-out: {reason} (give the bare tool name, without a node prefix)")]
+    BadTool { tool: String, reason: String },
+    #[error(transparent)]
+    Selector(#[from] crate::inventory::InventoryError),
+    #[error("the selector picks {count} nodes; a fan-out reaches at most {MAX_FANOUT_NODES}")]
+    TooManyNodes { count: usize },
+    #[error("bad batch: a count must be at least 1, a percent 1 to 100")]
+    BadBatch,
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
+impl FanoutError {
+    pub fn to_shape(&self) -> ErrorShape {
+        match self {
+            FanoutError::Selector(e) => e.to_shape(),
+            FanoutError::ShuttingDown => ErrorShape::from(RouteError::ShuttingDown),
+            _ => ErrorShape::new(ErrorCode::InvalidArgs, self.to_string()),
+        }
+    }
+}
+
+/// A node to call, once denied and offline nodes are set aside.
+struct Target {
+    node: String,
+    name: String,
+}
+
+/// Runs one fan-out for `agent`; `report` is told of each node as it finishes
+/// (denied and offline nodes first, at once). `cancel` stops it: no new node starts,
+/// and the calls running are cancelled.
+pub async fn run(
+    shared: &Shared,
+    agent: &AgentHandle,
+    params: ToolsFanoutParams,
+    cancel: CancellationToken,
+    report: impl Fn(&NodeOutcome),
+) -> Result<FanoutResult, FanoutError> {
+    if shared.draining.is_cancelled() {
+        return Err(FanoutError::ShuttingDown);
+    }
+    ToolName::parse(&params.tool).map_err(|e| FanoutError::BadTool {
+        tool: params.tool.clone(),
+        reason: e.to_string(),
+    })?;
+    let selector = crate::inventory::parse_selector(&params.select)?;
+    if let Some(batch) = params.batch {
+        batch.size(1).ok_or(FanoutError::BadBatch)?;
+    }
+    let mut nodes =
+        crate::inventory::visible_nodes(shared, &viewer(&agent.policy), Some(&selector));
+    if nodes.len() > MAX_FANOUT_NODES {
+        return Err(FanoutError::TooManyNodes { count: nodes.len() });
+    }
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    let job = uuid::Uuid::new_v4().to_string();
+    let span = tracing::info_span!("fanout", %job, tool = %params.tool, nodes = nodes.len());
+    async {
+        let mut results = Vec::with_capacity(nodes.len());
+        let mut targets = Vec::new();
+        for n in nodes {
+            let name = format!("{}{NAMESPACE_SEPARATOR}{}", n.id, params.tool);
+            let early = if agent.policy.decide(&name) == crate::policy::Decision::Deny {
+                Some(not_called(
+                    &n.id,
+                    NodeStatus::Denied,
+                    RouteError::NotAllowed { name: name.clone() },
+                ))
+            } else if !n.online {
+                let since = n.since;
+                let node = n.id.clone();
+                Some(not_called(
+                    &n.id,
+                    NodeStatus::Offline,
+                    RouteError::NodeOffline { node, since },
+                ))
+            } else {
+                None
+            };
+            match early {
+                Some(outcome) => {
+                    report(&outcome);
+                    results.push(outcome);
+                }
+                None => targets.push(Target { node: n.id, name }),
+            }
+        }
+        let size = match params.batch {
+            // Checked above: in range.
+            Some(b) => b.size(targets.len()).unwrap_or(1),
+            None => targets.len(),
+        };
+        tracing::info!(
+            called = targets.len(),
+            batch = size,
+            fail_fast = params.fail_fast,
+            "fan-out started"
+        );
+        let caller = Caller::from_agent(agent);
+        let args = &params.args;
+        let timeout_ms = params.timeout_ms;
+        let report = &report;
+        let called = rolling(
+            targets,
+            size,
+            params.fail_fast,
+            &cancel,
+            |t: Target| {
+                let caller = &caller;
+                let cancel = cancel.child_token();
+                async move {
+                    let call = ToolsCallParams {
+                        name: t.name,
+                        args: copy(args),
+                        timeout_ms,
+                        is_async: false,
+                    };
+                    let outcome = router::call(shared, caller, call, cancel).await;
+                    let outcome = classify(t.node, outcome);
+                    report(&outcome);
+                    outcome
+                }
+            },
+            |t| {
+                let outcome = skipped(t.node);
+                report(&outcome);
+                outcome
+            },
+        )
+        .await;
+        results.extend(called);
+        results.sort_by(|a, b| a.node.cmp(&b.node));
+        let mut summary = FanoutSummary::default();
+        for r in &results {
+            summary.add(r.status);
+        }
+        tracing::info!(?summary, "fan-out done");
+        Ok(FanoutResult {
+            job: job.clone(),
+            results,
+            summary,
+            results_omitted: false,
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+/// A copy of the arguments' exact bytes, for one node's call.
+fn copy(args: &RawValue) -> Box<RawValue> {
+    args.to_owned()
+}
+
+/// Runs `call` on `items` in order, at most `size` at once, starting the next when one
+/// finishes. After an item whose outcome is not ok (with `fail_fast`), or once
+/// `cancel` fires, no new item starts: `skip` answers for each of the rest. Outcomes
+/// come back in the order they finished (skipped ones last).
+pub async fn rolling<T, Fut>(
+    items: Vec<T>,
+    size: usize,
+    fail_fast: bool,
+    cancel: &CancellationToken,
+    call: impl Fn(T) -> Fut,
+    skip: impl Fn(T) -> NodeOutcome,
+) -> Vec<NodeOutcome>
+where
+    Fut: Future<Output = NodeOutcome>,
+{
+    let size = size.max(1);
+    let mut out = Vec::with_capacity(items.len());
+    let mut queue = items.into_iter();
+    let mut running = FuturesUnordered::new();
+    let mut stop = false;
+    loop {
+        while !stop && running.len() < size {
+            if cancel.is_cancelled() {
+                stop = true;
+                break;
+            }
+            match queue.next() {
+                Some(item) => running.push(call(item)),
+                None => break,
+            }
+        }
+        let Some(outcome) = running.next().await else {
+            break;
+        };
+        if fail_fast && !outcome.ok {
+            stop = true;
+        }
+        out.push(outcome);
+    }
+    out.extend(queue.map(skip));
+    out
+}
+
+/// The outcome of a node that was not called, with the error a single call would get.
+fn not_called(node: &str, status: NodeStatus, why: RouteError) -> NodeOutcome {
+    NodeOutcome {
+        node: node.to_owned(),
+        ok: false,
+        status,
+        result: None,
+        error: Some(ErrorShape::from(why)),
+    }
+}
+
+/// The outcome of a node never started (`failFast`, or the fan-out was cancelled).
+fn skipped(node: String) -> NodeOutcome {
+    NodeOutcome {
+        node,
+        ok: false,
+        status: NodeStatus::Skipped,
+        result: None,
+        error: Some(ErrorShape::new(
+            ErrorCode::Cancelled,
+            "not started: an earlier node failed (failFast) or the fan-out was cancelled",
+        )),
+    }
+}
+
+/// Whether a tool's result says it failed: `isError`, or a command that ran and
+/// failed (`structuredContent.exitCode` not 0, or `timedOut`, as Bash and exec
+/// report: a command's failure is a result, not a tool error, for a single call).
+fn tool_failed(result: &serde_json::Value) -> bool {
+    let flag = |v: &serde_json::Value, key: &str| {
+        v.get(key)
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+    };
+    if flag(result, "isError") {
+        return true;
+    }
+    let Some(sc) = result.get("structuredContent") else {
+        return false;
+    };
+    let exit_failed = sc
+        .get("exitCode")
+        .and_then(serde_json::Value::as_i64)
+        .is_some_and(|code| code != 0);
+    exit_failed || flag(sc, "timedOut")
+}
+
+/// One node call's outcome as a fan-out reports it: a result (ok unless `isError`),
+/// or the call's error (`node_offline` reads as offline, `forbidden` as denied).
+fn classify(node: String, outcome: crate::registry::CallOutcome) -> NodeOutcome {
+    match outcome {
+        Ok(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(value) => {
+                let failed = tool_failed(&value);
+                NodeOutcome {
+                    node,
+                    ok: !failed,
+                    status: if failed {
+                        NodeStatus::Failed
+                    } else {
+                        NodeStatus::Ok
+                    },
+                    result: Some(value),
+                    error: None,
+                }
+            }
+            Err(e) => NodeOutcome {
+                node,
+                ok: false,
+                status: NodeStatus::Failed,
+                result: None,
+                error: Some(ErrorShape::new(
+                    ErrorCode::Internal,
+                    format!("the node's result is not JSON: {e}"),
+                )),
+            },
+        },
+        Err(e) => {
+            let status = match e.code {
+                ErrorCode::NodeOffline => NodeStatus::Offline,
+                ErrorCode::Forbidden => NodeStatus::Denied,
+                _ => NodeStatus::Failed,
+            };
+            NodeOutcome {
+                node,
+                ok: false,
+                status,
+                result: None,
+                error: Some(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    fn done(node: &str, ok: bool) -> NodeOutcome {
+        NodeOutcome {
+            node: node.into(),
+            ok,
+            status: if ok {
+                NodeStatus::Ok
+            } else {
+                NodeStatus::Failed
+            },
+            result: None,
+            error: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn fanout_rolling_keeps_at_most_size_running() {
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let order = Mutex::new(Vec::new());
+        let items: Vec<String> = (0..7).map(|i| format!("n{i}")).collect();
+        let out = rolling(
+            items,
+            2,
+            false,
+            &CancellationToken::new(),
+            |n| {
+                let (running, most, order) = (&running, &most, &order);
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    order.lock().unwrap().push(n.clone());
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    done(&n, true)
+                }
+            },
+            skipped,
+        )
+        .await;
+        assert_eq!(out.len(), 7);
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        let started = order.lock().unwrap().clone();
+        assert_eq!(started, (0..7).map(|i| format!("n{i}")).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn fanout_fail_fast_skips_the_rest() {
+        let items: Vec<String> = (0..4).map(|i| format!("n{i}")).collect();
+        let out = rolling(
+            items,
+            1,
+            true,
+            &CancellationToken::new(),
+            |n| async move {
+                let ok = n != "n1";
+                done(&n, ok)
+            },
+            skipped,
+        )
+        .await;
+        let statuses: Vec<(String, NodeStatus)> =
+            out.iter().map(|o| (o.node.clone(), o.status)).collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("n0".into(), NodeStatus::Ok),
+                ("n1".into(), NodeStatus::Failed),
+                ("n2".into(), NodeStatus::Skipped),
+                ("n3".into(), NodeStatus::Skipped),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn fanout_cancelled_starts_nothing() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let out = rolling(
+            vec!["a".to_string(), "b".to_string()],
+            5,
+            false,
+            &cancel,
+            |n| async move { done(&n, true) },
+            skipped,
+        )
+        .await;
+        assert!(out.iter().all(|o| o.status == NodeStatus::Skipped));
+    }
+
+    #[test]
+    fn fanout_classify_reads_is_error_and_codes() {
+        let raw = RawValue::from_string(r#"{"content":[],"isError":true}"#.into()).unwrap();
+        assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Failed);
+        let raw = RawValue::from_string(
+            r#"{"content":[],"structuredContent":{"status":"failed","exitCode":3}}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Failed);
+        let raw = RawValue::from_string(
+            r#"{"content":[],"structuredContent":{"exitCode":0,"timedOut":false}}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(classify("a".into(), Ok(raw)).status, NodeStatus::Ok);
+        let raw = RawValue::from_string(r#"{"content":[]}"#.into()).unwrap();
+        let o = classify("a".into(), Ok(raw));
+        assert!(o.ok && o.status == NodeStatus::Ok);
+        let e = ErrorShape::new(ErrorCode::NodeOffline, "gone");
+        assert_eq!(classify("a".into(), Err(e)).status, NodeStatus::Offline);
+        let e = ErrorShape::new(ErrorCode::Overloaded, "busy");
+        assert_eq!(classify("a".into(), Err(e)).status, NodeStatus::Failed);
+    }
+}

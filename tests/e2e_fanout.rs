@@ -1,0 +1,469 @@
+//! `tools.fanout` and `gsv call --select` end to end: a real gateway and real
+//! `gsv node` processes on loopback. One tool on every node a selector picks, with
+//! each node's outcome (ok, failed, offline, denied, skipped) as an event as it
+//! finishes and in the final result; rolling batches in id order; fail-fast; a
+//! selector that never reaches nodes the token cannot see; the CLI's text and JSON
+//! output and exit codes.
+
+mod common;
+
+use common::{eventually, Gateway, Proc, TempDir};
+use gsv_client::{fanout_event, AgentClient, ClientError};
+use gsv_protocol::fanout::{
+    Batch, FanoutResult, FanoutSummary, NodeOutcome, NodeStatus, ToolsFanoutParams,
+};
+use gsv_protocol::ErrorCode;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Four nodes labelled `grp=a`; `n4` also `env=staging`, the others `env=prod`.
+/// Each has its own workspace; `n2`'s holds a file `fail`, so the fleet command
+/// [`CHECK`] fails there only.
+struct Fleet {
+    gw: Gateway,
+    _ws: Vec<TempDir>,
+    nodes: Vec<Proc>,
+}
+
+const IDS: [&str; 4] = ["n1", "n2", "n3", "n4"];
+
+/// Exits 3 where the workspace holds `fail`, else prints `fine`.
+const CHECK: &str = "if [ -e fail ]; then echo broken; exit 3; fi; echo fine";
+
+async fn fleet() -> Fleet {
+    let gw = Gateway::start().await;
+    let mut workspaces = Vec::new();
+    let mut nodes = Vec::new();
+    for id in IDS {
+        let ws = TempDir::new(&format!("fanout-{id}"));
+        if id == "n2" {
+            std::fs::write(ws.path().join("fail"), "x").expect("write fail marker");
+        }
+        let env = if id == "n4" {
+            "env=staging"
+        } else {
+            "env=prod"
+        };
+        let token = gw.token(&["node", id, "--label", "grp=a", "--label", env]);
+        nodes.push(gw.spawn_node(id, &token, ws.path(), &[]));
+        workspaces.push(ws);
+    }
+    for id in IDS {
+        gw.wait_online(id).await;
+    }
+    Fleet {
+        gw,
+        _ws: workspaces,
+        nodes,
+    }
+}
+
+/// Kills `n4` and waits until the gateway lists it offline.
+async fn take_n4_offline(f: &mut Fleet) {
+    f.nodes[3].kill();
+    let admin = f.gw.agent_with(&f.gw.admin_token()).await;
+    eventually("n4 offline", Duration::from_secs(20), || async {
+        let nodes = admin.list_nodes().await.ok()?;
+        nodes
+            .iter()
+            .any(|n| n.id == "n4" && !n.online)
+            .then_some(())
+    })
+    .await;
+}
+
+fn params(tool: &str, select: &str, args: Value) -> ToolsFanoutParams {
+    ToolsFanoutParams {
+        tool: tool.into(),
+        select: select.into(),
+        args: serde_json::value::to_raw_value(&args).expect("args"),
+        batch: None,
+        fail_fast: false,
+        timeout_ms: None,
+    }
+}
+
+/// Runs a fan-out; returns its result and the node outcomes its events carried, in
+/// the order they arrived.
+async fn fanout(
+    agent: &AgentClient,
+    p: &ToolsFanoutParams,
+) -> (Result<FanoutResult, ClientError>, Vec<NodeOutcome>) {
+    let id = agent.next_id();
+    let result = agent.fanout_with_id(&id, p).await;
+    let mut events = Vec::new();
+    while let Some(e) = agent.next_event(Duration::from_millis(200)).await {
+        if let Some(o) = fanout_event(&e, &id) {
+            events.push(o);
+        }
+    }
+    (result, events)
+}
+
+fn statuses(r: &FanoutResult) -> Vec<(String, NodeStatus)> {
+    r.results
+        .iter()
+        .map(|o| (o.node.clone(), o.status))
+        .collect()
+}
+
+fn st(pairs: &[(&str, NodeStatus)]) -> Vec<(String, NodeStatus)> {
+    pairs.iter().map(|(n, s)| (n.to_string(), *s)).collect()
+}
+
+#[tokio::test]
+async fn mixed_outcomes_over_the_websocket_and_the_cli() {
+    let mut f = fleet().await;
+    take_n4_offline(&mut f).await;
+    let token =
+        f.gw.token(&["agent", "ops", "--allow", "*", "--deny", "n3__Bash"]);
+    let agent = f.gw.agent_with(&token).await;
+    let (result, events) =
+        fanout(&agent, &params("Bash", "grp=a", json!({"command": CHECK}))).await;
+    let r = result.expect("fan-out result");
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Ok),
+            ("n2", NodeStatus::Failed),
+            ("n3", NodeStatus::Denied),
+            ("n4", NodeStatus::Offline),
+        ])
+    );
+    assert_eq!(
+        r.summary,
+        FanoutSummary {
+            ok: 1,
+            failed: 1,
+            offline: 1,
+            denied: 1,
+            skipped: 0
+        }
+    );
+    assert!(!r.job.is_empty());
+    assert!(r.results[0].ok && r.results[0].result.is_some());
+    assert_eq!(
+        r.results[1].result.as_ref().unwrap()["structuredContent"]["exitCode"],
+        3
+    );
+    assert_eq!(
+        r.results[2].error.as_ref().unwrap().code,
+        ErrorCode::Forbidden
+    );
+    assert_eq!(
+        r.results[3].error.as_ref().unwrap().code,
+        ErrorCode::NodeOffline
+    );
+    // One event per node, each as in the result.
+    let mut seen: Vec<NodeOutcome> = events;
+    seen.sort_by(|a, b| a.node.cmp(&b.node));
+    assert_eq!(seen, r.results);
+
+    // The CLI: one block per node, then the summary; exit 1.
+    let args = format!(r#"{{"command":"{CHECK}"}}"#);
+    let (code, out, err) = f.gw.cli(&[
+        "call", "--select", "grp=a", "--token", &token, "Bash", &args,
+    ]);
+    assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
+    for line in [
+        "== n1: ok",
+        "== n2: error (exit 3)",
+        "== n3: denied (forbidden)",
+        "== n4: offline (node_offline)",
+        "1 ok, 1 failed, 1 offline, 1 denied",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    assert!(out.contains("fine") && out.contains("broken"), "{out}");
+    assert_eq!(
+        out.lines().last(),
+        Some("1 ok, 1 failed, 1 offline, 1 denied")
+    );
+
+    // --json: the final result only.
+    let (code, out, _) = f.gw.cli(&[
+        "call", "--select", "grp=a", "--token", &token, "--json", "Bash", &args,
+    ]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).expect("--json is JSON");
+    assert!(v["job"].is_string());
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(4));
+    assert_eq!(v["results"][0]["node"], "n1");
+    assert_eq!(v["results"][0]["ok"], true);
+    assert!(v["results"][0]["result"].is_object());
+    assert_eq!(v["results"][2]["error"]["code"], "forbidden");
+    assert_eq!(
+        v["summary"],
+        json!({"ok": 1, "failed": 1, "offline": 1, "denied": 1, "skipped": 0})
+    );
+
+    // Every node ok: exit 0.
+    let (code, out, err) = f.gw.cli(&[
+        "call",
+        "--select",
+        "id~n1",
+        "--token",
+        &token,
+        "Echo",
+        r#"{"text":"hi"}"#,
+    ]);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert_eq!(out, "== n1: ok\nhi\n1 ok, 0 failed, 0 offline, 0 denied\n");
+
+    // A node prefix with --select is a usage error; nothing is called.
+    let (code, _, err) = f.gw.cli(&[
+        "call", "--select", "grp=a", "--token", &token, "n1__Echo", "{}",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bare tool name"), "{err}");
+    let (code, _, _) = f.gw.cli(&[
+        "call", "--select", "grp=a", "--batch", "0", "--token", &token, "Echo", "{}",
+    ]);
+    assert_eq!(code, 2);
+    // --batch without --select is refused by the parser.
+    let (code, _, _) =
+        f.gw.cli(&["call", "--batch", "2", "--token", &token, "n1__Echo", "{}"]);
+    assert_eq!(code, 2);
+}
+
+#[tokio::test]
+async fn batches_run_in_id_order_and_fail_fast_skips_the_rest() {
+    let f = fleet().await;
+    let agent = f.gw.agent().await;
+    let delay = json!({"text": "x", "delayMs": 400});
+
+    // All at once: about one delay.
+    let started = Instant::now();
+    let (r, _) = fanout(&agent, &params("Echo", "env=prod", delay.clone())).await;
+    let all_at_once = started.elapsed();
+    assert_eq!(r.expect("result").summary.ok, 3);
+    assert!(all_at_once < Duration::from_millis(1100), "{all_at_once:?}");
+
+    // One at a time: in id order, each after the one before.
+    let mut p = params("Echo", "env=prod", delay);
+    p.batch = Some(Batch::Count(1));
+    let started = Instant::now();
+    let (r, events) = fanout(&agent, &p).await;
+    let one_at_a_time = started.elapsed();
+    assert_eq!(r.expect("result").summary.ok, 3);
+    assert!(
+        one_at_a_time >= Duration::from_millis(1200),
+        "{one_at_a_time:?}"
+    );
+    let order: Vec<&str> = events.iter().map(|o| o.node.as_str()).collect();
+    assert_eq!(order, ["n1", "n2", "n3"]);
+
+    // Fail-fast, one at a time: n2 fails, n3 never starts.
+    let mut p = params("Bash", "env=prod", json!({"command": CHECK}));
+    p.batch = Some(Batch::Count(1));
+    p.fail_fast = true;
+    let (r, events) = fanout(&agent, &p).await;
+    let r = r.expect("result");
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Ok),
+            ("n2", NodeStatus::Failed),
+            ("n3", NodeStatus::Skipped),
+        ])
+    );
+    assert_eq!(r.summary.skipped, 1);
+    assert_eq!(events.len(), 3);
+
+    // The CLI says the same, with --batch 1 and --fail-fast.
+    let args = format!(r#"{{"command":"{CHECK}"}}"#);
+    let (code, out, _) = f.gw.cli(&[
+        "call",
+        "--select",
+        "env=prod",
+        "--batch",
+        "1",
+        "--fail-fast",
+        "Bash",
+        &args,
+    ]);
+    assert_eq!(code, 1);
+    assert!(out.contains("== n3: skipped"), "{out}");
+    assert!(
+        out.ends_with("1 ok, 1 failed, 0 offline, 0 denied, 1 skipped\n"),
+        "{out}"
+    );
+
+    // A percent batch: 50% of 3 nodes is 2 at once.
+    let mut p = params("Echo", "env=prod", json!({"text": "x", "delayMs": 400}));
+    p.batch = Some(Batch::Percent(50));
+    let started = Instant::now();
+    let (r, _) = fanout(&agent, &p).await;
+    assert_eq!(r.expect("result").summary.ok, 3);
+    assert!(started.elapsed() >= Duration::from_millis(800));
+}
+
+#[tokio::test]
+async fn a_selector_never_reaches_past_the_token() {
+    let f = fleet().await;
+    // Sees n1 and n2 only.
+    let narrow =
+        f.gw.token(&["agent", "narrow", "--allow", "n1__*", "--allow", "n2__Echo"]);
+    let agent = f.gw.agent_with(&narrow).await;
+    let (r, _) = fanout(&agent, &params("Echo", "id~*", json!({"text": "t"}))).await;
+    let r = r.expect("result");
+    assert_eq!(
+        statuses(&r),
+        st(&[("n1", NodeStatus::Ok), ("n2", NodeStatus::Ok)])
+    );
+    // Visible for Echo only: n2's Bash is denied, never called.
+    let (r, _) = fanout(&agent, &params("Bash", "grp=a", json!({"command": "true"}))).await;
+    assert_eq!(
+        statuses(&r.expect("result")),
+        st(&[("n1", NodeStatus::Ok), ("n2", NodeStatus::Denied)])
+    );
+    // Naming an invisible node picks nothing: an empty result, not an error.
+    let (r, events) = fanout(&agent, &params("Echo", "id~n3", json!({"text": "t"}))).await;
+    let r = r.expect("result");
+    assert!(r.results.is_empty() && events.is_empty());
+    assert_eq!(r.summary, FanoutSummary::default());
+    let (code, out, _) = f.gw.cli(&[
+        "call",
+        "--select",
+        "id~n3",
+        "--token",
+        &narrow,
+        "Echo",
+        r#"{"text":"t"}"#,
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "0 ok, 0 failed, 0 offline, 0 denied\n");
+
+    // Narrowing by label, over every node an admin sees.
+    let admin = f.gw.agent_with(&f.gw.admin_token()).await;
+    let (r, _) = fanout(&admin, &params("Echo", "env=staging", json!({"text": "t"}))).await;
+    assert_eq!(statuses(&r.expect("result")), st(&[("n4", NodeStatus::Ok)]));
+
+    // A missing tool is that node's error; a bad selector or tool name refuses it all.
+    let (r, _) = fanout(&admin, &params("NoSuchTool", "id~n1", json!({}))).await;
+    let r = r.expect("result");
+    assert_eq!(r.results[0].status, NodeStatus::Failed);
+    assert_eq!(
+        r.results[0].error.as_ref().unwrap().code,
+        ErrorCode::NotFound
+    );
+    for (tool, select) in [("Echo", ""), ("Echo", "=prod"), ("n1__Echo", "id~*")] {
+        match fanout(&admin, &params(tool, select, json!({}))).await.0 {
+            Err(ClientError::Remote(e)) => {
+                assert_eq!(e.code, ErrorCode::InvalidArgs, "{tool} {select:?}")
+            }
+            other => panic!("{tool} {select:?}: expected invalid_args, got {other:?}"),
+        }
+    }
+    // A batch out of range refuses it all, before any node is reported.
+    for batch in [Batch::Count(0), Batch::Percent(0), Batch::Percent(101)] {
+        let mut p = params("Echo", "id~*", json!({"text": "t"}));
+        p.batch = Some(batch);
+        let (r, events) = fanout(&admin, &p).await;
+        match r {
+            Err(ClientError::Remote(e)) => assert_eq!(e.code, ErrorCode::InvalidArgs),
+            other => panic!("{batch:?}: expected invalid_args, got {other:?}"),
+        }
+        assert!(events.is_empty(), "{events:?}");
+    }
+}
+
+#[tokio::test]
+async fn cancelling_a_fanout_cancels_its_node_calls() {
+    let f = fleet().await;
+    let agent = f.gw.agent().await;
+    let mut p = params(
+        "Echo",
+        "env=prod",
+        json!({"text": "slow", "delayMs": 30000}),
+    );
+    p.batch = Some(Batch::Count(2));
+    let id = agent.next_id();
+    let started = Instant::now();
+    let run = agent.fanout_with_id(&id, &p);
+    tokio::pin!(run);
+    let cancel = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        agent.cancel(&id).await.expect("cancel");
+        std::future::pending::<()>().await
+    };
+    let r = tokio::select! {
+        r = &mut run => r,
+        _ = cancel => unreachable!(),
+    }
+    .expect("result");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Failed),
+            ("n2", NodeStatus::Failed),
+            ("n3", NodeStatus::Skipped),
+        ])
+    );
+    assert_eq!(
+        r.results[0].error.as_ref().unwrap().code,
+        ErrorCode::Cancelled
+    );
+}
+
+/// The next `approval.requested` the operator hears of.
+async fn next_request(operator: &AgentClient) -> Value {
+    eventually("approval.requested", Duration::from_secs(15), || async {
+        let e = operator.next_event(Duration::from_millis(100)).await?;
+        (e.event == gsv_protocol::EventName::ApprovalRequested).then_some(e.payload)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_confirm_node_opens_its_own_approval_request() {
+    let f = fleet().await;
+    let token = f.gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "n2__Echo",
+        "--confirm",
+        "n3__Echo",
+    ]);
+    let operator = f.gw.agent_with(&f.gw.admin_token()).await;
+    let agent = std::sync::Arc::new(f.gw.agent_with(&token).await);
+    let a = agent.clone();
+    let run = tokio::spawn(async move {
+        let p = params("Echo", "env=prod", json!({"text": "t"}));
+        let id = a.next_id();
+        let r = a.fanout_with_id(&id, &p).await;
+        (id, r)
+    });
+    // One request per node that needs one: n2 approved, n3 denied.
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        requests.push(next_request(&operator).await);
+    }
+    for req in &requests {
+        let id = req["id"].as_str().expect("approval id");
+        let summary = req["summary"].as_str().unwrap_or("");
+        let verdict = if summary.contains("n2__Echo") {
+            "approve"
+        } else {
+            assert!(summary.contains("n3__Echo"), "{req}");
+            "deny"
+        };
+        let (code, _, err) = f.gw.cli(&["approvals", verdict, id]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (_, r) = run.await.expect("join");
+    let r = r.expect("result");
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Ok),
+            ("n2", NodeStatus::Ok),
+            ("n3", NodeStatus::Failed),
+        ])
+    );
+    assert_eq!(r.results[2].error.as_ref().unwrap().code, ErrorCode::Denied);
+}
