@@ -107,6 +107,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::jobs::MAX_JOBS)]),
         ),
         (
+            "jobs::MAX_JOBS_PER_TOKEN",
+            v(vec![count(gsv_gateway::jobs::MAX_JOBS_PER_TOKEN)]),
+        ),
+        (
             "jobs::MAX_STORED_RESULT",
             v(vec![bytes(gsv_gateway::jobs::MAX_STORED_RESULT)]),
         ),

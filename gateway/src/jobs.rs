@@ -28,6 +28,9 @@ use tokio_util::sync::CancellationToken;
 pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// Most jobs kept at once (the oldest go first).
 pub const MAX_JOBS: usize = 100_000;
+/// Most jobs one token keeps (its oldest finished ones go first; when all are
+/// running, a new one is refused `overloaded`): no token fills the gateway's jobs.
+pub const MAX_JOBS_PER_TOKEN: usize = 10_000;
 /// Largest result a job keeps, in bytes.
 pub const MAX_STORED_RESULT: usize = 4 * 1024 * 1024;
 /// How often old jobs are deleted.
@@ -130,9 +133,21 @@ pub async fn run_async(
         finished_at: None,
     };
     let row = job.clone();
-    blocking(&shared.store, move |s| s.insert_job(&row))
-        .await
-        .map_err(|e| e.to_shape())?;
+    let recorded = blocking(&shared.store, move |s| {
+        s.insert_job_capped(&row, MAX_JOBS_PER_TOKEN)
+    })
+    .await
+    .map_err(|e| e.to_shape())?;
+    if !recorded {
+        return Err(ErrorShape::new(
+            ErrorCode::Overloaded,
+            format!(
+                "this token already has {MAX_JOBS_PER_TOKEN} jobs running, its share of the \
+                 gateway's jobs; retry when some finish"
+            ),
+        )
+        .with(ErrorDetails::limit("jobs_per_token", MAX_JOBS_PER_TOKEN)));
+    }
     let id = job.id.clone();
     // Counted like a call in flight until its outcome is stored: a stopping gateway
     // waits for it (within its drain period).

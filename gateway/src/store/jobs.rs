@@ -38,21 +38,49 @@ fn checked((mut s, state): (JobSummary, String)) -> Result<JobSummary, StoreErro
     Ok(s)
 }
 
+fn insert(conn: &rusqlite::Connection, job: &JobSummary) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO jobs (id, agent, token_id, name, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            job.id,
+            job.agent,
+            job.token_id,
+            job.name,
+            job.state.as_str(),
+            job.created_at as i64
+        ],
+    )?;
+    Ok(())
+}
+
 impl Store {
+    /// Records a job that starts now, within its token's share of `cap` jobs kept: the
+    /// token's oldest finished jobs are deleted to make room; `false` (nothing
+    /// recorded) when its running jobs alone fill the share. One step under the
+    /// connection's lock, so racing starts of one token cannot pass the cap together.
+    pub fn insert_job_capped(&self, job: &JobSummary, cap: usize) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let running: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM jobs WHERE token_id = ?1 AND state = 'running'",
+            params![job.token_id],
+            |r| r.get(0),
+        )?;
+        let running = running.max(0) as usize;
+        if running >= cap {
+            return Ok(false);
+        }
+        // Keep at most `cap - 1 - running` finished ones, the newest.
+        conn.execute(
+            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE token_id = ?1 AND state != 'running' ORDER BY created_at DESC, id LIMIT -1 OFFSET ?2)",
+            params![job.token_id, (cap - 1 - running) as i64],
+        )?;
+        insert(&conn, job)?;
+        Ok(true)
+    }
+
     /// Records a job that starts now.
     pub fn insert_job(&self, job: &JobSummary) -> Result<(), StoreError> {
-        self.conn().execute(
-            "INSERT INTO jobs (id, agent, token_id, name, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                job.id,
-                job.agent,
-                job.token_id,
-                job.name,
-                job.state.as_str(),
-                job.created_at as i64
-            ],
-        )?;
-        Ok(())
+        insert(&self.conn(), job)
     }
 
     /// Records how a running job ended: its result (`done`) or its error (`failed`).
@@ -263,6 +291,31 @@ mod tests {
         assert_eq!(store.prune_jobs(0, 2).expect("prune"), 1);
         assert!(store.job("b").unwrap().is_none());
         assert!(store.job("d").unwrap().is_some());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn one_token_keeps_at_most_its_share() {
+        let dir = std::env::temp_dir().join(format!("gsv-jobs-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).expect("open");
+        let raw = RawValue::from_string("{}".into()).unwrap();
+        for i in 0..3u64 {
+            assert!(store
+                .insert_job_capped(&job(&format!("f{i}"), "t1", i), 3)
+                .unwrap());
+            store.finish_job(&format!("f{i}"), i, Ok(&raw)).unwrap();
+        }
+        store.insert_job(&job("other", "t2", 0)).unwrap();
+        // A new job pushes out the token's oldest finished one, not another token's.
+        assert!(store.insert_job_capped(&job("r1", "t1", 10), 3).unwrap());
+        assert!(store.job("f0").unwrap().is_none());
+        assert!(store.job("other").unwrap().is_some());
+        assert!(store.insert_job_capped(&job("r2", "t1", 11), 3).unwrap());
+        assert!(store.insert_job_capped(&job("r3", "t1", 12), 3).unwrap());
+        // Three running: the share is full, nothing is recorded.
+        assert!(!store.insert_job_capped(&job("r4", "t1", 13), 3).unwrap());
+        assert!(store.job("r4").unwrap().is_none());
+        assert_eq!(store.jobs(Some("t1"), 10, 0).unwrap().1, 3);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
