@@ -153,3 +153,54 @@ async fn a_job_running_when_the_gateway_dies_is_reported_lost() {
     assert_ne!(code, 0);
     assert!(err.contains("not known"), "{err}");
 }
+
+#[tokio::test]
+async fn a_fan_out_is_a_job_read_back_later() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("jobs-ws");
+    let _a = gw.node("fa", ws.path()).await;
+    let _b = gw.node("fb", ws.path()).await;
+    let owner = gw.agent_token();
+    let (code, out, err) = cli_as(
+        &gw,
+        &owner,
+        &[
+            "call",
+            "--select",
+            "id~f*",
+            "--json",
+            "Echo",
+            r#"{"text": "hi"}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let result: Value = serde_json::from_str(&out).expect("the fan-out's result");
+    let id = result["job"].as_str().expect("a job id").to_owned();
+    // Kept: the same per-node blocks and summary, from another process.
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("== fa: ok") && out.contains("== fb: ok"),
+        "{out}"
+    );
+    assert!(out.contains("2 ok, 0 failed, 0 offline, 0 denied"), "{out}");
+    let job = job_json(&gw, &owner, &id);
+    assert_eq!(
+        (
+            job["kind"].as_str(),
+            job["select"].as_str(),
+            job["name"].as_str()
+        ),
+        (Some("fanout"), Some("id~f*"), Some("Echo")),
+        "{job}"
+    );
+    assert_eq!(job["result"]["summary"]["ok"], 2, "{job}");
+    let (code, out, _) = cli_as(&gw, &owner, &["jobs", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Echo on id~f*"), "{out}");
+    // Not another token's to read.
+    let other = gw.token(&["agent", "other", "--allow", "*"]);
+    let (code, _, err) = cli_as(&gw, &other, &["jobs", "show", &id]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not_found"), "{err}");
+}

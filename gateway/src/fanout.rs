@@ -40,6 +40,10 @@ pub enum FanoutError {
     BadBatch,
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// The fan-out's job could not be recorded (the token's share of jobs is full,
+    /// or the store failed).
+    #[error("{}", .0.message)]
+    Job(ErrorShape),
 }
 
 impl FanoutError {
@@ -47,6 +51,7 @@ impl FanoutError {
         match self {
             FanoutError::Selector(e) => e.to_shape(),
             FanoutError::ShuttingDown => ErrorShape::from(RouteError::ShuttingDown),
+            FanoutError::Job(e) => e.clone(),
             _ => ErrorShape::new(ErrorCode::InvalidArgs, self.to_string()),
         }
     }
@@ -85,9 +90,18 @@ pub async fn run(
         return Err(FanoutError::TooManyNodes { count: nodes.len() });
     }
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
-    let job = uuid::Uuid::new_v4().to_string();
+    // A job from the start, so its outcome is kept and readable later (`jobs.get`).
+    let job = crate::jobs::record(
+        shared,
+        agent,
+        gsv_protocol::job::JobKind::Fanout,
+        &params.tool,
+        Some(&params.select),
+    )
+    .await
+    .map_err(FanoutError::Job)?;
     let span = tracing::info_span!("fanout", %job, tool = %params.tool, nodes = nodes.len());
-    async {
+    let outcome = async {
         let mut results = Vec::with_capacity(nodes.len());
         let mut targets = Vec::new();
         for n in nodes {
@@ -175,7 +189,30 @@ pub async fn run(
         })
     }
     .instrument(span)
-    .await
+    .await;
+    keep(shared, &job, &outcome).await;
+    outcome
+}
+
+/// Stores a fan-out's outcome in its job: the whole result, or without the tool
+/// results' bodies when it would be over what a job keeps.
+async fn keep(shared: &Shared, job: &str, outcome: &Result<FanoutResult, FanoutError>) {
+    let stored = match outcome {
+        Ok(result) => {
+            let encode = |r: &FanoutResult| serde_json::value::to_raw_value(r);
+            match encode(result) {
+                Ok(raw) if raw.get().len() <= crate::jobs::MAX_STORED_RESULT => Ok(raw),
+                _ => encode(&result.clone().without_bodies()).map_err(|e| {
+                    ErrorShape::new(
+                        ErrorCode::Internal,
+                        format!("the result did not encode: {e}"),
+                    )
+                }),
+            }
+        }
+        Err(e) => Err(e.to_shape()),
+    };
+    crate::jobs::finish(&shared.store, job, stored).await;
 }
 
 /// A copy of the arguments' exact bytes, for one node's call.

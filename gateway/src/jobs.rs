@@ -16,7 +16,7 @@ use crate::router;
 use crate::state::{AgentHandle, Shared};
 use crate::store::{Store, StoreError};
 use gsv_protocol::job::{
-    AsyncCallResult, Job, JobState, JobSummary, JobsListParams, JobsListResult,
+    AsyncCallResult, Job, JobKind, JobState, JobSummary, JobsListParams, JobsListResult,
 };
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
@@ -116,25 +116,28 @@ pub async fn keep(shared: Arc<Shared>) {
     }
 }
 
-/// `tools.call` with `async: true`: records the job, answers its id on `reply`, and
-/// runs the call to its end whatever the caller does, keeping the outcome.
-pub async fn run_async(
-    shared: Arc<Shared>,
-    agent: Arc<AgentHandle>,
-    params: ToolsCallParams,
-) -> Result<AsyncCallResult, ErrorShape> {
+/// Records a job that starts now for `agent`, within its token's share; its id.
+pub async fn record(
+    shared: &Shared,
+    agent: &AgentHandle,
+    kind: JobKind,
+    name: &str,
+    select: Option<&str>,
+) -> Result<String, ErrorShape> {
     let job = JobSummary {
         id: uuid::Uuid::new_v4().simple().to_string(),
         agent: agent.name.clone(),
         token_id: agent.token_id.clone(),
-        name: params.name.clone(),
+        name: name.to_owned(),
+        kind,
+        select: select.map(str::to_owned),
         state: JobState::Running,
         created_at: gsv_protocol::now_ms(),
         finished_at: None,
     };
-    let row = job.clone();
+    let id = job.id.clone();
     let recorded = blocking(&shared.store, move |s| {
-        s.insert_job_capped(&row, MAX_JOBS_PER_TOKEN)
+        s.insert_job_capped(&job, MAX_JOBS_PER_TOKEN)
     })
     .await
     .map_err(|e| e.to_shape())?;
@@ -148,7 +151,17 @@ pub async fn run_async(
         )
         .with(ErrorDetails::limit("jobs_per_token", MAX_JOBS_PER_TOKEN)));
     }
-    let id = job.id.clone();
+    Ok(id)
+}
+
+/// `tools.call` with `async: true`: records the job, answers its id on `reply`, and
+/// runs the call to its end whatever the caller does, keeping the outcome.
+pub async fn run_async(
+    shared: Arc<Shared>,
+    agent: Arc<AgentHandle>,
+    params: ToolsCallParams,
+) -> Result<AsyncCallResult, ErrorShape> {
+    let id = record(&shared, &agent, JobKind::Call, &params.name, None).await?;
     // Counted like a call in flight until its outcome is stored: a stopping gateway
     // waits for it (within its drain period).
     let counted = shared.in_flight.token();
@@ -156,17 +169,20 @@ pub async fn run_async(
     // `jobs.cancel` ends it.
     let cancel = CancellationToken::new();
     shared.running_jobs.insert(id.clone(), cancel.clone());
+    let job = id.clone();
     tokio::spawn(async move {
         let _counted = counted;
         let caller = router::Caller::from_agent(&agent);
         let outcome = router::call(&shared, &caller, params, cancel).await;
-        finish(&shared.store, &job.id, outcome).await;
-        shared.running_jobs.remove(&job.id);
+        finish(&shared.store, &job, outcome).await;
+        shared.running_jobs.remove(&job);
     });
     Ok(AsyncCallResult { job: id })
 }
 
-async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
+/// Stores how the job `id` ended (a result over [`MAX_STORED_RESULT`] fails it
+/// `too_large`).
+pub async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
     let outcome = match outcome {
         Ok(raw) if raw.get().len() > MAX_STORED_RESULT => Err(ErrorShape::new(
             ErrorCode::TooLarge,

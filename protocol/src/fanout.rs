@@ -133,7 +133,7 @@ impl FanoutSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FanoutResult {
-    /// This fan-out's id (a UUID), as in the gateway's log.
+    /// This fan-out's job (`jobs.get` reads its outcome later).
     pub job: String,
     pub results: Vec<NodeOutcome>,
     pub summary: FanoutSummary,

@@ -52,6 +52,35 @@ impl JobState {
     }
 }
 
+/// What a job runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// One call (`tools.call` with `async: true`): the outcome is a tool result.
+    #[default]
+    Call,
+    /// A fan-out (`tools.fanout`): the outcome is its result, per node.
+    Fanout,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Call => "call",
+            JobKind::Fanout => "fanout",
+        }
+    }
+
+    /// The kind stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "call" => Some(JobKind::Call),
+            "fanout" => Some(JobKind::Fanout),
+            _ => None,
+        }
+    }
+}
+
 /// One job as `jobs.list` shows it (no outcome).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -60,8 +89,13 @@ pub struct JobSummary {
     /// The agent name of the token that started it.
     pub agent: String,
     pub token_id: String,
-    /// The namespaced tool called.
+    /// The namespaced tool called (a fan-out: the bare tool).
     pub name: String,
+    #[serde(default)]
+    pub kind: JobKind,
+    /// A fan-out's selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
     pub state: JobState,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
@@ -75,7 +109,8 @@ pub struct JobSummary {
 pub struct Job {
     #[serde(flatten)]
     pub summary: JobSummary,
-    /// The call's result (`done`), as the node answered it.
+    /// The outcome (`done`): a call's tool result as the node answered it; a
+    /// fan-out's result (`{job, results, summary}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<RawValue>>,
     /// Why the call ended without a result (`failed`, `lost`).

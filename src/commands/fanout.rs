@@ -123,7 +123,7 @@ pub fn summary_line(s: &FanoutSummary) -> String {
 
 /// One node's block: `== node: ok`, `== node: error (code)`, `== node: offline
 /// (node_offline)`..., then its text, each line escaped.
-fn print_block(o: &NodeOutcome) {
+pub fn print_block(o: &NodeOutcome) {
     let (head, text) = block(o);
     println!("{head}");
     for line in text.lines() {

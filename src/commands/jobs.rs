@@ -8,7 +8,8 @@
 use crate::commands::agent::{call_args, client_error, connect, print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
-use gsv_protocol::job::{Job, JobState, JobsListParams, JobsListResult};
+use gsv_protocol::fanout::FanoutResult;
+use gsv_protocol::job::{Job, JobKind, JobState, JobsListParams, JobsListResult};
 use gsv_protocol::{Method, ToolResult};
 
 /// `gsv call --async NAME ARGS`: prints the job id (`--json`: `{"job": ID}`).
@@ -60,13 +61,17 @@ pub async fn list(target: Target, json: bool, limit: u32, offset: u32) -> u8 {
         eprintln!("no jobs");
     }
     for j in &page.jobs {
+        let what = match (&j.kind, &j.select) {
+            (JobKind::Fanout, Some(select)) => format!("{} on {}", safe(&j.name), safe(select)),
+            _ => safe(&j.name).into_owned(),
+        };
         println!(
             "{}  {:<7}  {}  {}  {}",
             safe(&j.id),
             j.state.as_str(),
             gsv_gateway::time::rfc3339(j.created_at),
             safe(&j.agent),
-            safe(&j.name)
+            what
         );
     }
     let shown = u64::from(offset) + page.jobs.len() as u64;
@@ -102,6 +107,27 @@ pub async fn show(target: Target, id: &str, json: bool) -> u8 {
                 safe(&job.summary.name)
             );
             exit::OK
+        }
+        JobState::Done if job.summary.kind == JobKind::Fanout => {
+            let result: Option<FanoutResult> = job
+                .result
+                .as_ref()
+                .and_then(|raw| serde_json::from_str(raw.get()).ok());
+            let Some(result) = result else {
+                eprintln!("error: internal: the job's stored result does not decode");
+                return exit::TOOL_ERROR;
+            };
+            if !json {
+                for o in &result.results {
+                    crate::commands::fanout::print_block(o);
+                }
+                println!("{}", crate::commands::fanout::summary_line(&result.summary));
+            }
+            if result.summary.all_ok() {
+                exit::OK
+            } else {
+                exit::TOOL_ERROR
+            }
         }
         JobState::Done => {
             let result: Option<ToolResult> = job

@@ -7,47 +7,56 @@
 //! `running` as `lost`.
 
 use super::{Store, StoreError};
-use gsv_protocol::job::{Job, JobState, JobSummary};
+use gsv_protocol::job::{Job, JobKind, JobState, JobSummary};
 use gsv_protocol::ErrorShape;
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
-const SUMMARY: &str = "id, agent, token_id, name, state, created_at, finished_at";
+const SUMMARY: &str = "id, agent, token_id, name, state, created_at, finished_at, kind, selector";
 
-fn summary(r: &Row<'_>) -> rusqlite::Result<(JobSummary, String)> {
-    let state: String = r.get(4)?;
+/// A summary as read, with its state and kind still as stored.
+type RawSummary = (JobSummary, String, String);
+
+fn summary(r: &Row<'_>) -> rusqlite::Result<RawSummary> {
     Ok((
         JobSummary {
             id: r.get(0)?,
             agent: r.get(1)?,
             token_id: r.get(2)?,
             name: r.get(3)?,
+            kind: JobKind::Call,
+            select: r.get(8)?,
             state: JobState::Running,
             created_at: r.get::<_, i64>(5)?.max(0) as u64,
             finished_at: r.get::<_, Option<i64>>(6)?.map(|v| v.max(0) as u64),
         },
-        state,
+        r.get(4)?,
+        r.get(7)?,
     ))
 }
 
-fn checked((mut s, state): (JobSummary, String)) -> Result<JobSummary, StoreError> {
-    s.state = JobState::parse(&state).ok_or_else(|| StoreError::Job {
+fn checked((mut s, state, kind): RawSummary) -> Result<JobSummary, StoreError> {
+    let corrupt = |reason: String| StoreError::Job {
         id: s.id.clone(),
-        reason: format!("unknown state {state:?}"),
-    })?;
+        reason,
+    };
+    s.state = JobState::parse(&state).ok_or_else(|| corrupt(format!("unknown state {state:?}")))?;
+    s.kind = JobKind::parse(&kind).ok_or_else(|| corrupt(format!("unknown kind {kind:?}")))?;
     Ok(s)
 }
 
 fn insert(conn: &rusqlite::Connection, job: &JobSummary) -> Result<(), StoreError> {
     conn.execute(
-        "INSERT INTO jobs (id, agent, token_id, name, state, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO jobs (id, agent, token_id, name, state, created_at, kind, selector) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
             job.id,
             job.agent,
             job.token_id,
             job.name,
             job.state.as_str(),
-            job.created_at as i64
+            job.created_at as i64,
+            job.kind.as_str(),
+            job.select
         ],
     )?;
     Ok(())
@@ -118,8 +127,8 @@ impl Store {
                 |r| {
                     Ok((
                         summary(r)?,
-                        r.get::<_, Option<String>>(7)?,
-                        r.get::<_, Option<String>>(8)?,
+                        r.get::<_, Option<String>>(9)?,
+                        r.get::<_, Option<String>>(10)?,
                     ))
                 },
             )
@@ -235,6 +244,8 @@ mod tests {
             agent: "ci".into(),
             token_id: token.into(),
             name: "lab__Echo".into(),
+            kind: JobKind::Call,
+            select: None,
             state: JobState::Running,
             created_at: at,
             finished_at: None,

@@ -119,6 +119,8 @@ const MIGRATIONS: &[Migration] = &[
             agent TEXT NOT NULL,
             token_id TEXT NOT NULL,
             name TEXT NOT NULL,
+            kind TEXT NOT NULL DEFAULT 'call',
+            selector TEXT,
             state TEXT NOT NULL,
             created_at INTEGER NOT NULL,
             finished_at INTEGER,
