@@ -335,3 +335,77 @@ async fn a_dry_run_shows_the_process_without_an_operator_and_sends_nothing() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(alive(pid), "a dry run signalled {pid}");
 }
+
+#[tokio::test]
+async fn another_tokens_session_processes_are_neither_listed_nor_signalled() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("proc-iso");
+    let _node = gw.spawn_node(
+        "lab",
+        &gw.node_token("lab"),
+        ws.path(),
+        &["--no-approval", "proc_kill"],
+    );
+    gw.wait_online("lab").await;
+    let alice = gw
+        .agent_with(&gw.token(&["agent", "alice", "--allow", "*"]))
+        .await;
+    let mallory = gw
+        .agent_with(&gw.token(&["agent", "mallory", "--allow", "*"]))
+        .await;
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    // Alice's background job, in a session of hers.
+    let marker = format!("{}.77", 4000 + std::process::id() % 1000);
+    let r = call(
+        &alice,
+        "lab__Bash",
+        json!({"command": format!("exec sleep {marker}"), "background": true}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let mut mine = Vec::new();
+    for _ in 0..100 {
+        mine = listed(&alice, &marker).await;
+        if !mine.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(mine.len(), 1, "alice's sleep in her proc_list: {mine:?}");
+    let pid = mine[0]["pid"].as_u64().expect("pid") as u32;
+    // Mallory neither sees it nor can signal it (answered like a missing pid); an
+    // operator sees it.
+    assert!(
+        listed(&mallory, &marker).await.is_empty(),
+        "another token's process listed"
+    );
+    assert_eq!(listed(&operator, &marker).await.len(), 1);
+    let r = call(
+        &mallory,
+        "lab__proc_kill",
+        json!({"pid": pid, "signal": "KILL"}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.joined_text());
+    assert!(
+        r.joined_text().contains("no process"),
+        "{}",
+        r.joined_text()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(alive(pid), "another token's session was signalled");
+    // Its owner can.
+    let r = call(
+        &alice,
+        "lab__proc_kill",
+        json!({"pid": pid, "signal": "KILL"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+}
+
+/// The processes `agent`'s proc_list shows whose command has `marker`.
+async fn listed(agent: &AgentClient, marker: &str) -> Vec<Value> {
+    let r = call(agent, "lab__proc_list", json!({"nameLike": marker})).await;
+    sc(&r)["processes"].as_array().cloned().unwrap_or_default()
+}

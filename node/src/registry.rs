@@ -132,10 +132,10 @@ impl Registry {
             Arc::clone(&sessions),
             allow,
         ))?;
+        registry.register(tools::proc::ProcList::new(Arc::clone(&sessions)))?;
+        registry.register(tools::proc::ProcKill::new(Arc::clone(&sessions)))?;
         let process = tools::process::Process::with_guard(sessions, guard.clone());
         registry.register(process)?;
-        registry.register(tools::proc::ProcList)?;
-        registry.register(tools::proc::ProcKill)?;
         registry.register(tools::term::TermCapture)?;
         registry.register(tools::term::TermSend::with_guard(guard))?;
         let net = tools::net::NetEnv::system();

@@ -42,7 +42,7 @@ pub use session::{
 use crate::events::EventSender;
 use crate::probe;
 use session::NewSession;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -378,6 +378,17 @@ impl SessionManager {
             kept -= 1;
             total -= bytes;
         }
+    }
+
+    /// The process groups of the running sessions whose owner `may_use` refuses (a
+    /// caller's view of other tokens' sessions: proc_list hides them, proc_kill
+    /// refuses them). Each session's group id is its leader's pid.
+    pub fn groups_not_of(&self, may_use: impl Fn(Option<&str>) -> bool) -> HashSet<i32> {
+        self.all()
+            .iter()
+            .filter(|s| !s.is_finished() && !may_use(s.owner()))
+            .filter_map(|s| i32::try_from(s.pid()).ok())
+            .collect()
     }
 
     /// Forgets a finished foreground session (its call has the result). Called by the

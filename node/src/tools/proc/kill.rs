@@ -25,12 +25,15 @@
 //! ([`ProcKillOutput`]).
 
 use super::table::{ProcessRecord, TableError};
+use crate::sessions::SessionManager;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// The signals proc_kill sends, by name (without `SIG`); `TERM` is the default.
@@ -44,7 +47,34 @@ pub const SIGNALS: &[&str] = &[
 const MAX_ANCESTRY: usize = 1024;
 
 /// The proc_kill tool.
-pub struct ProcKill;
+pub struct ProcKill {
+    /// The node's sessions: a caller may not signal other tokens' (their process
+    /// groups); they are answered like a pid that does not exist.
+    sessions: Option<Arc<SessionManager>>,
+}
+
+impl ProcKill {
+    /// proc_kill refusing, for a caller that is not an operator, the processes of
+    /// sessions other tokens own.
+    pub fn new(sessions: Arc<SessionManager>) -> Self {
+        ProcKill {
+            sessions: Some(sessions),
+        }
+    }
+
+    /// proc_kill without a session manager to consult (tests).
+    pub fn standalone() -> Self {
+        ProcKill { sessions: None }
+    }
+
+    /// The process groups `ctx`'s caller may not touch.
+    fn hidden(&self, ctx: &ToolContext) -> HashSet<i32> {
+        match &self.sessions {
+            Some(s) if !ctx.is_operator() => s.groups_not_of(|owner| ctx.may_use_session(owner)),
+            _ => HashSet::new(),
+        }
+    }
+}
 
 /// proc_kill's structured content.
 #[derive(Debug, Serialize)]
@@ -186,13 +216,13 @@ fn is_thread(pid: i32) -> bool {
 
 /// Without Linux's `/proc` and pidfds, nothing to check against: not supported.
 #[cfg(not(target_os = "linux"))]
-fn run(_req: &Request) -> Result<ProcKillOutput, KillError> {
+fn run(_req: &Request, _hidden: &HashSet<i32>) -> Result<ProcKillOutput, KillError> {
     Err(KillError::Table(TableError::Unsupported))
 }
 
 /// Checks the request and, unless it is a dry run, sends the signal (blocking).
 #[cfg(target_os = "linux")]
-fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
+fn run(req: &Request, hidden: &HashSet<i32>) -> Result<ProcKillOutput, KillError> {
     use super::table::{same_start, Table};
     use rustix::io::Errno;
     use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
@@ -226,6 +256,10 @@ fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
         },
     })?;
     let process = Table::open()?.read(pid)?;
+    // Another token's session: answered exactly as a pid that does not exist.
+    if hidden.contains(&process.pgrp) {
+        return Err(KillError::Table(TableError::NotFound(pid)));
+    }
     if let Some(given) = &req.start_time {
         if !same_start(given, &process.start) {
             return Err(KillError::StartMismatch {
@@ -278,10 +312,14 @@ fn run(req: &Request) -> Result<ProcKillOutput, KillError> {
 }
 
 /// Parses and runs a call on a blocking thread.
-async fn call(args: &Value, force_dry_run: bool) -> Result<ProcKillOutput, KillError> {
+async fn call(
+    args: &Value,
+    force_dry_run: bool,
+    hidden: HashSet<i32>,
+) -> Result<ProcKillOutput, KillError> {
     let mut req = Request::parse(args)?;
     req.dry_run |= force_dry_run;
-    match tokio::task::spawn_blocking(move || run(&req)).await {
+    match tokio::task::spawn_blocking(move || run(&req, &hidden)).await {
         Ok(result) => result,
         Err(e) => Err(KillError::Internal(e.to_string())),
     }
@@ -335,8 +373,8 @@ impl Tool for ProcKill {
         is_dry_run(args)
     }
 
-    async fn plan(&self, args: &Value, _ctx: &ToolContext) -> Option<String> {
-        Some(match call(args, true).await {
+    async fn plan(&self, args: &Value, ctx: &ToolContext) -> Option<String> {
+        Some(match call(args, true, self.hidden(ctx)).await {
             Ok(out) => {
                 let p = &out.process;
                 format!(
@@ -353,9 +391,9 @@ impl Tool for ProcKill {
         })
     }
 
-    async fn execute(&self, args: Value, _ctx: ToolContext) -> ToolResult {
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let dry_run = is_dry_run(&args);
-        match call(&args, dry_run).await {
+        match call(&args, dry_run, self.hidden(&ctx)).await {
             Ok(out) => {
                 let text = if out.sent {
                     format!(
@@ -406,7 +444,7 @@ mod tests {
     async fn the_node_and_its_ancestors_are_refused() {
         use super::super::table::parent_of;
         let me = std::process::id() as i32;
-        let e = call(&json!({"pid": me}), true)
+        let e = call(&json!({"pid": me}), true, HashSet::new())
             .await
             .err()
             .unwrap()
@@ -414,11 +452,15 @@ mod tests {
         assert!(e.contains("this node"), "{e}");
         let parent = parent_of(me).unwrap();
         if parent > 1 {
-            let e = call(&json!({"pid": parent, "signal": "KILL"}), false)
-                .await
-                .err()
-                .unwrap()
-                .to_string();
+            let e = call(
+                &json!({"pid": parent, "signal": "KILL"}),
+                false,
+                HashSet::new(),
+            )
+            .await
+            .err()
+            .unwrap()
+            .to_string();
             assert!(e.contains("ancestor"), "{e}");
         }
     }
@@ -435,12 +477,12 @@ mod tests {
         });
         let tid = rx.recv().unwrap();
         let req = Request::parse(&json!({"pid": tid, "signal": "KILL"})).unwrap();
-        let e = run(&req).err().unwrap();
+        let e = run(&req, &HashSet::new()).err().unwrap();
         assert!(matches!(e, KillError::NotAProcess(_)), "{e}");
         let _ = done_tx.send(());
         thread.join().unwrap();
         let req = Request::parse(&json!({"pid": i32::MAX})).unwrap();
-        let e = run(&req).err().unwrap();
+        let e = run(&req, &HashSet::new()).err().unwrap();
         assert!(
             matches!(e, KillError::Table(TableError::NotFound(_))),
             "{e}"
@@ -455,7 +497,7 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let dry = call(&json!({"pid": pid, "dryRun": true}), false)
+        let dry = call(&json!({"pid": pid, "dryRun": true}), false, HashSet::new())
             .await
             .unwrap();
         assert!(!dry.sent);
@@ -464,7 +506,7 @@ mod tests {
             "{:?}",
             dry.process
         );
-        let plan = ProcKill
+        let plan = ProcKill::standalone()
             .plan(
                 &json!({"pid": pid, "signal": "KILL"}),
                 &ToolContext::new("/", "1"),
@@ -478,6 +520,7 @@ mod tests {
         let e = call(
             &json!({"pid": pid, "startTime": "2001-01-01T00:00:00Z"}),
             false,
+            HashSet::new(),
         )
         .await
         .err()
@@ -490,6 +533,7 @@ mod tests {
         let out = call(
             &json!({"pid": pid, "signal": "KILL", "startTime": dry.process.start}),
             false,
+            HashSet::new(),
         )
         .await
         .unwrap();

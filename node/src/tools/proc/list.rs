@@ -12,6 +12,7 @@
 //! ([`ProcListOutput`]); see [`super::table`] for what each record holds.
 
 use super::table::{ProcessRecord, Table, TableError};
+use crate::sessions::SessionManager;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
@@ -19,6 +20,8 @@ use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Processes listed when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 100;
@@ -26,7 +29,25 @@ pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
 
 /// The proc_list tool.
-pub struct ProcList;
+pub struct ProcList {
+    /// The node's sessions: a caller does not see other tokens' (their process groups).
+    sessions: Option<Arc<SessionManager>>,
+}
+
+impl ProcList {
+    /// proc_list hiding, from a caller that is not an operator, the processes of
+    /// sessions other tokens own.
+    pub fn new(sessions: Arc<SessionManager>) -> Self {
+        ProcList {
+            sessions: Some(sessions),
+        }
+    }
+
+    /// proc_list without a session manager to consult (tests).
+    pub fn standalone() -> Self {
+        ProcList { sessions: None }
+    }
+}
 
 /// proc_list's structured content.
 #[derive(Debug, Serialize)]
@@ -112,11 +133,12 @@ impl Query {
 }
 
 /// Lists the processes `query` selects (blocking).
-fn list(query: &Query) -> Result<ProcListOutput, TableError> {
+fn list(query: &Query, hidden: &HashSet<i32>) -> Result<ProcListOutput, TableError> {
     let mut table = Table::open()?;
     let mut found = Vec::new();
     for pid in table.pids()? {
         match table.read(pid) {
+            Ok(record) if hidden.contains(&record.pgrp) => {}
             Ok(record) if query.matches(&record) => found.push(record),
             Ok(_) => {}
             // Ended while we read, or unreadable: not listed.
@@ -176,12 +198,17 @@ impl Tool for ProcList {
         }
     }
 
-    async fn execute(&self, args: Value, _ctx: ToolContext) -> ToolResult {
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let query = match Query::parse(&args) {
             Ok(q) => q,
             Err(message) => return ToolResult::error(format!("proc_list: {message}")),
         };
-        match tokio::task::spawn_blocking(move || list(&query)).await {
+        // Another token's sessions are not this caller's to see (as in Process).
+        let hidden = match &self.sessions {
+            Some(s) if !ctx.is_operator() => s.groups_not_of(|owner| ctx.may_use_session(owner)),
+            _ => HashSet::new(),
+        };
+        match tokio::task::spawn_blocking(move || list(&query, &hidden)).await {
             Ok(Ok(out)) => output::structured(&out),
             Ok(Err(e)) => ToolResult::error(format!("proc_list: {e}")),
             Err(e) => ToolResult::error(format!("proc_list failed: {e}")),
@@ -212,14 +239,14 @@ mod tests {
     #[tokio::test]
     async fn lists_this_process_and_bounds_the_list() {
         let me = std::process::id() as i32;
-        let r = ProcList
+        let r = ProcList::standalone()
             .execute(json!({"limit": 1000}), ToolContext::new("/", "1"))
             .await;
         assert!(!r.is_error, "{}", r.joined_text());
         let sc = r.structured_content.unwrap();
         let listed = sc["processes"].as_array().unwrap();
         assert!(listed.iter().any(|p| p["pid"] == me), "{sc}");
-        let r = ProcList
+        let r = ProcList::standalone()
             .execute(
                 json!({"limit": 1, "sort": "rss"}),
                 ToolContext::new("/", "1"),

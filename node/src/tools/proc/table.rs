@@ -52,6 +52,9 @@ pub enum TableError {
 pub struct ProcessRecord {
     pub pid: i32,
     pub ppid: i32,
+    /// Its process group (sessions of the node run each in a group of their own).
+    #[serde(skip)]
+    pub pgrp: i32,
     /// Effective uid.
     pub uid: u32,
     /// The uid's name in the node's user database, when it has one.
@@ -155,6 +158,7 @@ impl Table {
         Ok(ProcessRecord {
             pid,
             ppid: fields.ppid,
+            pgrp: fields.pgrp,
             uid,
             user,
             command: if command.is_empty() {
@@ -208,6 +212,7 @@ struct StatFields {
     name: String,
     state: String,
     ppid: i32,
+    pgrp: i32,
     utime: u64,
     stime: u64,
     start_ticks: u64,
@@ -228,6 +233,7 @@ impl StatFields {
             name,
             state: (*rest.first()?).to_owned(),
             ppid: rest.get(1)?.parse().ok()?,
+            pgrp: rest.get(2)?.parse().ok()?,
             utime: num(14)?,
             stime: num(15)?,
             start_ticks: num(22)?,
