@@ -209,7 +209,7 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    tracing::debug!(command = %command.display(), "running");
+    tracing::debug!(command = ?command.display(), "running");
     let mut child = cmd.spawn().map_err(|e| HostRunError::Spawn {
         program: program.clone(),
         message: e.to_string(),

@@ -158,7 +158,7 @@ impl Tool for FetchUrl {
                 output::with_text(text, &out)
             }
             Err(e) => {
-                tracing::info!(error = %e, "fetch_url refused or failed");
+                tracing::info!(error = ?e.to_string(), "fetch_url refused or failed");
                 ToolResult::error(format!("fetch_url: {e}"))
             }
         }

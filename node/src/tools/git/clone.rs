@@ -235,7 +235,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     argv.push(req.source.git_arg());
     argv.push(req.dest.display().to_string());
     let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
-    tracing::info!(url = %req.source.shown(), dest = %req.dest.display(), "git_clone");
+    tracing::info!(url = ?req.source.shown(), dest = ?req.dest, "git_clone");
     git.run(&refs).await?;
     let cloned = git.in_dir(&req.dest);
     let branch = write::current_branch(&cloned).await?;

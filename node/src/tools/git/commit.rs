@@ -296,7 +296,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
         argv.push("--allow-empty");
     }
     argv.push(&message);
-    tracing::info!(repo = %repo.root, "git_commit");
+    tracing::info!(repo = ?repo.root, "git_commit");
     git.run(&argv).await?;
     let hash = write::resolve(git, "HEAD").await?;
     let changed = git

@@ -295,7 +295,7 @@ async fn run(args: &Value, ctx: &ToolContext) -> Result<ToolResult, WriteError> 
     }
     let tracking = format!("refs/remotes/{}/{}", req.remote, p.branch);
     let refspec = format!("+refs/heads/{}:{tracking}", p.branch);
-    tracing::info!(repo = %p.root, remote = %req.remote, branch = %p.branch, "git_pull");
+    tracing::info!(repo = ?p.root, remote = ?req.remote, branch = ?p.branch, "git_pull");
     git.run(&[
         "fetch",
         "--quiet",

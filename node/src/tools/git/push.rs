@@ -164,7 +164,7 @@ async fn push(req: &Request, dry_run: bool, ctx: &ToolContext) -> Result<PushOut
     argv.push(format!("{local_ref}:{local_ref}"));
     let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
     if !dry_run {
-        tracing::info!(repo = %repo.root, remote = %req.remote, branch = %branch, "git_push");
+        tracing::info!(repo = ?repo.root, remote = ?req.remote, branch = ?branch, "git_push");
     }
     let out = git.run_status(&refs, &[0, 1]).await?;
     let updates = parse_porcelain(&out.stdout);

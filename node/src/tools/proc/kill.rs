@@ -298,7 +298,7 @@ fn run(req: &Request, hidden: &HashSet<i32>) -> Result<ProcKillOutput, KillError
         tracing::info!(
             pid,
             signal = req.signal,
-            command = %process.command,
+            command = ?process.command,
             "proc_kill sent a signal"
         );
     }
