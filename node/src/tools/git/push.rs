@@ -257,16 +257,11 @@ impl Tool for GitPush {
     }
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), gsv_protocol::ErrorShape> {
-        if !write::is_dry_run(args) || ctx.approval.is_some() {
-            return Ok(());
-        }
         let Ok(req) = request(args) else {
             return Ok(());
         };
-        match remote::network_urls(req.path.as_deref(), &req.remote, true, ctx).await {
-            Some(urls) => Err(write::ask_before_contacting(NAME, &urls.join(", "))),
-            None => Ok(()),
-        }
+        remote::ask_before_network_dry_run(NAME, args, req.path.as_deref(), &req.remote, true, ctx)
+            .await
     }
 
     async fn plan(&self, args: &Value, ctx: &ToolContext) -> Option<String> {

@@ -328,6 +328,25 @@ pub async fn network_urls(
         .then(|| sources.iter().map(Source::shown).collect())
 }
 
+/// The `check` of git_push and git_pull: a dry run (`args`) that would contact a
+/// network URL of `remote` waits for an operator unless it carries an approval.
+pub async fn ask_before_network_dry_run(
+    tool: &str,
+    args: &serde_json::Value,
+    path: Option<&str>,
+    remote: &str,
+    push: bool,
+    ctx: &ToolContext,
+) -> Result<(), gsv_protocol::ErrorShape> {
+    if !super::write::is_dry_run(args) || ctx.approval.is_some() {
+        return Ok(());
+    }
+    match network_urls(path, remote, push, ctx).await {
+        Some(urls) => Err(super::write::ask_before_contacting(tool, &urls.join(", "))),
+        None => Ok(()),
+    }
+}
+
 /// One line of `git ls-remote`: a ref and its object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteRef {
