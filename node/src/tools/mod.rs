@@ -12,6 +12,7 @@
 pub mod args;
 pub mod bash;
 pub mod beneath;
+pub mod capture;
 pub mod container;
 pub mod echo;
 pub mod edit;

@@ -41,22 +41,18 @@
 //! [`CommandRunner`] is the seam tests use: they substitute a runner that answers with
 //! canned output and counts what would have run.
 
-use crate::sessions::group;
+use crate::tools::capture::{Capture, GroupGuard};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 /// Most bytes kept of each output stream.
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
-/// Grace between SIGTERM and SIGKILL for an expired command.
-const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long output may keep arriving after the process ended or was killed.
 const DRAIN_LIMIT: Duration = Duration::from_secs(3);
 
@@ -341,8 +337,8 @@ impl CommandRunner for SystemRunner {
             message: e.to_string(),
         })?;
         let guard = GroupGuard(child.id());
-        let stdout = Capture::start(child.stdout.take());
-        let stderr = Capture::start(child.stderr.take());
+        let stdout = Capture::start(child.stdout.take(), MAX_OUTPUT_BYTES);
+        let stderr = Capture::start(child.stderr.take(), MAX_OUTPUT_BYTES);
         tracing::debug!(program, args = ?command.args, "running");
 
         enum End {
@@ -370,8 +366,13 @@ impl CommandRunner for SystemRunner {
         };
         // Anything the program left running in its group goes too.
         guard.terminate();
-        let (stdout, out_truncated) = stdout.finish().await;
-        let (stderr, err_truncated) = stderr.finish().await;
+        let drained = tokio::time::Instant::now() + DRAIN_LIMIT;
+        let (stdout, out_truncated) = stdout.finish(drained).await;
+        let (stderr, err_truncated) = stderr.finish(drained).await;
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&stdout).into_owned(),
+            String::from_utf8_lossy(&stderr).into_owned(),
+        );
         if matches!(end, End::Cancelled) {
             return Err(RunError::Cancelled { program });
         }
@@ -382,77 +383,6 @@ impl CommandRunner for SystemRunner {
             timed_out: matches!(end, End::TimedOut),
             truncated: out_truncated || err_truncated,
         })
-    }
-}
-
-/// Kills the process group when dropped (the call's future was dropped mid-run).
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn terminate(&self) {
-        if let Some(pgid) = self.0 {
-            if group::group_alive(pgid) {
-                group::terminate(pgid, KILL_GRACE);
-            }
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
-/// One output stream, read into a capped buffer by its own task.
-struct Capture {
-    buf: Arc<Mutex<(Vec<u8>, bool)>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Capture {
-    fn start<R: AsyncRead + Unpin + Send + 'static>(reader: Option<R>) -> Capture {
-        let buf = Arc::new(Mutex::new((Vec::new(), false)));
-        let task = reader.map(|mut reader| {
-            let buf = Arc::clone(&buf);
-            tokio::spawn(async move {
-                let mut chunk = [0u8; 8192];
-                loop {
-                    match reader.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            let mut b = buf.lock().unwrap_or_else(|p| p.into_inner());
-                            let room = MAX_OUTPUT_BYTES.saturating_sub(b.0.len());
-                            if n > room {
-                                b.1 = true;
-                            }
-                            let take = n.min(room);
-                            b.0.extend_from_slice(&chunk[..take]);
-                        }
-                    }
-                }
-            })
-        });
-        Capture { buf, task }
-    }
-
-    /// Waits (bounded) for the stream to close; returns the text and whether it was cut.
-    async fn finish(mut self) -> (String, bool) {
-        if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(DRAIN_LIMIT, &mut task).await.is_err() {
-                task.abort();
-            }
-        }
-        let b = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        (String::from_utf8_lossy(&b.0).into_owned(), b.1)
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
     }
 }
 
