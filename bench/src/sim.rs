@@ -72,6 +72,7 @@ impl NodeTemplate {
                     ..Default::default()
                 },
                 instance: String::new(),
+                journal: false,
             }),
         }
     }

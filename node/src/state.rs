@@ -58,6 +58,7 @@ impl NodeState {
                     ..self.probe.runtime()
                 },
                 instance: self.instance.clone(),
+                journal: false,
             }),
         }
     }

@@ -128,6 +128,13 @@ pub struct NodeInfo {
     /// or a restarted one. Absent from older nodes: then never the same.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub instance: String,
+    /// The node journals its calls in its data directory: a restarted process of the
+    /// same node answers `tool.invoke` with `resume: true` for the calls the previous
+    /// process journaled (the kept result, the re-adopted command's result when it
+    /// ends, or an error saying it was lost), so the gateway may ask it again instead
+    /// of failing the call. Absent (false) from nodes that keep no journal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub journal: bool,
 }
 
 /// Who the client is, for logs and `gsv nodes`.
