@@ -13,6 +13,8 @@ pub const AUTH: u8 = 3;
 pub const UNREACHABLE: u8 = 4;
 /// Denied by policy or by an approval decision.
 pub const DENIED: u8 = 5;
+/// Interrupted (Ctrl-C or SIGTERM) while a call ran: the call was cancelled.
+pub const INTERRUPTED: u8 = 130;
 
 /// The exit code for an error the gateway returned.
 pub fn for_code(code: ErrorCode) -> u8 {

@@ -253,6 +253,18 @@ impl AgentClient {
         Ok(started.job)
     }
 
+    /// A page of the jobs this token may see, newest first (`jobs.list`).
+    pub async fn jobs(
+        &self,
+        limit: u32,
+        offset: u32,
+    ) -> Result<gsv_protocol::job::JobsListResult, ClientError> {
+        let params = gsv_protocol::job::JobsListParams { limit, offset };
+        let raw = self.request(Method::JobsList, &params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad jobs page: {e}")))
+    }
+
     /// One job with its outcome (`jobs.get`).
     pub async fn job(&self, id: &str) -> Result<gsv_protocol::job::Job, ClientError> {
         self.job_request(Method::JobsGet, id).await

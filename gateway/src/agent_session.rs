@@ -104,10 +104,9 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             |text| on_frame(&shared, &agent, &in_flight, text),
         )
         .await;
+        // The calls and fan-outs still running go on as jobs (they watch the
+        // connection close themselves): nothing the agent started is lost with it.
         out.close();
-        for call in in_flight.iter() {
-            call.value().cancel();
-        }
         tracing::info!(?reason, "agent disconnected");
         shared.audit.record(AuditEvent::AgentDisconnected {
             agent: &agent.name,
@@ -219,7 +218,9 @@ fn start_call(
     if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
         return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
     }
-    let cancel = agent.out.closed_token().child_token();
+    // Cancelled by the agent's `cancel` frame only: when the connection closes first,
+    // the call goes on as a job (below).
+    let cancel = CancellationToken::new();
     match in_flight.entry(id.clone()) {
         dashmap::Entry::Occupied(_) => {
             return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
@@ -247,22 +248,42 @@ fn start_call(
             };
             agent.send_event(gsv_protocol::EventName::CallProgress, &payload);
         };
+        let name = params.name.clone();
+        let closed = agent.out.closed_token().clone();
+        // The job this call became when its caller went away before the result.
+        let mut job: Option<String> = None;
         let outcome = {
             let caller = router::Caller::from_agent(&agent).with_progress(progress_tx);
-            let call = router::call(&shared, &caller, params, cancel);
+            let call = router::call(&shared, &caller, params, cancel.clone());
             tokio::pin!(call);
             loop {
                 tokio::select! {
                     biased;
-                    Some(p) = progress_rx.recv() => relay(p),
                     outcome = &mut call => break outcome,
+                    Some(p) = progress_rx.recv() => if job.is_none() { relay(p) },
+                    _ = closed.cancelled(), if job.is_none() => {
+                        match crate::jobs::detach(&shared, &agent, &name, &cancel).await {
+                            Some(id) => job = Some(id),
+                            // No job could be kept: the call ends as before, cancelled.
+                            None => {
+                                cancel.cancel();
+                                job = Some(String::new());
+                            }
+                        }
+                    }
                 }
             }
         };
+        in_flight.remove(&id);
+        if let Some(job) = job {
+            if !job.is_empty() {
+                crate::jobs::settle(&shared, &job, outcome).await;
+            }
+            return;
+        }
         while let Ok(p) = progress_rx.try_recv() {
             relay(p);
         }
-        in_flight.remove(&id);
         let frame = match outcome {
             Ok(raw) => encode_ok(&id, &raw),
             Err(e) => encode_err(&id, &e),
@@ -328,7 +349,9 @@ fn start_fanout(
     if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
         return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
     }
-    let cancel = agent.out.closed_token().child_token();
+    // A fan-out is a job: the agent's `cancel` frame or `jobs.cancel` ends it, the
+    // connection closing does not (its outcome is kept in the job).
+    let cancel = CancellationToken::new();
     match in_flight.entry(id.clone()) {
         dashmap::Entry::Occupied(_) => {
             return reply_err(&agent.out, &id, SessionError::DuplicateCallId)

@@ -100,6 +100,8 @@ pub async fn run(
     )
     .await
     .map_err(FanoutError::Job)?;
+    // `jobs.cancel` ends it too, from any connection of the token.
+    shared.running_jobs.insert(job.clone(), cancel.clone());
     let span = tracing::info_span!("fanout", %job, tool = %params.tool, nodes = nodes.len());
     let outcome = async {
         let mut results = Vec::with_capacity(nodes.len());
@@ -191,6 +193,7 @@ pub async fn run(
     .instrument(span)
     .await;
     keep(shared, &job, &outcome).await;
+    shared.running_jobs.remove(&job);
     outcome
 }
 

@@ -174,10 +174,38 @@ pub async fn run_async(
         let _counted = counted;
         let caller = router::Caller::from_agent(&agent);
         let outcome = router::call(&shared, &caller, params, cancel).await;
-        finish(&shared.store, &job, outcome).await;
-        shared.running_jobs.remove(&job);
+        settle(&shared, &job, outcome).await;
     });
     Ok(AsyncCallResult { job: id })
+}
+
+/// A synchronous call whose caller went away before its result: records it as a job
+/// of `agent` named `name`, from now on cancelled by `jobs.cancel` through `cancel`,
+/// and returns the job's id; `None` when no job can be kept (the token's share of jobs
+/// is full, or the store failed), and then the caller should cancel the call.
+pub async fn detach(
+    shared: &Shared,
+    agent: &AgentHandle,
+    name: &str,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    match record(shared, agent, JobKind::Call, name, None).await {
+        Ok(id) => {
+            shared.running_jobs.insert(id.clone(), cancel.clone());
+            tracing::info!(job = %id, "the caller went away; the call goes on as a job");
+            Some(id)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.message, "the caller went away and no job could keep the call; cancelled");
+            None
+        }
+    }
+}
+
+/// Stores how the running job `id` ended and forgets its cancel handle.
+pub async fn settle(shared: &Shared, id: &str, outcome: CallOutcome) {
+    finish(&shared.store, id, outcome).await;
+    shared.running_jobs.remove(id);
 }
 
 /// Stores how the job `id` ended (a result over [`MAX_STORED_RESULT`] fails it

@@ -122,7 +122,15 @@ pub async fn call(
         Ok(c) => c,
         Err(code) => return code,
     };
-    match client.call(name, args, timeout_ms).await {
+    let id = client.next_id();
+    let request = client.call_with_id(&id, name, args, timeout_ms);
+    tokio::pin!(request);
+    let outcome = tokio::select! {
+        biased;
+        outcome = &mut request => outcome,
+        _ = super::shutdown_signal() => return super::interrupted(&client, &id, request).await,
+    };
+    match outcome {
         Ok(result) => {
             if json {
                 print_json(&result);

@@ -71,6 +71,7 @@ pub async fn run(target: Target, a: FanoutArgs<'_>) -> u8 {
         tokio::select! {
             biased;
             outcome = &mut call => break outcome,
+            _ = super::shutdown_signal() => return super::interrupted(&client, &id, call).await,
             Some(event) = client.next_event(Duration::from_secs(3600)) => {
                 if let Some(o) = fanout_event(&event, &id) {
                     if !a.json && printed.insert(o.node.clone()) {

@@ -15,6 +15,20 @@ pub mod nodes;
 pub mod token;
 pub mod up;
 
+/// A request `id` the user interrupted (Ctrl-C, SIGTERM): cancels it on the gateway, so
+/// the call ends (closing the connection alone would leave it running as a job), waits
+/// a moment for the gateway to confirm, and says so. The exit code.
+pub async fn interrupted<F: std::future::Future>(
+    client: &gsv_client::AgentClient,
+    id: &str,
+    request: std::pin::Pin<&mut F>,
+) -> u8 {
+    let _ = client.cancel(id).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), request).await;
+    eprintln!("error: cancelled: interrupted; the call was cancelled");
+    crate::exit::INTERRUPTED
+}
+
 /// Waits for Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
