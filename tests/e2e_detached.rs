@@ -100,9 +100,11 @@ async fn a_fan_out_goes_on_when_its_caller_goes_away() {
         timeout_ms: None,
     };
     let id = client.next_id();
-    let waited =
-        tokio::time::timeout(Duration::from_millis(500), client.fanout_with_id(&id, &params))
-            .await;
+    let waited = tokio::time::timeout(
+        Duration::from_millis(500),
+        client.fanout_with_id(&id, &params),
+    )
+    .await;
     assert!(waited.is_err(), "the fan-out is still running");
     drop(client);
 
@@ -137,7 +139,10 @@ async fn a_detached_call_is_cancelled_with_jobs_cancel() {
     assert_eq!(cancelled.summary.state, JobState::Failed, "{cancelled:?}");
     assert_eq!(cancelled.error.map(|e| e.code), Some(ErrorCode::Cancelled));
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(!marker.exists(), "the cancelled command did not run to its end");
+    assert!(
+        !marker.exists(),
+        "the cancelled command did not run to its end"
+    );
 }
 
 #[tokio::test]
@@ -155,7 +160,15 @@ async fn gsv_call_interrupted_cancels_its_call() {
     );
     let args = json!({ "command": command }).to_string();
     let mut child = std::process::Command::new(gsv_bin())
-        .args(["call", "lab__Bash", &args, "--gateway", &gw.url(), "--token", &owner])
+        .args([
+            "call",
+            "lab__Bash",
+            &args,
+            "--gateway",
+            &gw.url(),
+            "--token",
+            &owner,
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -183,7 +196,10 @@ async fn gsv_call_interrupted_cancels_its_call() {
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("cancelled"), "{err}");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert!(!marker.exists(), "the interrupted call's command was cancelled");
+    assert!(
+        !marker.exists(),
+        "the interrupted call's command was cancelled"
+    );
     let client = gw.agent_with(&owner).await;
     assert_eq!(client.jobs(50, 0).await.expect("list").total, 0, "no job");
 }

@@ -416,8 +416,20 @@ async fn next_request(operator: &AgentClient) -> Value {
     .await
 }
 
+/// Starts the fan-out of Echo on `env=prod` for `agent` in its own task.
+fn start_prod_echo(
+    agent: &std::sync::Arc<AgentClient>,
+) -> tokio::task::JoinHandle<Result<FanoutResult, ClientError>> {
+    let a = agent.clone();
+    tokio::spawn(async move {
+        let p = params("Echo", "env=prod", json!({"text": "t"}));
+        let id = a.next_id();
+        a.fanout_with_id(&id, &p).await
+    })
+}
+
 #[tokio::test]
-async fn a_confirm_node_opens_its_own_approval_request() {
+async fn a_confirm_fan_out_asks_one_approval_for_all_its_nodes() {
     let f = fleet().await;
     let token = f.gw.token(&[
         "agent",
@@ -431,39 +443,53 @@ async fn a_confirm_node_opens_its_own_approval_request() {
     ]);
     let operator = f.gw.agent_with(&f.gw.admin_token()).await;
     let agent = std::sync::Arc::new(f.gw.agent_with(&token).await);
-    let a = agent.clone();
-    let run = tokio::spawn(async move {
-        let p = params("Echo", "env=prod", json!({"text": "t"}));
-        let id = a.next_id();
-        let r = a.fanout_with_id(&id, &p).await;
-        (id, r)
-    });
-    // One request per node that needs one: n2 approved, n3 denied.
-    let mut requests = Vec::new();
-    for _ in 0..2 {
-        requests.push(next_request(&operator).await);
-    }
-    for req in &requests {
-        let id = req["id"].as_str().expect("approval id");
-        let summary = req["summary"].as_str().unwrap_or("");
-        let verdict = if summary.contains("n2__Echo") {
-            "approve"
-        } else {
-            assert!(summary.contains("n3__Echo"), "{req}");
-            "deny"
-        };
-        let (code, _, err) = f.gw.cli(&["approvals", verdict, id]);
-        assert_eq!(code, 0, "{err}");
-    }
-    let (_, r) = run.await.expect("join");
-    let r = r.expect("result");
+
+    // Two nodes need a decision: one request, naming every node the fan-out runs on.
+    let run = start_prod_echo(&agent);
+    let req = next_request(&operator).await;
+    assert_eq!(req["node"], "env=prod", "{req}");
+    assert_eq!(req["nodes"], json!(["n1", "n2", "n3"]), "{req}");
+    let summary = req["summary"].as_str().unwrap_or("");
+    assert!(summary.contains("fan-out to 3 nodes"), "{req}");
+    let (code, out, err) = f.gw.cli(&["approvals", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("on 3 nodes: n1, n2, n3"), "{out}");
+    let id = req["id"].as_str().expect("approval id");
+    let (code, _, err) = f.gw.cli(&["approvals", "approve", id]);
+    assert_eq!(code, 0, "{err}");
+    let r = run.await.expect("join").expect("result");
     assert_eq!(
         statuses(&r),
         st(&[
             ("n1", NodeStatus::Ok),
             ("n2", NodeStatus::Ok),
+            ("n3", NodeStatus::Ok),
+        ])
+    );
+    while let Some(e) = operator.next_event(Duration::from_millis(300)).await {
+        assert_ne!(
+            e.event,
+            gsv_protocol::EventName::ApprovalRequested,
+            "a second request: {e:?}"
+        );
+    }
+
+    // A denial refuses every node that needed the decision; the rest run.
+    let run = start_prod_echo(&agent);
+    let req = next_request(&operator).await;
+    let id = req["id"].as_str().expect("approval id");
+    let (code, _, err) = f.gw.cli(&["approvals", "deny", id]);
+    assert_eq!(code, 0, "{err}");
+    let r = run.await.expect("join").expect("result");
+    assert_eq!(
+        statuses(&r),
+        st(&[
+            ("n1", NodeStatus::Ok),
+            ("n2", NodeStatus::Failed),
             ("n3", NodeStatus::Failed),
         ])
     );
-    assert_eq!(r.results[2].error.as_ref().unwrap().code, ErrorCode::Denied);
+    for o in &r.results[1..] {
+        assert_eq!(o.error.as_ref().unwrap().code, ErrorCode::Denied, "{o:?}");
+    }
 }

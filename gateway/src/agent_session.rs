@@ -373,7 +373,8 @@ fn start_fanout(
             };
             agent.send_event(gsv_protocol::EventName::FanoutResult, &event);
         };
-        let outcome = crate::fanout::run(&shared, &agent, params, cancel, report).await;
+        let caller = router::Caller::from_agent(&agent);
+        let outcome = crate::fanout::run(&shared, &caller, params, cancel, report).await;
         in_flight.remove(&id);
         let frame = match outcome {
             // Every body was in its node's event: a result too large for one frame

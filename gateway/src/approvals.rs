@@ -36,6 +36,8 @@ pub struct NewRequest {
     pub reason: String,
     /// The tool's dry-run plan, from the node ([`ApprovalRequest::plan`]).
     pub plan: Option<String>,
+    /// A fan-out's request: the nodes it covers ([`ApprovalRequest::nodes`]).
+    pub nodes: Vec<String>,
 }
 
 /// The approval queue of one gateway.
@@ -81,10 +83,15 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRequest> {
         decided_at: r.get::<_, Option<i64>>(11)?.map(|v| v.max(0) as u64),
         decided_by: r.get(12)?,
         plan: r.get(13)?,
+        // Written by this gateway as a JSON list; anything else reads as none.
+        nodes: r
+            .get::<_, Option<String>>(14)?
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default(),
     })
 }
 
-const COLUMNS: &str = "id, agent, token_id, node, tool, args_hash, summary, reason, created_at, expires_at, state, decided_at, decided_by, plan";
+const COLUMNS: &str = "id, agent, token_id, node, tool, args_hash, summary, reason, created_at, expires_at, state, decided_at, decided_by, plan, nodes";
 
 impl Approvals {
     pub fn new(store: Arc<Store>, ttl: Duration) -> Self {
@@ -144,6 +151,7 @@ impl Approvals {
             summary: req.summary,
             reason: req.reason,
             plan: req.plan,
+            nodes: req.nodes,
             created_at: now,
             expires_at: now + self.ttl.as_millis() as u64,
             state: "pending".into(),
@@ -154,11 +162,14 @@ impl Approvals {
         self.waiters.insert(id, Waiter { token_id, tx });
         drop(admit);
         let r = request.clone();
+        let nodes = (!r.nodes.is_empty())
+            .then(|| serde_json::to_string(&r.nodes).ok())
+            .flatten();
         self.blocking(move |s| {
             s.with_conn(|c| {
                 c.execute(
-                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, NULL, ?12)"),
-                    params![r.id, r.agent, r.token_id, r.node, r.tool, r.args_hash, r.summary, r.reason, r.created_at as i64, r.expires_at as i64, r.state, r.plan],
+                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, NULL, NULL, ?12, ?13)"),
+                    params![r.id, r.agent, r.token_id, r.node, r.tool, r.args_hash, r.summary, r.reason, r.created_at as i64, r.expires_at as i64, r.state, r.plan, nodes],
                 )?;
                 Ok(())
             })

@@ -14,7 +14,7 @@
 use crate::agent_session::viewer;
 use crate::error::WireError;
 use crate::router::{self, Caller, RouteError};
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use gsv_protocol::fanout::{
     FanoutResult, FanoutSummary, NodeOutcome, NodeStatus, ToolsFanoutParams, MAX_FANOUT_NODES,
@@ -63,12 +63,13 @@ struct Target {
     name: String,
 }
 
-/// Runs one fan-out for `agent`; `report` is told of each node as it finishes
-/// (denied and offline nodes first, at once). `cancel` stops it: no new node starts,
-/// and the calls running are cancelled.
+/// Runs one fan-out for `caller` (its policy decides per node; its name and token own
+/// the job); `report` is told of each node as it finishes (denied and offline nodes
+/// first, at once). `cancel` stops it: no new node starts, and the calls running are
+/// cancelled.
 pub async fn run(
     shared: &Shared,
-    agent: &AgentHandle,
+    caller: &Caller<'_>,
     params: ToolsFanoutParams,
     cancel: CancellationToken,
     report: impl Fn(&NodeOutcome),
@@ -85,7 +86,7 @@ pub async fn run(
         batch.size(1).ok_or(FanoutError::BadBatch)?;
     }
     let mut nodes =
-        crate::inventory::visible_nodes(shared, &viewer(&agent.policy), Some(&selector));
+        crate::inventory::visible_nodes(shared, &viewer(caller.policy), Some(&selector));
     if nodes.len() > MAX_FANOUT_NODES {
         return Err(FanoutError::TooManyNodes { count: nodes.len() });
     }
@@ -93,7 +94,7 @@ pub async fn run(
     // A job from the start, so its outcome is kept and readable later (`jobs.get`).
     let job = crate::jobs::record(
         shared,
-        agent,
+        caller,
         gsv_protocol::job::JobKind::Fanout,
         &params.tool,
         Some(&params.select),
@@ -108,7 +109,7 @@ pub async fn run(
         let mut targets = Vec::new();
         for n in nodes {
             let name = format!("{}{NAMESPACE_SEPARATOR}{}", n.id, params.tool);
-            let early = if agent.policy.decide(&name) == crate::policy::Decision::Deny {
+            let early = if caller.policy.decide(&name) == crate::policy::Decision::Deny {
                 Some(not_called(
                     &n.id,
                     NodeStatus::Denied,
@@ -144,7 +145,20 @@ pub async fn run(
             fail_fast = params.fail_fast,
             "fan-out started"
         );
-        let caller = Caller::from_agent(agent);
+        // One approval decision for every node the fan-out calls.
+        let group = router::FanoutApproval::new(
+            params.select.clone(),
+            targets.iter().map(|t| t.node.clone()).collect(),
+        );
+        let caller = Caller {
+            name: caller.name,
+            token_id: caller.token_id,
+            policy: caller.policy,
+            agent: caller.agent,
+            progress: None,
+            asker: caller.asker,
+            fanout: Some(&group),
+        };
         let args = &params.args;
         let timeout_ms = params.timeout_ms;
         let report = &report;

@@ -173,6 +173,7 @@ async fn sessions(
         agent: None,
         progress: None,
         asker: None,
+        fanout: None,
     };
     let nodes: Vec<String> = shared
         .registry

@@ -116,18 +116,18 @@ pub async fn keep(shared: Arc<Shared>) {
     }
 }
 
-/// Records a job that starts now for `agent`, within its token's share; its id.
+/// Records a job that starts now for `caller`, within its token's share; its id.
 pub async fn record(
     shared: &Shared,
-    agent: &AgentHandle,
+    caller: &router::Caller<'_>,
     kind: JobKind,
     name: &str,
     select: Option<&str>,
 ) -> Result<String, ErrorShape> {
     let job = JobSummary {
         id: uuid::Uuid::new_v4().simple().to_string(),
-        agent: agent.name.clone(),
-        token_id: agent.token_id.clone(),
+        agent: caller.name.to_owned(),
+        token_id: caller.token_id.to_owned(),
         name: name.to_owned(),
         kind,
         select: select.map(str::to_owned),
@@ -161,7 +161,14 @@ pub async fn run_async(
     agent: Arc<AgentHandle>,
     params: ToolsCallParams,
 ) -> Result<AsyncCallResult, ErrorShape> {
-    let id = record(&shared, &agent, JobKind::Call, &params.name, None).await?;
+    let id = record(
+        &shared,
+        &router::Caller::from_agent(&agent),
+        JobKind::Call,
+        &params.name,
+        None,
+    )
+    .await?;
     // Counted like a call in flight until its outcome is stored: a stopping gateway
     // waits for it (within its drain period).
     let counted = shared.in_flight.token();
@@ -189,7 +196,8 @@ pub async fn detach(
     name: &str,
     cancel: &CancellationToken,
 ) -> Option<String> {
-    match record(shared, agent, JobKind::Call, name, None).await {
+    let caller = router::Caller::from_agent(agent);
+    match record(shared, &caller, JobKind::Call, name, None).await {
         Ok(id) => {
             shared.running_jobs.insert(id.clone(), cancel.clone());
             tracing::info!(job = %id, "the caller went away; the call goes on as a job");

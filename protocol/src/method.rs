@@ -352,6 +352,10 @@ pub struct ApprovalRequest {
     /// wherever a person reads it. Absent when the tool gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    /// A fan-out's one request: every node it will run on (in id order); `node` is
+    /// then the fan-out's selector. Absent for a single call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
     pub created_at: u64,
     pub expires_at: u64,
     /// `pending`, `approved`, `denied` or `expired`.

@@ -107,12 +107,36 @@ fn render(page: &ListPage, all: bool) -> String {
                 safe(&a.summary),
                 gsv_gateway::time::rfc3339(a.expires_at)
             ));
+            if !a.nodes.is_empty() {
+                render_nodes(&mut out, &a.nodes);
+            }
             if let Some(plan) = &a.plan {
                 render_plan(&mut out, plan);
             }
         }
     }
     out
+}
+
+/// Nodes of a fan-out's request named under it (the rest: `--json`).
+const NODES_SHOWN: usize = 20;
+
+/// The nodes a fan-out's one request covers, under it, escaped.
+fn render_nodes(out: &mut String, nodes: &[String]) {
+    let shown: Vec<String> = nodes
+        .iter()
+        .take(NODES_SHOWN)
+        .map(|n| safe(n).into_owned())
+        .collect();
+    let more = match nodes.len().saturating_sub(NODES_SHOWN) {
+        0 => String::new(),
+        n => format!(" ... and {n} more (gsv approvals list --json)"),
+    };
+    out.push_str(&format!(
+        "      on {} nodes: {}{more}\n",
+        nodes.len(),
+        shown.join(", ")
+    ));
 }
 
 /// Lines of a plan shown under its request (the rest: `--json`).

@@ -683,6 +683,7 @@ impl McpHandler {
                 agent: None,
                 progress: progress_token.is_some().then_some(tx),
                 asker: Some(&asker),
+                fanout: None,
             };
             let call = router::call(self.shared(), &caller, params, cancel);
             tokio::pin!(call);

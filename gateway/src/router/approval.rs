@@ -44,6 +44,25 @@ pub(super) async fn await_approval(
     plan: Option<String>,
     deciders: Deciders,
 ) -> Result<String, RouteError> {
+    match call.caller.fanout {
+        Some(group) => {
+            group
+                .decide(deciders, || ask(call, args, reason, plan, deciders))
+                .await
+        }
+        None => ask(call, args, reason, plan, deciders).await,
+    }
+}
+
+/// Asks for the decision: the caller's user when `deciders` allows, else an operator
+/// request (one for the whole fan-out when the call is part of one).
+async fn ask(
+    call: &Scope<'_>,
+    args: &Value,
+    reason: String,
+    plan: Option<String>,
+    deciders: Deciders,
+) -> Result<String, RouteError> {
     let Scope {
         shared,
         caller,
@@ -56,17 +75,31 @@ pub(super) async fn await_approval(
             return answer.map(|()| CALLER_APPROVAL.to_owned());
         }
     }
+    let (node, summary, nodes) = match caller.fanout {
+        Some(group) => (
+            group.select.clone(),
+            format!(
+                "fan-out to {} nodes ({}): {}",
+                group.nodes.len(),
+                group.select,
+                summary_of(name.tool.as_str(), args)
+            ),
+            group.nodes.clone(),
+        ),
+        None => (name.node.to_string(), summary(name, args), Vec::new()),
+    };
     let (request, rx) = shared
         .approvals
         .open(NewRequest {
             agent: caller.name.to_owned(),
             token_id: caller.token_id.to_owned(),
-            node: name.node.to_string(),
+            node,
             tool: name.tool.to_string(),
             args_hash: args_hash(args),
-            summary: summary(name, args),
+            summary,
             reason,
             plan,
+            nodes,
         })
         .await?;
     tracing::info!(approval = %request.id, "call waits for approval");

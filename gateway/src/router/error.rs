@@ -98,6 +98,11 @@ pub enum RouteError {
     /// The node's own error answer, passed on as it came.
     #[error("{}", .0.message)]
     Node(ErrorShape),
+
+    /// The one approval decision of the fan-out this call is part of refused it (denied,
+    /// expired, cancelled …): the error every node of the fan-out gets, as it came.
+    #[error("{}", .0.message)]
+    FanoutApproval(ErrorShape),
 }
 
 impl WireError for RouteError {
@@ -124,7 +129,7 @@ impl WireError for RouteError {
             ArgsTooLarge => ErrorCode::TooLarge,
             NotSent { .. } | Restarted { .. } | BackTooBusy { .. } => ErrorCode::NodeDisconnected,
             Disconnected(e) => e.code(),
-            Node(e) => e.code,
+            Node(e) | FanoutApproval(e) => e.code,
         }
     }
 
@@ -168,7 +173,7 @@ impl WireError for RouteError {
     /// `details` included); every other variant is built from its code and details.
     fn to_shape(&self) -> ErrorShape {
         match self {
-            RouteError::Node(e) => e.clone(),
+            RouteError::Node(e) | RouteError::FanoutApproval(e) => e.clone(),
             other => shape(other.code(), other.to_string(), other.details()),
         }
     }
@@ -177,7 +182,7 @@ impl WireError for RouteError {
 impl From<RouteError> for ErrorShape {
     fn from(e: RouteError) -> Self {
         match e {
-            RouteError::Node(shape) => shape,
+            RouteError::Node(shape) | RouteError::FanoutApproval(shape) => shape,
             other => other.to_shape(),
         }
     }

@@ -19,8 +19,10 @@
 mod approval;
 mod delivery;
 mod error;
+mod shared_approval;
 
 pub use error::RouteError;
+pub use shared_approval::FanoutApproval;
 
 use approval::{await_approval, Deciders, CALLER_APPROVAL};
 use delivery::send;
@@ -54,6 +56,8 @@ pub struct Caller<'a> {
     /// Asks the caller's own user to approve a call that needs approval, before (or
     /// instead of) the operator queue: the MCP client's user through elicitation.
     pub asker: Option<&'a dyn ApprovalAsker>,
+    /// The fan-out this call is one node's part of: its one approval decision.
+    pub fanout: Option<&'a FanoutApproval>,
 }
 
 /// A call that needs approval, as put to the caller's user.
@@ -85,6 +89,7 @@ impl<'a> Caller<'a> {
             agent: Some(agent),
             progress: None,
             asker: None,
+            fanout: None,
         }
     }
 

@@ -130,10 +130,15 @@ const MIGRATIONS: &[Migration] = &[
         CREATE INDEX IF NOT EXISTS jobs_by_token ON jobs (token_id, created_at);
         CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs (created_at);",
     },
+    // 8: the nodes a fan-out's one approval request covers (a JSON list).
+    Migration {
+        version: 8,
+        sql: "ALTER TABLE approvals ADD COLUMN nodes TEXT;",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.
