@@ -802,6 +802,7 @@ mod tests {
             summary: "s".into(),
             reason: "r".into(),
             plan: None,
+            nodes: Vec::new(),
             created_at: 0,
             expires_at: 0,
             state: "pending".into(),
