@@ -115,6 +115,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_gateway::jobs::MAX_STORED_RESULT)]),
         ),
         (
+            "reattach::REATTACH_WINDOW",
+            v(vec![dur(gsv_gateway::reattach::REATTACH_WINDOW)]),
+        ),
+        (
             "MAX_APPROVAL_PLAN_BYTES",
             v(vec![bytes(pl::MAX_APPROVAL_PLAN_BYTES)]),
         ),

@@ -2,8 +2,9 @@
 //! `gsv node`: `gsv call --async` answers with a job id at once, the call runs on
 //! after the caller's process exited, and `gsv jobs show` reads its outcome later —
 //! from another process, after a gateway restart, for the same token or an operator
-//! but not for another token; a job running when the gateway is killed is reported
-//! `lost` after the restart, never left `running`.
+//! but not for another token; a job whose gateway is killed mid-call completes after
+//! the restart (the node is asked for the call again); one that never reached a node
+//! is reported `lost`, never left `running`.
 
 mod common;
 
@@ -120,14 +121,19 @@ async fn an_async_call_outlives_its_caller_and_its_gateway_restart() {
 }
 
 #[tokio::test]
-async fn a_job_running_when_the_gateway_dies_is_reported_lost() {
+async fn a_job_whose_gateway_is_killed_mid_call_is_read_back_complete() {
     let mut gw = Gateway::start().await;
     let ws = TempDir::new("jobs-ws");
     let _node = gw.node("lab", ws.path()).await;
     let owner = gw.agent_token();
+    let careful = gw.token(&["agent", "careful", "--allow", "*", "--confirm", "lab__Echo"]);
     let client = gw.agent_with(&owner).await;
     let id = client
-        .call_async("lab__Bash", json!({"command": "sleep 30"}), None)
+        .call_async(
+            "lab__Bash",
+            json!({"command": "sleep 2; echo survived-$((6*7))"}),
+            None,
+        )
         .await
         .expect("started");
     // A job can be cancelled by its token: the call ends `cancelled`.
@@ -140,16 +146,41 @@ async fn a_job_running_when_the_gateway_dies_is_reported_lost() {
     assert!(out.contains("failed"), "{out}");
     let job = client.job(&doomed).await.expect("read");
     assert_eq!(job.error.map(|e| e.code), Some(ErrorCode::Cancelled));
+    // A job still waiting for an operator when the gateway dies never reached a node.
+    let waiting = gw
+        .agent_with(&careful)
+        .await
+        .call_async("lab__Echo", json!({"text": "x"}), None)
+        .await
+        .expect("started");
     drop(client);
     // The caller is gone; the job still runs.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(job_json(&gw, &owner, &id)["state"], "running");
+
+    // The gateway is killed mid-call and comes back: the node kept the call's result
+    // and hands it over when asked again, so the job completes.
     gw.kill();
     gw.restart().await;
-    let lost = job_json(&gw, &owner, &id);
+    eventually(
+        "the job to be read back complete",
+        Duration::from_secs(30),
+        || {
+            let state = job_json(&gw, &owner, &id)["state"].clone();
+            async move { (state != "running").then_some(()) }
+        },
+    )
+    .await;
+    let done = job_json(&gw, &owner, &id);
+    assert_eq!(done["state"], "done", "{done}");
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    assert_eq!((code, out.trim()), (0, "survived-42"), "{err}");
+
+    // The one that never reached a node is reported lost, never left running.
+    let lost = job_json(&gw, &careful, &waiting);
     assert_eq!(lost["state"], "lost", "{lost}");
     assert_eq!(lost["error"]["code"], "node_disconnected", "{lost}");
-    let (code, _, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    let (code, _, err) = cli_as(&gw, &careful, &["jobs", "show", &waiting]);
     assert_ne!(code, 0);
     assert!(err.contains("not known"), "{err}");
 }

@@ -158,6 +158,7 @@ pub async fn run(
             progress: None,
             asker: caller.asker,
             fanout: Some(&group),
+            job: None,
         };
         let args = &params.args;
         let timeout_ms = params.timeout_ms;

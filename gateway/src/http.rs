@@ -174,6 +174,7 @@ async fn sessions(
         progress: None,
         asker: None,
         fanout: None,
+        job: None,
     };
     let nodes: Vec<String> = shared
         .registry

@@ -8,8 +8,9 @@
 //! them: a token sees its own jobs, an admin token every job; another token's job is
 //! answered `not_found`, exactly like one that does not exist. Jobs are kept
 //! [`RETENTION`] and at most [`MAX_JOBS`]; a result over [`MAX_STORED_RESULT`] is not
-//! kept (the job fails `too_large`). A gateway that starts marks the jobs its previous
-//! run left running as `lost`: their outcome is not known.
+//! kept (the job fails `too_large`). A gateway that starts asks the nodes again for the
+//! calls of the `async` jobs its previous run left running ([`crate::reattach`]), and
+//! marks the other running ones `lost`: their outcome is not known.
 
 use crate::registry::CallOutcome;
 use crate::router;
@@ -96,10 +97,18 @@ pub async fn keep(shared: Arc<Shared>) {
     let now = gsv_protocol::now_ms();
     let before = now.saturating_sub(RETENTION.as_millis() as u64);
     match blocking(&shared.store, move |s| s.settle_jobs(before, now)).await {
-        Ok((lost, deleted)) if lost + deleted > 0 => {
-            tracing::info!(lost, deleted, "jobs settled at start")
+        Ok(settled) => {
+            let resumed = settled.resumable.len();
+            if settled.lost + settled.deleted + resumed > 0 {
+                tracing::info!(
+                    lost = settled.lost,
+                    deleted = settled.deleted,
+                    resumed,
+                    "jobs settled at start"
+                );
+            }
+            crate::reattach::resume_all(&shared, settled.resumable);
         }
-        Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not settle the jobs at start"),
     }
     let mut tick = tokio::time::interval(PRUNE_EVERY);
@@ -179,7 +188,9 @@ pub async fn run_async(
     let job = id.clone();
     tokio::spawn(async move {
         let _counted = counted;
-        let caller = router::Caller::from_agent(&agent);
+        let mut caller = router::Caller::from_agent(&agent);
+        // Its dispatch is recorded with the job: a restarted gateway asks the node again.
+        caller.job = Some(&job);
         let outcome = router::call(&shared, &caller, params, cancel).await;
         settle(&shared, &job, outcome).await;
     });

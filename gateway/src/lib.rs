@@ -32,6 +32,7 @@ pub mod offers;
 pub mod policy;
 pub mod probe;
 pub mod ratelimit;
+pub mod reattach;
 pub mod recent_revocations;
 pub mod refusals;
 pub mod registry;

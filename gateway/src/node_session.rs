@@ -193,6 +193,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<Registered>
         runtime,
         peer,
         info.instance,
+        info.journal,
         version,
     ));
     Some((handle, (ws, queue), reviewed))

@@ -59,6 +59,9 @@ pub struct NodeHandle {
     /// The node process's random instance id (empty from nodes that send none): a
     /// call can be resumed on a new connection only of the same instance.
     pub instance: String,
+    /// The node journals its calls (`NodeInfo.journal`): a restarted process of it still
+    /// answers, on `resume`, for calls the previous one was sent.
+    pub journal: bool,
     /// The gsv version the node reported (`client.version`, bounded; may be empty).
     pub version: String,
     calls: Mutex<Calls>,
@@ -163,6 +166,7 @@ impl NodeHandle {
         runtime: Runtime,
         remote: SocketAddr,
         instance: String,
+        journal: bool,
         version: String,
     ) -> Self {
         NodeHandle {
@@ -176,6 +180,7 @@ impl NodeHandle {
             since: gsv_protocol::now_ms(),
             remote,
             instance,
+            journal,
             version,
             calls: Mutex::new(Calls::default()),
         }

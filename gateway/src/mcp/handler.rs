@@ -684,6 +684,7 @@ impl McpHandler {
                 progress: progress_token.is_some().then_some(tx),
                 asker: Some(&asker),
                 fanout: None,
+                job: None,
             };
             let call = router::call(self.shared(), &caller, params, cancel);
             tokio::pin!(call);

@@ -83,6 +83,21 @@ pub(super) async fn send(
         node.abandon_call(call_id);
         return Err(RouteError::ArgsTooLarge);
     }
+    if let Some(job) = caller.job {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let dispatch = crate::reattach::Dispatch {
+            node: node_id.to_owned(),
+            instance: node.instance.clone(),
+            call_id,
+            tool: name.tool.to_string(),
+            args: params.args.clone(),
+            approval: approval.map(str::to_owned),
+            deadline_ms: gsv_protocol::now_ms() + left.as_millis() as u64,
+            token_id: caller.token_id.to_owned(),
+            operator: caller.policy.is_full(),
+        };
+        crate::reattach::remember(shared, job, &dispatch).await;
+    }
     shared.metrics.pending_calls.inc();
     let outcome = dispatch(call, node, &invoke, frame, rx).await;
     shared.metrics.pending_calls.dec();
@@ -207,11 +222,17 @@ async fn resume(
         arrived.as_mut().enable();
         if let Some(node) = shared.registry.get(gone.id.as_str()) {
             if node.conn_id != gone.conn_id {
-                if gone.instance.is_empty() || node.instance != gone.instance {
+                let same = !gone.instance.is_empty() && node.instance == gone.instance;
+                if !same && !node.journal {
                     tracing::info!("node came back as a new process; the call's result is lost");
                     return Err(RouteError::Restarted {
                         node: gone.id.to_string(),
                     });
+                }
+                if !same {
+                    tracing::info!(
+                        "node came back as a new process that keeps a journal; asking it for the call"
+                    );
                 }
                 let rx = match node.resume_call(
                     invoke.call_id,

@@ -58,6 +58,9 @@ pub struct Caller<'a> {
     pub asker: Option<&'a dyn ApprovalAsker>,
     /// The fan-out this call is one node's part of: its one approval decision.
     pub fanout: Option<&'a FanoutApproval>,
+    /// The job this call is (`async`): how it is sent is recorded in the job, so a
+    /// restarted gateway can ask the node for it again ([`crate::reattach`]).
+    pub job: Option<&'a str>,
 }
 
 /// A call that needs approval, as put to the caller's user.
@@ -90,6 +93,7 @@ impl<'a> Caller<'a> {
             progress: None,
             asker: None,
             fanout: None,
+            job: None,
         }
     }
 

@@ -12,6 +12,18 @@ use gsv_protocol::ErrorShape;
 use rusqlite::{params, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
+/// What a starting gateway finds of its previous run's jobs ([`Store::settle_jobs`]).
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// Running jobs marked `lost` (their call was never sent to a node).
+    pub lost: usize,
+    /// Jobs past the retention period deleted.
+    pub deleted: usize,
+    /// Running jobs whose call was sent to a node: `(id, dispatch JSON)`, to ask that
+    /// node for the outcome again.
+    pub resumable: Vec<(String, String)>,
+}
+
 const SUMMARY: &str = "id, agent, token_id, name, state, created_at, finished_at, kind, selector";
 
 /// A summary as read, with its state and kind still as stored.
@@ -192,7 +204,7 @@ impl Store {
 
     /// Marks every `running` job `lost` (at startup: the run that started them is gone)
     /// and deletes jobs created before `before`; returns (lost, deleted).
-    pub fn settle_jobs(&self, before: u64, at: u64) -> Result<(usize, usize), StoreError> {
+    pub fn settle_jobs(&self, before: u64, at: u64) -> Result<Settled, StoreError> {
         let lost_error = serde_json::to_string(&ErrorShape::new(
             gsv_protocol::ErrorCode::NodeDisconnected,
             "the gateway stopped while the call was running; its outcome is not known",
@@ -203,11 +215,43 @@ impl Store {
         })?;
         let conn = self.conn();
         let lost = conn.execute(
-            "UPDATE jobs SET state = 'lost', finished_at = ?1, error = ?2 WHERE state = 'running'",
+            "UPDATE jobs SET state = 'lost', finished_at = ?1, error = ?2 WHERE state = 'running' AND dispatch IS NULL",
             params![at as i64, lost_error],
         )?;
         let deleted = self.delete_jobs_before_locked(&conn, before)?;
-        Ok((lost, deleted))
+        let mut stmt = conn.prepare(
+            "SELECT id, dispatch FROM jobs WHERE state = 'running' AND dispatch IS NOT NULL ORDER BY created_at",
+        )?;
+        let resumable = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Settled {
+            lost,
+            deleted,
+            resumable,
+        })
+    }
+
+    /// Records how the running job `id`'s call was sent to its node (JSON text).
+    pub fn set_job_dispatch(&self, id: &str, dispatch: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE jobs SET dispatch = ?2 WHERE id = ?1 AND state = 'running'",
+            params![id, dispatch],
+        )?;
+        Ok(())
+    }
+
+    /// Whether the token `id` exists and is not revoked.
+    pub fn token_live(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT 1 FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
+                params![id],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
     }
 
     /// Deletes jobs created before `before` (the retention period), and the oldest
@@ -290,12 +334,24 @@ mod tests {
         let (all, total) = store.jobs(None, 10, 0).expect("list");
         assert_eq!((all.len(), total), (4, 4));
 
-        // At start: running jobs become lost; finished ones past the retention go.
-        let (lost, deleted) = store.settle_jobs(15, 100).expect("settle");
-        assert_eq!((lost, deleted), (2, 1));
+        // At start: running jobs become lost unless their call reached a node (those
+        // are asked for again); finished ones past the retention go.
+        store
+            .set_job_dispatch("d", r#"{"node":"n"}"#)
+            .expect("dispatch");
+        let settled = store.settle_jobs(15, 100).expect("settle");
+        assert_eq!((settled.lost, settled.deleted), (1, 1));
+        assert_eq!(
+            settled.resumable,
+            vec![("d".to_owned(), r#"{"node":"n"}"#.to_owned())]
+        );
         assert_eq!(
             store.job("c").unwrap().unwrap().summary.state,
             JobState::Lost
+        );
+        assert_eq!(
+            store.job("d").unwrap().unwrap().summary.state,
+            JobState::Running
         );
         assert!(store.job("a").unwrap().is_none());
         // The count bound keeps the newest.

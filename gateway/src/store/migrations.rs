@@ -135,10 +135,16 @@ const MIGRATIONS: &[Migration] = &[
         version: 8,
         sql: "ALTER TABLE approvals ADD COLUMN nodes TEXT;",
     },
+    // 9: how a running job's call was sent to its node, so a restarted gateway can ask
+    // the node for it again (`crate::reattach`).
+    Migration {
+        version: 9,
+        sql: "ALTER TABLE jobs ADD COLUMN dispatch TEXT;",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.
