@@ -335,6 +335,10 @@ pub enum Command {
         /// With --select: after a node fails, start no more
         #[arg(long, requires = "select")]
         fail_fast: bool,
+        /// With --select: wait up to DUR (e.g. 30s, 5m, 1h; at most 1h) for offline
+        /// nodes to come back instead of reporting them offline at once
+        #[arg(long, value_name = "DUR", requires = "select")]
+        wait_offline: Option<String>,
         /// Namespaced tool name, {node}__{tool} (a bare tool name with --select)
         name: String,
         /// Arguments as a JSON object; `-` reads them from stdin, `@FILE` from a file

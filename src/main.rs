@@ -198,27 +198,24 @@ fn main() -> ExitCode {
             commands::jobs::call_async(target.target(), &name, &args, json, timeout_ms),
         ),
         Command::Call {
-            is_async: true,
-            select: Some(_),
-            ..
-        } => {
-            eprintln!(
-                "error: invalid_args: --async does not go with --select yet (a fan-out is not a job yet); run the fan-out without --async"
-            );
-            exit::USAGE
-        }
-        Command::Call {
             target,
             json,
             timeout_ms,
             select: Some(select),
             batch,
             fail_fast,
+            wait_offline,
+            is_async,
             name,
             args,
-            ..
-        } => match commands::agent::fanout_args(&select, &name, &args, batch.as_deref()) {
-            Ok((args, batch)) => run_client(
+        } => match commands::agent::fanout_args(
+            &select,
+            &name,
+            &args,
+            batch.as_deref(),
+            wait_offline.as_deref(),
+        ) {
+            Ok((args, batch, wait_offline_ms)) => run_client(
                 "warn",
                 commands::fanout::run(
                     target.target(),
@@ -230,6 +227,8 @@ fn main() -> ExitCode {
                         fail_fast,
                         json,
                         timeout_ms,
+                        wait_offline_ms,
+                        is_async,
                     },
                 ),
             ),

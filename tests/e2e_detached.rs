@@ -98,6 +98,8 @@ async fn a_fan_out_goes_on_when_its_caller_goes_away() {
         batch: None,
         fail_fast: false,
         timeout_ms: None,
+        wait_offline_ms: None,
+        is_async: false,
     };
     let id = client.next_id();
     let waited = tokio::time::timeout(

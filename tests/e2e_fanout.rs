@@ -80,6 +80,8 @@ fn params(tool: &str, select: &str, args: Value) -> ToolsFanoutParams {
         batch: None,
         fail_fast: false,
         timeout_ms: None,
+        wait_offline_ms: None,
+        is_async: false,
     }
 }
 
@@ -492,4 +494,84 @@ async fn a_confirm_fan_out_asks_one_approval_for_all_its_nodes() {
     for o in &r.results[1..] {
         assert_eq!(o.error.as_ref().unwrap().code, ErrorCode::Denied, "{o:?}");
     }
+}
+
+#[tokio::test]
+async fn wait_offline_calls_a_node_that_comes_back_and_async_answers_a_job() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("fanout-wait");
+    let _w1 = gw.node("w1", ws.path()).await;
+    let token = gw.node_token("w2");
+    let mut w2 = gw.spawn_node("w2", &token, ws.path(), &[]);
+    gw.wait_online("w2").await;
+    w2.kill();
+    let admin = gw.agent_with(&gw.admin_token()).await;
+    eventually("w2 offline", Duration::from_secs(20), || async {
+        let nodes = admin.list_nodes().await.ok()?;
+        nodes
+            .iter()
+            .any(|n| n.id == "w2" && !n.online)
+            .then_some(())
+    })
+    .await;
+    let agent = gw.agent().await;
+
+    // Without a wait: offline at once.
+    let (r, _) = fanout(&agent, &params("Echo", "id~w*", json!({"text": "x"}))).await;
+    assert_eq!(
+        statuses(&r.expect("result")),
+        st(&[("w1", NodeStatus::Ok), ("w2", NodeStatus::Offline)])
+    );
+
+    // With one: the node that comes back within it is called like the others.
+    let mut p = params("Echo", "id~w*", json!({"text": "x"}));
+    p.wait_offline_ms = Some(30_000);
+    let agent = std::sync::Arc::new(agent);
+    let a = agent.clone();
+    let run = tokio::spawn(async move { fanout(&a, &p).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _w2 = gw.spawn_node("w2", &token, ws.path(), &[]);
+    let (r, _) = run.await.expect("join");
+    assert_eq!(
+        statuses(&r.expect("result")),
+        st(&[("w1", NodeStatus::Ok), ("w2", NodeStatus::Ok)])
+    );
+    // Beyond an hour is refused before anything runs.
+    let mut p = params("Echo", "id~w*", json!({"text": "x"}));
+    p.wait_offline_ms = Some(2 * 60 * 60 * 1000);
+    let (r, _) = fanout(&agent, &p).await;
+    match r {
+        Err(ClientError::Remote(e)) => assert_eq!(e.code, ErrorCode::InvalidArgs),
+        other => panic!("{other:?}"),
+    }
+
+    // `gsv call --select --async` prints the job id at once; the job has every node.
+    let token = gw.agent_token();
+    let (code, out, err) = gw.cli(&[
+        "call",
+        "--select",
+        "id~w*",
+        "--async",
+        "Echo",
+        r#"{"text": "later"}"#,
+        "--gateway",
+        &gw.url(),
+        "--token",
+        &token,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let job = out.trim().to_owned();
+    assert_eq!(job.len(), 32, "{out}");
+    let client = gw.agent_with(&token).await;
+    let done = eventually("the fan-out job to end", Duration::from_secs(20), || {
+        let client = &client;
+        let job = job.clone();
+        async move {
+            let j = client.job(&job).await.ok()?;
+            (j.summary.state != gsv_protocol::job::JobState::Running).then_some(j)
+        }
+    })
+    .await;
+    let result = done.result.expect("a result").get().to_owned();
+    assert!(result.contains(r#""ok":2"#), "{result}");
 }

@@ -301,6 +301,18 @@ impl AgentClient {
             .map_err(|e| ClientError::Protocol(format!("bad tools.fanout result: {e}")))
     }
 
+    /// `tools.fanout` with `async`: the fan-out's job id, at once (`jobs.get` reads its
+    /// outcome).
+    pub async fn fanout_async(
+        &self,
+        params: &gsv_protocol::fanout::ToolsFanoutParams,
+    ) -> Result<String, ClientError> {
+        let raw = self.request(Method::ToolsFanout, params).await?;
+        let started: gsv_protocol::job::AsyncCallResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad job answer: {e}")))?;
+        Ok(started.job)
+    }
+
     /// Queues one frame for the connection's task.
     async fn send(&self, text: String) -> Result<(), ClientError> {
         if self.closed.is_cancelled() {

@@ -366,7 +366,24 @@ fn start_fanout(
     let counted = shared.in_flight.token();
     tokio::spawn(async move {
         let _counted = counted;
+        // `async`: answered with the job id as soon as it is recorded; no events, and
+        // no longer this connection's request.
+        let is_async = params.is_async;
+        let answered = std::sync::atomic::AtomicBool::new(false);
+        let started = |job: &str| {
+            if is_async {
+                in_flight.remove(&id);
+                let job = gsv_protocol::job::AsyncCallResult {
+                    job: job.to_owned(),
+                };
+                let _ = agent.out.send(encode_ok(&id, &job));
+                answered.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
         let report = |outcome: &gsv_protocol::fanout::NodeOutcome| {
+            if is_async {
+                return;
+            }
             let event = gsv_protocol::fanout::FanoutResultEvent {
                 id: id.clone(),
                 outcome: outcome.clone(),
@@ -374,8 +391,11 @@ fn start_fanout(
             agent.send_event(gsv_protocol::EventName::FanoutResult, &event);
         };
         let caller = router::Caller::from_agent(&agent);
-        let outcome = crate::fanout::run(&shared, &caller, params, cancel, report).await;
+        let outcome = crate::fanout::run(&shared, &caller, params, cancel, started, report).await;
         in_flight.remove(&id);
+        if answered.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let frame = match outcome {
             // Every body was in its node's event: a result too large for one frame
             // goes without them.

@@ -18,12 +18,14 @@ use crate::state::Shared;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use gsv_protocol::fanout::{
     FanoutResult, FanoutSummary, NodeOutcome, NodeStatus, ToolsFanoutParams, MAX_FANOUT_NODES,
+    MAX_WAIT_OFFLINE_MS,
 };
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::names::NAMESPACE_SEPARATOR;
 use gsv_protocol::{ErrorCode, ErrorShape, ToolName};
 use serde_json::value::RawValue;
 use std::future::Future;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -38,6 +40,8 @@ pub enum FanoutError {
     TooManyNodes { count: usize },
     #[error("bad batch: a count must be at least 1, a percent 1 to 100")]
     BadBatch,
+    #[error("waitOfflineMs is at most {MAX_WAIT_OFFLINE_MS} (an hour)")]
+    BadWaitOffline,
     #[error("the gateway is shutting down")]
     ShuttingDown,
     /// The fan-out's job could not be recorded (the token's share of jobs is full,
@@ -61,17 +65,20 @@ impl FanoutError {
 struct Target {
     node: String,
     name: String,
+    /// Offline when the fan-out started, and waited for until then (`waitOfflineMs`).
+    wait_until: Option<Instant>,
 }
 
 /// Runs one fan-out for `caller` (its policy decides per node; its name and token own
-/// the job); `report` is told of each node as it finishes (denied and offline nodes
-/// first, at once). `cancel` stops it: no new node starts, and the calls running are
-/// cancelled.
+/// the job); `started` is told the job's id once it is recorded (before any node is
+/// called), `report` of each node as it finishes (denied and offline nodes first, at
+/// once). `cancel` stops it: no new node starts, and the calls running are cancelled.
 pub async fn run(
     shared: &Shared,
     caller: &Caller<'_>,
     params: ToolsFanoutParams,
     cancel: CancellationToken,
+    started: impl FnOnce(&str),
     report: impl Fn(&NodeOutcome),
 ) -> Result<FanoutResult, FanoutError> {
     if shared.draining.is_cancelled() {
@@ -84,6 +91,12 @@ pub async fn run(
     let selector = crate::inventory::parse_selector(&params.select)?;
     if let Some(batch) = params.batch {
         batch.size(1).ok_or(FanoutError::BadBatch)?;
+    }
+    if params
+        .wait_offline_ms
+        .is_some_and(|ms| ms > MAX_WAIT_OFFLINE_MS)
+    {
+        return Err(FanoutError::BadWaitOffline);
     }
     let mut nodes =
         crate::inventory::visible_nodes(shared, &viewer(caller.policy), Some(&selector));
@@ -103,6 +116,10 @@ pub async fn run(
     .map_err(FanoutError::Job)?;
     // `jobs.cancel` ends it too, from any connection of the token.
     shared.running_jobs.insert(job.clone(), cancel.clone());
+    started(&job);
+    let wait_until = params
+        .wait_offline_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
     let span = tracing::info_span!("fanout", %job, tool = %params.tool, nodes = nodes.len());
     let outcome = async {
         let mut results = Vec::with_capacity(nodes.len());
@@ -115,7 +132,7 @@ pub async fn run(
                     NodeStatus::Denied,
                     RouteError::NotAllowed { name: name.clone() },
                 ))
-            } else if !n.online {
+            } else if !n.online && wait_until.is_none() {
                 let since = n.since;
                 let node = n.id.clone();
                 Some(not_called(
@@ -131,7 +148,11 @@ pub async fn run(
                     report(&outcome);
                     results.push(outcome);
                 }
-                None => targets.push(Target { node: n.id, name }),
+                None => targets.push(Target {
+                    wait_until: (!n.online).then_some(wait_until).flatten(),
+                    node: n.id,
+                    name,
+                }),
             }
         }
         let size = match params.batch {
@@ -172,6 +193,14 @@ pub async fn run(
                 let caller = &caller;
                 let cancel = cancel.child_token();
                 async move {
+                    if let Some(until) = t.wait_until {
+                        if !until_online(shared, &t.node, until, &cancel).await {
+                            let outcome =
+                                classify(t.node.clone(), Err(offline(shared, &t.node).into()));
+                            report(&outcome);
+                            return outcome;
+                        }
+                    }
                     let call = ToolsCallParams {
                         name: t.name,
                         args: copy(args),
@@ -231,6 +260,48 @@ async fn keep(shared: &Shared, job: &str, outcome: &Result<FanoutResult, FanoutE
         Err(e) => Err(e.to_shape()),
     };
     crate::jobs::finish(&shared.store, job, stored).await;
+}
+
+/// Waits until `node` is connected (true), or `until` passes or `cancel` fires (false).
+async fn until_online(
+    shared: &Shared,
+    node: &str,
+    until: Instant,
+    cancel: &CancellationToken,
+) -> bool {
+    loop {
+        let arrived = shared.registry.arrivals().notified();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        if shared.registry.get(node).is_some() {
+            return true;
+        }
+        tokio::select! {
+            _ = &mut arrived => {}
+            _ = tokio::time::sleep_until(until.into()) => return false,
+            _ = cancel.cancelled() => return false,
+        }
+    }
+}
+
+/// The error of a node still offline after the fan-out waited for it.
+fn offline(shared: &Shared, node: &str) -> RouteError {
+    let since = crate::inventory::visible_nodes(
+        shared,
+        &crate::registry::Viewer {
+            visible: |_: &str| true,
+            operator: true,
+        },
+        None,
+    )
+    .into_iter()
+    .find(|n| n.id == node)
+    .map(|n| n.since)
+    .unwrap_or(0);
+    RouteError::NodeOffline {
+        node: node.to_owned(),
+        since,
+    }
 }
 
 /// A copy of the arguments' exact bytes, for one node's call.

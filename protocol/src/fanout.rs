@@ -13,6 +13,9 @@ use serde_json::Value;
 /// Most nodes one fan-out may reach: a selector picking more is refused.
 pub const MAX_FANOUT_NODES: usize = 10_000;
 
+/// The longest a fan-out waits for an offline node to come back (`waitOfflineMs`).
+pub const MAX_WAIT_OFFLINE_MS: u64 = 60 * 60 * 1000;
+
 /// Params of `tools.fanout`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -34,6 +37,15 @@ pub struct ToolsFanoutParams {
     /// Each node call's deadline (as `tools.call`'s `timeoutMs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Wait up to this long for a node that is offline to come back (then it is called
+    /// like the others; still offline then: `offline`). Absent: offline at once. At most
+    /// [`MAX_WAIT_OFFLINE_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_offline_ms: Option<u64>,
+    /// Answer at once with the fan-out's job id (`{"job": ID}`); it runs on and
+    /// `jobs.get` reads its outcome.
+    #[serde(default, rename = "async", skip_serializing_if = "std::ops::Not::not")]
+    pub is_async: bool,
 }
 
 /// A rolling batch: `{"count": N}` nodes at once, or `{"percent": P}` of the selected

@@ -81,15 +81,24 @@ pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
         .map_err(|e| client_error(&e))
 }
 
-/// Checks `gsv call --select SEL TOOL ARGS [--batch B]` before connecting: a bare
-/// tool name (a `{node}__{tool}` name is a usage error), JSON arguments, a valid
-/// batch. On failure prints why and gives [`exit::USAGE`].
+/// What `gsv call --select` runs with: the arguments, the batch, the offline wait (ms).
+pub type FanoutInput = (
+    serde_json::Value,
+    Option<gsv_protocol::fanout::Batch>,
+    Option<u64>,
+);
+
+/// Checks `gsv call --select SEL TOOL ARGS [--batch B] [--wait-offline DUR]` before
+/// connecting: a bare tool name (a `{node}__{tool}` name is a usage error), JSON
+/// arguments, a valid batch and duration. On failure prints why and gives
+/// [`exit::USAGE`].
 pub fn fanout_args(
     select: &str,
     tool: &str,
     args: &str,
     batch: Option<&str>,
-) -> Result<(serde_json::Value, Option<gsv_protocol::fanout::Batch>), u8> {
+    wait_offline: Option<&str>,
+) -> Result<FanoutInput, u8> {
     if tool.contains(gsv_protocol::names::NAMESPACE_SEPARATOR) {
         return Err(fail(
             "invalid_args",
@@ -103,7 +112,11 @@ pub fn fanout_args(
         .map(crate::commands::fanout::parse_batch)
         .transpose()
         .map_err(|e| fail("invalid_args", e, exit::USAGE))?;
-    Ok((call_args(args)?, batch))
+    let wait = wait_offline
+        .map(crate::commands::fanout::parse_wait)
+        .transpose()
+        .map_err(|e| fail("invalid_args", e, exit::USAGE))?;
+    Ok((call_args(args)?, batch, wait))
 }
 
 /// `gsv call NAME ARGS`: prints the text content (or the whole result with `--json`).

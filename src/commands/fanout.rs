@@ -25,6 +25,37 @@ pub struct FanoutArgs<'a> {
     pub fail_fast: bool,
     pub json: bool,
     pub timeout_ms: Option<u64>,
+    /// `--wait-offline`, in ms.
+    pub wait_offline_ms: Option<u64>,
+    /// `--async`: print the fan-out's job id and return at once.
+    pub is_async: bool,
+}
+
+/// Why `--wait-offline` does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("--wait-offline takes a duration such as 30s, 5m or 1h (at most 1h), not {0:?}")]
+pub struct BadWait(String);
+
+/// Parses `--wait-offline DUR`: a number with `ms`, `s`, `m` or `h` (seconds when
+/// bare), at most an hour; in ms.
+pub fn parse_wait(text: &str) -> Result<u64, BadWait> {
+    let bad = || BadWait(text.to_owned());
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let per = match unit.trim() {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(bad()),
+    };
+    let ms = n.checked_mul(per).ok_or_else(bad)?;
+    if ms > gsv_protocol::fanout::MAX_WAIT_OFFLINE_MS {
+        return Err(bad());
+    }
+    Ok(ms)
 }
 
 /// Why `--batch` does not parse.
@@ -62,7 +93,22 @@ pub async fn run(target: Target, a: FanoutArgs<'_>) -> u8 {
         batch: a.batch,
         fail_fast: a.fail_fast,
         timeout_ms: a.timeout_ms,
+        wait_offline_ms: a.wait_offline_ms,
+        is_async: a.is_async,
     };
+    if a.is_async {
+        return match client.fanout_async(&params).await {
+            Ok(job) => {
+                if a.json {
+                    print_json(&gsv_protocol::job::AsyncCallResult { job });
+                } else {
+                    println!("{job}");
+                }
+                exit::OK
+            }
+            Err(e) => client_error(&e),
+        };
+    }
     let id = client.next_id();
     let mut printed = HashSet::new();
     let call = client.fanout_with_id(&id, &params);
@@ -168,6 +214,18 @@ pub fn block(o: &NodeOutcome) -> (String, String) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fanout_wait_offline_parses_units_and_bounds() {
+        assert_eq!(parse_wait("30s").ok(), Some(30_000));
+        assert_eq!(parse_wait("90").ok(), Some(90_000));
+        assert_eq!(parse_wait("5m").ok(), Some(300_000));
+        assert_eq!(parse_wait("1h").ok(), Some(3_600_000));
+        assert_eq!(parse_wait("250ms").ok(), Some(250));
+        for bad in ["", "2h", "x", "5 minutes", "-1s", "99999999999999999999h"] {
+            assert!(parse_wait(bad).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]
