@@ -211,7 +211,12 @@ async fn resume(
         cancel,
         ..
     } = *call;
-    let until = (Instant::now() + shared.config.grace).min(invoke.deadline);
+    // A job has no caller waiting: it waits for its node as long as the call's deadline
+    // allows, not only the grace period (its node may be restarting).
+    let until = match caller.job {
+        Some(_) => invoke.deadline,
+        None => (Instant::now() + shared.config.grace).min(invoke.deadline),
+    };
     tracing::info!(
         grace_ms = shared.config.grace.as_millis() as u64,
         "node dropped mid-call; waiting for it to come back"
