@@ -115,6 +115,14 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_gateway::jobs::MAX_STORED_RESULT)]),
         ),
         (
+            "fleet_run::NODE_TEXT_MAX",
+            v(vec![count(gsv_gateway::mcp::fleet_run::NODE_TEXT_MAX)]),
+        ),
+        (
+            "fleet_run::TEXT_MAX",
+            v(vec![count(gsv_gateway::mcp::fleet_run::TEXT_MAX)]),
+        ),
+        (
             "MAX_APPROVAL_PLAN_BYTES",
             v(vec![bytes(pl::MAX_APPROVAL_PLAN_BYTES)]),
         ),

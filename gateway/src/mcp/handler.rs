@@ -84,7 +84,7 @@ a human's approval first.";
 
 /// What a fleet-view session is told.
 const FLEET_INSTRUCTIONS: &str = "gsv gateway: a fleet of machines (nodes), reached through \
-three tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
+a few tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
 tools you may call there; `select` narrows it, e.g. `role=web`); fleet_tools gives one \
 node's tool definitions; fleet_call {node, tool, args} runs one; fleet_run {select, tool, \
 args} runs one on many nodes; fleet_jobs and fleet_job read kept results. Some calls need \

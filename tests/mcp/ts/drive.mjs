@@ -483,9 +483,21 @@ async function checkListChanged() {
 
 // --- fleet view, views and selection ----------------------------------------------
 
-const FLEET_TOOLS = ["fleet_call", "fleet_nodes", "fleet_tools"];
+/** The gateway tools no node offers, listed in both views. */
+const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job"];
+/** The fleet view's tools that the flat view does not list. */
+const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools"];
+const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];
 
-/** Whether the set `names` is exactly the fleet view's three tools. */
+/** The flat listing's names without the gateway tools (which it must list). */
+async function nodeToolNames(c) {
+  const names = await toolNames(c);
+  expect(GATEWAY_TOOLS.every((n) => names.has(n)), `the flat view does not list the gateway tools: ${show([...names])}`);
+  for (const n of GATEWAY_TOOLS) names.delete(n);
+  return names;
+}
+
+/** Whether the set `names` is exactly the fleet view's six tools. */
 const isFleetView = (names) => names.size === FLEET_TOOLS.length && FLEET_TOOLS.every((n) => names.has(n));
 
 const fleetCall = (c, node, tool, args, options) =>
@@ -521,11 +533,11 @@ async function readJson(c, uri) {
 const sameSet = (set, list) => set.size === list.length && list.every((x) => set.has(x));
 
 async function checkFleetList() {
-  // The fleet view lists three gateway tools, small, whatever the fleet.
+  // The fleet view lists six gateway tools, small, whatever the fleet.
   await withClient(ARGS.token, { view: "fleet" }, async (c) => {
     const tools = await allTools(c);
     const names = tools.map((t) => t.name);
-    expect(names.length === 3 && isFleetView(new Set(names)), `fleet listing ${show(names)}`);
+    expect(names.length === FLEET_TOOLS.length && isFleetView(new Set(names)), `fleet listing ${show(names)}`);
     const size = Buffer.byteLength(JSON.stringify(tools));
     expect(size <= 6 * 1024, `the fleet listing is ${size} bytes`);
     const desc = Object.fromEntries(tools.map((t) => [t.name, t.description ?? ""]));
@@ -699,7 +711,7 @@ async function checkSelect() {
   // unknown, exactly like a tool that does not exist.
   const sel = `id~${ARGS.node}`;
   await withClient(ARGS.token, { select: sel }, async (c) => {
-    const names = [...(await toolNames(c))];
+    const names = [...(await nodeToolNames(c))];
     expect(names.length > 0 && names.every((n) => n.startsWith(`${ARGS.node}__`)), `select ${sel}: ${show(names.sort())}`);
     const r = await c.callTool({ name: `${ARGS.node}__Echo`, arguments: { text: "picked" } });
     expect(textOf(r).startsWith("picked"), `call inside the selection: ${show(textOf(r))}`);
@@ -755,7 +767,7 @@ async function checkViewOverride() {
   await withClient(ARGS["fleet-token"], { view: "flat" }, async (c) => {
     const names = await toolNames(c);
     expect(
-      names.has(`${ARGS.node}__Read`) && !FLEET_TOOLS.some((n) => names.has(n)),
+      names.has(`${ARGS.node}__Read`) && !FLEET_ONLY.some((n) => names.has(n)) && GATEWAY_TOOLS.every((n) => names.has(n)),
       `?view=flat: ${show([...names].sort())}`,
     );
   });
@@ -766,15 +778,15 @@ async function checkViewOverride() {
 
 async function checkAutoThreshold() {
   // auto: flat while the token sees at most 40 tools, fleet beyond.
-  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await toolNames(c)).size);
-  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await toolNames(c)).size);
+  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
+  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
   expect(few <= 40 && 40 < many, `this fleet does not straddle the threshold: ${few} and ${many} tools`);
   await withClient(ARGS.token, {}, async (c) => {
     expect(isFleetView(await toolNames(c)), `auto with ${many} tools is not the fleet view`);
   });
   await withClient(ARGS["limited-token"], {}, async (c) => {
-    const names = await toolNames(c);
-    expect(names.size === few && !FLEET_TOOLS.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
+    const names = await nodeToolNames(c);
+    expect(names.size === few && !FLEET_ONLY.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
   });
 }
 
@@ -787,7 +799,7 @@ async function checkNoLeak() {
   const guarded = ARGS.guarded;
   const hidden = await withClient(token, { view: "flat" }, async (c) => {
     const names = await toolNames(c);
-    expect(sameSet(names, [`${node}__Read`]), `flat listing ${show([...names])}`);
+    expect(sameSet(names, [`${node}__Read`, ...GATEWAY_TOOLS]), `flat listing ${show([...names])}`);
     const hidden = await protocolError(c.callTool({ name: `${node}__Bash`, arguments: { command: "true" } }), "Bash");
     const missing = await protocolError(c.callTool({ name: `${node}__Nope`, arguments: {} }), "Nope");
     const other = await protocolError(c.callTool({ name: `${guarded}__Read`, arguments: { path: "x" } }), "other node");
