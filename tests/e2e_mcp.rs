@@ -439,6 +439,22 @@ async fn mcp_fleet_run_over_http_auto_mode() {
 }
 
 #[tokio::test]
+async fn mcp_typescript_sdk_fleet_run_legacy_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &ts, "http", "legacy").await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_run_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &ts, "http", "auto").await;
+}
+
+#[tokio::test]
 async fn mcp_fleet_run_over_stdio_auto_mode() {
     let Some(py) = python() else { return };
     let fleet = Fleet::start().await;

@@ -874,6 +874,92 @@ async function checkResources() {
   });
 }
 
+// --- fleet_run, fleet_jobs, fleet_job ------------------------------------------------
+// Nodes `run-a` (long.txt in its workspace), `run-b` (none: `cat` fails), `run-c`
+// (offline) and `run-d` (its Bash denied by --run-token's policy).
+
+const RUN_SELECT = "id~run-*";
+const RUN_STATUSES = { "run-a": "ok", "run-b": "failed", "run-c": "offline", "run-d": "denied" };
+
+async function checkFleetRun() {
+  // fleet_run over nodes with every outcome: a summary first, each node after, one
+  // progress notification per node, long texts cut; fleet_job reads the job back whole
+  // (in the other view), and another token's job reads like a missing one.
+  const seen = [];
+  const r = await withClient(ARGS["run-token"], { view: "fleet" }, (c) =>
+    c.callTool(
+      { name: "fleet_run", arguments: { select: RUN_SELECT, tool: "Bash", args: { command: "cat long.txt" } } },
+      { onprogress: (p) => seen.push(p), timeout: 20_000 },
+    ),
+  );
+  const text = textOf(r);
+  expect(r.isError === false, `a mixed run is not isError: ${show(text)}`);
+  const first = text.split("\n")[0];
+  expect(first.startsWith("1 ok, 1 failed, 1 offline, 1 denied \u2014 job "), `summary line ${show(first)}`);
+  const job = first.split(" ").pop();
+  const sc = r.structuredContent ?? {};
+  expect(sc.job === job, `structured job ${sc.job} vs ${job}`);
+  const counts = { ok: 1, failed: 1, offline: 1, denied: 1, skipped: 0 };
+  expect(Object.entries(counts).every(([k, n]) => sc.summary?.[k] === n), `summary ${show(sc.summary)}`);
+  const byNode = Object.fromEntries((sc.results ?? []).map((n) => [n.node, n]));
+  for (const [node, status] of Object.entries(RUN_STATUSES)) {
+    expect(byNode[node]?.status === status, `${node}: ${show(byNode[node])}`);
+    expect(text.includes(`\n[${node}] ${status}`), `no block for ${node}: ${show(text)}`);
+  }
+  const a = byNode["run-a"];
+  expect(a.ok === true && a.cut === true && a.text.length === 2000, `run-a not cut to 2000: ${a.text?.length}`);
+  expect(!text.includes("END-OF-LONG"), "the long text was not cut");
+  expect(text.includes(`fleet_job {"id": "${job}"}`) && text.includes("[cut: 2000 of "), `no cut note: ${show(text.slice(-400))}`);
+  expect(byNode["run-c"].error?.code === "node_offline", `run-c ${show(byNode["run-c"])}`);
+  const messages = seen.map((p) => p.message).sort();
+  const wanted = Object.entries(RUN_STATUSES).map(([n, st]) => `${n}: ${st}`).sort();
+  expect(show(messages) === show(wanted), `progress ${show(seen)}`);
+  expect(show(seen.map((p) => p.progress)) === show([1, 2, 3, 4]) && seen.every((p) => p.total === 4), `progress values ${show(seen)}`);
+
+  await withClient(ARGS["run-token"], { view: "flat" }, async (c) => {
+    const names = await toolNames(c);
+    expect(GATEWAY_TOOLS.every((n) => names.has(n)), "the flat view lacks the gateway tools");
+    const j = await c.callTool({ name: "fleet_job", arguments: { id: job } });
+    expect(!j.isError, `fleet_job: ${show(textOf(j).slice(0, 300))}`);
+    const got = j.structuredContent ?? {};
+    expect(got.id === job && got.kind === "fanout" && got.state === "done" && got.select === RUN_SELECT, `job ${show(got).slice(0, 300)}`);
+    const whole = Object.fromEntries(got.result.results.map((n) => [n.node, n]));
+    const kept = whole["run-a"].result.content.map((b) => b.text ?? "").join("");
+    expect(kept.includes("END-OF-LONG") && kept.length > 5000, `the job does not keep run-a's whole text (${kept.length})`);
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: { limit: 10 } });
+    expect((listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `fleet_jobs lacks ${job}`);
+  });
+
+  await withClient(ARGS["other-token"], { view: "fleet" }, async (c) => {
+    const theirs = await c.callTool({ name: "fleet_job", arguments: { id: job } });
+    const missing = await c.callTool({ name: "fleet_job", arguments: { id: "0".repeat(32) } });
+    expect(theirs.isError === true && textOf(theirs).startsWith("not_found:"), `another token's job: ${show(textOf(theirs))}`);
+    expect(
+      textOf(theirs).replaceAll(job, "X") === textOf(missing).replaceAll("0".repeat(32), "X"),
+      `another token's job ${show(textOf(theirs))} vs a missing one ${show(textOf(missing))}`,
+    );
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: {} });
+    expect(!(listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `another token lists ${job}`);
+  });
+
+  await withClient(ARGS["admin-token"], { view: "flat" }, async (c) => {
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: { limit: 500 } });
+    expect((listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `the admin does not list ${job}`);
+  });
+}
+
+async function checkFleetRunCancel() {
+  // A cancelled fleet_run cancels its node calls: the commands are killed.
+  const tag = `ts-${ARGS.transport}-${ARGS.mode}`;
+  const pidfile = join(ARGS["run-workspace"], `run-cancel-${tag}.pid`);
+  const command = `echo $$ > run-cancel-${tag}.pid; exec sleep 60`;
+  await withClient(ARGS["run-token"], { view: "fleet" }, async (c) => {
+    await cancelled(pidfile, (options) =>
+      c.callTool({ name: "fleet_run", arguments: { select: "id~run-a", tool: "Bash", args: { command } } }, options),
+    );
+  });
+}
+
 const CHECKS = {
   list: checkList,
   read: checkRead,
@@ -902,6 +988,8 @@ const CHECKS = {
   "auto-threshold": checkAutoThreshold,
   "no-leak": checkNoLeak,
   resources: checkResources,
+  "fleet-run": checkFleetRun,
+  "fleet-run-cancel": checkFleetRunCancel,
 };
 
 async function main() {
@@ -924,12 +1012,12 @@ const USAGE = `usage: drive.mjs --transport http|stdio --mode legacy|auto --url 
   --gsv BIN --data DIR --empty-data DIR --workspace DIR --token T --limited-token T
   --confirm-token T --self-confirm-token T --only-read-token T --fleet-token T
   --guarded NODE --node NODE --offline-node NODE [--default-view flat|fleet|auto]
-  CHECK... (${Object.keys(CHECKS).join(", ")})`;
+  [--run-token T --other-token T --admin-token T --run-workspace DIR] CHECK... (${Object.keys(CHECKS).join(", ")})`;
 
 function parse() {
   const names = ["transport", "mode", "url", "gateway", "gsv", "data", "empty-data", "workspace", "token",
     "limited-token", "confirm-token", "self-confirm-token", "only-read-token", "fleet-token", "guarded", "node",
-    "offline-node", "default-view"];
+    "offline-node", "default-view", "run-token", "other-token", "admin-token", "run-workspace"];
   let parsed;
   try {
     parsed = parseArgs({
@@ -940,7 +1028,7 @@ function parse() {
     throw new Error(`${e.message}\n${USAGE}`);
   }
   const args = parsed.values;
-  const optional = ["default-view"];
+  const optional = ["default-view", "run-token", "other-token", "admin-token", "run-workspace"];
   const missing = names.filter((n) => args[n] === undefined && !optional.includes(n));
   if (missing.length) throw new Error(`missing --${missing.join(", --")}\n${USAGE}`);
   if (!["http", "stdio"].includes(args.transport)) throw new Error(`bad --transport\n${USAGE}`);
