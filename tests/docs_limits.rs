@@ -119,6 +119,14 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![dur(gsv_gateway::reattach::REATTACH_WINDOW)]),
         ),
         (
+            "fleet_run::NODE_TEXT_MAX",
+            v(vec![count(gsv_gateway::mcp::fleet_run::NODE_TEXT_MAX)]),
+        ),
+        (
+            "fleet_run::TEXT_MAX",
+            v(vec![count(gsv_gateway::mcp::fleet_run::TEXT_MAX)]),
+        ),
+        (
             "MAX_APPROVAL_PLAN_BYTES",
             v(vec![bytes(pl::MAX_APPROVAL_PLAN_BYTES)]),
         ),

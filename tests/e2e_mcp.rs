@@ -356,6 +356,112 @@ async fn mcp_auto_view_switches_at_the_threshold() {
     fleet.drive(&py, "http", "auto", &["auto-threshold"]).await;
 }
 
+/// Nodes for `fleet_run` (issue: MCP fan-out and jobs): `run-a` with a long file in
+/// its workspace, `run-b` without it (`cat` fails), `run-c` offline, `run-d` whose
+/// Bash the run token may not call; and the tokens the checks use.
+struct RunNodes {
+    _procs: Vec<Proc>,
+    _dirs: Vec<TempDir>,
+    args: Vec<String>,
+}
+
+impl RunNodes {
+    async fn start(fleet: &Fleet) -> RunNodes {
+        let gw = &fleet.gw;
+        let a = TempDir::new("runa");
+        let b = TempDir::new("runb");
+        // Over fleet_run's 2,000-character cut; kept whole by the job.
+        let long = format!("{}\nEND-OF-LONG\n", "0123456789".repeat(600));
+        std::fs::write(a.path().join("long.txt"), long).unwrap();
+        let run_a = gw.node("run-a", a.path()).await;
+        let run_b = gw.node("run-b", b.path()).await;
+        let mut run_c = gw.node("run-c", b.path()).await;
+        run_c.kill();
+        let run_d = gw.node("run-d", b.path()).await;
+        let (url, admin) = (gw.url(), gw.admin_token());
+        eventually("run-c gone offline", Duration::from_secs(20), || {
+            let (url, admin) = (url.clone(), admin.clone());
+            async move {
+                let c = AgentClient::connect(&url, &admin).await.ok()?;
+                let nodes = c.list_nodes().await.ok()?;
+                nodes
+                    .iter()
+                    .any(|n| n.id == "run-c" && !n.online)
+                    .then_some(())
+            }
+        })
+        .await;
+        let runner = gw.token(&["agent", "runner", "--allow", "*", "--deny", "run-d__Bash"]);
+        let other = gw.token(&["agent", "other", "--allow", "*"]);
+        let args = vec![
+            "--run-token".to_owned(),
+            runner,
+            "--other-token".to_owned(),
+            other,
+            "--admin-token".to_owned(),
+            admin,
+            "--run-workspace".to_owned(),
+            a.path().display().to_string(),
+        ];
+        RunNodes {
+            _procs: vec![run_a, run_b, run_c, run_d],
+            _dirs: vec![a, b],
+            args,
+        }
+    }
+
+    async fn drive(&self, fleet: &Fleet, driver: &Driver, transport: &str, mode: &str) {
+        let extra: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        fleet
+            .drive_with(driver, transport, mode, RUN_CHECKS, &extra)
+            .await
+    }
+}
+
+/// `fleet_run` with mixed outcomes, progress and cuts, then `fleet_job` / `fleet_jobs`
+/// (the job's owner, another token, the admin), and cancelling a run.
+const RUN_CHECKS: &[&str] = &["fleet-run", "fleet-run-cancel"];
+
+#[tokio::test]
+async fn mcp_fleet_run_over_http_legacy_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &py, "http", "legacy").await;
+}
+
+#[tokio::test]
+async fn mcp_fleet_run_over_http_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &py, "http", "auto").await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_run_legacy_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &ts, "http", "legacy").await;
+}
+
+#[tokio::test]
+async fn mcp_typescript_sdk_fleet_run_auto_mode() {
+    let Some(ts) = typescript() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &ts, "http", "auto").await;
+}
+
+#[tokio::test]
+async fn mcp_fleet_run_over_stdio_auto_mode() {
+    let Some(py) = python() else { return };
+    let fleet = Fleet::start().await;
+    let run = RunNodes::start(&fleet).await;
+    run.drive(&fleet, &py, "stdio", "auto").await;
+}
+
 #[tokio::test]
 async fn mcp_over_http_legacy_mode() {
     let Some(py) = python() else { return };

@@ -188,9 +188,12 @@ async fn measure(
         }
         let (flat_bytes, flat_tools) = listing(addr, token, "flat").await?;
         let (fleet_bytes, fleet_tools) = listing(addr, token, "fleet").await?;
-        if flat_tools != size * template.tools.len() {
+        // The flat view lists the gateway tools no node offers (fleet_run, ...) too.
+        let gateway_tools = gsv_gateway::mcp::fleet_tools::flat_definitions().len();
+        if flat_tools != size * template.tools.len() + gateway_tools {
             return Err(format!(
-                "the flat view listed {flat_tools} tools for {size} nodes of {} tools",
+                "the flat view listed {flat_tools} tools for {size} nodes of {} tools \
+                 and {gateway_tools} gateway tools",
                 template.tools.len()
             ));
         }

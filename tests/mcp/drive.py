@@ -377,7 +377,18 @@ async def check_list_changed() -> None:
 
 # --- fleet view, views and selection ----------------------------------------------
 
-FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call"}
+# The gateway tools no node offers, listed in both views (and nothing else of the fleet
+# view is listed flat).
+GATEWAY_TOOLS = {"fleet_run", "fleet_jobs", "fleet_job"}
+FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call"} | GATEWAY_TOOLS
+FLEET_ONLY = FLEET_TOOLS - GATEWAY_TOOLS
+
+
+async def node_tool_names(c: Client) -> set[str]:
+    """The flat listing without the gateway tools: the nodes' tools."""
+    names = {t.name for t in await all_tools(c)}
+    expect(GATEWAY_TOOLS <= names, f"the flat view does not list {sorted(GATEWAY_TOOLS - names)}")
+    return names - GATEWAY_TOOLS
 
 
 async def names_of(c: Client) -> set[str]:
@@ -412,7 +423,7 @@ async def all_nodes(c: Client, **args: Any) -> list[dict]:
 
 
 async def check_fleet_list() -> None:
-    """The fleet view lists three gateway tools, small, whatever the fleet."""
+    """The fleet view lists six gateway tools, small, whatever the fleet."""
     async with client(ARGS.token, view="fleet") as c:
         tools = await all_tools(c)
         expect({t.name for t in tools} == FLEET_TOOLS, f"fleet listing {[t.name for t in tools]}")
@@ -562,7 +573,7 @@ async def check_select() -> None:
     unknown, exactly like a tool that does not exist."""
     sel = f"id~{ARGS.node}"
     async with client(ARGS.token, select=sel) as c:
-        names = await names_of(c)
+        names = await node_tool_names(c)
         expect(names and all(n.startswith(f"{ARGS.node}__") for n in names), f"select {sel}: {sorted(names)}")
         r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "picked"})
         expect(text_of(r).startswith("picked"), f"call inside the selection: {text_of(r)!r}")
@@ -595,7 +606,8 @@ async def check_view_override() -> None:
         expect(await names_of(c) == FLEET_TOOLS, "a --mcp-view fleet token did not get the fleet view")
     async with client(ARGS.fleet_token, view="flat") as c:
         names = await names_of(c)
-        expect(f"{ARGS.node}__Read" in names and not names & FLEET_TOOLS, f"?view=flat: {sorted(names)}")
+        expect(f"{ARGS.node}__Read" in names and not names & FLEET_ONLY and GATEWAY_TOOLS <= names,
+               f"?view=flat: {sorted(names)}")
     async with client(ARGS.token, view="fleet") as c:
         expect(await names_of(c) == FLEET_TOOLS, "?view=fleet did not give the fleet view")
 
@@ -603,15 +615,15 @@ async def check_view_override() -> None:
 async def check_auto_threshold() -> None:
     """auto: flat while the token sees at most 40 tools, fleet beyond."""
     async with client(ARGS.token, view="flat") as c:
-        many = len(await names_of(c))
+        many = len(await node_tool_names(c))
     async with client(ARGS.limited_token, view="flat") as c:
-        few = len(await names_of(c))
+        few = len(await node_tool_names(c))
     expect(few <= 40 < many, f"this fleet does not straddle the threshold: {few} and {many} tools")
     async with client(ARGS.token) as c:
         expect(await names_of(c) == FLEET_TOOLS, f"auto with {many} tools is not the fleet view")
     async with client(ARGS.limited_token) as c:
-        names = await names_of(c)
-        expect(len(names) == few and not names & FLEET_TOOLS, f"auto with {few} tools is not flat")
+        names = await node_tool_names(c)
+        expect(len(names) == few and not names & FLEET_ONLY, f"auto with {few} tools is not flat")
 
 
 async def check_no_leak() -> None:
@@ -620,7 +632,7 @@ async def check_no_leak() -> None:
     like what does not exist."""
     tok, node = ARGS.only_read_token, ARGS.node
     async with client(tok, view="flat") as c:
-        expect(await names_of(c) == {f"{node}__Read"}, "flat listing")
+        expect(await names_of(c) == {f"{node}__Read"} | GATEWAY_TOOLS, "flat listing")
         hidden = await rpc_error(c.call_tool(f"{node}__Bash", {"command": "true"}))
         missing = await rpc_error(c.call_tool(f"{node}__Nope", {}))
         other = await rpc_error(c.call_tool(f"{ARGS.guarded}__Read", {"path": "x"}))
@@ -698,6 +710,108 @@ async def check_resources() -> None:
                 proc.wait()
 
 
+# --- fleet_run, fleet_jobs, fleet_job ------------------------------------------------
+# Nodes `run-a` (long.txt in its workspace), `run-b` (none: `cat` fails), `run-c`
+# (offline) and `run-d` (its Bash denied by --run-token's policy).
+
+RUN_SELECT = "id~run-*"
+RUN_STATUSES = {"run-a": "ok", "run-b": "failed", "run-c": "offline", "run-d": "denied"}
+
+
+async def fleet_run_long(c: Client, seen: list[tuple[float, float | None, str | None]]) -> types.CallToolResult:
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    return await c.call_tool("fleet_run", {"select": RUN_SELECT, "tool": "Bash", "args": {"command": "cat long.txt"}},
+                             progress_callback=on_progress)
+
+
+async def check_fleet_run() -> None:
+    """fleet_run over nodes with every outcome: a summary first, each node after, one
+    progress notification per node, long texts cut; fleet_job reads the job back whole
+    (in the other view), and another token's job reads like a missing one."""
+    seen: list[tuple[float, float | None, str | None]] = []
+    async with client(ARGS.run_token, view="fleet") as c:
+        r = await fleet_run_long(c, seen)
+    text = text_of(r)
+    expect(r.is_error is False, f"a mixed run is not isError: {text!r}")
+    first = text.splitlines()[0]
+    expect(first.startswith("1 ok, 1 failed, 1 offline, 1 denied \u2014 job "), f"summary line {first!r}")
+    job = first.rsplit(" ", 1)[-1]
+    sc = r.structured_content or {}
+    expect(sc.get("job") == job, f"structured job {sc.get('job')} vs {job}")
+    expect(sc.get("summary") == {"ok": 1, "failed": 1, "offline": 1, "denied": 1, "skipped": 0}, f"summary {sc.get('summary')}")
+    statuses = {n["node"]: n["status"] for n in sc.get("results", [])}
+    expect(statuses == RUN_STATUSES, f"statuses {statuses}")
+    by_node = {n["node"]: n for n in sc["results"]}
+    a = by_node["run-a"]
+    expect(a["ok"] is True and a.get("cut") is True and len(a["text"]) == 2000, f"run-a not cut to 2000: {len(a.get('text', ''))}")
+    expect("END-OF-LONG" not in text, "the long text was not cut")
+    expect(f'fleet_job {{"id": "{job}"}}' in text and "[cut: 2000 of " in text, f"no cut note: {text[-400:]!r}")
+    expect(by_node["run-b"]["ok"] is False and "long.txt" in by_node["run-b"]["text"], f"run-b {by_node['run-b']}")
+    expect(by_node["run-c"]["error"]["code"] == "node_offline", f"run-c {by_node['run-c']}")
+    expect(by_node["run-d"]["error"]["code"] in ("forbidden", "denied"), f"run-d {by_node['run-d']}")
+    for node in RUN_STATUSES:
+        expect(f"\n[{node}] {RUN_STATUSES[node]}" in text, f"no block for {node}: {text!r}")
+    expect(text.index("[run-a]") > text.index(" job "), "the nodes come after the summary")
+    # One progress notification per node: progress counts up to 4 of 4.
+    expect(sorted(m for _, _, m in seen) == sorted(f"{n}: {s}" for n, s in RUN_STATUSES.items()), f"progress {seen}")
+    expect([p for p, _, _ in seen] == [1, 2, 3, 4] and all(t == 4 for _, t, _ in seen), f"progress values {seen}")
+
+    async with client(ARGS.run_token, view="flat") as c:
+        names = {t.name for t in await all_tools(c)}
+        expect(GATEWAY_TOOLS <= names, f"the flat view lacks the gateway tools: {sorted(names)[:10]}")
+        j = await c.call_tool("fleet_job", {"id": job})
+        expect(not j.is_error, f"fleet_job: {text_of(j)[:300]!r}")
+        got = j.structured_content or {}
+        expect(got.get("id") == job and got.get("kind") == "fanout" and got.get("state") == "done", f"job {str(got)[:300]}")
+        expect(got.get("select") == RUN_SELECT and got.get("name") == "Bash", f"job {str(got)[:300]}")
+        whole = {n["node"]: n for n in got["result"]["results"]}
+        expect({n: w["status"] for n, w in whole.items()} == RUN_STATUSES, f"kept statuses {whole}")
+        kept = "".join(b.get("text", "") for b in whole["run-a"]["result"]["content"])
+        expect("END-OF-LONG" in kept and len(kept) > 5000, f"the job does not keep run-a's whole text ({len(kept)})")
+        listed = await c.call_tool("fleet_jobs", {"limit": 10})
+        ids = [x["id"] for x in (listed.structured_content or {}).get("jobs", [])]
+        expect(job in ids, f"fleet_jobs of its token lacks {job}: {ids}")
+        bad = await c.call_tool("fleet_run", {"select": RUN_SELECT, "tool": "run-a__Bash"})
+        expect(bad.is_error is True and text_of(bad).startswith("invalid_args:"), f"a namespaced tool: {text_of(bad)!r}")
+
+    async with client(ARGS.other_token, view="fleet") as c:
+        theirs = await c.call_tool("fleet_job", {"id": job})
+        missing = await c.call_tool("fleet_job", {"id": "0" * 32})
+        expect(theirs.is_error is True and text_of(theirs).startswith("not_found:"), f"another token's job: {text_of(theirs)!r}")
+        expect(text_of(theirs).replace(job, "X") == text_of(missing).replace("0" * 32, "X"),
+               f"another token's job {text_of(theirs)!r} vs a missing one {text_of(missing)!r}")
+        listed = await c.call_tool("fleet_jobs", {})
+        ids = [x["id"] for x in (listed.structured_content or {}).get("jobs", [])]
+        expect(job not in ids, f"another token lists {job}")
+
+    async with client(ARGS.admin_token, view="flat") as c:
+        listed = await c.call_tool("fleet_jobs", {"limit": 500})
+        ids = [x["id"] for x in (listed.structured_content or {}).get("jobs", [])]
+        expect(job in ids, f"the admin does not list {job}")
+        j = await c.call_tool("fleet_job", {"id": job})
+        expect(not j.is_error, f"the admin reads the job: {text_of(j)[:200]!r}")
+
+
+async def check_fleet_run_cancel() -> None:
+    """A cancelled fleet_run cancels its node calls: the commands are killed."""
+    tag = f"{ARGS.transport}-{ARGS.mode}"
+    cmd = f"echo $$ > run-cancel-{tag}.pid; exec sleep 60"
+    async with client(ARGS.run_token, view="fleet") as c:
+        with anyio.move_on_after(3):
+            await c.call_tool("fleet_run", {"select": "id~run-a", "tool": "Bash", "args": {"command": cmd}})
+            raise CheckFailed("the run finished instead of being cancelled")
+    pidfile = os.path.join(ARGS.run_workspace, f"run-cancel-{tag}.pid")
+    expect(os.path.exists(pidfile), "the command never started")
+    with open(pidfile) as f:
+        pid = int(f.read().strip())
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    expect(not pid_alive(pid), f"process {pid} still runs after fleet_run was cancelled")
+
+
 CHECKS = {
     "list": check_list,
     "read": check_read,
@@ -726,6 +840,8 @@ CHECKS = {
     "auto-threshold": check_auto_threshold,
     "no-leak": check_no_leak,
     "resources": check_resources,
+    "fleet-run": check_fleet_run,
+    "fleet-run-cancel": check_fleet_run_cancel,
 }
 
 
@@ -768,6 +884,10 @@ if __name__ == "__main__":
     p.add_argument("--offline-node", required=True)
     p.add_argument("--default-view", choices=["flat", "fleet", "auto"],
                    help="the view a check asks for when it names none (default: none, the token's)")
+    p.add_argument("--run-token", help="allow *, deny run-d__Bash (fleet-run checks)")
+    p.add_argument("--other-token", help="allow *, another token (fleet-run checks)")
+    p.add_argument("--admin-token", help="the admin token (fleet-run checks)")
+    p.add_argument("--run-workspace", help="run-a's workspace (fleet-run checks)")
     p.add_argument("checks", nargs="+", choices=sorted(CHECKS))
     ARGS = p.parse_args()
     sys.exit(anyio.run(main))

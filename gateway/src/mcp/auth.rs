@@ -48,6 +48,8 @@ pub struct McpPrincipal {
     pub name: String,
     pub token_id: String,
     pub policy: Arc<Policy>,
+    /// The admin token: an operator, who reads every token's jobs (`fleet_jobs`).
+    pub admin: bool,
 }
 
 impl McpPrincipal {
@@ -57,6 +59,7 @@ impl McpPrincipal {
                 name: "admin".to_owned(),
                 token_id: token_id.clone(),
                 policy: Arc::new(Policy::full_access()),
+                admin: true,
             },
             Principal::Agent {
                 policy,
@@ -66,6 +69,7 @@ impl McpPrincipal {
                 name: name.clone(),
                 token_id: token_id.clone(),
                 policy: Arc::new(policy.clone()),
+                admin: false,
             },
         }
     }

@@ -1,13 +1,16 @@
-//! The fleet view's gateway tools: `fleet_nodes`, `fleet_tools` and `fleet_call`, a
-//! listing of the same small size whatever the fleet's.
+//! The gateway tools: the fleet view's `fleet_nodes`, `fleet_tools` and `fleet_call`,
+//! a listing of the same small size whatever the fleet's, and `fleet_run`,
+//! `fleet_jobs` and `fleet_job`, listed in both views.
 //!
 //! An agent finds machines with `fleet_nodes` (paged, narrowed by a selector), reads
 //! the definitions of the tools it may call on one with `fleet_tools`, and calls one
 //! with `fleet_call`, which is exactly the routed call of `{node}__{tool}` (the
-//! handler sends it through the same path as a flat call). This file holds the
-//! definitions, the parsing of their arguments and the two listing answers; every
-//! list is built from [`super::nodes`], so nothing here shows more than the flat
-//! view would.
+//! handler sends it through the same path as a flat call). `fleet_run` runs one tool
+//! on many nodes ([`super::fleet_run`]) and `fleet_jobs` / `fleet_job` read the kept
+//! outcomes ([`super::fleet_jobs`]): nothing in the flat view does that, so the flat
+//! view lists those three too. This file holds the definitions, the parsing of the
+//! fleet view's arguments and its two listing answers; every list is built from
+//! [`super::nodes`], so nothing here shows more than the flat view would.
 
 use super::nodes::{self, NodeCard, NODES_PAGE};
 use super::result::{self, BadCursor};
@@ -27,6 +30,9 @@ use thiserror::Error;
 pub const FLEET_NODES: &str = "fleet_nodes";
 pub const FLEET_TOOLS: &str = "fleet_tools";
 pub const FLEET_CALL: &str = "fleet_call";
+pub const FLEET_RUN: &str = "fleet_run";
+pub const FLEET_JOBS: &str = "fleet_jobs";
+pub const FLEET_JOB: &str = "fleet_job";
 
 /// One of the fleet view's tools, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +40,9 @@ pub enum FleetTool {
     Nodes,
     Tools,
     Call,
+    Run,
+    Jobs,
+    Job,
 }
 
 impl FleetTool {
@@ -42,8 +51,17 @@ impl FleetTool {
             FLEET_NODES => Some(FleetTool::Nodes),
             FLEET_TOOLS => Some(FleetTool::Tools),
             FLEET_CALL => Some(FleetTool::Call),
+            FLEET_RUN => Some(FleetTool::Run),
+            FLEET_JOBS => Some(FleetTool::Jobs),
+            FLEET_JOB => Some(FleetTool::Job),
             _ => None,
         }
+    }
+
+    /// Whether the flat view lists it too: the tools that do what no `{node}__{tool}`
+    /// does (run on many nodes, read kept jobs).
+    pub fn in_flat(self) -> bool {
+        matches!(self, FleetTool::Run | FleetTool::Jobs | FleetTool::Job)
     }
 }
 
@@ -63,7 +81,19 @@ const CALL_DESCRIPTION: &str = "Call one tool on one node and get its result: `n
 fleet_tools), `timeoutMs` the call's deadline (default: the tool's). Same rules as the \
 tool itself: some calls wait for a human's approval; progress and cancellation work.";
 
-/// The fleet view's `tools/list`: these three, always.
+const RUN_DESCRIPTION: &str = "Run one tool on every node `select` picks (as fleet_nodes; \
+`id~*`: all) with the same `args`; `tool` is the bare name (e.g. Bash). `batch`: nodes at \
+once, a count or \"N%\"; `failFast`: start no more after a failure. Answers a summary, \
+then each node's result (long ones cut: fleet_job with the job id has them whole). \
+Progress: one notification per node.";
+
+const JOBS_DESCRIPTION: &str = "Your jobs (fleet_run runs, async calls), newest first: id, \
+tool, selector, state, times. Paged by `limit` (default 50) and `offset`.";
+
+const JOB_DESCRIPTION: &str = "One job by `id`, with its whole kept result (for a \
+fleet_run: every node's, uncut).";
+
+/// The fleet view's `tools/list`: these six, always.
 pub fn definitions() -> Vec<Tool> {
     let tool = |name: &'static str, description: &'static str, schema: Value, ann: Value| {
         let schema = match schema {
@@ -96,7 +126,7 @@ pub fn definitions() -> Vec<Tool> {
                 "node": {"type": "string"},
                 "tools": {"type": "array", "items": {"type": "string"}}
             }, "required": ["node"], "additionalProperties": false}),
-            read_only,
+            read_only.clone(),
         ),
         tool(
             FLEET_CALL,
@@ -109,7 +139,46 @@ pub fn definitions() -> Vec<Tool> {
             }, "required": ["node", "tool"], "additionalProperties": false}),
             json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
         ),
+        tool(
+            FLEET_RUN,
+            RUN_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "select": {"type": "string"},
+                "tool": {"type": "string"},
+                "args": {"type": "object"},
+                "batch": {"type": ["integer", "string"]},
+                "failFast": {"type": "boolean"},
+                "timeoutMs": {"type": "integer", "minimum": 1}
+            }, "required": ["select", "tool"], "additionalProperties": false}),
+            json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
+        ),
+        tool(
+            FLEET_JOBS,
+            JOBS_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "limit": {"type": "integer", "minimum": 1},
+                "offset": {"type": "integer", "minimum": 0}
+            }, "additionalProperties": false}),
+            read_only.clone(),
+        ),
+        tool(
+            FLEET_JOB,
+            JOB_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "id": {"type": "string"}
+            }, "required": ["id"], "additionalProperties": false}),
+            read_only,
+        ),
     ]
+}
+
+/// The gateway tools the flat view lists before the nodes' tools (see
+/// [`FleetTool::in_flat`]).
+pub fn flat_definitions() -> Vec<Tool> {
+    definitions()
+        .into_iter()
+        .filter(|t| FleetTool::from_name(&t.name).is_some_and(FleetTool::in_flat))
+        .collect()
 }
 
 /// Why a fleet tool could not answer.
@@ -229,7 +298,7 @@ pub fn call_target(args: Option<Map<String, Value>>) -> Result<CallTarget, Fleet
 }
 
 /// A tool result holding `value` as structured content (and its JSON as text).
-fn structured<T: Serialize>(value: &T) -> CallToolResult {
+pub(super) fn structured<T: Serialize>(value: &T) -> CallToolResult {
     let raw = json!({"content": [], "structuredContent": value}).to_string();
     result::call_result(&raw).unwrap_or_else(|e| {
         result::error_result(&ErrorShape::new(ErrorCode::Internal, e.to_string()))
@@ -335,11 +404,31 @@ mod tests {
     fn the_listing_is_small_and_constant() {
         let tools = definitions();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, [FLEET_NODES, FLEET_TOOLS, FLEET_CALL]);
+        assert_eq!(
+            names,
+            [
+                FLEET_NODES,
+                FLEET_TOOLS,
+                FLEET_CALL,
+                FLEET_RUN,
+                FLEET_JOBS,
+                FLEET_JOB
+            ]
+        );
+        let flat: Vec<String> = flat_definitions()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert_eq!(flat, [FLEET_RUN, FLEET_JOBS, FLEET_JOB]);
+        assert!(
+            flat.iter().all(|n| !n.contains("__")),
+            "never a node's name"
+        );
         let bytes = serde_json::to_string(&json!({"tools": tools}))
             .unwrap()
             .len();
         assert!(bytes <= 6 * 1024, "the fleet listing is {bytes} bytes");
+        eprintln!("fleet listing: {bytes} bytes");
         for t in &tools {
             assert!(FleetTool::from_name(&t.name).is_some());
         }

@@ -25,6 +25,7 @@ use super::nodes;
 use super::resources;
 use super::result::{self, Mapped};
 use super::view::{self, Lens, Shown, UrlView};
+use super::{fleet_jobs, fleet_run};
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
 use crate::policy::Decision;
@@ -77,15 +78,17 @@ const APPROVAL_INPUT: &str = "gsv_approval";
 const INSTRUCTIONS: &str = "gsv gateway: the tools of every machine (node) in this fleet. \
 Tool names are namespaced by node, `{node}__{tool}` (e.g. `laptop__Bash`, `server__Read`): \
 pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os]`. Tools of \
-a node that is offline stay listed; calling one says since when it is offline. Some calls \
-need a human's approval first.";
+a node that is offline stay listed; calling one says since when it is offline. fleet_run \
+runs one tool on many nodes; fleet_jobs and fleet_job read kept results. Some calls need \
+a human's approval first.";
 
 /// What a fleet-view session is told.
 const FLEET_INSTRUCTIONS: &str = "gsv gateway: a fleet of machines (nodes), reached through \
-three tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
+a few tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
 tools you may call there; `select` narrows it, e.g. `role=web`); fleet_tools gives one \
-node's tool definitions; fleet_call {node, tool, args} runs one. Some calls need a \
-human's approval first.";
+node's tool definitions; fleet_call {node, tool, args} runs one; fleet_run {select, tool, \
+args} runs one on many nodes; fleet_jobs and fleet_job read kept results. Some calls need \
+a human's approval first.";
 
 /// State shared by every MCP handler of one gateway.
 pub struct McpState {
@@ -369,12 +372,20 @@ impl ServerHandler for McpHandler {
         let nodes = nodes::lens_nodes(self.shared(), &lens, None);
         let entries = nodes::lens_entries(self.shared(), &lens, &nodes);
         let cursor = request.and_then(|r| r.cursor);
-        result::list_page(&entries, cursor.as_deref(), |node| {
+        let mut page = result::list_page(&entries, cursor.as_deref(), |node| {
             nodes
                 .iter()
                 .find(|n| n.id == node)
                 .and_then(|n| n.os.as_deref())
-        })
+        })?;
+        // The gateway tools no node offers (fleet_run, fleet_jobs, fleet_job) lead
+        // the first page.
+        if cursor.is_none() {
+            let mut tools = fleet_tools::flat_definitions();
+            tools.append(&mut page.tools);
+            page.tools = tools;
+        }
+        Ok(page)
     }
 
     async fn call_tool(
@@ -567,44 +578,73 @@ impl McpHandler {
         lens: Lens,
     ) -> Result<CallToolResponse, ErrorData> {
         let shared = self.shared();
-        let routed = match lens.shown {
-            Shown::Flat => Routed {
-                name: request.name.to_string(),
-                args: Value::Object(request.arguments.clone().unwrap_or_default()),
-                timeout_ms: None,
-            },
-            Shown::Fleet => {
-                let args = request.arguments.clone();
-                let answer = match FleetTool::from_name(&request.name) {
-                    None => return Err(result::not_found(&request.name)),
-                    Some(FleetTool::Nodes) => fleet_tools::nodes_answer(shared, &lens, args),
-                    Some(FleetTool::Tools) => fleet_tools::tools_answer(shared, &lens, args),
-                    Some(FleetTool::Call) => match fleet_tools::call_target(args) {
-                        Ok(t) => {
-                            tracing::Span::current().record("tool", t.name.as_str());
-                            return self
-                                .call(
-                                    Routed {
-                                        name: t.name,
-                                        args: t.args,
-                                        timeout_ms: t.timeout_ms,
-                                    },
-                                    request,
-                                    context,
-                                    lens,
-                                )
-                                .await;
-                        }
-                        Err(e) => Err(e),
-                    },
+        // The fleet view's tools; the flat view lists those no node offers too.
+        let gateway = FleetTool::from_name(&request.name)
+            .filter(|t| lens.shown == Shown::Fleet || t.in_flat());
+        let args = request.arguments.clone();
+        let answer = match gateway {
+            None if lens.shown == Shown::Fleet => return Err(result::not_found(&request.name)),
+            None => {
+                let routed = Routed {
+                    name: request.name.to_string(),
+                    args: Value::Object(args.unwrap_or_default()),
+                    timeout_ms: None,
                 };
-                return match answer {
-                    Ok(r) => Ok(r.into()),
-                    Err(e) => e.into_result().map(Into::into),
-                };
+                return self.call(routed, request, context, lens).await;
             }
+            Some(FleetTool::Run) => return Ok(self.run(request, context, lens).await.into()),
+            Some(FleetTool::Jobs) => {
+                return Ok(fleet_jobs::jobs_answer(shared, &lens.who, args)
+                    .await
+                    .into())
+            }
+            Some(FleetTool::Job) => {
+                return Ok(fleet_jobs::job_answer(shared, &lens.who, args).await.into())
+            }
+            Some(FleetTool::Nodes) => fleet_tools::nodes_answer(shared, &lens, args),
+            Some(FleetTool::Tools) => fleet_tools::tools_answer(shared, &lens, args),
+            Some(FleetTool::Call) => match fleet_tools::call_target(args) {
+                Ok(t) => {
+                    tracing::Span::current().record("tool", t.name.as_str());
+                    let routed = Routed {
+                        name: t.name,
+                        args: t.args,
+                        timeout_ms: t.timeout_ms,
+                    };
+                    return self.call(routed, request, context, lens).await;
+                }
+                Err(e) => Err(e),
+            },
         };
-        self.call(routed, request, context, lens).await
+        match answer {
+            Ok(r) => Ok(r.into()),
+            Err(e) => e.into_result().map(Into::into),
+        }
+    }
+
+    /// `fleet_run`: the fan-out, with one progress notification per finished node and
+    /// cancelled with the request.
+    async fn run(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        lens: Lens,
+    ) -> CallToolResult {
+        let params = match fleet_run::parse(request.arguments, lens.select.as_deref()) {
+            Ok(p) => p,
+            Err(e) => return e.into_result(),
+        };
+        let token = context.meta.get_progress_token();
+        let cancel = context.ct.child_token();
+        fleet_run::run(
+            self.shared(),
+            &lens.who,
+            params,
+            cancel,
+            &context.peer,
+            token,
+        )
+        .await
     }
 
     /// Whether the node of `name` is outside the session's `?select=`.

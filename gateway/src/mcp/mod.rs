@@ -2,8 +2,10 @@
 //!
 //! MCP is how Claude Code, Cursor and other agents reach gsv with no glue: every tool
 //! of every node appears as one namespaced MCP tool (the flat view), or the fleet is
-//! reached through three gateway tools (the fleet view, [`view`], [`fleet_tools`]),
-//! with the same inventory as resources ([`resources`]). The transport is Streamable HTTP
+//! reached through a few gateway tools (the fleet view, [`view`], [`fleet_tools`]),
+//! with the same inventory as resources ([`resources`]). Both views also list
+//! `fleet_run` ([`fleet_run`]: one tool on many nodes) and `fleet_jobs` / `fleet_job`
+//! ([`fleet_jobs`]: the outcomes the gateway keeps). The transport is Streamable HTTP
 //! from the official Rust SDK (`rmcp`), mounted in the gateway's axum router behind a
 //! Bearer-token middleware ([`auth`]); the handler ([`handler`]) answers `tools/list`
 //! and `tools/call` from the live registry through the same router as the WebSocket
@@ -14,6 +16,8 @@
 //! and the session-less 2026-07-28 revision (`server/discover`, per-request metadata).
 
 pub mod auth;
+pub mod fleet_jobs;
+pub mod fleet_run;
 pub mod fleet_tools;
 pub mod handler;
 pub mod nodes;

@@ -1,8 +1,9 @@
 //! Which view of the fleet an MCP session gets, and what of the fleet it covers.
 //!
 //! The same fleet can be shown two ways, under the same policy: `flat` lists every
-//! `{node}__{tool}` the token may call (one MCP tool each), `fleet` lists three gateway
-//! tools (`fleet_nodes`, `fleet_tools`, `fleet_call`) whatever the fleet's size. Past a
+//! `{node}__{tool}` the token may call (one MCP tool each), `fleet` lists six gateway
+//! tools (`fleet_nodes`, `fleet_tools`, `fleet_call`, `fleet_run`, `fleet_jobs`,
+//! `fleet_job`) whatever the fleet's size; the last three are listed flat too. Past a
 //! few machines the flat list swamps an agent's context, so the default, `auto`, shows
 //! flat while the token sees at most [`AUTO_MAX_TOOLS`] tools and fleet beyond.
 //!

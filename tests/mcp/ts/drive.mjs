@@ -483,9 +483,21 @@ async function checkListChanged() {
 
 // --- fleet view, views and selection ----------------------------------------------
 
-const FLEET_TOOLS = ["fleet_call", "fleet_nodes", "fleet_tools"];
+/** The gateway tools no node offers, listed in both views. */
+const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job"];
+/** The fleet view's tools that the flat view does not list. */
+const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools"];
+const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];
 
-/** Whether the set `names` is exactly the fleet view's three tools. */
+/** The flat listing's names without the gateway tools (which it must list). */
+async function nodeToolNames(c) {
+  const names = await toolNames(c);
+  expect(GATEWAY_TOOLS.every((n) => names.has(n)), `the flat view does not list the gateway tools: ${show([...names])}`);
+  for (const n of GATEWAY_TOOLS) names.delete(n);
+  return names;
+}
+
+/** Whether the set `names` is exactly the fleet view's six tools. */
 const isFleetView = (names) => names.size === FLEET_TOOLS.length && FLEET_TOOLS.every((n) => names.has(n));
 
 const fleetCall = (c, node, tool, args, options) =>
@@ -521,11 +533,11 @@ async function readJson(c, uri) {
 const sameSet = (set, list) => set.size === list.length && list.every((x) => set.has(x));
 
 async function checkFleetList() {
-  // The fleet view lists three gateway tools, small, whatever the fleet.
+  // The fleet view lists six gateway tools, small, whatever the fleet.
   await withClient(ARGS.token, { view: "fleet" }, async (c) => {
     const tools = await allTools(c);
     const names = tools.map((t) => t.name);
-    expect(names.length === 3 && isFleetView(new Set(names)), `fleet listing ${show(names)}`);
+    expect(names.length === FLEET_TOOLS.length && isFleetView(new Set(names)), `fleet listing ${show(names)}`);
     const size = Buffer.byteLength(JSON.stringify(tools));
     expect(size <= 6 * 1024, `the fleet listing is ${size} bytes`);
     const desc = Object.fromEntries(tools.map((t) => [t.name, t.description ?? ""]));
@@ -699,7 +711,7 @@ async function checkSelect() {
   // unknown, exactly like a tool that does not exist.
   const sel = `id~${ARGS.node}`;
   await withClient(ARGS.token, { select: sel }, async (c) => {
-    const names = [...(await toolNames(c))];
+    const names = [...(await nodeToolNames(c))];
     expect(names.length > 0 && names.every((n) => n.startsWith(`${ARGS.node}__`)), `select ${sel}: ${show(names.sort())}`);
     const r = await c.callTool({ name: `${ARGS.node}__Echo`, arguments: { text: "picked" } });
     expect(textOf(r).startsWith("picked"), `call inside the selection: ${show(textOf(r))}`);
@@ -755,7 +767,7 @@ async function checkViewOverride() {
   await withClient(ARGS["fleet-token"], { view: "flat" }, async (c) => {
     const names = await toolNames(c);
     expect(
-      names.has(`${ARGS.node}__Read`) && !FLEET_TOOLS.some((n) => names.has(n)),
+      names.has(`${ARGS.node}__Read`) && !FLEET_ONLY.some((n) => names.has(n)) && GATEWAY_TOOLS.every((n) => names.has(n)),
       `?view=flat: ${show([...names].sort())}`,
     );
   });
@@ -766,15 +778,15 @@ async function checkViewOverride() {
 
 async function checkAutoThreshold() {
   // auto: flat while the token sees at most 40 tools, fleet beyond.
-  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await toolNames(c)).size);
-  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await toolNames(c)).size);
+  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
+  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
   expect(few <= 40 && 40 < many, `this fleet does not straddle the threshold: ${few} and ${many} tools`);
   await withClient(ARGS.token, {}, async (c) => {
     expect(isFleetView(await toolNames(c)), `auto with ${many} tools is not the fleet view`);
   });
   await withClient(ARGS["limited-token"], {}, async (c) => {
-    const names = await toolNames(c);
-    expect(names.size === few && !FLEET_TOOLS.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
+    const names = await nodeToolNames(c);
+    expect(names.size === few && !FLEET_ONLY.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
   });
 }
 
@@ -787,7 +799,7 @@ async function checkNoLeak() {
   const guarded = ARGS.guarded;
   const hidden = await withClient(token, { view: "flat" }, async (c) => {
     const names = await toolNames(c);
-    expect(sameSet(names, [`${node}__Read`]), `flat listing ${show([...names])}`);
+    expect(sameSet(names, [`${node}__Read`, ...GATEWAY_TOOLS]), `flat listing ${show([...names])}`);
     const hidden = await protocolError(c.callTool({ name: `${node}__Bash`, arguments: { command: "true" } }), "Bash");
     const missing = await protocolError(c.callTool({ name: `${node}__Nope`, arguments: {} }), "Nope");
     const other = await protocolError(c.callTool({ name: `${guarded}__Read`, arguments: { path: "x" } }), "other node");
@@ -862,6 +874,92 @@ async function checkResources() {
   });
 }
 
+// --- fleet_run, fleet_jobs, fleet_job ------------------------------------------------
+// Nodes `run-a` (long.txt in its workspace), `run-b` (none: `cat` fails), `run-c`
+// (offline) and `run-d` (its Bash denied by --run-token's policy).
+
+const RUN_SELECT = "id~run-*";
+const RUN_STATUSES = { "run-a": "ok", "run-b": "failed", "run-c": "offline", "run-d": "denied" };
+
+async function checkFleetRun() {
+  // fleet_run over nodes with every outcome: a summary first, each node after, one
+  // progress notification per node, long texts cut; fleet_job reads the job back whole
+  // (in the other view), and another token's job reads like a missing one.
+  const seen = [];
+  const r = await withClient(ARGS["run-token"], { view: "fleet" }, (c) =>
+    c.callTool(
+      { name: "fleet_run", arguments: { select: RUN_SELECT, tool: "Bash", args: { command: "cat long.txt" } } },
+      { onprogress: (p) => seen.push(p), timeout: 20_000 },
+    ),
+  );
+  const text = textOf(r);
+  expect(r.isError === false, `a mixed run is not isError: ${show(text)}`);
+  const first = text.split("\n")[0];
+  expect(first.startsWith("1 ok, 1 failed, 1 offline, 1 denied \u2014 job "), `summary line ${show(first)}`);
+  const job = first.split(" ").pop();
+  const sc = r.structuredContent ?? {};
+  expect(sc.job === job, `structured job ${sc.job} vs ${job}`);
+  const counts = { ok: 1, failed: 1, offline: 1, denied: 1, skipped: 0 };
+  expect(Object.entries(counts).every(([k, n]) => sc.summary?.[k] === n), `summary ${show(sc.summary)}`);
+  const byNode = Object.fromEntries((sc.results ?? []).map((n) => [n.node, n]));
+  for (const [node, status] of Object.entries(RUN_STATUSES)) {
+    expect(byNode[node]?.status === status, `${node}: ${show(byNode[node])}`);
+    expect(text.includes(`\n[${node}] ${status}`), `no block for ${node}: ${show(text)}`);
+  }
+  const a = byNode["run-a"];
+  expect(a.ok === true && a.cut === true && a.text.length === 2000, `run-a not cut to 2000: ${a.text?.length}`);
+  expect(!text.includes("END-OF-LONG"), "the long text was not cut");
+  expect(text.includes(`fleet_job {"id": "${job}"}`) && text.includes("[cut: 2000 of "), `no cut note: ${show(text.slice(-400))}`);
+  expect(byNode["run-c"].error?.code === "node_offline", `run-c ${show(byNode["run-c"])}`);
+  const messages = seen.map((p) => p.message).sort();
+  const wanted = Object.entries(RUN_STATUSES).map(([n, st]) => `${n}: ${st}`).sort();
+  expect(show(messages) === show(wanted), `progress ${show(seen)}`);
+  expect(show(seen.map((p) => p.progress)) === show([1, 2, 3, 4]) && seen.every((p) => p.total === 4), `progress values ${show(seen)}`);
+
+  await withClient(ARGS["run-token"], { view: "flat" }, async (c) => {
+    const names = await toolNames(c);
+    expect(GATEWAY_TOOLS.every((n) => names.has(n)), "the flat view lacks the gateway tools");
+    const j = await c.callTool({ name: "fleet_job", arguments: { id: job } });
+    expect(!j.isError, `fleet_job: ${show(textOf(j).slice(0, 300))}`);
+    const got = j.structuredContent ?? {};
+    expect(got.id === job && got.kind === "fanout" && got.state === "done" && got.select === RUN_SELECT, `job ${show(got).slice(0, 300)}`);
+    const whole = Object.fromEntries(got.result.results.map((n) => [n.node, n]));
+    const kept = whole["run-a"].result.content.map((b) => b.text ?? "").join("");
+    expect(kept.includes("END-OF-LONG") && kept.length > 5000, `the job does not keep run-a's whole text (${kept.length})`);
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: { limit: 10 } });
+    expect((listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `fleet_jobs lacks ${job}`);
+  });
+
+  await withClient(ARGS["other-token"], { view: "fleet" }, async (c) => {
+    const theirs = await c.callTool({ name: "fleet_job", arguments: { id: job } });
+    const missing = await c.callTool({ name: "fleet_job", arguments: { id: "0".repeat(32) } });
+    expect(theirs.isError === true && textOf(theirs).startsWith("not_found:"), `another token's job: ${show(textOf(theirs))}`);
+    expect(
+      textOf(theirs).replaceAll(job, "X") === textOf(missing).replaceAll("0".repeat(32), "X"),
+      `another token's job ${show(textOf(theirs))} vs a missing one ${show(textOf(missing))}`,
+    );
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: {} });
+    expect(!(listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `another token lists ${job}`);
+  });
+
+  await withClient(ARGS["admin-token"], { view: "flat" }, async (c) => {
+    const listed = await c.callTool({ name: "fleet_jobs", arguments: { limit: 500 } });
+    expect((listed.structuredContent?.jobs ?? []).some((x) => x.id === job), `the admin does not list ${job}`);
+  });
+}
+
+async function checkFleetRunCancel() {
+  // A cancelled fleet_run cancels its node calls: the commands are killed.
+  const tag = `ts-${ARGS.transport}-${ARGS.mode}`;
+  const pidfile = join(ARGS["run-workspace"], `run-cancel-${tag}.pid`);
+  const command = `echo $$ > run-cancel-${tag}.pid; exec sleep 60`;
+  await withClient(ARGS["run-token"], { view: "fleet" }, async (c) => {
+    await cancelled(pidfile, (options) =>
+      c.callTool({ name: "fleet_run", arguments: { select: "id~run-a", tool: "Bash", args: { command } } }, options),
+    );
+  });
+}
+
 const CHECKS = {
   list: checkList,
   read: checkRead,
@@ -890,6 +988,8 @@ const CHECKS = {
   "auto-threshold": checkAutoThreshold,
   "no-leak": checkNoLeak,
   resources: checkResources,
+  "fleet-run": checkFleetRun,
+  "fleet-run-cancel": checkFleetRunCancel,
 };
 
 async function main() {
@@ -912,12 +1012,12 @@ const USAGE = `usage: drive.mjs --transport http|stdio --mode legacy|auto --url 
   --gsv BIN --data DIR --empty-data DIR --workspace DIR --token T --limited-token T
   --confirm-token T --self-confirm-token T --only-read-token T --fleet-token T
   --guarded NODE --node NODE --offline-node NODE [--default-view flat|fleet|auto]
-  CHECK... (${Object.keys(CHECKS).join(", ")})`;
+  [--run-token T --other-token T --admin-token T --run-workspace DIR] CHECK... (${Object.keys(CHECKS).join(", ")})`;
 
 function parse() {
   const names = ["transport", "mode", "url", "gateway", "gsv", "data", "empty-data", "workspace", "token",
     "limited-token", "confirm-token", "self-confirm-token", "only-read-token", "fleet-token", "guarded", "node",
-    "offline-node", "default-view"];
+    "offline-node", "default-view", "run-token", "other-token", "admin-token", "run-workspace"];
   let parsed;
   try {
     parsed = parseArgs({
@@ -928,7 +1028,7 @@ function parse() {
     throw new Error(`${e.message}\n${USAGE}`);
   }
   const args = parsed.values;
-  const optional = ["default-view"];
+  const optional = ["default-view", "run-token", "other-token", "admin-token", "run-workspace"];
   const missing = names.filter((n) => args[n] === undefined && !optional.includes(n));
   if (missing.length) throw new Error(`missing --${missing.join(", --")}\n${USAGE}`);
   if (!["http", "stdio"].includes(args.transport)) throw new Error(`bad --transport\n${USAGE}`);
