@@ -115,6 +115,14 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_gateway::jobs::MAX_STORED_RESULT)]),
         ),
         (
+            "jobs::MAX_STORED_BYTES_PER_TOKEN",
+            v(vec![bytes(gsv_gateway::jobs::MAX_STORED_BYTES_PER_TOKEN)]),
+        ),
+        (
+            "jobs::MAX_STORED_BYTES",
+            v(vec![bytes(gsv_gateway::jobs::MAX_STORED_BYTES)]),
+        ),
+        (
             "reattach::REATTACH_WINDOW",
             v(vec![dur(gsv_gateway::reattach::REATTACH_WINDOW)]),
         ),

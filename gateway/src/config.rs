@@ -59,6 +59,8 @@ pub struct GatewayConfig {
     pub audit_args: bool,
     /// How long an approval request stays open.
     pub approval_ttl: Duration,
+    /// How long a job's outcome is kept after it started ([`crate::jobs`]).
+    pub job_retention: Duration,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
     /// Serve the port over TLS with this certificate (`None`: plain TCP).
@@ -104,6 +106,7 @@ impl GatewayConfig {
             write_addr_file: true,
             audit_args: false,
             approval_ttl: crate::approvals::DEFAULT_TTL,
+            job_retention: crate::jobs::RETENTION,
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),

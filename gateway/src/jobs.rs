@@ -25,8 +25,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How long a job is kept after it started.
+/// How long a job is kept after it started, by default (`gsv gateway
+/// --job-retention-hours`).
 pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// Most bytes of results and errors one token's finished jobs keep: its oldest go
+/// first, so no token fills the gateway's disk (10 000 jobs × 4 MiB would be 40 GB).
+pub const MAX_STORED_BYTES_PER_TOKEN: usize = 256 * 1024 * 1024;
+/// Most bytes of results and errors all finished jobs keep (the oldest go first;
+/// checked at start and every 10 minutes).
+pub const MAX_STORED_BYTES: usize = 2 * 1024 * 1024 * 1024;
 /// Most jobs kept at once (the oldest go first).
 pub const MAX_JOBS: usize = 100_000;
 /// Most jobs one token keeps (its oldest finished ones go first; when all are
@@ -95,7 +102,8 @@ async fn blocking<T: Send + 'static>(
 /// then deletes expired jobs every [`PRUNE_EVERY`] until the gateway stops.
 pub async fn keep(shared: Arc<Shared>) {
     let now = gsv_protocol::now_ms();
-    let before = now.saturating_sub(RETENTION.as_millis() as u64);
+    let retention = shared.config.job_retention;
+    let before = now.saturating_sub(retention.as_millis() as u64);
     match blocking(&shared.store, move |s| s.settle_jobs(before, now)).await {
         Ok(settled) => {
             let resumed = settled.resumable.len();
@@ -118,8 +126,11 @@ pub async fn keep(shared: Arc<Shared>) {
             _ = shared.shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let before = gsv_protocol::now_ms().saturating_sub(RETENTION.as_millis() as u64);
-        if let Err(e) = blocking(&shared.store, move |s| s.prune_jobs(before, MAX_JOBS)).await {
+        let before = gsv_protocol::now_ms().saturating_sub(retention.as_millis() as u64);
+        let pruned = blocking(&shared.store, move |s| {
+            Ok(s.prune_jobs(before, MAX_JOBS)? + s.trim_jobs_to(MAX_STORED_BYTES)?)
+        });
+        if let Err(e) = pruned.await {
             tracing::warn!(error = %e, "could not prune old jobs");
         }
     }
@@ -245,7 +256,10 @@ pub async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
         other => other,
     };
     let (job, at) = (id.to_owned(), gsv_protocol::now_ms());
-    let stored = blocking(store, move |s| s.finish_job(&job, at, outcome.as_deref())).await;
+    let stored = blocking(store, move |s| {
+        s.finish_job_capped(&job, at, outcome.as_deref(), MAX_STORED_BYTES_PER_TOKEN)
+    })
+    .await;
     match stored {
         Ok(()) => tracing::info!(job = id, "job finished"),
         Err(e) => tracing::error!(job = id, error = %e, "could not store a job's outcome"),

@@ -74,6 +74,36 @@ fn insert(conn: &rusqlite::Connection, job: &JobSummary) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Deletes the oldest finished jobs (of `token`, or of everyone), never `keep`, until
+/// `held` bytes are within `cap`; how many went.
+fn trim_oldest(
+    conn: &rusqlite::Connection,
+    token: Option<&str>,
+    keep: Option<&str>,
+    mut held: i64,
+    cap: usize,
+) -> Result<usize, StoreError> {
+    let cap = cap as i64;
+    if held <= cap {
+        return Ok(0);
+    }
+    let mut stmt = conn.prepare(
+        "SELECT id, bytes FROM jobs WHERE (?1 IS NULL OR token_id = ?1) AND state != 'running' AND id != COALESCE(?2, '') AND bytes > 0 ORDER BY created_at, id",
+    )?;
+    let mut doomed = Vec::new();
+    let mut rows = stmt.query(params![token, keep])?;
+    while held > cap {
+        let Some(row) = rows.next()? else { break };
+        doomed.push(row.get::<_, String>(0)?);
+        held -= row.get::<_, i64>(1)?;
+    }
+    drop(rows);
+    for id in &doomed {
+        conn.execute("DELETE FROM jobs WHERE id = ?1", params![id])?;
+    }
+    Ok(doomed.len())
+}
+
 impl Store {
     /// Records a job that starts now, within its token's share of `cap` jobs kept: the
     /// token's oldest finished jobs are deleted to make room; `false` (nothing
@@ -104,6 +134,46 @@ impl Store {
         insert(&self.conn(), job)
     }
 
+    /// Records how a running job ended, then keeps the bytes its token's finished jobs
+    /// hold within `token_bytes`: that token's oldest other finished jobs are deleted
+    /// first. One step under the connection's lock.
+    pub fn finish_job_capped(
+        &self,
+        id: &str,
+        at: u64,
+        outcome: Result<&RawValue, &ErrorShape>,
+        token_bytes: usize,
+    ) -> Result<(), StoreError> {
+        self.finish_job(id, at, outcome)?;
+        let conn = self.conn();
+        let Some(token) = conn
+            .query_row(
+                "SELECT token_id FROM jobs WHERE id = ?1",
+                params![id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?
+        else {
+            return Ok(());
+        };
+        let held: i64 = conn.query_row(
+            "SELECT COALESCE(SUM(bytes), 0) FROM jobs WHERE token_id = ?1",
+            params![token],
+            |r| r.get(0),
+        )?;
+        trim_oldest(&conn, Some(&token), Some(id), held, token_bytes)?;
+        Ok(())
+    }
+
+    /// Deletes the oldest finished jobs while all finished jobs together hold more
+    /// than `bytes`; how many were deleted.
+    pub fn trim_jobs_to(&self, bytes: usize) -> Result<usize, StoreError> {
+        let conn = self.conn();
+        let held: i64 =
+            conn.query_row("SELECT COALESCE(SUM(bytes), 0) FROM jobs", [], |r| r.get(0))?;
+        trim_oldest(&conn, None, None, held, bytes)
+    }
+
     /// Records how a running job ended: its result (`done`) or its error (`failed`).
     pub fn finish_job(
         &self,
@@ -122,9 +192,10 @@ impl Store {
                 })?),
             ),
         };
+        let bytes = result.as_ref().or(error.as_ref()).map_or(0, String::len) as i64;
         self.conn().execute(
-            "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5 WHERE id = ?1 AND state = 'running'",
-            params![id, state.as_str(), at as i64, result, error],
+            "UPDATE jobs SET state = ?2, finished_at = ?3, result = ?4, error = ?5, bytes = ?6 WHERE id = ?1 AND state = 'running'",
+            params![id, state.as_str(), at as i64, result, error, bytes],
         )?;
         Ok(())
     }
@@ -358,6 +429,32 @@ mod tests {
         assert_eq!(store.prune_jobs(0, 2).expect("prune"), 1);
         assert!(store.job("b").unwrap().is_none());
         assert!(store.job("d").unwrap().is_some());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_tokens_finished_jobs_keep_at_most_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("gsv-jobs-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).expect("open");
+        let big = RawValue::from_string(format!("\"{}\"", "x".repeat(998))).unwrap();
+        for i in 0..5u64 {
+            store.insert_job(&job(&format!("m{i}"), "t1", i)).unwrap();
+            store
+                .finish_job_capped(&format!("m{i}"), 10 + i, Ok(&big), 3_000)
+                .unwrap();
+        }
+        store.insert_job(&job("o1", "t2", 1)).unwrap();
+        store.finish_job_capped("o1", 20, Ok(&big), 3_000).unwrap();
+        // t1 keeps its newest three (3 000 bytes); t2's job is untouched.
+        let (mine, total) = store.jobs(Some("t1"), 10, 0).expect("list");
+        let ids: Vec<&str> = mine.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!((ids, total), (vec!["m4", "m3", "m2"], 3));
+        assert!(store.job("o1").unwrap().is_some());
+        // The total bound deletes the oldest of everyone.
+        assert_eq!(store.trim_jobs_to(2_000).unwrap(), 2);
+        let (all, _) = store.jobs(None, 10, 0).expect("list");
+        let ids: Vec<&str> = all.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, vec!["m4", "m3"]);
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -136,10 +136,12 @@ const MIGRATIONS: &[Migration] = &[
         sql: "ALTER TABLE approvals ADD COLUMN nodes TEXT;",
     },
     // 9: how a running job's call was sent to its node, so a restarted gateway can ask
-    // the node for it again (`crate::reattach`).
+    // the node for it again (`crate::reattach`); the bytes a finished job keeps (its
+    // result or error), for the per-token and total size caps.
     Migration {
         version: 9,
-        sql: "ALTER TABLE jobs ADD COLUMN dispatch TEXT;",
+        sql: "ALTER TABLE jobs ADD COLUMN dispatch TEXT;
+        ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;",
     },
 ];
 
