@@ -476,6 +476,9 @@ pub enum JobsCommand {
         /// Jobs skipped, newest first
         #[arg(long, default_value_t = 0)]
         offset: u32,
+        /// Only the jobs that ran on a node this selector picks (e.g. 'env=prod')
+        #[arg(long, value_name = "SEL")]
+        select: Option<String>,
     },
     /// One job's outcome, printed as `gsv call` prints a result
     Show {

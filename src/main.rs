@@ -252,10 +252,11 @@ fn main() -> ExitCode {
                     json,
                     limit,
                     offset,
+                    select,
                 },
         } => run_client(
             "warn",
-            commands::jobs::list(target.target(), json, limit, offset),
+            commands::jobs::list(target.target(), json, limit, offset, select.as_deref()),
         ),
         Command::Jobs {
             command: JobsCommand::Show { id, target, json },

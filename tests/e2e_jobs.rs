@@ -229,6 +229,16 @@ async fn a_fan_out_is_a_job_read_back_later() {
     let (code, out, _) = cli_as(&gw, &owner, &["jobs", "list"]);
     assert_eq!(code, 0);
     assert!(out.contains("Echo on id~f*"), "{out}");
+    // Listed by the nodes it ran on.
+    let (code, out, _) = cli_as(&gw, &owner, &["jobs", "list", "--select", "id~fb"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&id), "{out}");
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "list", "--select", "id~zz*"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(&id) && err.contains("no jobs"), "{out} {err}");
+    let (code, _, err) = cli_as(&gw, &owner, &["jobs", "list", "--select", "=bad"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("invalid_args"), "{err}");
     // Not another token's to read.
     let other = gw.token(&["agent", "other", "--allow", "*"]);
     let (code, _, err) = cli_as(&gw, &other, &["jobs", "show", &id]);

@@ -259,7 +259,11 @@ impl AgentClient {
         limit: u32,
         offset: u32,
     ) -> Result<gsv_protocol::job::JobsListResult, ClientError> {
-        let params = gsv_protocol::job::JobsListParams { limit, offset };
+        let params = gsv_protocol::job::JobsListParams {
+            limit,
+            offset,
+            select: None,
+        };
         let raw = self.request(Method::JobsList, &params).await?;
         serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad jobs page: {e}")))

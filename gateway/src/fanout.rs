@@ -111,6 +111,7 @@ pub async fn run(
         gsv_protocol::job::JobKind::Fanout,
         &params.tool,
         Some(&params.select),
+        nodes.iter().map(|n| n.id.clone()).collect(),
     )
     .await
     .map_err(FanoutError::Job)?;

@@ -55,6 +55,8 @@ pub enum JobError {
     Store(#[from] StoreError),
     #[error("the jobs store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Selector(#[from] crate::inventory::InventoryError),
 }
 
 impl JobError {
@@ -71,6 +73,7 @@ impl crate::error::WireError for JobError {
         match self {
             JobError::NotFound { .. } => ErrorCode::NotFound,
             JobError::Store(_) | JobError::Task(_) => ErrorCode::Internal,
+            JobError::Selector(e) => e.to_shape().code,
         }
     }
 }
@@ -136,13 +139,15 @@ pub async fn keep(shared: Arc<Shared>) {
     }
 }
 
-/// Records a job that starts now for `caller`, within its token's share; its id.
+/// Records a job that starts now for `caller`, within its token's share, on `nodes`;
+/// its id.
 pub async fn record(
     shared: &Shared,
     caller: &router::Caller<'_>,
     kind: JobKind,
     name: &str,
     select: Option<&str>,
+    nodes: Vec<String>,
 ) -> Result<String, ErrorShape> {
     let job = JobSummary {
         id: uuid::Uuid::new_v4().simple().to_string(),
@@ -157,7 +162,7 @@ pub async fn record(
     };
     let id = job.id.clone();
     let recorded = blocking(&shared.store, move |s| {
-        s.insert_job_capped(&job, MAX_JOBS_PER_TOKEN)
+        s.insert_job_capped(&job, &nodes, MAX_JOBS_PER_TOKEN)
     })
     .await
     .map_err(|e| e.to_shape())?;
@@ -187,6 +192,7 @@ pub async fn run_async(
         JobKind::Call,
         &params.name,
         None,
+        node_of(&params.name),
     )
     .await?;
     // Counted like a call in flight until its outcome is stored: a stopping gateway
@@ -219,7 +225,7 @@ pub async fn detach(
     cancel: &CancellationToken,
 ) -> Option<String> {
     let caller = router::Caller::from_agent(agent);
-    match record(shared, &caller, JobKind::Call, name, None).await {
+    match record(shared, &caller, JobKind::Call, name, None, node_of(name)).await {
         Ok(id) => {
             shared.running_jobs.insert(id.clone(), cancel.clone());
             tracing::info!(job = %id, "the caller went away; the call goes on as a job");
@@ -230,6 +236,13 @@ pub async fn detach(
             None
         }
     }
+}
+
+/// The node a namespaced tool name points at, as a job's node list.
+fn node_of(name: &str) -> Vec<String> {
+    name.split_once(gsv_protocol::names::NAMESPACE_SEPARATOR)
+        .map(|(node, _)| vec![node.to_owned()])
+        .unwrap_or_default()
 }
 
 /// Stores how the running job `id` ended and forgets its cancel handle.
@@ -304,8 +317,27 @@ pub async fn list(
 ) -> Result<JobsListResult, JobError> {
     let token = (!reader.admin).then(|| reader.token_id.to_owned());
     let limit = params.limit.clamp(1, MAX_PAGE);
+    // The nodes the selector picks now, among every node the gateway knows: the jobs
+    // listed are the reader's own anyway.
+    let nodes = match params.select.as_deref() {
+        Some(text) => {
+            let selector = crate::inventory::parse_selector(text)?;
+            let all = crate::registry::Viewer {
+                visible: |_: &str| true,
+                operator: true,
+            };
+            Some(
+                crate::inventory::visible_nodes(shared, &all, Some(&selector))
+                    .into_iter()
+                    .map(|n| n.id)
+                    .collect::<Vec<_>>(),
+            )
+        }
+        None => None,
+    };
+    let offset = params.offset;
     let (jobs, total) = blocking(&shared.store, move |s| {
-        s.jobs(token.as_deref(), limit, params.offset)
+        s.jobs_on(token.as_deref(), nodes.as_deref(), limit, offset)
     })
     .await?;
     Ok(JobsListResult { jobs, total })

@@ -122,13 +122,17 @@ pub struct Job {
 pub const DEFAULT_JOBS_PAGE: u32 = 50;
 
 /// Params of `jobs.list`: newest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct JobsListParams {
     /// Page size (the gateway clamps it to 1–500; default 50).
     pub limit: u32,
     /// Jobs skipped, newest first.
     pub offset: u32,
+    /// Only the jobs that ran on a node this selector picks now (a call on one of
+    /// them, a fan-out that reached one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
 }
 
 impl Default for JobsListParams {
@@ -136,6 +140,7 @@ impl Default for JobsListParams {
         JobsListParams {
             limit: DEFAULT_JOBS_PAGE,
             offset: 0,
+            select: None,
         }
     }
 }

@@ -42,12 +42,16 @@ pub async fn call_async(
 }
 
 /// `gsv jobs list`: newest first, one line each.
-pub async fn list(target: Target, json: bool, limit: u32, offset: u32) -> u8 {
+pub async fn list(target: Target, json: bool, limit: u32, offset: u32, select: Option<&str>) -> u8 {
     let client = match connect(&target).await {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let params = JobsListParams { limit, offset };
+    let params = JobsListParams {
+        limit,
+        offset,
+        select: select.map(str::to_owned),
+    };
     let page: JobsListResult =
         match crate::commands::agent::request_as(&client, Method::JobsList, &params).await {
             Ok(p) => p,

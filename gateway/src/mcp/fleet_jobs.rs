@@ -41,6 +41,7 @@ impl JobsArgsError {
 struct JobsArgs {
     limit: Option<u32>,
     offset: Option<u32>,
+    select: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +66,7 @@ pub fn list_params(args: Option<Map<String, Value>>) -> Result<JobsListParams, J
     Ok(JobsListParams {
         limit,
         offset: a.offset.unwrap_or(0),
+        select: a.select,
     })
 }
 

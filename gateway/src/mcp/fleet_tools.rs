@@ -88,7 +88,8 @@ then each node's result (long ones cut: fleet_job with the job id has them whole
 Progress: one notification per node.";
 
 const JOBS_DESCRIPTION: &str = "Your jobs (fleet_run runs, async calls), newest first: id, \
-tool, selector, state, times. Paged by `limit` (default 50) and `offset`.";
+tool, selector, state, times. Paged by `limit` (default 50) and `offset`; `select` keeps \
+those that ran on a node it picks.";
 
 const JOB_DESCRIPTION: &str = "One job by `id`, with its whole kept result (for a \
 fleet_run: every node's, uncut).";
@@ -157,7 +158,8 @@ pub fn definitions() -> Vec<Tool> {
             JOBS_DESCRIPTION,
             json!({"type": "object", "properties": {
                 "limit": {"type": "integer", "minimum": 1},
-                "offset": {"type": "integer", "minimum": 0}
+                "offset": {"type": "integer", "minimum": 0},
+                "select": {"type": "string"}
             }, "additionalProperties": false}),
             read_only.clone(),
         ),

@@ -57,9 +57,17 @@ fn checked((mut s, state, kind): RawSummary) -> Result<JobSummary, StoreError> {
     Ok(s)
 }
 
-fn insert(conn: &rusqlite::Connection, job: &JobSummary) -> Result<(), StoreError> {
+fn insert(
+    conn: &rusqlite::Connection,
+    job: &JobSummary,
+    nodes: &[String],
+) -> Result<(), StoreError> {
+    let nodes = serde_json::to_string(nodes).map_err(|e| StoreError::Job {
+        id: job.id.clone(),
+        reason: e.to_string(),
+    })?;
     conn.execute(
-        "INSERT INTO jobs (id, agent, token_id, name, state, created_at, kind, selector) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO jobs (id, agent, token_id, name, state, created_at, kind, selector, nodes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             job.id,
             job.agent,
@@ -68,7 +76,8 @@ fn insert(conn: &rusqlite::Connection, job: &JobSummary) -> Result<(), StoreErro
             job.state.as_str(),
             job.created_at as i64,
             job.kind.as_str(),
-            job.select
+            job.select,
+            nodes
         ],
     )?;
     Ok(())
@@ -109,7 +118,12 @@ impl Store {
     /// token's oldest finished jobs are deleted to make room; `false` (nothing
     /// recorded) when its running jobs alone fill the share. One step under the
     /// connection's lock, so racing starts of one token cannot pass the cap together.
-    pub fn insert_job_capped(&self, job: &JobSummary, cap: usize) -> Result<bool, StoreError> {
+    pub fn insert_job_capped(
+        &self,
+        job: &JobSummary,
+        nodes: &[String],
+        cap: usize,
+    ) -> Result<bool, StoreError> {
         let conn = self.conn();
         let running: i64 = conn.query_row(
             "SELECT COUNT(*) FROM jobs WHERE token_id = ?1 AND state = 'running'",
@@ -125,13 +139,13 @@ impl Store {
             "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE token_id = ?1 AND state != 'running' ORDER BY created_at DESC, id LIMIT -1 OFFSET ?2)",
             params![job.token_id, (cap - 1 - running) as i64],
         )?;
-        insert(&conn, job)?;
+        insert(&conn, job, nodes)?;
         Ok(true)
     }
 
     /// Records a job that starts now.
     pub fn insert_job(&self, job: &JobSummary) -> Result<(), StoreError> {
-        insert(&self.conn(), job)
+        insert(&self.conn(), job, &[])
     }
 
     /// Records how a running job ended, then keeps the bytes its token's finished jobs
@@ -247,25 +261,35 @@ impl Store {
         limit: u32,
         offset: u32,
     ) -> Result<(Vec<JobSummary>, u64), StoreError> {
+        self.jobs_on(token_id, None, limit, offset)
+    }
+
+    /// [`Store::jobs`], only those that ran on one of `nodes` (when given).
+    pub fn jobs_on(
+        &self,
+        token_id: Option<&str>,
+        nodes: Option<&[String]>,
+        limit: u32,
+        offset: u32,
+    ) -> Result<(Vec<JobSummary>, u64), StoreError> {
         let conn = self.conn();
-        let (filter, total): (&str, i64) = match token_id {
-            Some(t) => (
-                "WHERE token_id = ?1",
-                conn.query_row(
-                    "SELECT COUNT(*) FROM jobs WHERE token_id = ?1",
-                    params![t],
-                    |r| r.get(0),
-                )?,
-            ),
-            None => (
-                "WHERE ?1 IS NULL",
-                conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))?,
-            ),
+        let nodes = match nodes {
+            Some(n) => Some(serde_json::to_string(n).map_err(|e| StoreError::Job {
+                id: String::new(),
+                reason: e.to_string(),
+            })?),
+            None => None,
         };
+        let filter = "WHERE (?1 IS NULL OR token_id = ?1) AND (?4 IS NULL OR EXISTS (SELECT 1 FROM json_each(COALESCE(jobs.nodes, '[]')) AS j WHERE j.value IN (SELECT value FROM json_each(?4))))";
+        let total: i64 = conn.query_row(
+            &format!("SELECT COUNT(*) FROM jobs {}", filter.replace("?4", "?2")),
+            params![token_id, nodes],
+            |r| r.get(0),
+        )?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {SUMMARY} FROM jobs {filter} ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
         ))?;
-        let rows = stmt.query_map(params![token_id, limit, offset], summary)?;
+        let rows = stmt.query_map(params![token_id, limit, offset, nodes], summary)?;
         let mut out = Vec::new();
         for row in rows {
             out.push(checked(row?)?);
@@ -459,25 +483,63 @@ mod tests {
     }
 
     #[test]
+    fn jobs_are_listed_by_the_nodes_they_ran_on() {
+        let dir = std::env::temp_dir().join(format!("gsv-jobs-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).expect("open");
+        let on = |nodes: &[&str]| nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        store
+            .insert_job_capped(&job("a", "t1", 1), &on(&["web1"]), 10)
+            .unwrap();
+        store
+            .insert_job_capped(&job("b", "t1", 2), &on(&["db1", "web2"]), 10)
+            .unwrap();
+        store
+            .insert_job_capped(&job("c", "t1", 3), &on(&["db1"]), 10)
+            .unwrap();
+        store
+            .insert_job_capped(&job("d", "t2", 4), &on(&["web1"]), 10)
+            .unwrap();
+        let ids = |token: Option<&str>, nodes: &[&str]| {
+            let (jobs, total) = store.jobs_on(token, Some(&on(nodes)), 10, 0).unwrap();
+            (jobs.into_iter().map(|j| j.id).collect::<Vec<_>>(), total)
+        };
+        assert_eq!(
+            ids(Some("t1"), &["web1", "web2"]),
+            (vec!["b".into(), "a".into()], 2)
+        );
+        assert_eq!(ids(None, &["web1"]), (vec!["d".into(), "a".into()], 2));
+        assert_eq!(ids(Some("t1"), &[]), (vec![], 0));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
     fn one_token_keeps_at_most_its_share() {
         let dir = std::env::temp_dir().join(format!("gsv-jobs-{}", uuid::Uuid::new_v4()));
         let store = Store::open(&dir).expect("open");
         let raw = RawValue::from_string("{}".into()).unwrap();
         for i in 0..3u64 {
             assert!(store
-                .insert_job_capped(&job(&format!("f{i}"), "t1", i), 3)
+                .insert_job_capped(&job(&format!("f{i}"), "t1", i), &[], 3)
                 .unwrap());
             store.finish_job(&format!("f{i}"), i, Ok(&raw)).unwrap();
         }
         store.insert_job(&job("other", "t2", 0)).unwrap();
         // A new job pushes out the token's oldest finished one, not another token's.
-        assert!(store.insert_job_capped(&job("r1", "t1", 10), 3).unwrap());
+        assert!(store
+            .insert_job_capped(&job("r1", "t1", 10), &[], 3)
+            .unwrap());
         assert!(store.job("f0").unwrap().is_none());
         assert!(store.job("other").unwrap().is_some());
-        assert!(store.insert_job_capped(&job("r2", "t1", 11), 3).unwrap());
-        assert!(store.insert_job_capped(&job("r3", "t1", 12), 3).unwrap());
+        assert!(store
+            .insert_job_capped(&job("r2", "t1", 11), &[], 3)
+            .unwrap());
+        assert!(store
+            .insert_job_capped(&job("r3", "t1", 12), &[], 3)
+            .unwrap());
         // Three running: the share is full, nothing is recorded.
-        assert!(!store.insert_job_capped(&job("r4", "t1", 13), 3).unwrap());
+        assert!(!store
+            .insert_job_capped(&job("r4", "t1", 13), &[], 3)
+            .unwrap());
         assert!(store.job("r4").unwrap().is_none());
         assert_eq!(store.jobs(Some("t1"), 10, 0).unwrap().1, 3);
         let _ = std::fs::remove_dir_all(dir);

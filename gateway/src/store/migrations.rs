@@ -137,11 +137,13 @@ const MIGRATIONS: &[Migration] = &[
     },
     // 9: how a running job's call was sent to its node, so a restarted gateway can ask
     // the node for it again (`crate::reattach`); the bytes a finished job keeps (its
-    // result or error), for the per-token and total size caps.
+    // result or error), for the per-token and total size caps; the nodes a job ran on (a
+    // JSON list), for `jobs.list --select`.
     Migration {
         version: 9,
         sql: "ALTER TABLE jobs ADD COLUMN dispatch TEXT;
-        ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;",
+        ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN nodes TEXT;",
     },
 ];
 
