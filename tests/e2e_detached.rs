@@ -205,3 +205,45 @@ async fn gsv_call_interrupted_cancels_its_call() {
     let client = gw.agent_with(&owner).await;
     assert_eq!(client.jobs(50, 0).await.expect("list").total, 0, "no job");
 }
+
+#[tokio::test]
+async fn revoking_a_token_cancels_its_detached_calls_and_jobs() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("detached-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let token = gw.token(&["agent", "doomed", "--allow", "*", "--confirm", "lab__Echo"]);
+    let id = token.split('_').nth(2).expect("token id").to_owned();
+    // A call waiting for an operator when its caller goes away, and an async one.
+    let client = gw.agent_with(&token).await;
+    let waiting = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.call("lab__Echo", json!({"text": "x"}), None),
+    )
+    .await;
+    assert!(waiting.is_err(), "waits for approval");
+    let job = client
+        .call_async("lab__Echo", json!({"text": "y"}), None)
+        .await
+        .expect("started");
+    drop(client);
+    let admin = gw.agent_with(&gw.admin_token()).await;
+    eventually("two running jobs", Duration::from_secs(10), || {
+        let admin = &admin;
+        async move {
+            let page = admin.jobs(50, 0).await.ok()?;
+            (page.jobs.len() == 2).then_some(())
+        }
+    })
+    .await;
+    let (code, _, err) = gw.cli(&["token", "revoke", &id]);
+    assert_eq!(code, 0, "{err}");
+    // Both end at once (cancelled), instead of waiting on for a decision nobody wants.
+    for j in [
+        job,
+        admin.jobs(50, 0).await.expect("list").jobs[1].id.clone(),
+    ] {
+        let ended = finished(&gw, &gw.admin_token(), &j).await;
+        assert_eq!(ended.summary.state, JobState::Failed, "{ended:?}");
+        assert_eq!(ended.error.map(|e| e.code), Some(ErrorCode::Cancelled));
+    }
+}

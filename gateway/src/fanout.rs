@@ -116,7 +116,7 @@ pub async fn run(
     .await
     .map_err(FanoutError::Job)?;
     // `jobs.cancel` ends it too, from any connection of the token.
-    shared.running_jobs.insert(job.clone(), cancel.clone());
+    crate::jobs::running(shared, &job, caller.token_id, &cancel);
     started(&job);
     let wait_until = params
         .wait_offline_ms

@@ -201,7 +201,7 @@ pub async fn run_async(
     // Its own cancellation, not the caller connection's: the job outlives it, and
     // `jobs.cancel` ends it.
     let cancel = CancellationToken::new();
-    shared.running_jobs.insert(id.clone(), cancel.clone());
+    running(&shared, &id, &agent.token_id, &cancel);
     let job = id.clone();
     tokio::spawn(async move {
         let _counted = counted;
@@ -227,8 +227,19 @@ pub async fn detach(
     let caller = router::Caller::from_agent(agent);
     match record(shared, &caller, JobKind::Call, name, None, node_of(name)).await {
         Ok(id) => {
-            shared.running_jobs.insert(id.clone(), cancel.clone());
-            tracing::info!(job = %id, "the caller went away; the call goes on as a job");
+            running(shared, &id, &agent.token_id, cancel);
+            // A revocation closes the connection (which is how the call got here): if
+            // the token is revoked, the call ends now rather than run on as a job. Read
+            // after the job is registered, so a revocation noticed meanwhile has
+            // cancelled it through `cancel_token_jobs` either way.
+            let token = agent.token_id.clone();
+            let live = shared.store.blocking(move |s| s.token_live(&token)).await;
+            if !matches!(live, Ok(Ok(true))) {
+                tracing::info!(job = %id, "the caller's token is revoked; the call is cancelled");
+                cancel.cancel();
+            } else {
+                tracing::info!(job = %id, "the caller went away; the call goes on as a job");
+            }
             Some(id)
         }
         Err(e) => {
@@ -243,6 +254,29 @@ fn node_of(name: &str) -> Vec<String> {
     name.split_once(gsv_protocol::names::NAMESPACE_SEPARATOR)
         .map(|(node, _)| vec![node.to_owned()])
         .unwrap_or_default()
+}
+
+/// Registers the running job `id` of `token_id`, cancelled through `cancel`.
+pub fn running(shared: &Shared, id: &str, token_id: &str, cancel: &CancellationToken) {
+    shared.running_jobs.insert(
+        id.to_owned(),
+        crate::state::RunningJob {
+            token_id: token_id.to_owned(),
+            cancel: cancel.clone(),
+        },
+    );
+}
+
+/// Cancels every running job of `token_id` (the token was revoked); how many.
+pub fn cancel_token_jobs(shared: &Shared, token_id: &str) -> usize {
+    let mut n = 0;
+    for job in shared.running_jobs.iter() {
+        if job.token_id == token_id {
+            job.cancel.cancel();
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Stores how the running job `id` ended and forgets its cancel handle.
@@ -294,9 +328,9 @@ pub async fn get(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, J
 /// is returned unchanged.
 pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
     get(shared, reader, id).await?;
-    if let Some(token) = shared.running_jobs.get(id) {
+    if let Some(job) = shared.running_jobs.get(id) {
         tracing::info!(job = id, "job cancelled");
-        token.cancel();
+        job.cancel.cancel();
     }
     // The call ends and its outcome is stored within moments; read it then.
     for _ in 0..50 {

@@ -2,8 +2,8 @@
 //!
 //! `gsv token revoke` writes the database from another process; the gateway notices
 //! within a second by polling for newly revoked ids (a single indexed-free query on a
-//! small table), and closes every node and agent connection that authenticated with
-//! one of them.
+//! small table), closes every node and agent connection that authenticated with one of
+//! them, and cancels their running jobs.
 
 use crate::state::Shared;
 use rusqlite::params;
@@ -61,6 +61,15 @@ pub async fn watch(shared: Arc<Shared>) {
 }
 
 fn close_token(shared: &Shared, token_id: &str) {
+    // Its jobs end too: a revoked token's calls do not run on.
+    let cancelled = crate::jobs::cancel_token_jobs(shared, token_id);
+    if cancelled > 0 {
+        tracing::info!(
+            token_id,
+            cancelled,
+            "token revoked: its running jobs cancelled"
+        );
+    }
     for a in shared.agents.iter() {
         if a.token_id == token_id {
             tracing::info!(agent = %a.name, token_id, "token revoked: closing agent connection");

@@ -113,9 +113,16 @@ pub struct Shared {
     pub offers: crate::offers::Offers,
     /// The labels operators gave node ids (`crate::labels`).
     pub labels: crate::labels::LabelBook,
-    /// The jobs running in this gateway, by id, and how to cancel each
+    /// The jobs running in this gateway, by id: whose each is and how to cancel it
     /// (`crate::jobs`).
-    pub running_jobs: DashMap<String, CancellationToken>,
+    pub running_jobs: DashMap<String, RunningJob>,
+}
+
+/// A job running in this gateway.
+pub struct RunningJob {
+    /// The token that started it: revoking the token cancels it.
+    pub token_id: String,
+    pub cancel: CancellationToken,
 }
 
 impl Shared {
