@@ -38,8 +38,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::debug;
 
-/// The supervisor: `sh -c SCRIPT gsv-supervise SHELL COMMAND STATUS_FILE`.
-pub(crate) const SCRIPT: &str = "trap : HUP INT QUIT TERM\n\"$1\" -c \"$2\"\ns=$?\nprintf '%s\\n' \"$s\" >\"$3\"\nexit \"$s\"\n";
+/// The supervisor: `sh -c SCRIPT gsv-supervise SHELL STATUS_FILE`, the command in
+/// [`COMMAND_VAR`] (not in its argv: process listings show the command once, in the
+/// shell that runs it, and other users cannot read it from the supervisor's argv).
+pub(crate) const SCRIPT: &str = "trap : HUP INT QUIT TERM\nc=$GSV_SUPERVISED_COMMAND\nunset GSV_SUPERVISED_COMMAND\n\"$1\" -c \"$c\"\ns=$?\nprintf '%s\\n' \"$s\" >\"$2\"\nexit \"$s\"\n";
+/// The variable the supervisor reads the command from (and unsets before running it).
+pub(crate) const COMMAND_VAR: &str = "GSV_SUPERVISED_COMMAND";
 /// The supervisor's shell.
 const SUPERVISOR_SHELL: &str = "/bin/sh";
 /// The exit status file in a session's directory.
@@ -76,11 +80,11 @@ pub(crate) fn launch(
         .arg(SCRIPT)
         .arg("gsv-supervise")
         .arg(shell)
-        .arg(command)
         .arg(dir.join(STATUS))
         .current_dir(workdir)
         .env_clear()
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
+        .env(COMMAND_VAR, command)
         .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(stdout)
         .stderr(stderr)
