@@ -8,8 +8,9 @@
 //! - a supervised command whose supervisor still runs (same pid, same process start
 //!   time): a running session again; its output files are followed and the
 //!   supervisor checked every [`ADOPTED_POLL`] (it is not this process's child, so no
-//!   `wait`); Process poll, log and kill work as before, `write` does not (its stdin
-//!   pipe died with the previous process), and its timeout still holds;
+//!   `wait`); Process poll, log, kill and write work as before (stdin: the node opens
+//!   the session's named pipe again; a command that read end-of-file when the previous
+//!   process died has stopped reading), and its timeout still holds;
 //! - a supervised command that is gone without a status (its supervisor was killed):
 //!   a failed session with an unknown exit, reported `lost:` to its call;
 //! - a pty or exec session (not supervised): ended if its process group still runs
@@ -141,6 +142,15 @@ impl SessionManager {
         }
         info!("re-adopted a running session");
         self.insert(&session);
+        if dir.join(supervise::STDIN).exists() {
+            // Its writer died with the previous process; a command still reading gets
+            // a new one (one that saw end-of-file already does not read again).
+            tokio::spawn(supervise::open_stdin(
+                Arc::clone(&session),
+                dir.to_owned(),
+                false,
+            ));
+        }
         self.watch(&session, dir.to_owned(), &record, followed);
         Adoption::Session(session)
     }

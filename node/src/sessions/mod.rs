@@ -348,6 +348,13 @@ impl SessionManager {
             self.events.clone(),
             supervised.map(Path::to_path_buf),
         );
+        if let (Some(dir), true) = (supervised, spec.stdin) {
+            tokio::spawn(supervise::open_stdin(
+                Arc::clone(&session),
+                dir.to_owned(),
+                true,
+            ));
+        }
         Ok(session)
     }
 

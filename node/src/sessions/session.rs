@@ -129,6 +129,8 @@ pub struct Snapshot {
 pub(crate) enum Input {
     Pipe(tokio::process::ChildStdin),
     Pty(pty_process::OwnedWritePty),
+    /// The named pipe in the journal a supervised command reads its stdin from.
+    Fifo(tokio::net::unix::pipe::Sender),
 }
 
 impl Input {
@@ -139,6 +141,10 @@ impl Input {
                 w.flush().await
             }
             Input::Pty(w) => {
+                w.write_all(bytes).await?;
+                w.flush().await
+            }
+            Input::Fifo(w) => {
                 w.write_all(bytes).await?;
                 w.flush().await
             }
@@ -557,6 +563,13 @@ impl Session {
         }
         self.bump();
         self.snapshot()
+    }
+
+    /// Gives the session its stdin once it is open (a supervised command's named pipe).
+    pub(crate) async fn set_input(&self, input: Input) {
+        if !self.is_finished() {
+            *self.input.lock().await = Some(input);
+        }
     }
 
     /// Closes stdin (after the session finished).

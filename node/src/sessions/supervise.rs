@@ -41,13 +41,22 @@ use tracing::debug;
 /// The supervisor: `sh -c SCRIPT gsv-supervise SHELL STATUS_FILE`, the command in
 /// [`COMMAND_VAR`] (not in its argv: process listings show the command once, in the
 /// shell that runs it, and other users cannot read it from the supervisor's argv).
-pub(crate) const SCRIPT: &str = "trap : HUP INT QUIT TERM\nc=$GSV_SUPERVISED_COMMAND\nunset GSV_SUPERVISED_COMMAND\n\"$1\" -c \"$c\"\ns=$?\nprintf '%s\\n' \"$s\" >\"$2\"\nexit \"$s\"\n";
+///
+/// With a stdin, the command reads it from the named pipe `$3`, opened by a subshell
+/// after its fork (a subshell's redirections are applied in the child): the supervisor
+/// never holds the pipe, so the node's writes fail with `EPIPE` once the command has
+/// closed it, as with a plain pipe.
+pub(crate) const SCRIPT: &str = "trap : HUP INT QUIT TERM\nc=$GSV_SUPERVISED_COMMAND\nunset GSV_SUPERVISED_COMMAND\nif [ -n \"$3\" ]; then (\"$1\" -c \"$c\") <\"$3\"; else \"$1\" -c \"$c\"; fi\ns=$?\nprintf '%s\\n' \"$s\" >\"$2\"\nexit \"$s\"\n";
 /// The variable the supervisor reads the command from (and unsets before running it).
 pub(crate) const COMMAND_VAR: &str = "GSV_SUPERVISED_COMMAND";
 /// The supervisor's shell.
 const SUPERVISOR_SHELL: &str = "/bin/sh";
 /// The exit status file in a session's directory.
 pub(crate) const STATUS: &str = "status";
+/// The named pipe a supervised command with a stdin reads it from.
+pub(crate) const STDIN: &str = "stdin";
+/// How long the node waits for a supervised command to open its stdin.
+const STDIN_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of an output file read before the read part is punched out.
 pub const PUNCH_AFTER: u64 = 8 * 1024 * 1024;
 /// Longest pause between two reads of an output file that had nothing new.
@@ -75,29 +84,37 @@ pub(crate) fn launch(
     let create =
         |stream| files::create_append(&dir.join(output_file(stream))).map_err(io::Error::other);
     let (stdout, stderr) = (create(Stream::Stdout)?, create(Stream::Stderr)?);
+    let fifo = dir.join(STDIN);
+    if stdin {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )?;
+    }
     let mut cmd = tokio::process::Command::new(SUPERVISOR_SHELL);
     cmd.arg("-c")
         .arg(SCRIPT)
         .arg("gsv-supervise")
         .arg(shell)
         .arg(dir.join(STATUS))
+        .arg(if stdin { fifo.as_os_str() } else { "".as_ref() })
         .current_dir(workdir)
         .env_clear()
         .envs(env.vars.iter().map(|(k, v)| (k, v)))
         .env(COMMAND_VAR, command)
-        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = cmd.spawn()?;
+    let child = cmd.spawn()?;
     let pid = child
         .id()
         .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
-    let input = child
-        .stdin
-        .take()
-        .map(crate::sessions::session::Input::Pipe);
+    let input = None;
     let mut outputs = Vec::new();
     for stream in [Stream::Stdout, Stream::Stderr] {
         let file = open_output(dir, stream).map_err(io::Error::other)?;
@@ -109,6 +126,39 @@ pub(crate) fn launch(
         input,
         outputs,
     })
+}
+
+/// Opens the writing end of the session's stdin pipe (in `dir`) once the command has
+/// opened its end, and gives it to `session`. With `wait`, keeps trying (the command
+/// opens it as it starts) for [`STDIN_OPEN_TIMEOUT`] or until the session ends;
+/// without, tries once (a re-adopted session: its command opened it long ago).
+pub(crate) async fn open_stdin(session: Arc<Session>, dir: std::path::PathBuf, wait: bool) {
+    let path = dir.join(STDIN);
+    let deadline = tokio::time::Instant::now() + STDIN_OPEN_TIMEOUT;
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
+            Ok(sender) => {
+                session
+                    .set_input(crate::sessions::session::Input::Fifo(sender))
+                    .await;
+                return;
+            }
+            // No reader yet (or any more).
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && wait => {
+                if session.is_finished() || tokio::time::Instant::now() >= deadline {
+                    debug!("the command never opened its stdin");
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => {
+                debug!(error = %e, "no stdin for this session");
+                return;
+            }
+        }
+    }
 }
 
 /// Opens an output file of the session directory `dir` to follow it (read and write:
