@@ -316,6 +316,15 @@ async fn calls_running_when_the_node_is_sigkilled_are_answered_after_the_restart
     node.kill();
     drop(link);
     assert!(alive(exec_pid), "the exec command outlived the node");
+    // A call of another tool that was running when the node died (written as the node
+    // writes it before a tool runs).
+    let hex: String = "ghost".bytes().map(|b| format!("{b:02x}")).collect();
+    let calls = journal(data.path()).join("calls");
+    std::fs::write(
+        calls.join(format!("{hex}.call")),
+        json!({"id": "ghost", "tool": "Read", "caller": "tok-a", "begun_at": 1}).to_string(),
+    )
+    .expect("write a journaled call");
     let mut node = spawn_node(&gateway.url(), data.path(), workspace.path());
     let (mut link, _) = gateway.accept().await;
 
@@ -334,6 +343,17 @@ async fn calls_running_when_the_node_is_sigkilled_are_answered_after_the_restart
     let message = res["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("lost:"), "{res}");
     until("the orphaned exec command ended", || !alive(exec_pid)).await;
+
+    // The Read call cannot be recovered: lost, saying why.
+    link.invoke("ghost", "Read", json!({"path": "x"}), "tok-a", true)
+        .await;
+    let res = link.response("ghost").await;
+    assert_eq!(res["error"]["code"], "node_disconnected", "{res}");
+    let message = res["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("lost:") && message.contains("Read"),
+        "{res}"
+    );
 
     // The Bash command was re-adopted: its call gets the complete result.
     link.invoke(
