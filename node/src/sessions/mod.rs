@@ -210,10 +210,17 @@ impl SessionManager {
         self.journal.get().map(|d| d.join(id))
     }
 
-    /// Removes the journal directory of the forgotten sessions `ids`.
+    /// Removes the journal directory of the forgotten sessions `ids`: on a blocking
+    /// thread when there is a runtime, so a call's answer never waits for the file
+    /// system (a node killed before it is done finds a finished foreground session it
+    /// forgets at its next start).
     fn discard(&self, ids: &[String]) {
-        for id in ids {
-            if let Some(dir) = self.journal_dir(id) {
+        let dirs: Vec<PathBuf> = ids.iter().filter_map(|id| self.journal_dir(id)).collect();
+        if dirs.is_empty() {
+            return;
+        }
+        let remove = move || {
+            for dir in dirs {
                 match std::fs::remove_dir_all(&dir) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -222,6 +229,10 @@ impl SessionManager {
                     }
                 }
             }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(remove)),
+            Err(_) => remove(),
         }
     }
 
