@@ -245,3 +245,78 @@ async fn a_fan_out_is_a_job_read_back_later() {
     assert_ne!(code, 0);
     assert!(err.contains("not_found"), "{err}");
 }
+
+#[tokio::test]
+async fn a_job_whose_node_is_killed_mid_call_is_read_back_complete() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("jobs-ws");
+    let token = gw.node_token("lab");
+    let mut node = gw.spawn_node("lab", &token, ws.path(), &[]);
+    gw.wait_online("lab").await;
+    let owner = gw.agent_token();
+    let client = gw.agent_with(&owner).await;
+    // A job, and a background session of the same token.
+    let id = client
+        .call_async(
+            "lab__Bash",
+            json!({"command": "sleep 3; echo node-survived-$((6*7))"}),
+            None,
+        )
+        .await
+        .expect("started");
+    let bg = client
+        .call(
+            "lab__Bash",
+            json!({"command": "sleep 3; echo bg-done", "background": true}),
+            None,
+        )
+        .await
+        .expect("background session");
+    let session = bg.structured_content.as_ref().expect("structured")["sessionId"]
+        .as_str()
+        .expect("session id")
+        .to_owned();
+    eventually("the job's command to start", Duration::from_secs(10), || {
+        let running = job_json(&gw, &owner, &id)["state"] == "running";
+        async move { running.then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // SIGKILL of the node process alone (its commands live on), then the same node
+    // again: it re-adopts the command and the job completes as if nothing happened.
+    node.kill();
+    let _node = gw.spawn_node("lab", &token, ws.path(), &[]);
+    gw.wait_online("lab").await;
+    eventually("the job to be read back", Duration::from_secs(30), || {
+        let state = job_json(&gw, &owner, &id)["state"].clone();
+        async move { (state != "running").then_some(()) }
+    })
+    .await;
+    let (code, out, err) = cli_as(&gw, &owner, &["jobs", "show", &id]);
+    assert_eq!((code, out.trim()), (0, "node-survived-42"), "{err}");
+
+    // The background session was re-adopted: Process polls it after the restart.
+    let polled = eventually("the re-adopted session to finish", Duration::from_secs(30), || {
+        let client = &client;
+        let session = session.clone();
+        async move {
+            let r = client
+                .call(
+                    "lab__Process",
+                    json!({"action": "poll", "sessionId": session}),
+                    None,
+                )
+                .await
+                .ok()?;
+            let sc = r.structured_content.clone()?;
+            (sc["status"] != "running").then_some(sc)
+        }
+    })
+    .await;
+    assert_eq!(polled["exitCode"], 0, "{polled}");
+    assert!(
+        polled.to_string().contains("bg-done"),
+        "the session's output survived: {polled}"
+    );
+}

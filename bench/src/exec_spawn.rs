@@ -5,6 +5,10 @@
 //! buffers, session bookkeeping). The baseline is `/bin/true` spawned directly with
 //! piped output, in the same run, interleaved. Target: at most 1.1× at p50.
 //!
+//! A third row runs the same exec tool with a node journal (the sessions' records
+//! written to a temporary directory, as every `gsv node` with a data dir does) against
+//! the tool without one: what crash recovery costs an exec call.
+//!
 //! Both are measured from a task on the runtime's workers, as a node runs each call
 //! (its dispatcher spawns one task per call): measured from the thread that blocks
 //! on the runtime instead, every task the session starts would run on another thread
@@ -47,6 +51,13 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
 async fn measure(n: usize) -> Result<Report, String> {
     let workspace = std::env::temp_dir();
     let exec = Exec::new(SessionManager::new(EventSender::detached()));
+    let journal_dir =
+        std::env::temp_dir().join(format!("gsv-bench-journal-{}", std::process::id()));
+    let journal = gsv_node::journal::Journal::open(&journal_dir, "bench")
+        .map_err(|e| format!("opening a journal: {e}"))?;
+    let journaled_sessions = SessionManager::new(EventSender::detached());
+    journaled_sessions.attach_journal(journal.sessions_dir().to_owned());
+    let journaled = Exec::new(journaled_sessions);
     // Warm up: the login environment capture and the page cache.
     for _ in 0..5 {
         let _ = exec
@@ -56,8 +67,14 @@ async fn measure(n: usize) -> Result<Report, String> {
             )
             .await;
         spawn_direct().await?;
+        let _ = journaled
+            .execute(
+                json!({"argv": [PROGRAM]}),
+                ToolContext::new(&workspace, "warm-j"),
+            )
+            .await;
     }
-    let (mut tool, mut direct) = (Vec::new(), Vec::new());
+    let (mut tool, mut direct, mut with_journal) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..n {
         let t = Instant::now();
         let r = exec
@@ -71,8 +88,24 @@ async fn measure(n: usize) -> Result<Report, String> {
             return Err(format!("exec tool failed: {}", r.joined_text()));
         }
         direct.push(spawn_direct().await?);
+        let t = Instant::now();
+        let r = journaled
+            .execute(
+                json!({"argv": [PROGRAM]}),
+                ToolContext::new(&workspace, format!("j{i}")),
+            )
+            .await;
+        with_journal.push(t.elapsed());
+        if r.is_error {
+            return Err(format!("exec tool (journal) failed: {}", r.joined_text()));
+        }
     }
-    let (tool, direct) = (summarize(&tool), summarize(&direct));
+    let _ = std::fs::remove_dir_all(&journal_dir);
+    let (tool, direct, with_journal) = (
+        summarize(&tool),
+        summarize(&direct),
+        summarize(&with_journal),
+    );
     let rows = vec![
         Row::at_most(
             format!("exec tool `{PROGRAM}`, p50"),
@@ -89,6 +122,14 @@ async fn measure(n: usize) -> Result<Report, String> {
             direct.p99_us,
             "µs",
             2.0,
+        ),
+        Row::at_most(
+            format!("exec tool `{PROGRAM}` with a journal, p50"),
+            with_journal.p50_us,
+            format!("exec tool `{PROGRAM}` without, p50"),
+            tool.p50_us,
+            "µs",
+            1.3,
         ),
     ];
     Ok(Report::new(

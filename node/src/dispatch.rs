@@ -159,6 +159,12 @@ impl Dispatcher {
                 return self.reply(encode_err(&id, &e));
             }
         };
+        // Journaled before the tool runs: a restarted node knows this call may have run.
+        self.node.ledger.record_begun(
+            &id,
+            &params.tool,
+            params.caller.as_ref().map(|c| c.token_id.as_str()),
+        );
         if params.resume {
             info!(call_id = %id, "resumed call had not reached this node; running it now");
         }
@@ -369,7 +375,7 @@ impl Call {
 }
 
 /// `res ok` with `result`, or `too_large` if the serialised result exceeds `max` bytes.
-fn encode_result(id: &str, result: &ToolResult, max: usize) -> String {
+pub(crate) fn encode_result(id: &str, result: &ToolResult, max: usize) -> String {
     let frame = encode_ok(id, result);
     // The frame is the result plus a fixed envelope; measure the envelope once.
     let envelope = encode_ok(id, &Value::Null).len() - "null".len();

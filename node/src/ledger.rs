@@ -12,7 +12,15 @@
 //! bytes, each kept [`RESULT_TTL`]; past that the oldest results are dropped and only
 //! their ids remembered ([`MAX_REMEMBERED_IDS`] ids for [`ID_TTL`]), still enough to
 //! refuse running them again.
+//!
+//! With a journal ([`crate::journal`], a node with a data directory) the ledger also
+//! writes each call id as it begins and each result as it ends, and a restarted node
+//! process loads them back ([`Ledger::restore_done`], [`Ledger::adopt`]): a `resume`
+//! then finds the result the previous process kept, or the call it left running.
+//! Result ages are wall-clock across restarts. Ids of dropped results are remembered
+//! in memory only: after a restart an id whose result was dropped is unknown.
 
+use crate::journal::CallJournal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -50,6 +58,8 @@ pub struct Ledger {
     inner: Mutex<Inner>,
     /// Woken when the last running call finishes ([`Ledger::until_idle`]).
     idle: tokio::sync::Notify,
+    /// Where begun calls and results are written, if the node keeps a journal.
+    journal: Option<CallJournal>,
 }
 
 #[derive(Default)]
@@ -69,11 +79,64 @@ struct Inner {
 enum Entry {
     /// The call's token and the connection its result goes to.
     Running(CancellationToken, mpsc::Sender<String>),
+    /// A call of a previous node process whose command this process re-adopted: like
+    /// `Running`, but not counted as running (a shutdown does not wait for it).
+    Adopted(CancellationToken, mpsc::Sender<String>),
     Done(String),
     Forgotten,
 }
 
 impl Ledger {
+    /// A ledger that journals begun calls and results in `journal`.
+    pub fn with_journal(journal: Option<CallJournal>) -> Ledger {
+        Ledger {
+            journal,
+            ..Ledger::default()
+        }
+    }
+
+    /// Whether calls are journaled.
+    pub fn journaled(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Journals that call `id` of `tool` (by `caller`) begins: called before its tool
+    /// runs, so a restarted node knows it may have run.
+    pub fn record_begun(&self, id: &str, tool: &str, caller: Option<&str>) {
+        if let Some(journal) = &self.journal {
+            journal.begun(id, tool, caller);
+        }
+    }
+
+    /// Loads the result `frame` of call `id`, which a previous node process finished at
+    /// `done_at` (ms since the Unix epoch). Call in order, oldest first.
+    pub fn restore_done(&self, id: &str, frame: String, done_at: u64) {
+        let age = Duration::from_millis(gsv_protocol::now_ms().saturating_sub(done_at));
+        let now = Instant::now();
+        let at = now.checked_sub(age).unwrap_or(now);
+        let mut inner = self.lock();
+        if inner.calls.contains_key(id) {
+            return;
+        }
+        inner.kept_bytes += frame.len();
+        inner.calls.insert(id.to_owned(), Entry::Done(frame));
+        inner.done.push_back((id.to_owned(), at));
+        inner.expire(now, self.journal.as_ref());
+    }
+
+    /// Registers call `id` of a previous node process as going on (its command was
+    /// re-adopted); returns its token, cancelled if the gateway cancels it. Its
+    /// result, given to [`Ledger::finish`], goes to the connection that resumes it.
+    pub fn adopt(&self, id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        // Nobody has asked yet: a closed channel keeps the result until someone does.
+        let (nowhere, _) = mpsc::channel(1);
+        self.lock()
+            .calls
+            .insert(id.to_owned(), Entry::Adopted(token.clone(), nowhere));
+        token
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Plain data changed in single steps; a panic elsewhere cannot leave it torn.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -83,9 +146,9 @@ impl Ledger {
     /// (with a child of `parent`) if new. A running call's result now goes to `from`.
     pub fn begin(&self, id: &str, parent: &CancellationToken, from: &mpsc::Sender<String>) -> Seen {
         let mut inner = self.lock();
-        inner.expire(Instant::now());
+        inner.expire(Instant::now(), self.journal.as_ref());
         match inner.calls.get_mut(id) {
-            Some(Entry::Running(_, to)) => {
+            Some(Entry::Running(_, to)) | Some(Entry::Adopted(_, to)) => {
                 *to = from.clone();
                 Seen::Running
             }
@@ -105,7 +168,7 @@ impl Ledger {
     /// Cancels the call `id` if it is running; returns whether it was.
     pub fn cancel(&self, id: &str) -> bool {
         match self.lock().calls.get(id) {
-            Some(Entry::Running(token, _)) => {
+            Some(Entry::Running(token, _)) | Some(Entry::Adopted(token, _)) => {
                 token.cancel();
                 true
             }
@@ -116,12 +179,16 @@ impl Ledger {
     /// Records the result frame of a call that ended and returns the connection to
     /// send it on, if that one is still open. The result stays kept either way.
     pub fn finish(&self, id: &str, frame: &str) -> Option<mpsc::Sender<String>> {
+        if let Some(journal) = &self.journal {
+            journal.finished(id, frame);
+        }
         let mut inner = self.lock();
-        let to = match inner.calls.get(id) {
-            Some(Entry::Running(_, to)) => Some(to.clone()),
-            _ => None,
+        let (to, counted) = match inner.calls.get(id) {
+            Some(Entry::Running(_, to)) => (Some(to.clone()), true),
+            Some(Entry::Adopted(_, to)) => (Some(to.clone()), false),
+            _ => (None, false),
         };
-        if to.is_some() {
+        if counted {
             inner.running -= 1;
         }
         let now = Instant::now();
@@ -130,7 +197,7 @@ impl Ledger {
             .calls
             .insert(id.to_owned(), Entry::Done(frame.to_owned()));
         inner.done.push_back((id.to_owned(), now));
-        inner.expire(now);
+        inner.expire(now, self.journal.as_ref());
         let to = to.filter(|tx| !tx.is_closed());
         if to.is_some() {
             inner.unsent += 1;
@@ -183,7 +250,7 @@ impl Inner {
     }
 
     /// Drops results past their bounds or TTL (keeping their ids), and ids past theirs.
-    fn expire(&mut self, now: Instant) {
+    fn expire(&mut self, now: Instant, journal: Option<&CallJournal>) {
         while let Some((id, at)) = self.done.front() {
             let over = self.done.len() > MAX_KEPT_RESULTS || self.kept_bytes > MAX_KEPT_BYTES;
             if !over && now.duration_since(*at) < RESULT_TTL {
@@ -194,6 +261,9 @@ impl Inner {
             if let Some(Entry::Done(frame)) = self.calls.get(&id) {
                 self.kept_bytes -= frame.len();
                 self.calls.insert(id.clone(), Entry::Forgotten);
+                if let Some(journal) = journal {
+                    journal.forget(&id);
+                }
                 self.forgotten.push_back((id, now));
             }
         }

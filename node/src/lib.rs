@@ -21,6 +21,8 @@
 //!   node recorded them (reported as `runtime.loginProfile`).
 //! - [`events`]: node → gateway events from tools (queued while disconnected).
 //! - [`sessions`]: the process session manager behind the Bash and Process tools.
+//! - [`journal`]: what a restarted node process needs to answer for the calls and
+//!   sessions of the one before it (a node crash loses nothing silently).
 //! - [`guards`]: node-side guards no gateway can switch off (the shell blocklist,
 //!   `--approve-shell`, the tools' approval posture; `--read-only` is applied by the
 //!   registry).
@@ -36,10 +38,12 @@ pub mod error;
 pub mod events;
 pub mod facts;
 pub mod guards;
+pub mod journal;
 pub mod ledger;
 pub mod login_profile;
 mod private_file;
 pub mod probe;
+mod recover;
 mod registered;
 pub mod registry;
 pub mod runner;

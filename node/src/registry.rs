@@ -231,6 +231,11 @@ impl Registry {
             .map_or(0, |s| s.end_owned_by(token_ids))
     }
 
+    /// The session manager of the standard tool set, if this registry has one.
+    pub fn sessions(&self) -> Option<&Arc<SessionManager>> {
+        self.sessions.as_ref()
+    }
+
     pub fn events(&self) -> &EventSender {
         &self.events
     }

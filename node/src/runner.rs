@@ -145,6 +145,10 @@ pub(crate) async fn prepare(
         config.data_dir.iter().chain(&config.protect).cloned(),
     ));
     info!(paths = ?protected.paths(), "file tools never touch these (protected)");
+    // The previous process's sessions are re-adopted before any call can arrive.
+    let journal = crate::recover::open(&config, &registry);
+    let ledger =
+        crate::ledger::Ledger::with_journal(journal.as_ref().map(|(j, _)| j.calls().clone()));
     let node = Arc::new(NodeState {
         credentials: crate::credential::Credentials::load(&config),
         protected,
@@ -153,9 +157,12 @@ pub(crate) async fn prepare(
         probe,
         login_profile,
         events,
-        ledger: crate::ledger::Ledger::default(),
+        ledger,
         instance: uuid::Uuid::new_v4().simple().to_string(),
     });
+    if let Some((journal, adopted)) = journal {
+        crate::recover::restore(&node, &journal, adopted);
+    }
     Ok(Some(Ready { node, url, tls }))
 }
 

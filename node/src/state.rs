@@ -58,7 +58,7 @@ impl NodeState {
                     ..self.probe.runtime()
                 },
                 instance: self.instance.clone(),
-                journal: false,
+                journal: self.ledger.journaled(),
             }),
         }
     }

@@ -117,6 +117,8 @@ async fn dropping_the_manager_kills_running_sessions() {
             owner: None,
             env_overrides: Vec::new(),
             argv: None,
+            call_id: None,
+            yields: false,
         })
         .await
         .unwrap();

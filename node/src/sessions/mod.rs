@@ -22,17 +22,28 @@
 //! construction: the last [`MAX_OUTPUT_CHARS`] characters of combined output plus the
 //! last [`RAW_RING_BYTES`] bytes of each raw stream.
 //!
+//! With a journal ([`SessionManager::attach_journal`], a node with a data directory)
+//! every session has a directory in it (its record, and for supervised commands its
+//! output and exit status), removed when the session is forgotten; a restarted node
+//! re-adopts what the previous process left ([`SessionManager::adopt`]). See
+//! [`supervise`] and `adopt`.
+//!
 //! Modules: [`buffer`] (byte rings, UTF-8 decoding, the capped text), [`session`] (one
-//! session), `spawn` (start, read, supervise), [`group`] (process-group kill), [`pty`]
-//! (terminal sessions), [`keys`] (send-keys names), [`error`].
+//! session), `spawn` (start, read, supervise), [`supervise`] (commands that outlive
+//! the node), `record` (a session's journal entry), `adopt` (re-adoption after a
+//! restart), [`group`] (process-group kill), [`pty`] (terminal sessions), [`keys`]
+//! (send-keys names), [`error`].
 
+pub mod adopt;
 pub mod buffer;
 pub mod error;
 pub mod group;
 pub mod keys;
 pub mod pty;
+pub(crate) mod record;
 pub mod session;
 mod spawn;
+pub mod supervise;
 
 pub use error::SessionError;
 pub use session::{
@@ -43,7 +54,7 @@ use crate::events::EventSender;
 use crate::probe;
 use session::NewSession;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -109,6 +120,11 @@ pub struct SpawnSpec {
     /// Run this program directly instead of `$SHELL -c command` (the exec tool);
     /// `command` is then only what listings show.
     pub argv: Option<ArgvSpec>,
+    /// The call that starts it (journaled, so a restarted node can answer the call).
+    pub call_id: Option<String>,
+    /// A Bash `yieldMs` command (it becomes a background session if it outlives its
+    /// call).
+    pub yields: bool,
 }
 
 /// A program run without a shell (the exec tool).
@@ -135,6 +151,8 @@ pub struct SessionManager {
     serial: AtomicU64,
     /// See [`SessionManager::keep_on_exit`].
     keep_on_exit: std::sync::atomic::AtomicBool,
+    /// The journal's sessions directory, once attached.
+    journal: std::sync::OnceLock<PathBuf>,
 }
 
 #[derive(Default)]
@@ -175,7 +193,47 @@ impl SessionManager {
             table: Mutex::new(Table::default()),
             serial: AtomicU64::new(0),
             keep_on_exit: std::sync::atomic::AtomicBool::new(false),
+            journal: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Keeps every session's record (and a supervised command's output and status) in
+    /// `dir`, the journal's sessions directory, from now on. Once; before any spawn.
+    pub fn attach_journal(&self, dir: PathBuf) {
+        if self.journal.set(dir).is_err() {
+            tracing::warn!("the session journal was attached already");
+        }
+    }
+
+    /// The journal directory of session `id`, if the manager keeps a journal.
+    pub(crate) fn journal_dir(&self, id: &str) -> Option<PathBuf> {
+        self.journal.get().map(|d| d.join(id))
+    }
+
+    /// Removes the journal directory of the forgotten sessions `ids`: on a blocking
+    /// thread when there is a runtime, so a call's answer never waits for the file
+    /// system (a node killed before it is done finds a finished foreground session it
+    /// forgets at its next start).
+    fn discard(&self, ids: &[String]) {
+        let dirs: Vec<PathBuf> = ids.iter().filter_map(|id| self.journal_dir(id)).collect();
+        if dirs.is_empty() {
+            return;
+        }
+        let remove = move || {
+            for dir in dirs {
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(dir = ?dir, error = %e, "could not remove a session's journal")
+                    }
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(remove)),
+            Err(_) => remove(),
+        }
     }
 
     /// Leave running sessions alone when the node stops (`--keep-sessions-on-exit`).
@@ -207,8 +265,25 @@ impl SessionManager {
         let shell = probe::user_shell();
         let started = Instant::now();
         let started_at = gsv_protocol::now_ms();
-        let launched = match &spec.argv {
-            None => spawn::launch(
+        let id = uuid::Uuid::new_v4().to_string();
+        let journal_dir =
+            self.journal_dir(&id)
+                .and_then(|dir| match crate::journal::files::private_dir(&dir) {
+                    Ok(()) => Some(dir),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no journal for this session");
+                        None
+                    }
+                });
+        // Only a shell command without a terminal can run under the supervisor.
+        let supervised = journal_dir
+            .as_deref()
+            .filter(|_| !spec.pty && spec.argv.is_none());
+        let launched = match (&spec.argv, supervised) {
+            (None, Some(dir)) => {
+                supervise::launch(&shell, &spec.command, &spec.workdir, &env, spec.stdin, dir)
+            }
+            (None, None) => spawn::launch(
                 &shell,
                 &spec.command,
                 &spec.workdir,
@@ -216,12 +291,40 @@ impl SessionManager {
                 spec.pty,
                 spec.stdin,
             ),
-            Some(argv) => spawn::launch_argv(argv, &spec.workdir, &env, spec.stdin),
+            (Some(argv), _) => spawn::launch_argv(argv, &spec.workdir, &env, spec.stdin),
         };
         let program = spec.argv.as_ref().map_or(shell, |a| a.program.clone());
-        let mut launched = launched.map_err(|error| spawn_error(&spec, &program, error))?;
+        let mut launched = match launched {
+            Ok(launched) => launched,
+            Err(error) => {
+                self.discard(std::slice::from_ref(&id));
+                return Err(spawn_error(&spec, &program, error));
+            }
+        };
+        if let Some(dir) = &journal_dir {
+            let record = record::SessionRecord {
+                id: id.clone(),
+                owner: spec.owner.clone(),
+                command: spec.command.clone(),
+                workdir: spec.workdir.clone(),
+                pty: spec.pty,
+                background: spec.background,
+                yields: spec.yields,
+                supervised: supervised.is_some(),
+                pid: launched.pid,
+                start_ticks: record::start_ticks(launched.pid),
+                started_at,
+                call_id: spec.call_id.clone(),
+                timeout_at: spec
+                    .timeout
+                    .map(|t| started_at.saturating_add(session::millis(t))),
+            };
+            if let Err(e) = record.write(dir) {
+                tracing::warn!(error = %e, "could not journal a session");
+            }
+        }
         let session = Arc::new(Session::new(NewSession {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             serial: self.serial.fetch_add(1, Ordering::Relaxed),
             command: spec.command.clone(),
             owner: spec.owner.clone(),
@@ -254,7 +357,15 @@ impl SessionManager {
             started,
             self.me.clone(),
             self.events.clone(),
+            supervised.map(Path::to_path_buf),
         );
+        if let (Some(dir), true) = (supervised, spec.stdin) {
+            tokio::spawn(supervise::open_stdin(
+                Arc::clone(&session),
+                dir.to_owned(),
+                true,
+            ));
+        }
         Ok(session)
     }
 
@@ -311,7 +422,9 @@ impl SessionManager {
         if !session.is_finished() {
             return Err(SessionError::StillRunning(id.to_owned()));
         }
-        self.lock().sessions.remove(id);
+        if self.lock().sessions.remove(id).is_some() {
+            self.discard(&[id.to_owned()]);
+        }
         debug!(session_id = %id, "session removed");
         Ok(session)
     }
@@ -363,9 +476,11 @@ impl SessionManager {
                 None => total += snap_bytes,
             }
         }
+        let mut dropped = Vec::new();
         for id in expired {
             debug!(session_id = %id, "finished session expired");
             table.sessions.remove(&id);
+            dropped.push(id);
         }
         finished.sort();
         let mut kept = finished.len();
@@ -375,9 +490,12 @@ impl SessionManager {
             }
             debug!(session_id = %id, "dropping the oldest finished session (caps)");
             table.sessions.remove(&id);
+            dropped.push(id);
             kept -= 1;
             total -= bytes;
         }
+        drop(table);
+        self.discard(&dropped);
     }
 
     /// The process groups of the running sessions whose owner `may_use` refuses (a
@@ -394,8 +512,11 @@ impl SessionManager {
     /// Forgets a finished foreground session (its call has the result). Called by the
     /// call and by the supervisor, whichever comes first.
     pub(crate) fn forget_foreground(&self, session: &Session) {
-        if session.is_finished() && !session.is_background() {
-            self.lock().sessions.remove(session.id());
+        if session.is_finished()
+            && !session.is_background()
+            && self.lock().sessions.remove(session.id()).is_some()
+        {
+            self.discard(&[session.id().to_owned()]);
         }
     }
 

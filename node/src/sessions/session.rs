@@ -129,6 +129,8 @@ pub struct Snapshot {
 pub(crate) enum Input {
     Pipe(tokio::process::ChildStdin),
     Pty(pty_process::OwnedWritePty),
+    /// The named pipe in the journal a supervised command reads its stdin from.
+    Fifo(tokio::net::unix::pipe::Sender),
 }
 
 impl Input {
@@ -139,6 +141,10 @@ impl Input {
                 w.flush().await
             }
             Input::Pty(w) => {
+                w.write_all(bytes).await?;
+                w.flush().await
+            }
+            Input::Fifo(w) => {
                 w.write_all(bytes).await?;
                 w.flush().await
             }
@@ -532,20 +538,38 @@ impl Session {
         self.lock().leader_exited = true;
     }
 
-    /// Records the end of the session; returns the final snapshot.
-    pub(crate) fn finish(&self, code: Option<i32>, signal: Option<String>) -> Snapshot {
+    /// Records the end of the session at `ended_at` (ms since the Unix epoch; default
+    /// now: a re-adopted session may have ended while no node process watched it);
+    /// returns the final snapshot.
+    pub(crate) fn finish_at(
+        &self,
+        code: Option<i32>,
+        signal: Option<String>,
+        ended_at: Option<u64>,
+    ) -> Snapshot {
         {
             let mut state = self.lock();
             state.output.finish();
+            let duration_ms = match ended_at {
+                Some(at) => at.saturating_sub(self.started_at),
+                None => millis(self.started.elapsed()),
+            };
             state.exit = Some(Exit {
                 code,
                 signal,
-                ended_at: now_ms(),
-                duration_ms: millis(self.started.elapsed()),
+                ended_at: ended_at.unwrap_or_else(now_ms),
+                duration_ms,
             });
         }
         self.bump();
         self.snapshot()
+    }
+
+    /// Gives the session its stdin once it is open (a supervised command's named pipe).
+    pub(crate) async fn set_input(&self, input: Input) {
+        if !self.is_finished() {
+            *self.input.lock().await = Some(input);
+        }
     }
 
     /// Closes stdin (after the session finished).

@@ -15,6 +15,7 @@ use crate::probe::LoginEnv;
 use crate::sessions::group::KILL_GRACE;
 use crate::sessions::pty;
 use crate::sessions::session::{Input, KillReason, Session, Snapshot, Stream};
+use crate::sessions::supervise;
 use crate::sessions::{ArgvSpec, SessionManager};
 use gsv_protocol::EventName;
 use std::io;
@@ -24,6 +25,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, info_span, warn, Instrument};
 
@@ -39,7 +41,16 @@ pub(crate) struct Launched {
     pub child: tokio::process::Child,
     pub pid: u32,
     pub input: Option<Input>,
-    pub outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)>,
+    pub outputs: Vec<(Stream, OutputSource)>,
+}
+
+/// Where a stream of output is read from.
+pub(crate) enum OutputSource {
+    /// A pipe or pty, read to its end.
+    Pipe(Box<dyn AsyncRead + Send + Unpin>),
+    /// A file in the journal a supervised command appends to, followed as it grows
+    /// ([`supervise::follow`]).
+    File(std::fs::File),
 }
 
 /// Starts `shell -c command` in `workdir` with `env`, in its own process group.
@@ -62,7 +73,10 @@ pub(crate) fn launch(
             child: started.child,
             pid,
             input: Some(Input::Pty(started.writer)),
-            outputs: vec![(Stream::Terminal, Box::new(started.reader))],
+            outputs: vec![(
+                Stream::Terminal,
+                OutputSource::Pipe(Box::new(started.reader)),
+            )],
         });
     }
     let mut cmd = tokio::process::Command::new(shell);
@@ -91,12 +105,12 @@ fn spawn_piped(
     let pid = child
         .id()
         .ok_or_else(|| io::Error::other("the child exited before it had a pid"))?;
-    let mut outputs: Vec<(Stream, Box<dyn AsyncRead + Send + Unpin>)> = Vec::new();
+    let mut outputs: Vec<(Stream, OutputSource)> = Vec::new();
     if let Some(out) = child.stdout.take() {
-        outputs.push((Stream::Stdout, Box::new(out)));
+        outputs.push((Stream::Stdout, OutputSource::Pipe(Box::new(out))));
     }
     if let Some(err) = child.stderr.take() {
-        outputs.push((Stream::Stderr, Box::new(err)));
+        outputs.push((Stream::Stderr, OutputSource::Pipe(Box::new(err))));
     }
     let input = child.stdin.take().map(Input::Pipe);
     Ok(Launched {
@@ -142,7 +156,8 @@ pub(crate) fn launch_argv(
     Ok(launched)
 }
 
-/// Starts the readers and the supervisor of `session`.
+/// Starts the readers and the supervisor of `session`. `journal_dir`: the session's
+/// directory in the journal, where a supervised command's status is written.
 pub(crate) fn start(
     session: Arc<Session>,
     launched: Launched,
@@ -150,13 +165,24 @@ pub(crate) fn start(
     started: Instant,
     manager: Weak<SessionManager>,
     events: EventSender,
+    journal_dir: Option<std::path::PathBuf>,
 ) {
     let span = info_span!("session", session_id = %session.id(), pid = session.pid());
+    let (exited, exited_rx) = watch::channel(false);
     let readers = launched
         .outputs
         .into_iter()
-        .map(|(stream, reader)| {
-            tokio::spawn(read_output(Arc::clone(&session), stream, reader).instrument(span.clone()))
+        .map(|(stream, source)| {
+            let session = Arc::clone(&session);
+            match source {
+                OutputSource::Pipe(reader) => {
+                    tokio::spawn(read_output(session, stream, reader).instrument(span.clone()))
+                }
+                OutputSource::File(file) => tokio::spawn(
+                    supervise::follow(session, stream, file, exited_rx.clone())
+                        .instrument(span.clone()),
+                ),
+            }
         })
         .collect();
     let supervisor = Supervisor {
@@ -167,6 +193,8 @@ pub(crate) fn start(
         started,
         manager,
         events,
+        exited,
+        journal_dir,
     };
     tokio::spawn(supervisor.run().instrument(span));
 }
@@ -202,6 +230,9 @@ struct Supervisor {
     started: Instant,
     manager: Weak<SessionManager>,
     events: EventSender,
+    /// Tells the readers of output files that the supervisor has exited.
+    exited: watch::Sender<bool>,
+    journal_dir: Option<std::path::PathBuf>,
 }
 
 impl Supervisor {
@@ -225,35 +256,30 @@ impl Supervisor {
             }
         };
         self.session.set_leader_exited();
+        let _ = self.exited.send(true);
         self.drain().await;
-        let (code, signal) = match status {
-            Ok(status) => (
+        // A supervised command's own status, as its supervisor wrote it.
+        let recorded = self.journal_dir.as_deref().and_then(supervise::read_status);
+        let (code, signal) = match (recorded, status) {
+            (Some(recorded), _) => recorded,
+            (None, Ok(status)) => (
                 status.code(),
                 status.signal().map(crate::sessions::group::signal_name),
             ),
-            Err(e) => {
+            (None, Err(e)) => {
                 warn!(error = %e, "waiting for the command failed");
                 (None, None)
             }
         };
-        let snapshot = self.session.finish(code, signal);
-        self.session.close_input().await;
-        info!(
-            status = snapshot.status.as_str(),
-            exit_code = ?snapshot.exit_code,
-            signal = ?snapshot.signal,
-            duration_ms = snapshot.duration_ms,
-            "session finished"
-        );
-        if snapshot.background {
-            let payload = exited_payload(&snapshot);
-            if let Err(e) = self.events.send(EventName::ProcessExited, &payload).await {
-                warn!(error = %e, "could not queue the process.exited event");
-            }
-        }
-        if let Some(manager) = self.manager.upgrade() {
-            manager.on_finished(&self.session);
-        }
+        conclude(
+            &self.session,
+            code,
+            signal,
+            None,
+            &self.events,
+            &self.manager,
+        )
+        .await;
     }
 
     /// Waits for the readers to reach end-of-file, within a bound.
@@ -271,6 +297,36 @@ impl Supervisor {
                 reader.abort();
             }
         }
+    }
+}
+
+/// Records the end of `session` (at `ended_at`, default now), announces a background
+/// session's end and tells the manager.
+pub(crate) async fn conclude(
+    session: &Arc<Session>,
+    code: Option<i32>,
+    signal: Option<String>,
+    ended_at: Option<u64>,
+    events: &EventSender,
+    manager: &Weak<SessionManager>,
+) {
+    let snapshot = session.finish_at(code, signal, ended_at);
+    session.close_input().await;
+    info!(
+        status = snapshot.status.as_str(),
+        exit_code = ?snapshot.exit_code,
+        signal = ?snapshot.signal,
+        duration_ms = snapshot.duration_ms,
+        "session finished"
+    );
+    if snapshot.background {
+        let payload = exited_payload(&snapshot);
+        if let Err(e) = events.send(EventName::ProcessExited, &payload).await {
+            warn!(error = %e, "could not queue the process.exited event");
+        }
+    }
+    if let Some(manager) = manager.upgrade() {
+        manager.on_finished(session);
     }
 }
 

@@ -217,6 +217,8 @@ impl Tool for Bash {
             owner: ctx.owner().map(str::to_owned),
             env_overrides,
             argv: None,
+            call_id: Some(ctx.call_id.clone()),
+            yields: matches!(request.mode, Mode::Yield(_)),
         };
         let session = match self.sessions.spawn(spec).await {
             Ok(session) => session,
@@ -389,7 +391,7 @@ fn cancelled() -> ToolResult {
 }
 
 /// The result of a finished command.
-fn finished_result(session: &Session) -> ToolResult {
+pub(crate) fn finished_result(session: &Session) -> ToolResult {
     let s = session.snapshot();
     let output = session.output();
     let mut text = String::new();

@@ -377,6 +377,8 @@ impl Tool for Exec {
                 env: request.env,
                 stdin: request.stdin.map(String::into_bytes),
             }),
+            call_id: Some(ctx.call_id.clone()),
+            yields: matches!(request.mode, Mode::Yield(_)),
         };
         let session = match self.sessions.spawn(spec).await {
             Ok(session) => session,
