@@ -46,7 +46,10 @@ fn results_past_the_cap_keep_only_the_newest_across_a_restart() {
     assert_eq!(count(&calls, "done"), MAX_KEPT_RESULTS);
     assert_eq!(count(&calls, "call"), MAX_KEPT_RESULTS);
 
+    // While this process holds it, another cannot use it.
+    assert!(Journal::open(data.path(), "n1").is_err());
     // A new process of the same node.
+    drop((ledger, journal));
     let journal = Journal::open(data.path(), "n1").unwrap();
     let loaded = journal.calls().load();
     assert_eq!(loaded.len(), MAX_KEPT_RESULTS);

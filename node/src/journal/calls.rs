@@ -12,6 +12,7 @@ use crate::journal::{files, JournalError};
 use crate::ledger::{MAX_KEPT_BYTES, RESULT_TTL};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tracing::warn;
 
 /// Largest `.call` file read back.
@@ -21,6 +22,8 @@ const MAX_RECORD_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone)]
 pub struct CallJournal {
     dir: PathBuf,
+    /// The journal's lock, held as long as the ledger writes here.
+    _lock: Arc<std::fs::File>,
 }
 
 /// What `<hex>.call` holds.
@@ -51,9 +54,12 @@ pub enum LoadedCall {
 }
 
 impl CallJournal {
-    pub(crate) fn open(dir: PathBuf) -> Result<CallJournal, JournalError> {
+    pub(crate) fn open(
+        dir: PathBuf,
+        lock: Arc<std::fs::File>,
+    ) -> Result<CallJournal, JournalError> {
         files::private_dir(&dir)?;
-        Ok(CallJournal { dir })
+        Ok(CallJournal { dir, _lock: lock })
     }
 
     fn path(&self, id: &str, ext: &str) -> Option<PathBuf> {

@@ -23,6 +23,10 @@ pub enum JournalError {
         #[source]
         error: std::io::Error,
     },
+    /// Another process of this node holds the journal (two processes must not share
+    /// one: each would take the other's sessions for its predecessor's).
+    #[error("journal {path:?} is held by another process of this node")]
+    Busy { path: PathBuf },
     /// A journal file holds something this node did not write (or a torn write).
     #[error("journal file {path:?} is not a valid entry: {problem}")]
     Corrupt { path: PathBuf, problem: String },

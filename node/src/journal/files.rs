@@ -62,6 +62,30 @@ pub(crate) fn create_append(path: &Path) -> Result<File, JournalError> {
         .map_err(file_err(path))
 }
 
+/// Opens (creating it 0600) the lock file `path` and takes its exclusive `flock`
+/// without waiting; `Busy` if another process holds it.
+pub(crate) fn lock(path: &Path) -> Result<File, JournalError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(file_err(path))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(JournalError::Busy {
+            path: path.to_owned(),
+        }),
+        Err(e) => Err(JournalError::File {
+            path: path.to_owned(),
+            error: e.into(),
+        }),
+    }
+}
+
 /// Opens `path` for reading, refusing a symlink.
 pub(crate) fn open_read(path: &Path) -> Result<File, JournalError> {
     OpenOptions::new()

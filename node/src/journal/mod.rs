@@ -13,6 +13,9 @@
 //!   supervisor writes (see [`crate::sessions::record`] and
 //!   [`crate::sessions::supervise`]). Bounded by the session manager's caps.
 //!
+//! One node process at a time uses a journal: it holds `lock` (`flock`) while it runs,
+//! and a second process of the same node runs without a journal, with a warning.
+//!
 //! Modules: [`calls`], `files` (private file operations), [`error`].
 
 pub mod calls;
@@ -23,6 +26,7 @@ pub use calls::{CallJournal, LoadedCall};
 pub use error::JournalError;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A node's journal directory.
 #[derive(Debug, Clone)]
@@ -31,6 +35,11 @@ pub struct Journal {
     calls: CallJournal,
     sessions: PathBuf,
 }
+
+/// The lock file in a journal's directory, held (`flock`, exclusive) by the one node
+/// process using the journal, for as long as it runs: the kernel releases it when the
+/// process dies, however it dies.
+const LOCK: &str = "lock";
 
 impl Journal {
     /// Opens (creating what is missing) the journal of node `node_id` in `data_dir`.
@@ -43,7 +52,8 @@ impl Journal {
         files::private_dir(&top)?;
         let root = top.join(node_id);
         files::private_dir(&root)?;
-        let calls = CallJournal::open(root.join("calls"))?;
+        let lock = Arc::new(files::lock(&root.join(LOCK))?);
+        let calls = CallJournal::open(root.join("calls"), lock)?;
         let sessions = root.join("sessions");
         files::private_dir(&sessions)?;
         Ok(Journal {
