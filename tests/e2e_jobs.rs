@@ -276,10 +276,14 @@ async fn a_job_whose_node_is_killed_mid_call_is_read_back_complete() {
         .as_str()
         .expect("session id")
         .to_owned();
-    eventually("the job's command to start", Duration::from_secs(10), || {
-        let running = job_json(&gw, &owner, &id)["state"] == "running";
-        async move { running.then_some(()) }
-    })
+    eventually(
+        "the job's command to start",
+        Duration::from_secs(10),
+        || {
+            let running = job_json(&gw, &owner, &id)["state"] == "running";
+            async move { running.then_some(()) }
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -297,22 +301,26 @@ async fn a_job_whose_node_is_killed_mid_call_is_read_back_complete() {
     assert_eq!((code, out.trim()), (0, "node-survived-42"), "{err}");
 
     // The background session was re-adopted: Process polls it after the restart.
-    let polled = eventually("the re-adopted session to finish", Duration::from_secs(30), || {
-        let client = &client;
-        let session = session.clone();
-        async move {
-            let r = client
-                .call(
-                    "lab__Process",
-                    json!({"action": "poll", "sessionId": session}),
-                    None,
-                )
-                .await
-                .ok()?;
-            let sc = r.structured_content.clone()?;
-            (sc["status"] != "running").then_some(sc)
-        }
-    })
+    let polled = eventually(
+        "the re-adopted session to finish",
+        Duration::from_secs(30),
+        || {
+            let client = &client;
+            let session = session.clone();
+            async move {
+                let r = client
+                    .call(
+                        "lab__Process",
+                        json!({"action": "poll", "sessionId": session}),
+                        None,
+                    )
+                    .await
+                    .ok()?;
+                let sc = r.structured_content.clone()?;
+                (sc["status"] != "running").then_some(sc)
+            }
+        },
+    )
     .await;
     assert_eq!(polled["exitCode"], 0, "{polled}");
     assert!(

@@ -124,6 +124,19 @@ impl Ledger {
         inner.expire(now, self.journal.as_ref());
     }
 
+    /// Remembers call `id` of a previous node process whose result was dropped: a
+    /// `resume` for it is answered "no longer kept", never run again.
+    pub fn restore_forgotten(&self, id: &str) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.calls.contains_key(id) {
+            return;
+        }
+        inner.calls.insert(id.to_owned(), Entry::Forgotten);
+        inner.forgotten.push_back((id.to_owned(), now));
+        inner.expire(now, self.journal.as_ref());
+    }
+
     /// Registers call `id` of a previous node process as going on (its command was
     /// re-adopted); returns its token, cancelled if the gateway cancels it. Its
     /// result, given to [`Ledger::finish`], goes to the connection that resumes it.
@@ -273,6 +286,9 @@ impl Inner {
             }
             if let Some(Entry::Forgotten) = self.calls.get(id) {
                 self.calls.remove(id);
+                if let Some(journal) = journal {
+                    journal.drop_id(id);
+                }
             }
             self.forgotten.pop_front();
         }

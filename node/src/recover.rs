@@ -67,6 +67,7 @@ pub(crate) fn restore(
             LoadedCall::Done { id, frame, done_at } => {
                 node.ledger.restore_done(&id, frame, done_at);
             }
+            LoadedCall::Forgotten { id } => node.ledger.restore_forgotten(&id),
             LoadedCall::Pending { id, tool, .. } => match adopted.remove(&id) {
                 Some(Adoption::Session(session)) => answer_with(node, id, session),
                 Some(Adoption::Lost(why)) => lost(node, &id, &why),

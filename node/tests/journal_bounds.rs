@@ -45,6 +45,8 @@ fn results_past_the_cap_keep_only_the_newest_across_a_restart() {
     let calls = journal.root().join("calls");
     assert_eq!(count(&calls, "done"), MAX_KEPT_RESULTS);
     assert_eq!(count(&calls, "call"), MAX_KEPT_RESULTS);
+    // The dropped ones leave only their id behind.
+    assert_eq!(count(&calls, "gone"), 20);
 
     // While this process holds it, another cannot use it.
     assert!(Journal::open(data.path(), "n1").is_err());
@@ -52,11 +54,12 @@ fn results_past_the_cap_keep_only_the_newest_across_a_restart() {
     drop((ledger, journal));
     let journal = Journal::open(data.path(), "n1").unwrap();
     let loaded = journal.calls().load();
-    assert_eq!(loaded.len(), MAX_KEPT_RESULTS);
+    assert_eq!(loaded.len(), MAX_KEPT_RESULTS + 20);
     let ledger = Ledger::with_journal(Some(journal.calls().clone()));
     for call in loaded {
         match call {
             LoadedCall::Done { id, frame, done_at } => ledger.restore_done(&id, frame, done_at),
+            LoadedCall::Forgotten { id } => ledger.restore_forgotten(&id),
             other => panic!("{other:?}"),
         }
     }
@@ -65,8 +68,9 @@ fn results_past_the_cap_keep_only_the_newest_across_a_restart() {
         Seen::Done(frame) => assert_eq!(frame, format!("frame-{}", total - 1)),
         other => panic!("{other:?}"),
     }
-    // The oldest were dropped with their files: unknown to the new process.
-    assert!(matches!(ledger.begin("c0", &root, &tx), Seen::New(_)));
+    // The oldest results were dropped, but their ids are remembered: a resume of one
+    // is answered "no longer kept", never run a second time.
+    assert!(matches!(ledger.begin("c0", &root, &tx), Seen::Forgotten));
 }
 
 #[test]

@@ -5,11 +5,14 @@
 //! One call is two files in `calls/`, named by the hex of its id: `<hex>.call` (JSON,
 //! written when the call begins, before its tool runs) and `<hex>.done` (the result
 //! frame as sent, written beside and renamed in when it ends). Both are removed when
-//! the ledger drops the result (its caps and TTL), so the directory holds at most the
-//! ledger's kept results plus the calls running.
+//! the ledger drops the result (its caps and TTL), and an empty `<hex>.gone` stays for
+//! as long as the ledger remembers the id ([`ID_TTL`], at most [`MAX_REMEMBERED_IDS`]):
+//! a restarted process then answers a `resume` for it "no longer kept" instead of
+//! running the call a second time. So the directory holds at most the ledger's kept
+//! results, the calls running and the remembered ids.
 
 use crate::journal::{files, JournalError};
-use crate::ledger::{MAX_KEPT_BYTES, RESULT_TTL};
+use crate::ledger::{ID_TTL, MAX_KEPT_BYTES, MAX_REMEMBERED_IDS, RESULT_TTL};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +54,8 @@ pub enum LoadedCall {
         tool: String,
         caller: Option<String>,
     },
+    /// Its result was dropped (caps, TTL); the id is remembered so it never runs again.
+    Forgotten { id: String },
 }
 
 impl CallJournal {
@@ -99,12 +104,24 @@ impl CallJournal {
         }
     }
 
-    /// Forgets call `id` (its result was dropped).
+    /// Forgets call `id`'s result (it was dropped), remembering the id.
     pub fn forget(&self, id: &str) {
         for ext in ["done", "call"] {
             if let Some(path) = self.path(id, ext) {
                 files::remove(&path);
             }
+        }
+        if let Some(path) = self.path(id, "gone") {
+            if let Err(e) = files::write(&path, b"", false) {
+                warn!(error = %e, "could not journal a forgotten call id");
+            }
+        }
+    }
+
+    /// Stops remembering call `id` (the ledger no longer does either).
+    pub fn drop_id(&self, id: &str) {
+        if let Some(path) = self.path(id, "gone") {
+            files::remove(&path);
         }
     }
 
@@ -122,6 +139,8 @@ impl CallJournal {
         let ttl = u64::try_from(RESULT_TTL.as_millis()).unwrap_or(u64::MAX);
         let mut done = Vec::new();
         let mut pending = Vec::new();
+        let mut gone: Vec<(u64, String)> = Vec::new();
+        let id_ttl = u64::try_from(ID_TTL.as_millis()).unwrap_or(u64::MAX);
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name();
@@ -145,6 +164,13 @@ impl CallJournal {
                         self.forget_path(stem);
                     }
                 }
+            } else if let Some(stem) = name.strip_suffix(".gone") {
+                let at = files::modified_ms(&path).unwrap_or(0);
+                match files::name_id(stem) {
+                    Some(id) if now.saturating_sub(at) < id_ttl => gone.push((at, id)),
+                    Some(_) => files::remove(&path),
+                    None => skip(&path, "a name that is no call id"),
+                }
             } else if let Some(stem) = name.strip_suffix(".done") {
                 if !self.dir.join(format!("{stem}.call")).exists() {
                     skip(&path, "a result without its call");
@@ -155,15 +181,27 @@ impl CallJournal {
         }
         done.sort_by_key(|c| match c {
             LoadedCall::Done { done_at, .. } => *done_at,
-            LoadedCall::Pending { .. } => 0,
+            _ => 0,
         });
-        done.extend(pending);
-        done
+        // The newest remembered ids, within the ledger's bound, oldest first.
+        gone.sort();
+        let extra = gone.len().saturating_sub(MAX_REMEMBERED_IDS);
+        for (_, id) in gone.drain(..extra) {
+            self.drop_id(&id);
+        }
+        let mut all: Vec<LoadedCall> = gone
+            .into_iter()
+            .map(|(_, id)| LoadedCall::Forgotten { id })
+            .collect();
+        all.extend(done);
+        all.extend(pending);
+        all
     }
 
     fn forget_path(&self, stem: &str) {
         files::remove(&self.dir.join(format!("{stem}.call")));
         files::remove(&self.dir.join(format!("{stem}.done")));
+        files::remove(&self.dir.join(format!("{stem}.gone")));
     }
 
     fn load_one(&self, path: &Path, stem: &str) -> Result<Option<LoadedCall>, JournalError> {
