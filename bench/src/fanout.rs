@@ -29,12 +29,11 @@ use super::report::{Report, Row};
 use super::sim::{self, NodeTemplate, Ws};
 use super::BenchOptions;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use gsv_protocol::fanout::{FanoutResult, ToolsFanoutParams};
+use gsv_protocol::fanout::FanoutResult;
 use gsv_protocol::frame::encode_req;
 use gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT;
-use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{EventName, Frame, Method};
-use serde_json::value::RawValue;
+use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
@@ -229,17 +228,12 @@ async fn next_text(ws: &mut Ws, start: Instant) -> Result<String, String> {
 /// gateway allows per connection. Frames are queued and flushed together whenever no
 /// answer is ready to read (so the client writes in batches, as the gateway does).
 async fn floor_round(ws: &mut Ws, names: &[String], round: usize) -> Result<f64, String> {
-    let args = RawValue::from_string(ARGS.to_owned()).map_err(|e| e.to_string())?;
+    let args: serde_json::Value = serde_json::from_str(ARGS).map_err(|e| e.to_string())?;
     let frame = |i: usize| {
         encode_req(
             &format!("f{round}-{i}"),
             Method::ToolsCall,
-            &ToolsCallParams {
-                name: names[i].clone(),
-                args: args.clone(),
-                timeout_ms: None,
-                is_async: false,
-            },
+            &json!({"name": names[i], "args": args}),
         )
     };
     // Encoded before the clock starts: the floor is the gateway's work, not the client's.
@@ -304,14 +298,9 @@ async fn floor_round(ws: &mut Ws, names: &[String], round: usize) -> Result<f64,
 /// `fanout.result` event is read and counted on the way.
 async fn fanout_round(ws: &mut Ws, n: usize, round: usize) -> Result<f64, String> {
     let id = format!("fan{round}");
-    let params = ToolsFanoutParams {
-        tool: "Echo".into(),
-        select: SELECT.into(),
-        args: RawValue::from_string(ARGS.to_owned()).map_err(|e| e.to_string())?,
-        batch: None,
-        fail_fast: false,
-        timeout_ms: None,
-    };
+    // As JSON, not the protocol's struct: the bench sends what any client would.
+    let args: serde_json::Value = serde_json::from_str(ARGS).map_err(|e| e.to_string())?;
+    let params = json!({"tool": "Echo", "select": SELECT, "args": args});
     let req = encode_req(&id, Method::ToolsFanout, &params);
     let start = Instant::now();
     ws.send(Message::text(req))
