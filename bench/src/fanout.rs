@@ -24,7 +24,7 @@
 //! Rounds alternate floor and fan-out after one unmeasured warm-up of each; the
 //! medians count.
 
-use super::fleet::{mint_agent, mint_nodes, raise_nofile, GatewayProcess, TempDir};
+use super::fleet::{cpu_ms, mint_agent, mint_nodes, raise_nofile, GatewayProcess, TempDir};
 use super::report::{Report, Row};
 use super::sim::{self, NodeTemplate, Ws};
 use super::BenchOptions;
@@ -121,8 +121,18 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
         .iter()
         .map(|p| {
             format!(
-                "{} nodes: fan-out {:.1}–{:.1} ms, floor {:.1}–{:.1} ms",
-                p.nodes, p.fanout_range.0, p.fanout_range.1, p.floor_range.0, p.floor_range.1
+                "{} nodes: fan-out {:.1}–{:.1} ms, floor {:.1}–{:.1} ms; CPU per round, \
+                 gateway: fan-out {:.0} ms, floor {:.0} ms, this process (nodes and \
+                 client): fan-out {:.0} ms, floor {:.0} ms",
+                p.nodes,
+                p.fanout_range.0,
+                p.fanout_range.1,
+                p.floor_range.0,
+                p.floor_range.1,
+                p.fanout_cpu.0,
+                p.floor_cpu.0,
+                p.fanout_cpu.1,
+                p.floor_cpu.1
             )
         })
         .collect::<Vec<_>>()
@@ -135,7 +145,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
              fanout.result event read) vs the same calls as tools.call from one connection, \
              at most {MAX_IN_FLIGHT_PER_AGENT} in flight (the gateway's per-connection \
              bound); {rounds} rounds per side after a warm-up, alternating; medians \
-             (ranges: {ranges})"
+             ({ranges})"
         ),
         rows,
     ))
@@ -148,6 +158,14 @@ struct Point {
     floor_ms: f64,
     fanout_range: (f64, f64),
     floor_range: (f64, f64),
+    /// Median CPU per round: (gateway, this process), ms.
+    fanout_cpu: (f64, f64),
+    floor_cpu: (f64, f64),
+}
+
+/// CPU used so far by the gateway and by this process, ms.
+fn cpus(gw: &GatewayProcess) -> Result<(f64, f64), String> {
+    Ok((gw.cpu_ms()?, cpu_ms("/proc/self/stat")?))
 }
 
 async fn measure(
@@ -174,12 +192,20 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut agent = sim::connect_agent(&url, token).await?;
         let (mut floor, mut fan) = (Vec::new(), Vec::new());
+        let (mut floor_cpu, mut fan_cpu) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
         for round in 0..=rounds {
+            let c0 = cpus(gw)?;
             let f = floor_round(&mut agent, &names, round).await?;
+            let c1 = cpus(gw)?;
             let g = fanout_round(&mut agent, n, round).await?;
+            let c2 = cpus(gw)?;
             if round > 0 {
                 floor.push(f);
                 fan.push(g);
+                floor_cpu.0.push(c1.0 - c0.0);
+                floor_cpu.1.push(c1.1 - c0.1);
+                fan_cpu.0.push(c2.0 - c1.0);
+                fan_cpu.1.push(c2.1 - c1.1);
             }
         }
         let _ = agent.close(None).await;
@@ -189,6 +215,8 @@ async fn measure(
             floor_ms: median(&mut floor),
             fanout_range: range(&fan),
             floor_range: range(&floor),
+            fanout_cpu: (median(&mut fan_cpu.0), median(&mut fan_cpu.1)),
+            floor_cpu: (median(&mut floor_cpu.0), median(&mut floor_cpu.1)),
         });
     }
     Ok(points)
