@@ -70,6 +70,20 @@ fn gateway_scenarios_smoke() {
 }
 
 #[test]
+fn fanout_smoke() {
+    // `--quick`: 20 simulated nodes, 1 round per side; the fan-out must answer for
+    // every node (the scenario checks the summary and the events), timings are not
+    // asserted.
+    let v = bench("fanout");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    assert!(
+        rows[0]["figure"].as_str().unwrap().contains("20 nodes"),
+        "{v}"
+    );
+}
+
+#[test]
 fn ssh_call_smoke() {
     // The harness runs its own sshd on 127.0.0.1 (an ephemeral port, a temporary
     // config and keys), so it needs OpenSSH's server and client installed.

@@ -22,6 +22,12 @@ pub struct BenchArgs {
     /// Directory for fixtures [default: a fresh temporary directory]
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Fleet sizes, comma-separated (`fanout`; default 1000,8000)
+    #[arg(long, value_name = "N,..", value_delimiter = ',')]
+    pub nodes: Option<Vec<usize>>,
+    /// Measured rounds per side (`fanout`; default 5)
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<usize>,
 }
 
 /// Why `gsv bench` failed. It displays as its message alone; `gsv` prints it as
@@ -54,6 +60,8 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         json,
         quick,
         dir,
+        nodes,
+        rounds,
     } = args;
     if scenario == "list" {
         for (name, about) in SCENARIOS {
@@ -65,9 +73,17 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         // Not a scenario: the latency baseline's echo server, started by `latency`.
         return latency::serve_echo_process().await.map_err(Error::Failed);
     }
-    let report = crate::run(&scenario, &BenchOptions { quick, dir })
-        .await
-        .map_err(Error::Usage)?;
+    let report = crate::run(
+        &scenario,
+        &BenchOptions {
+            quick,
+            dir,
+            nodes,
+            rounds,
+        },
+    )
+    .await
+    .map_err(Error::Usage)?;
     if json {
         println!(
             "{}",

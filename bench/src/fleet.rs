@@ -166,6 +166,11 @@ impl GatewayProcess {
         rss_kib(self.child.id())
     }
 
+    /// CPU time the gateway process has used so far (user + system), in ms.
+    pub fn cpu_ms(&self) -> Result<f64, String> {
+        cpu_ms(&format!("/proc/{}/stat", self.child.id()))
+    }
+
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -189,6 +194,29 @@ pub fn rss_kib(pid: u32) -> Result<u64, String> {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| "no VmRSS".to_owned())
+}
+
+/// CPU time (user + system) of the process whose `/proc/PID/stat` is `stat`, in ms
+/// (Linux; clock-tick resolution, 10 ms here).
+pub fn cpu_ms(stat: &str) -> Result<f64, String> {
+    let text = std::fs::read_to_string(stat).map_err(|e| format!("{stat}: {e}"))?;
+    // Fields after the command name (which may hold spaces, inside parentheses):
+    // state is field 3, utime 14, stime 15.
+    let rest = text
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| format!("{stat}: no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64, String> {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .ok_or_else(|| format!("{stat}: no field {}", i + 3))
+    };
+    // SAFETY: sysconf only reads a constant of the system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as f64 } else { 100.0 };
+    Ok((ticks(11)? + ticks(12)?) * 1e3 / hz)
 }
 
 /// Makes a spawned helper die with this process (Linux: parent-death signal), so an

@@ -14,6 +14,7 @@
 pub mod bash_spawn;
 pub mod cli;
 pub mod exec_spawn;
+pub mod fanout;
 pub mod fleet;
 pub mod grep_glob;
 pub mod latency;
@@ -61,6 +62,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "routed calls/s, 64 in flight over 16 nodes, vs a minimal id-prefix relay",
     ),
     (
+        "fanout",
+        "tools.fanout of Echo to 1,000 and 8,000 simulated nodes vs the same calls pipelined",
+    ),
+    (
         "memory",
         "gateway RSS per connected node at 1,000 and 8,000 simulated nodes",
     ),
@@ -81,6 +86,10 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Directory to build fixtures in (a fresh temp dir when `None`).
     pub dir: Option<std::path::PathBuf>,
+    /// Fleet sizes, for the scenarios that take them (`fanout`); `None`: theirs.
+    pub nodes: Option<Vec<usize>>,
+    /// Measured rounds per side, for the scenarios that take them (`fanout`).
+    pub rounds: Option<usize>,
 }
 
 /// Runs one scenario by name.
@@ -95,6 +104,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "mcp-listing" => mcp_listing::run(opts).await,
         "latency" => latency::run(opts).await,
         "throughput" => throughput::run(opts).await,
+        "fanout" => fanout::run(opts).await,
         "memory" => memory::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
         "ssh" => ssh_call::run(opts).await,

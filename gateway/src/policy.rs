@@ -7,7 +7,7 @@
 //! own user answer a `confirm` (MCP elicitation) instead of the operator queue.
 
 pub use crate::mcp::view::McpView;
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Candidate, Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -55,6 +55,14 @@ pub struct Policy {
     self_confirm: bool,
     mcp_view: McpView,
     full: bool,
+    /// An `allow` glob is `*`, which matches every name: `allow` needs no matching.
+    allow_all: bool,
+}
+
+/// Whether a glob matches every name: `*` (with globset's defaults `*` crosses `/`,
+/// so it matches any string, the empty one included).
+fn matches_everything(glob: &str) -> bool {
+    glob == "*"
 }
 
 fn compile(globs: &[String]) -> Result<GlobSet, PolicyError> {
@@ -81,6 +89,7 @@ impl Policy {
             self_confirm: spec.self_confirm,
             mcp_view: spec.mcp_view,
             full: false,
+            allow_all: spec.allow.iter().any(|g| matches_everything(g)),
         })
     }
 
@@ -93,6 +102,7 @@ impl Policy {
             self_confirm: false,
             mcp_view: McpView::Auto,
             full: true,
+            allow_all: true,
         }
     }
 
@@ -100,9 +110,14 @@ impl Policy {
         if self.full {
             return Decision::Allow;
         }
-        if self.deny.is_match(namespaced) || !self.allow.is_match(namespaced) {
+        // Called for every tool of every node a listing or a fan-out looks at: the
+        // name is prepared for matching once, and a set with nothing to match (no
+        // `deny`, no `confirm`, an `allow` of `*`) is not consulted.
+        let name = Candidate::new(namespaced);
+        let matches = |set: &GlobSet| !set.is_empty() && set.is_match_candidate(&name);
+        if matches(&self.deny) || !(self.allow_all || matches(&self.allow)) {
             Decision::Deny
-        } else if self.confirm.is_match(namespaced) {
+        } else if matches(&self.confirm) {
             Decision::Confirm
         } else {
             Decision::Allow
@@ -250,6 +265,22 @@ mod tests {
         assert_eq!(p.decide("laptop__Write"), Decision::Confirm);
         assert_eq!(p.decide("server__Bash"), Decision::Deny);
         assert!(!p.visible("server__Bash"));
+    }
+
+    #[test]
+    fn a_star_allows_every_name_and_deny_and_confirm_still_apply() {
+        let p = Policy::compile(&spec(&["*"], &[], &[])).unwrap();
+        for name in ["laptop__Read", "a__B", "", "x/y__z", "__"] {
+            assert_eq!(p.decide(name), Decision::Allow, "{name}");
+        }
+        let p = Policy::compile(&spec(&["lab__*", "*"], &["*__Bash"], &["db__*"])).unwrap();
+        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
+        assert_eq!(p.decide("laptop__Bash"), Decision::Deny);
+        assert_eq!(p.decide("db__Read"), Decision::Confirm);
+        // A glob that only looks wide is matched as a glob.
+        let p = Policy::compile(&spec(&["*__*"], &[], &[])).unwrap();
+        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
+        assert_eq!(p.decide("laptop"), Decision::Deny);
     }
 
     #[test]

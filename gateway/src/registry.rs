@@ -339,7 +339,7 @@ impl NodeHandle {
 
 /// Cuts `summary` down to the tools of `set` that pass `shown` (by bare name) and the
 /// capabilities those tools declare. False when no tool is shown.
-fn restrict(summary: &mut NodeSummary, set: &ToolSet, shown: impl Fn(&str) -> bool) -> bool {
+fn restrict(summary: &mut NodeSummary, set: &ToolSet, mut shown: impl FnMut(&str) -> bool) -> bool {
     let kept: Vec<&ToolSpec> = set
         .tools
         .iter()
@@ -546,10 +546,19 @@ impl Registry {
         viewer: &Viewer<F>,
     ) -> Option<NodeSummary> {
         let pending = self.unaccepted.get(&summary.id);
-        let id = summary.id.clone();
+        // One buffer for every `{node}__{tool}` name asked about: a listing or a
+        // fan-out asks this for each tool of each node.
+        let mut name = String::with_capacity(summary.id.len() + 2 + 32);
+        name.push_str(&summary.id);
+        name.push_str(gsv_protocol::names::NAMESPACE_SEPARATOR);
+        let prefix = name.len();
         let any = restrict(&mut summary, set, |tool| {
-            !pending.as_ref().is_some_and(|p| p.hides(tool))
-                && (viewer.visible)(&NamespacedName::join(&id, tool))
+            if pending.as_ref().is_some_and(|p| p.hides(tool)) {
+                return false;
+            }
+            name.truncate(prefix);
+            name.push_str(tool);
+            (viewer.visible)(&name)
         });
         if !any && !viewer.operator {
             return None;
@@ -568,7 +577,7 @@ impl Registry {
             .iter()
             .filter_map(|e| self.view(e.value().summary(), &e.value().tools, viewer))
             .collect();
-        online.sort_by(|a, b| a.id.cmp(&b.id));
+        online.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         let mut offline: Vec<NodeSummary> = self
             .offline
             .iter()
@@ -580,7 +589,7 @@ impl Registry {
                 )
             })
             .collect();
-        offline.sort_by(|a, b| a.id.cmp(&b.id));
+        offline.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         online.extend(offline);
         online
     }
