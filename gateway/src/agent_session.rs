@@ -384,10 +384,7 @@ fn start_fanout(
             if is_async {
                 return;
             }
-            let event = gsv_protocol::fanout::FanoutResultEvent {
-                id: id.clone(),
-                outcome: outcome.clone(),
-            };
+            let event = gsv_protocol::fanout::FanoutResultEventOut::new(&id, outcome);
             agent.send_event(gsv_protocol::EventName::FanoutResult, &event);
         };
         let caller = router::Caller::from_agent(&agent);
@@ -397,12 +394,20 @@ fn start_fanout(
             return;
         }
         let frame = match outcome {
-            // Every body was in its node's event: a result too large for one frame
-            // goes without them.
-            Ok(result) => match encode_ok(&id, &result) {
-                f if f.len() <= gsv_protocol::limits::MAX_FRAME_BYTES => f,
-                _ => encode_ok(&id, &result.without_bodies()),
-            },
+            Ok(ran) => {
+                // Encoded once, for its job already: reused.
+                let whole = match &ran.encoded {
+                    Some(raw) => encode_ok(&id, raw),
+                    None => encode_ok(&id, &ran.result),
+                };
+                // Every body was in its node's event: a result too large for one
+                // frame goes without them.
+                if whole.len() <= gsv_protocol::limits::MAX_FRAME_BYTES {
+                    whole
+                } else {
+                    encode_ok(&id, &ran.result.without_bodies())
+                }
+            }
             Err(e) => encode_err(&id, &e.to_shape()),
         };
         let _ = agent.out.send(frame);

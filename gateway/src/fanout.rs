@@ -3,7 +3,7 @@
 //! approvals, node guards, budgets, audit rows and cancel are those of single calls.
 //!
 //! Order: the selector is parsed and matched over the nodes the token may see only
-//! ([`crate::inventory::visible_nodes`]), sorted by id. A node whose `{node}__{tool}`
+//! ([`crate::inventory::picked_nodes`]), sorted by id. A node whose `{node}__{tool}`
 //! the policy denies is `denied` and an offline node `offline` at once, neither
 //! called; the others are called in rolling batches ([`rolling`]): at most `batch` at
 //! once, the next starting when one finishes. With `failFast`, after the first
@@ -61,6 +61,13 @@ impl FanoutError {
     }
 }
 
+/// A node the selector picked.
+struct Picked {
+    id: String,
+    online: bool,
+    since: u64,
+}
+
 /// A node to call, once denied and offline nodes are set aside.
 struct Target {
     node: String,
@@ -80,7 +87,7 @@ pub async fn run(
     cancel: CancellationToken,
     started: impl FnOnce(&str),
     report: impl Fn(&NodeOutcome),
-) -> Result<FanoutResult, FanoutError> {
+) -> Result<Ran, FanoutError> {
     if shared.draining.is_cancelled() {
         return Err(FanoutError::ShuttingDown);
     }
@@ -98,12 +105,15 @@ pub async fn run(
     {
         return Err(FanoutError::BadWaitOffline);
     }
-    let mut nodes =
-        crate::inventory::visible_nodes(shared, &viewer(caller.policy), Some(&selector));
+    let mut nodes: Vec<Picked> =
+        crate::inventory::picked_nodes(shared, &viewer(caller.policy), &selector)
+            .into_iter()
+            .map(|(id, online, since)| Picked { id, online, since })
+            .collect();
     if nodes.len() > MAX_FANOUT_NODES {
         return Err(FanoutError::TooManyNodes { count: nodes.len() });
     }
-    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
     // A job from the start, so its outcome is kept and readable later (`jobs.get`).
     let job = crate::jobs::record(
         shared,
@@ -237,19 +247,34 @@ pub async fn run(
     }
     .instrument(span)
     .await;
-    keep(shared, &job, &outcome).await;
+    let encoded = keep(shared, &job, &outcome).await;
     shared.running_jobs.remove(&job);
-    outcome
+    outcome.map(|result| Ran { result, encoded })
+}
+
+/// A fan-out that ran: its result, and that result's JSON when it was encoded whole to
+/// be kept (the caller's answer reuses it instead of encoding it again).
+pub struct Ran {
+    pub result: FanoutResult,
+    pub encoded: Option<Box<RawValue>>,
 }
 
 /// Stores a fan-out's outcome in its job: the whole result, or without the tool
 /// results' bodies when it would be over what a job keeps.
-async fn keep(shared: &Shared, job: &str, outcome: &Result<FanoutResult, FanoutError>) {
+async fn keep(
+    shared: &Shared,
+    job: &str,
+    outcome: &Result<FanoutResult, FanoutError>,
+) -> Option<Box<RawValue>> {
+    let mut whole = None;
     let stored = match outcome {
         Ok(result) => {
             let encode = |r: &FanoutResult| serde_json::value::to_raw_value(r);
             match encode(result) {
-                Ok(raw) if raw.get().len() <= crate::jobs::MAX_STORED_RESULT => Ok(raw),
+                Ok(raw) if raw.get().len() <= crate::jobs::MAX_STORED_RESULT => {
+                    whole = Some(raw.clone());
+                    Ok(raw)
+                }
                 _ => encode(&result.clone().without_bodies()).map_err(|e| {
                     ErrorShape::new(
                         ErrorCode::Internal,
@@ -261,6 +286,7 @@ async fn keep(shared: &Shared, job: &str, outcome: &Result<FanoutResult, FanoutE
         Err(e) => Err(e.to_shape()),
     };
     crate::jobs::finish(&shared.store, job, stored).await;
+    whole
 }
 
 /// Waits until `node` is connected (true), or `until` passes or `cancel` fires (false).

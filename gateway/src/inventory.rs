@@ -69,6 +69,20 @@ pub fn visible_nodes<F: Fn(&str) -> bool>(
         .collect()
 }
 
+/// The nodes `viewer` may see that `selector` picks, as (id, online, since): the same
+/// nodes as [`visible_nodes`], without their summaries (a fan-out's targets).
+pub fn picked_nodes<F: Fn(&str) -> bool>(
+    shared: &Shared,
+    viewer: &Viewer<F>,
+    selector: &Selector,
+) -> Vec<(String, bool, u64)> {
+    let no_facts = gsv_protocol::inventory::Facts::default();
+    shared.registry.pick(viewer, |id, facts| {
+        let labels = shared.labels.get(id);
+        selector.matches(id, &labels, facts.unwrap_or(&no_facts))
+    })
+}
+
 /// Applies an operator's change to `node`'s labels (`by`: `operator` for the
 /// WebSocket, `admin-api` for HTTP): checks every key and value first, then in one
 /// store transaction reads the labels, applies `remove` then `set`, checks the count,

@@ -568,6 +568,65 @@ impl Registry {
         Some(summary)
     }
 
+    /// Whether `viewer` may see node `id` with tool set `set` (as [`Registry::view`]
+    /// decides, without building its summary): an operator sees every node, another
+    /// viewer a node with at least one tool it may see.
+    fn may_see<F: Fn(&str) -> bool>(&self, id: &str, set: &ToolSet, viewer: &Viewer<F>) -> bool {
+        if viewer.operator {
+            return true;
+        }
+        let pending = self.unaccepted.get(id);
+        let mut name = String::with_capacity(id.len() + 2 + 32);
+        name.push_str(id);
+        name.push_str(gsv_protocol::names::NAMESPACE_SEPARATOR);
+        let prefix = name.len();
+        set.tools.iter().any(|t| {
+            let tool = t.def.name.as_str();
+            if pending.as_ref().is_some_and(|p| p.hides(tool)) {
+                return false;
+            }
+            name.truncate(prefix);
+            name.push_str(tool);
+            (viewer.visible)(&name)
+        })
+    }
+
+    /// The nodes `viewer` may see that `pick` accepts (given the node's id and runtime
+    /// facts), as (id, online, since): online first, then offline, each by id. What
+    /// [`Registry::summaries`] then a filter give, without copying every node's
+    /// summary (a fan-out over thousands of nodes needs only these three).
+    pub fn pick<F, P>(&self, viewer: &Viewer<F>, pick: P) -> Vec<(String, bool, u64)>
+    where
+        F: Fn(&str) -> bool,
+        P: Fn(&str, Option<&gsv_protocol::inventory::Facts>) -> bool,
+    {
+        let mut online: Vec<(String, bool, u64)> = self
+            .nodes
+            .iter()
+            .filter(|e| {
+                let n = e.value();
+                let facts = n.runtime.lock().ok();
+                let facts = facts.as_ref().and_then(|r| r.facts.as_deref());
+                self.may_see(n.id.as_str(), &n.tools, viewer) && pick(n.id.as_str(), facts)
+            })
+            .map(|e| (e.value().id.to_string(), true, e.value().since))
+            .collect();
+        online.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut offline: Vec<(String, bool, u64)> = self
+            .offline
+            .iter()
+            .filter(|e| {
+                let o = e.value();
+                self.may_see(e.key().as_str(), &o.tools, viewer)
+                    && pick(e.key().as_str(), o.runtime.facts.as_deref())
+            })
+            .map(|e| (e.key().to_string(), false, e.value().since))
+            .collect();
+        offline.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        online.extend(offline);
+        online
+    }
+
     /// Every node `viewer` may see ([`Registry::view`]), online first, then offline,
     /// each sorted by id: a token allowed one tool of a node learns nothing of the
     /// node's other tools.

@@ -112,6 +112,34 @@ pub struct FanoutResultEvent {
     pub outcome: NodeOutcome,
 }
 
+/// [`FanoutResultEvent`] as the gateway writes it: borrowed, so sending a node's
+/// outcome copies nothing (the same JSON).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FanoutResultEventOut<'a> {
+    pub id: &'a str,
+    pub node: &'a str,
+    pub ok: bool,
+    pub status: NodeStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a ErrorShape>,
+}
+
+impl<'a> FanoutResultEventOut<'a> {
+    pub fn new(id: &'a str, o: &'a NodeOutcome) -> Self {
+        FanoutResultEventOut {
+            id,
+            node: &o.node,
+            ok: o.ok,
+            status: o.status,
+            result: o.result.as_ref(),
+            error: o.error.as_ref(),
+        }
+    }
+}
+
 /// Counts of a fan-out's nodes by status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -169,6 +197,24 @@ impl FanoutResult {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fanout_event_out_writes_what_the_event_reads() {
+        let o = NodeOutcome {
+            node: "n1".into(),
+            ok: false,
+            status: NodeStatus::Failed,
+            result: Some(serde_json::json!({"content": [], "isError": true})),
+            error: Some(ErrorShape::new(crate::ErrorCode::Timeout, "slow")),
+        };
+        let owned = FanoutResultEvent {
+            id: "r1".into(),
+            outcome: o.clone(),
+        };
+        let a = serde_json::to_value(&owned).unwrap();
+        let b = serde_json::to_value(FanoutResultEventOut::new("r1", &o)).unwrap();
+        assert_eq!(a, b);
+    }
+
     use super::*;
 
     #[test]

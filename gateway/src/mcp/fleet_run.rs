@@ -216,7 +216,7 @@ pub async fn run(
         notify(peer, token.as_ref(), done, total, &node, status).await;
     }
     match outcome {
-        Ok(r) => answer(&r),
+        Ok(ran) => answer(&ran.result),
         Err(e) => {
             tracing::info!(error = ?e.to_string(), "fleet_run refused");
             result::error_result(&e.to_shape())
