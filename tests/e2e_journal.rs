@@ -277,6 +277,21 @@ async fn calls_running_when_the_node_is_sigkilled_are_answered_after_the_restart
     let mut node = spawn_node(&gateway.url(), data.path(), workspace.path());
     let (mut link, _) = gateway.accept().await;
 
+    // A read-only tool's call leaves nothing in the journal (running it again after a
+    // crash changes nothing): it stays as fast as without a journal.
+    link.invoke("echo-1", "Glob", json!({"pattern": "*"}), "tok-a", false)
+        .await;
+    let res = link.response("echo-1").await;
+    assert_eq!(res["ok"], true, "{res}");
+    let hex: String = "echo-1".bytes().map(|b| format!("{b:02x}")).collect();
+    let calls_dir = journal(data.path()).join("calls");
+    for ext in ["call", "done"] {
+        assert!(
+            !calls_dir.join(format!("{hex}.{ext}")).exists(),
+            "no .{ext} for a read-only call"
+        );
+    }
+
     // A foreground Bash command (re-adoptable) and an exec one (not: reported lost).
     link.invoke(
         "fg-1",

@@ -160,11 +160,21 @@ impl Dispatcher {
             }
         };
         // Journaled before the tool runs: a restarted node knows this call may have run.
-        self.node.ledger.record_begun(
-            &id,
-            &params.tool,
-            params.caller.as_ref().map(|c| c.token_id.as_str()),
-        );
+        // Not a read-only tool's call: running it again after a crash changes nothing,
+        // and it then costs no file (Echo, Read, Grep... stay as fast as without a
+        // journal).
+        let read_only = self
+            .node
+            .registry
+            .def(&params.tool)
+            .is_some_and(|d| d.annotations.read_only_hint == Some(true));
+        if !read_only {
+            self.node.ledger.record_begun(
+                &id,
+                &params.tool,
+                params.caller.as_ref().map(|c| c.token_id.as_str()),
+            );
+        }
         if params.resume {
             info!(call_id = %id, "resumed call had not reached this node; running it now");
         }

@@ -21,7 +21,7 @@
 //! in memory only: after a restart an id whose result was dropped is unknown.
 
 use crate::journal::CallJournal;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -74,6 +74,10 @@ struct Inner {
     /// Results [`Ledger::finish`] handed out for sending whose send has not been
     /// reported done yet ([`Ledger::sent`]).
     unsent: usize,
+    /// The calls that have files in the journal (those journaled as they began, and
+    /// those a previous process left): only theirs are written and removed, so a call
+    /// not journaled (a read-only tool's) costs no file at all.
+    on_disk: HashSet<String>,
 }
 
 enum Entry {
@@ -105,6 +109,15 @@ impl Ledger {
     pub fn record_begun(&self, id: &str, tool: &str, caller: Option<&str>) {
         if let Some(journal) = &self.journal {
             journal.begun(id, tool, caller);
+            self.lock().on_disk.insert(id.to_owned());
+        }
+    }
+
+    /// Notes that call `id` of a previous node process has files in the journal (it
+    /// was running when that process died).
+    pub fn restore_pending(&self, id: &str) {
+        if self.journal.is_some() {
+            self.lock().on_disk.insert(id.to_owned());
         }
     }
 
@@ -121,6 +134,7 @@ impl Ledger {
         inner.kept_bytes += frame.len();
         inner.calls.insert(id.to_owned(), Entry::Done(frame));
         inner.done.push_back((id.to_owned(), at));
+        inner.on_disk.insert(id.to_owned());
         inner.expire(now, self.journal.as_ref());
     }
 
@@ -134,6 +148,7 @@ impl Ledger {
         }
         inner.calls.insert(id.to_owned(), Entry::Forgotten);
         inner.forgotten.push_back((id.to_owned(), now));
+        inner.on_disk.insert(id.to_owned());
         inner.expire(now, self.journal.as_ref());
     }
 
@@ -144,9 +159,11 @@ impl Ledger {
         let token = CancellationToken::new();
         // Nobody has asked yet: a closed channel keeps the result until someone does.
         let (nowhere, _) = mpsc::channel(1);
-        self.lock()
+        let mut inner = self.lock();
+        inner
             .calls
             .insert(id.to_owned(), Entry::Adopted(token.clone(), nowhere));
+        inner.on_disk.insert(id.to_owned());
         token
     }
 
@@ -193,7 +210,9 @@ impl Ledger {
     /// send it on, if that one is still open. The result stays kept either way.
     pub fn finish(&self, id: &str, frame: &str) -> Option<mpsc::Sender<String>> {
         if let Some(journal) = &self.journal {
-            journal.finished(id, frame);
+            if self.lock().on_disk.contains(id) {
+                journal.finished(id, frame);
+            }
         }
         let mut inner = self.lock();
         let (to, counted) = match inner.calls.get(id) {
@@ -274,7 +293,7 @@ impl Inner {
             if let Some(Entry::Done(frame)) = self.calls.get(&id) {
                 self.kept_bytes -= frame.len();
                 self.calls.insert(id.clone(), Entry::Forgotten);
-                if let Some(journal) = journal {
+                if let Some(journal) = journal.filter(|_| self.on_disk.contains(&id)) {
                     journal.forget(&id);
                 }
                 self.forgotten.push_back((id, now));
@@ -286,7 +305,7 @@ impl Inner {
             }
             if let Some(Entry::Forgotten) = self.calls.get(id) {
                 self.calls.remove(id);
-                if let Some(journal) = journal {
+                if let Some(journal) = journal.filter(|_| self.on_disk.remove(id)) {
                     journal.drop_id(id);
                 }
             }

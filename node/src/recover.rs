@@ -68,7 +68,9 @@ pub(crate) fn restore(
                 node.ledger.restore_done(&id, frame, done_at);
             }
             LoadedCall::Forgotten { id } => node.ledger.restore_forgotten(&id),
-            LoadedCall::Pending { id, tool, .. } => match adopted.remove(&id) {
+            LoadedCall::Pending { id, tool, .. } => {
+                node.ledger.restore_pending(&id);
+                match adopted.remove(&id) {
                 Some(Adoption::Session(session)) => answer_with(node, id, session),
                 Some(Adoption::Lost(why)) => lost(node, &id, &why),
                 None => lost(
@@ -78,7 +80,8 @@ pub(crate) fn restore(
                         "the node restarted while the call ran (tool {tool:?}); its outcome is unknown"
                     ),
                 ),
-            },
+                }
+            }
         }
     }
     // Foreground sessions whose calls were answered already.
