@@ -169,6 +169,10 @@ pub struct GatewayArgs {
     /// How long jobs (`gsv call --async`, fan-outs) are kept, in hours (1 to 8760)
     #[arg(long, value_name = "H", default_value_t = gsv_gateway::jobs::RETENTION.as_secs() / 3600, value_parser = clap::value_parser!(u64).range(1..=8760))]
     pub job_retention_hours: u64,
+    /// POST each new approval request to this http(s) URL, signed with the key in the
+    /// data directory's webhook.key (HMAC-SHA256, header X-Gsv-Signature)
+    #[arg(long, value_name = "URL")]
+    pub approval_webhook: Option<String>,
     /// Serve TLS with this certificate chain (PEM, leaf first; needs --tls-key)
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -239,6 +243,7 @@ impl GatewayArgs {
         c.pending_bytes_max = (self.pending_mib as usize) << 20;
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c.job_retention = Duration::from_secs(self.job_retention_hours * 3600);
+        c.approval_webhook = self.approval_webhook.clone();
         c.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
                 cert: cert.clone(),

@@ -123,6 +123,14 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![bytes(gsv_gateway::jobs::MAX_STORED_BYTES)]),
         ),
         (
+            "webhook::QUEUE",
+            v(vec![count(gsv_gateway::webhook::QUEUE)]),
+        ),
+        (
+            "webhook::ATTEMPTS",
+            v(vec![count(gsv_gateway::webhook::ATTEMPTS as usize)]),
+        ),
+        (
             "reattach::REATTACH_WINDOW",
             v(vec![dur(gsv_gateway::reattach::REATTACH_WINDOW)]),
         ),

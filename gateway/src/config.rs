@@ -61,6 +61,8 @@ pub struct GatewayConfig {
     pub approval_ttl: Duration,
     /// How long a job's outcome is kept after it started ([`crate::jobs`]).
     pub job_retention: Duration,
+    /// Where each new approval request is POSTed ([`crate::webhook`]).
+    pub approval_webhook: Option<String>,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
     /// Serve the port over TLS with this certificate (`None`: plain TCP).
@@ -107,6 +109,7 @@ impl GatewayConfig {
             audit_args: false,
             approval_ttl: crate::approvals::DEFAULT_TTL,
             job_retention: crate::jobs::RETENTION,
+            approval_webhook: None,
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),

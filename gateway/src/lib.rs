@@ -50,6 +50,7 @@ pub mod token;
 pub mod tokens;
 pub mod toolset;
 pub mod upgrade;
+pub mod webhook;
 
 pub use config::GatewayConfig;
 pub use policy::{Policy, PolicySpec};

@@ -34,6 +34,8 @@ pub enum GatewayError {
     },
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 /// A gateway that is serving.
@@ -106,6 +108,11 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let mut shared = Shared::new(config, store, audit);
     shared.offers = offers;
     shared.labels = labels;
+    if let Some(url) = shared.config.approval_webhook.clone() {
+        let hook =
+            crate::webhook::Webhook::start(&url, &shared.config.data_dir, shared.shutdown.clone())?;
+        shared.webhook = Some(hook);
+    }
     let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));

@@ -116,6 +116,9 @@ pub struct Shared {
     /// The jobs running in this gateway, by id: whose each is and how to cancel it
     /// (`crate::jobs`).
     pub running_jobs: DashMap<String, RunningJob>,
+    /// Where new approval requests are announced to operators away from the gateway
+    /// (`--approval-webhook`).
+    pub webhook: Option<crate::webhook::Webhook>,
 }
 
 /// A job running in this gateway.
@@ -183,6 +186,7 @@ impl Shared {
             labels: Default::default(),
             tools_epoch: tokio::sync::watch::Sender::new(0),
             running_jobs: DashMap::new(),
+            webhook: None,
         }
     }
 

@@ -109,6 +109,9 @@ async fn ask(
     });
     let conn = caller.agent.map(|a| a.conn_id.as_str());
     shared.notify_operators(EventName::ApprovalRequested, &request, conn);
+    if let Some(hook) = &shared.webhook {
+        hook.notify(&request);
+    }
     if let Some(asker) = caller.asker {
         asker.queued(&request);
     }
