@@ -227,6 +227,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_protocol::fanout::MAX_FANOUT_NODES)]),
         ),
         (
+            "fanout::MAX_FANOUTS_PER_TOKEN",
+            v(vec![count(gsv_gateway::fanout::MAX_FANOUTS_PER_TOKEN)]),
+        ),
+        (
             "MAX_SELECTOR_LEN",
             v(vec![bytes(gsv_protocol::selector::MAX_SELECTOR_LEN)]),
         ),

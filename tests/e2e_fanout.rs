@@ -576,3 +576,56 @@ async fn wait_offline_calls_a_node_that_comes_back_and_async_answers_a_job() {
     let result = done.result.expect("a result").get().to_owned();
     assert!(result.contains(r#""ok":2"#), "{result}");
 }
+
+#[tokio::test]
+async fn a_token_runs_at_most_its_share_of_fan_outs() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("fanout-share");
+    let token = gw.node_token("gone");
+    let mut gone = gw.spawn_node("gone", &token, ws.path(), &[]);
+    gw.wait_online("gone").await;
+    gone.kill();
+    let admin = gw.agent_with(&gw.admin_token()).await;
+    eventually("gone offline", Duration::from_secs(20), || async {
+        let nodes = admin.list_nodes().await.ok()?;
+        nodes
+            .iter()
+            .any(|n| n.id == "gone" && !n.online)
+            .then_some(())
+    })
+    .await;
+    let agent = gw.agent().await;
+    // Async fan-outs that wait for the offline node: each one holds its share.
+    let mut p = params("Echo", "id~gone", json!({"text": "x"}));
+    p.wait_offline_ms = Some(60_000);
+    p.is_async = true;
+    let share = gsv_gateway::fanout::MAX_FANOUTS_PER_TOKEN;
+    let mut jobs = Vec::new();
+    for _ in 0..share {
+        jobs.push(agent.fanout_async(&p).await.expect("within the share"));
+    }
+    match agent.fanout_async(&p).await {
+        Err(ClientError::Remote(e)) => {
+            assert_eq!(e.code, ErrorCode::Overloaded, "{e:?}");
+            assert!(e.message.contains("fan-outs running"), "{e:?}");
+        }
+        other => panic!("one past the share: {other:?}"),
+    }
+    // Another token is not held back by this one's.
+    let other = gw
+        .agent_with(&gw.token(&["agent", "other", "--allow", "*"]))
+        .await;
+    let theirs = other
+        .fanout_async(&p)
+        .await
+        .expect("another token's own share");
+    other.cancel_job(&theirs).await.expect("cancel");
+    // One ends: room for one more.
+    agent.cancel_job(&jobs[0]).await.expect("cancel");
+    eventually("room for a fan-out", Duration::from_secs(10), || {
+        let agent = &agent;
+        let p = &p;
+        async move { agent.fanout_async(p).await.ok() }
+    })
+    .await;
+}

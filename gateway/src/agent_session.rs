@@ -215,20 +215,11 @@ fn start_call(
         });
         return;
     }
-    if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
-        return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
-    }
     // Cancelled by the agent's `cancel` frame only: when the connection closes first,
     // the call goes on as a job (below).
-    let cancel = CancellationToken::new();
-    match in_flight.entry(id.clone()) {
-        dashmap::Entry::Occupied(_) => {
-            return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
-        }
-        dashmap::Entry::Vacant(v) => {
-            v.insert(cancel.clone());
-        }
-    }
+    let Some(cancel) = claim(agent, in_flight, &id) else {
+        return;
+    };
     let shared = shared.clone();
     let agent = agent.clone();
     let in_flight = in_flight.clone();
@@ -292,6 +283,27 @@ fn start_call(
     });
 }
 
+/// Registers request `id` as in flight on the connection, with the token its `cancel`
+/// frame fires; `None` (the refusal already sent) past the connection's limit or for
+/// an id already in flight.
+fn claim(agent: &AgentHandle, in_flight: &CallCancels, id: &str) -> Option<CancellationToken> {
+    if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
+        reply_err(&agent.out, id, SessionError::TooManyInFlight);
+        return None;
+    }
+    match in_flight.entry(id.to_owned()) {
+        dashmap::Entry::Occupied(_) => {
+            reply_err(&agent.out, id, SessionError::DuplicateCallId);
+            None
+        }
+        dashmap::Entry::Vacant(v) => {
+            let cancel = CancellationToken::new();
+            v.insert(cancel.clone());
+            Some(cancel)
+        }
+    }
+}
+
 /// `jobs.list` and `jobs.get`: read from the store off the connection's task.
 fn jobs_request(
     shared: &Arc<Shared>,
@@ -346,20 +358,11 @@ fn start_fanout(
         Ok(p) => p,
         Err(e) => return reply_err(&agent.out, &id, e),
     };
-    if in_flight.len() >= gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT {
-        return reply_err(&agent.out, &id, SessionError::TooManyInFlight);
-    }
     // A fan-out is a job: the agent's `cancel` frame or `jobs.cancel` ends it, the
     // connection closing does not (its outcome is kept in the job).
-    let cancel = CancellationToken::new();
-    match in_flight.entry(id.clone()) {
-        dashmap::Entry::Occupied(_) => {
-            return reply_err(&agent.out, &id, SessionError::DuplicateCallId)
-        }
-        dashmap::Entry::Vacant(v) => {
-            v.insert(cancel.clone());
-        }
-    }
+    let Some(cancel) = claim(agent, in_flight, &id) else {
+        return;
+    };
     let shared = shared.clone();
     let agent = agent.clone();
     let in_flight = in_flight.clone();

@@ -48,6 +48,44 @@ pub enum FanoutError {
     /// or the store failed).
     #[error("{}", .0.message)]
     Job(ErrorShape),
+    #[error("this token already has {MAX_FANOUTS_PER_TOKEN} fan-outs running, its share of the gateway; retry when one ends")]
+    TooManyRunning,
+}
+
+/// Fan-outs one token may have running at once (async ones and those whose caller
+/// left included): each holds its nodes' calls and results, so no token may hold the
+/// gateway's memory with thousands of them.
+pub const MAX_FANOUTS_PER_TOKEN: usize = 16;
+
+/// One running fan-out counted against its token's share; released when dropped.
+struct Admitted<'a> {
+    shared: &'a Shared,
+    token: String,
+}
+
+impl<'a> Admitted<'a> {
+    fn new(shared: &'a Shared, token: &str) -> Option<Admitted<'a>> {
+        let mut running = shared.fanouts.entry(token.to_owned()).or_insert(0);
+        if *running >= MAX_FANOUTS_PER_TOKEN {
+            return None;
+        }
+        *running += 1;
+        Some(Admitted {
+            shared,
+            token: token.to_owned(),
+        })
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .fanouts
+            .remove_if_mut(&self.token, |_, running| {
+                *running = running.saturating_sub(1);
+                *running == 0
+            });
+    }
 }
 
 impl FanoutError {
@@ -56,6 +94,11 @@ impl FanoutError {
             FanoutError::Selector(e) => e.to_shape(),
             FanoutError::ShuttingDown => ErrorShape::from(RouteError::ShuttingDown),
             FanoutError::Job(e) => e.clone(),
+            FanoutError::TooManyRunning => {
+                ErrorShape::new(ErrorCode::Overloaded, self.to_string()).with(
+                    gsv_protocol::ErrorDetails::limit("fanouts_per_token", MAX_FANOUTS_PER_TOKEN),
+                )
+            }
             _ => ErrorShape::new(ErrorCode::InvalidArgs, self.to_string()),
         }
     }
@@ -114,6 +157,7 @@ pub async fn run(
         return Err(FanoutError::TooManyNodes { count: nodes.len() });
     }
     nodes.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    let _admitted = Admitted::new(shared, caller.token_id).ok_or(FanoutError::TooManyRunning)?;
     // A job from the start, so its outcome is kept and readable later (`jobs.get`).
     let job = crate::jobs::record(
         shared,
@@ -313,18 +357,15 @@ async fn until_online(
 
 /// The error of a node still offline after the fan-out waited for it.
 fn offline(shared: &Shared, node: &str) -> RouteError {
-    let since = crate::inventory::visible_nodes(
-        shared,
-        &crate::registry::Viewer {
-            visible: |_: &str| true,
-            operator: true,
-        },
-        None,
-    )
-    .into_iter()
-    .find(|n| n.id == node)
-    .map(|n| n.since)
-    .unwrap_or(0);
+    let all = crate::registry::Viewer {
+        visible: |_: &str| true,
+        operator: true,
+    };
+    let since = shared
+        .registry
+        .pick(&all, |id, _| id == node)
+        .first()
+        .map_or(0, |(_, _, since)| *since);
     RouteError::NodeOffline {
         node: node.to_owned(),
         since,

@@ -119,6 +119,8 @@ pub struct Shared {
     /// Where new approval requests are announced to operators away from the gateway
     /// (`--approval-webhook`).
     pub webhook: Option<crate::webhook::Webhook>,
+    /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
+    pub fanouts: DashMap<String, usize>,
 }
 
 /// A job running in this gateway.
@@ -187,6 +189,7 @@ impl Shared {
             tools_epoch: tokio::sync::watch::Sender::new(0),
             running_jobs: DashMap::new(),
             webhook: None,
+            fanouts: DashMap::new(),
         }
     }
 

@@ -163,11 +163,11 @@ impl Dispatcher {
         // Not a read-only tool's call: running it again after a crash changes nothing,
         // and it then costs no file (Echo, Read, Grep... stay as fast as without a
         // journal).
-        let read_only = self
-            .node
-            .registry
-            .def(&params.tool)
+        let def = self.node.registry.def(&params.tool);
+        let read_only = def
+            .as_ref()
             .is_some_and(|d| d.annotations.read_only_hint == Some(true));
+        let requires_approval = def.as_ref().is_some_and(|d| d.requires_approval);
         if !read_only {
             self.node.ledger.record_begun(
                 &id,
@@ -181,11 +181,6 @@ impl Dispatcher {
         let span =
             info_span!("call", node_id = %self.node.config.id, call_id = %id, tool = %params.tool);
         let instant = tool.instant();
-        let requires_approval = self
-            .node
-            .registry
-            .def(&params.tool)
-            .is_some_and(|d| d.requires_approval);
         let call = Call {
             id,
             tool,

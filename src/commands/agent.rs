@@ -148,22 +148,33 @@ pub async fn call(
             if json {
                 print_json(&result);
             } else {
-                let text = result.joined_text();
-                if result.is_error {
-                    eprintln!("error: tool_error: {}", safe(&text));
-                } else if text.ends_with('\n') {
-                    print!("{text}");
-                } else {
-                    println!("{text}");
-                }
+                print_text(&result);
             }
-            if result.is_error {
-                exit::TOOL_ERROR
-            } else {
-                exit::OK
-            }
+            result_exit(&result)
         }
         Err(e) => client_error(&e),
+    }
+}
+
+/// A tool result's text as `gsv call` prints it: the tool's output as it is on stdout,
+/// a tool error on stderr, escaped.
+pub(crate) fn print_text(result: &gsv_protocol::ToolResult) {
+    let text = result.joined_text();
+    if result.is_error {
+        eprintln!("error: tool_error: {}", safe(&text));
+    } else if text.ends_with('\n') {
+        print!("{text}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// The exit code of a tool result: 1 for a tool error.
+pub(crate) fn result_exit(result: &gsv_protocol::ToolResult) -> u8 {
+    if result.is_error {
+        exit::TOOL_ERROR
+    } else {
+        exit::OK
     }
 }
 

@@ -143,21 +143,9 @@ pub async fn show(target: Target, id: &str, json: bool) -> u8 {
                 return exit::TOOL_ERROR;
             };
             if !json {
-                let text = result.joined_text();
-                if result.is_error {
-                    eprintln!("error: tool_error: {}", safe(&text));
-                } else if text.ends_with('\n') {
-                    // The tool's output as it is, as `gsv call` prints it.
-                    print!("{text}");
-                } else {
-                    println!("{text}");
-                }
+                crate::commands::agent::print_text(&result);
             }
-            if result.is_error {
-                exit::TOOL_ERROR
-            } else {
-                exit::OK
-            }
+            crate::commands::agent::result_exit(&result)
         }
         JobState::Failed | JobState::Lost => {
             let e = job.error.unwrap_or_else(|| {
