@@ -605,6 +605,10 @@ pub enum TokenCommand {
         /// $GSV_GATEWAY, else the data dir's gateway.addr]
         #[arg(long, value_name = "URL", requires = "install")]
         gateway: Option<String>,
+        /// For `operator NAME`: `approver` (reads everything, decides approvals) or
+        /// `viewer` (reads everything, changes nothing)
+        #[arg(long, value_enum, value_name = "ROLE")]
+        role: Option<OperatorRoleArg>,
     },
     /// List tokens (ids, kinds, subjects; never secrets)
     List {
@@ -687,6 +691,26 @@ pub enum TokenKindArg {
     Node,
     /// An agent token with a policy (`agent NAME`)
     Agent,
+    /// An operator token with a role (`operator NAME --role approver|viewer`)
+    Operator,
+}
+
+/// `gsv token create operator --role`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperatorRoleArg {
+    /// Reads everything an operator reads and decides approvals
+    Approver,
+    /// Reads everything an operator reads; changes nothing
+    Viewer,
+}
+
+impl OperatorRoleArg {
+    pub fn role(self) -> gsv_gateway::operator::OperatorRole {
+        match self {
+            OperatorRoleArg::Approver => gsv_gateway::operator::OperatorRole::Approver,
+            OperatorRoleArg::Viewer => gsv_gateway::operator::OperatorRole::Viewer,
+        }
+    }
 }
 
 /// `gsv node`'s flags.

@@ -139,9 +139,32 @@ fn main() -> ExitCode {
                 mcp_view,
                 install,
                 gateway,
+                role,
             } => {
                 let dir = resolve::data_dir(data.data.as_deref());
+                let agent_flags = !(allow.is_empty()
+                    && deny.is_empty()
+                    && confirm.is_empty()
+                    && !self_confirm
+                    && mcp_view == McpViewArg::Auto);
                 match kind {
+                    TokenKindArg::Operator => match role {
+                        _ if agent_flags || install || !label.is_empty() => {
+                            eprintln!("error: invalid_args: operator tokens take --role only (no policy, labels or --install)");
+                            exit::USAGE
+                        }
+                        None => {
+                            eprintln!(
+                                "error: invalid_args: operator tokens need --role approver|viewer"
+                            );
+                            exit::USAGE
+                        }
+                        Some(role) => commands::token::create_operator(&dir, &name, role.role()),
+                    },
+                    _ if role.is_some() => {
+                        eprintln!("error: invalid_args: --role applies to operator tokens only");
+                        exit::USAGE
+                    }
                     TokenKindArg::Node => {
                         if !(allow.is_empty()
                             && deny.is_empty()

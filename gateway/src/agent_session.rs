@@ -11,6 +11,7 @@ use crate::conn::{drive, Ws};
 use crate::error::WireError;
 use crate::handshake::{self, HandshakeError};
 use crate::offers::OfferError;
+use crate::operator::Authority;
 use crate::policy::{Policy, PolicySpec};
 use crate::registry::Viewer;
 use crate::router;
@@ -45,6 +46,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     };
     let policy = match hs.token.kind {
         TokenKind::Admin => Policy::full_access(),
+        TokenKind::Operator => Policy::view_only(),
         TokenKind::Agent => {
             let spec = hs.token.policy.clone().unwrap_or_else(PolicySpec::default);
             match Policy::compile(&spec) {
@@ -63,7 +65,11 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let conn_id = uuid::Uuid::new_v4().to_string();
     let name = hs.token.subject.clone();
     let token_id = hs.token.id.clone();
-    let is_admin = hs.token.kind == TokenKind::Admin;
+    let authority = match (hs.token.kind, hs.token.role) {
+        (TokenKind::Admin, _) => Authority::Admin,
+        (TokenKind::Operator, Some(role)) => Authority::Operator(role),
+        _ => Authority::Agent,
+    };
     let limits = Limits::standard(
         gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
         shared.config.heartbeat.as_millis() as u64,
@@ -76,7 +82,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         conn_id.clone(),
         name,
         token_id,
-        is_admin,
+        authority,
         out.clone(),
         Arc::new(policy),
     ));
@@ -421,7 +427,7 @@ fn start_fanout(
 pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str) -> bool + '_> {
     Viewer {
         visible: |n: &str| policy.visible(n),
-        operator: policy.is_full(),
+        operator: policy.sees_all(),
     }
 }
 
@@ -466,7 +472,8 @@ fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T
 }
 
 /// `approvals.list` / `approvals.decide` / `nodes.acceptTools` / `nodes.label`:
-/// operators (admin token) only.
+/// operators only — listing for any operator token, deciding for the admin's and
+/// approvers', the rest for the admin's.
 fn operator_request(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
@@ -474,16 +481,19 @@ fn operator_request(
     method: Method,
     params: Option<Box<RawValue>>,
 ) {
-    if !agent.is_admin {
-        let err = match method {
-            Method::NodesAcceptTools => SessionError::OperatorOnly {
-                what: "accepting a node's tools",
-            },
-            Method::NodesLabel => SessionError::OperatorOnly {
-                what: "labelling a node",
-            },
-            _ => SessionError::NotOperator,
-        };
+    let authority = agent.authority;
+    let refused = match method {
+        Method::NodesAcceptTools if !authority.is_admin() => Some(SessionError::OperatorOnly {
+            what: "accepting a node's tools",
+        }),
+        Method::NodesLabel if !authority.is_admin() => Some(SessionError::OperatorOnly {
+            what: "labelling a node",
+        }),
+        _ if !authority.reads_all() => Some(SessionError::NotOperator),
+        Method::ApprovalsDecide if !authority.decides() => Some(SessionError::ViewerDecision),
+        _ => None,
+    };
+    if let Some(err) = refused {
         return reply_err(&agent.out, &id, err);
     }
     let raw = params
@@ -523,7 +533,14 @@ fn operator_request(
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
-                Ok(p) => match shared.decide_approval(&p.id, p.decision, "operator").await {
+                Ok(p) => match shared
+                    .decide_approval(
+                        &p.id,
+                        p.decision,
+                        &authority.decider("operator", &agent.name),
+                    )
+                    .await
+                {
                     Ok(req) => encode_ok(&id, &req),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },

@@ -10,6 +10,7 @@ mod error;
 pub use error::AuthError;
 
 use crate::error::WireError;
+use crate::operator::{Authority, OperatorRole};
 use crate::policy::{Policy, PolicySpec};
 use crate::state::Shared;
 use crate::token::TokenKind;
@@ -63,6 +64,13 @@ pub(crate) enum Principal {
         name: String,
         token_id: String,
     },
+    /// An operator token: reads the fleet, decides approvals if an approver, runs no
+    /// tool.
+    Operator {
+        role: OperatorRole,
+        name: String,
+        token_id: String,
+    },
 }
 
 impl Principal {
@@ -70,6 +78,33 @@ impl Principal {
         match self {
             Principal::Admin { .. } => Policy::full_access(),
             Principal::Agent { policy, .. } => policy.clone(),
+            Principal::Operator { .. } => Policy::view_only(),
+        }
+    }
+
+    /// What the token may do beyond its policy.
+    pub(crate) fn authority(&self) -> Authority {
+        match self {
+            Principal::Admin { .. } => Authority::Admin,
+            Principal::Agent { .. } => Authority::Agent,
+            Principal::Operator { role, .. } => Authority::Operator(*role),
+        }
+    }
+
+    /// The token's id.
+    pub(crate) fn token_id(&self) -> &str {
+        match self {
+            Principal::Admin { token_id }
+            | Principal::Agent { token_id, .. }
+            | Principal::Operator { token_id, .. } => token_id,
+        }
+    }
+
+    /// The token's subject (`admin` for the admin token).
+    pub(crate) fn name(&self) -> &str {
+        match self {
+            Principal::Admin { .. } => "admin",
+            Principal::Agent { name, .. } | Principal::Operator { name, .. } => name,
         }
     }
 }
@@ -142,6 +177,11 @@ async fn check_token(shared: &Shared, headers: &HeaderMap) -> Result<Principal, 
                 token_id: record.id,
             })
         }
+        TokenKind::Operator => Ok(Principal::Operator {
+            role: record.role.ok_or(AuthError::InvalidToken)?,
+            name: record.subject,
+            token_id: record.id,
+        }),
         TokenKind::Node | TokenKind::Join => Err(AuthError::NodeToken),
     }
 }

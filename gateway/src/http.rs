@@ -2,14 +2,16 @@
 //! the two WebSocket endpoints.
 //!
 //! Handlers only extract, call and map errors. Every `/v1` route takes
-//! `Authorization: Bearer` with the admin token or an agent token; an agent token sees
-//! only what its policy allows.
+//! `Authorization: Bearer` with the admin token, an operator token or an agent token;
+//! an agent token sees only what its policy allows, an operator's reads everything
+//! (and an approver's decides approvals), only the admin token changes the fleet.
 
 mod error;
 
 pub use crate::auth::ApiError;
 use crate::auth::{authorize, Principal};
 use crate::error::WireError;
+use crate::operator::Authority;
 use crate::state::Shared;
 use crate::{agent_session, node_session, upgrade};
 use axum::extract::{ConnectInfo, Path, Request, State};
@@ -161,14 +163,19 @@ async fn sessions(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
-    let policy = principal.policy();
-    let (name, token_id) = match &principal {
-        Principal::Admin { token_id } => ("admin-api".to_owned(), token_id.clone()),
-        Principal::Agent { name, token_id, .. } => (name.clone(), token_id.clone()),
+    // Operators read every node's sessions: the listing's own `Process {action: list}`
+    // calls (fixed arguments) run with the admin's reach for them.
+    let policy = match principal.authority() {
+        Authority::Agent => principal.policy(),
+        Authority::Admin | Authority::Operator(_) => crate::policy::Policy::full_access(),
+    };
+    let name = match &principal {
+        Principal::Admin { .. } => "admin-api",
+        Principal::Agent { name, .. } | Principal::Operator { name, .. } => name.as_str(),
     };
     let caller = crate::router::Caller {
-        name: &name,
-        token_id: &token_id,
+        name,
+        token_id: principal.token_id(),
         policy: &policy,
         agent: None,
         progress: None,
@@ -252,9 +259,14 @@ async fn admin_only(
     peer: SocketAddr,
     what: &'static str,
 ) -> Result<(), ApiError> {
-    match authorize(shared, headers, peer).await? {
-        Principal::Admin { .. } => Ok(()),
-        Principal::Agent { .. } => Err(HttpError::AdminOnly { what }.into()),
+    if authorize(shared, headers, peer)
+        .await?
+        .authority()
+        .is_admin()
+    {
+        Ok(())
+    } else {
+        Err(HttpError::AdminOnly { what }.into())
     }
 }
 
@@ -281,16 +293,7 @@ async fn probe(
 
 /// Who a principal is as a reader of jobs.
 fn job_reader(principal: &Principal) -> crate::jobs::Reader<'_> {
-    match principal {
-        Principal::Admin { token_id } => crate::jobs::Reader {
-            token_id,
-            admin: true,
-        },
-        Principal::Agent { token_id, .. } => crate::jobs::Reader {
-            token_id,
-            admin: false,
-        },
-    }
+    crate::jobs::Reader::new(principal.token_id(), principal.authority())
 }
 
 /// `GET /v1/jobs[?limit=&offset=]`: the `jobs.list` result.
@@ -327,7 +330,16 @@ async fn approvals_list(
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    admin_only(&shared, &headers, peer, "listing approvals").await?;
+    if !authorize(&shared, &headers, peer)
+        .await?
+        .authority()
+        .reads_all()
+    {
+        return Err(HttpError::OperatorOnly {
+            what: "listing approvals",
+        }
+        .into());
+    }
     let page = shared.approvals.list(q).await?;
     Ok(Json(page).into_response())
 }
@@ -339,12 +351,15 @@ async fn approvals_decide(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    admin_only(&shared, &headers, peer, "deciding approvals").await?;
+    let principal = authorize(&shared, &headers, peer).await?;
+    let authority = principal.authority();
+    if !authority.decides() {
+        return Err(HttpError::CannotDecide { authority }.into());
+    }
     let body: gsv_protocol::method::ApprovalDecision =
         serde_json::from_slice(&body).map_err(HttpError::BadDecision)?;
-    let req = shared
-        .decide_approval(&id, body.decision, "admin-api")
-        .await?;
+    let by = authority.decider("admin-api", principal.name());
+    let req = shared.decide_approval(&id, body.decision, &by).await?;
     Ok(Json(req).into_response())
 }
 

@@ -57,6 +57,9 @@ pub enum JobError {
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
     Selector(#[from] crate::inventory::InventoryError),
+    /// An operator token asked to cancel another token's job.
+    #[error("operator tokens read jobs but cannot cancel job {id}: that needs the admin token")]
+    ReadOnly { id: String },
 }
 
 impl JobError {
@@ -72,25 +75,37 @@ impl crate::error::WireError for JobError {
     fn code(&self) -> ErrorCode {
         match self {
             JobError::NotFound { .. } => ErrorCode::NotFound,
+            JobError::ReadOnly { .. } => ErrorCode::Forbidden,
             JobError::Store(_) | JobError::Task(_) => ErrorCode::Internal,
             JobError::Selector(e) => e.to_shape().code,
         }
     }
 }
 
-/// Who asks for jobs: a token, and whether it is the admin's (which sees every job).
+/// Who asks for jobs: a token, and whether it sees every token's jobs (the admin's
+/// and operators') and cancels them (the admin's only).
 #[derive(Debug, Clone, Copy)]
 pub struct Reader<'a> {
     pub token_id: &'a str,
     pub admin: bool,
+    /// An operator token: reads every job, cancels only its own (it starts none).
+    pub read_only: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// The reader for a token with `authority`.
+    pub fn new(token_id: &'a str, authority: crate::operator::Authority) -> Self {
+        Reader {
+            token_id,
+            admin: authority.reads_all(),
+            read_only: !authority.is_admin() && authority.reads_all(),
+        }
+    }
 }
 
 impl<'a> From<&'a AgentHandle> for Reader<'a> {
     fn from(agent: &'a AgentHandle) -> Self {
-        Reader {
-            token_id: &agent.token_id,
-            admin: agent.is_admin,
-        }
+        Reader::new(&agent.token_id, agent.authority)
     }
 }
 
@@ -327,7 +342,10 @@ pub async fn get(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, J
 /// as a cancelled call does); returns the job as it is then. A job that already ended
 /// is returned unchanged.
 pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
-    get(shared, reader, id).await?;
+    let job = get(shared, reader, id).await?;
+    if reader.read_only && job.summary.token_id != reader.token_id {
+        return Err(JobError::ReadOnly { id: id.to_owned() });
+    }
     if let Some(job) = shared.running_jobs.get(id) {
         tracing::info!(job = id, "job cancelled");
         job.cancel.cancel();

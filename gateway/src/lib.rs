@@ -29,6 +29,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod node_session;
 pub mod offers;
+pub mod operator;
 pub mod policy;
 pub mod probe;
 pub mod ratelimit;

@@ -460,7 +460,7 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
     for a in shared.agents.iter() {
         let owns = owner == Some(a.token_id.as_str())
             && a.policy.decide(&process_tool) == crate::policy::Decision::Allow;
-        if a.is_admin || owns {
+        if a.authority.reads_all() || owns {
             a.send_event(EventName::ProcessExited, &event);
         }
     }

@@ -55,6 +55,8 @@ pub struct Policy {
     self_confirm: bool,
     mcp_view: McpView,
     full: bool,
+    /// An operator's (viewer or approver): every tool listed, none callable.
+    view_only: bool,
     /// An `allow` glob is `*`, which matches every name: `allow` needs no matching.
     allow_all: bool,
 }
@@ -89,8 +91,24 @@ impl Policy {
             self_confirm: spec.self_confirm,
             mcp_view: spec.mcp_view,
             full: false,
+            view_only: false,
             allow_all: spec.allow.iter().any(|g| matches_everything(g)),
         })
+    }
+
+    /// Every tool listed, none callable (an operator token: operators read the fleet
+    /// and decide approvals; they never run tools).
+    pub fn view_only() -> Policy {
+        Policy {
+            allow: GlobSet::empty(),
+            deny: GlobSet::empty(),
+            confirm: GlobSet::empty(),
+            self_confirm: false,
+            mcp_view: McpView::Auto,
+            full: false,
+            view_only: true,
+            allow_all: false,
+        }
     }
 
     /// Everything allowed, nothing to confirm (the admin token).
@@ -102,6 +120,7 @@ impl Policy {
             self_confirm: false,
             mcp_view: McpView::Auto,
             full: true,
+            view_only: false,
             allow_all: true,
         }
     }
@@ -109,6 +128,9 @@ impl Policy {
     pub fn decide(&self, namespaced: &str) -> Decision {
         if self.full {
             return Decision::Allow;
+        }
+        if self.view_only {
+            return Decision::Deny;
         }
         // Called for every tool of every node a listing or a fan-out looks at: the
         // name is prepared for matching once, and a set with nothing to match (no
@@ -140,9 +162,15 @@ impl Policy {
         self.full
     }
 
-    /// Whether the tool is listed for this agent (allowed, possibly with confirmation).
+    /// Whether this policy sees the whole fleet: the admin's, or an operator's.
+    pub fn sees_all(&self) -> bool {
+        self.full || self.view_only
+    }
+
+    /// Whether the tool is listed for this caller (allowed, possibly with
+    /// confirmation; every tool for an operator, who can call none).
     pub fn visible(&self, namespaced: &str) -> bool {
-        self.decide(namespaced) != Decision::Deny
+        self.view_only || self.decide(namespaced) != Decision::Deny
     }
 }
 
@@ -198,6 +226,21 @@ pub fn lint(spec: &PolicySpec, known: &[&str]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operators_policy_lists_every_tool_and_allows_none() {
+        let p = Policy::view_only();
+        for name in ["box__Bash", "lab__Read", "x__net_scan"] {
+            assert!(p.visible(name), "{name} hidden from an operator");
+            assert_eq!(
+                p.decide(name),
+                Decision::Deny,
+                "{name} callable by an operator"
+            );
+        }
+        assert!(p.sees_all());
+        assert!(!p.is_full());
+    }
 
     #[test]
     fn lint_flags_case_mistakes_and_unknown_names() {

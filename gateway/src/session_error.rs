@@ -31,8 +31,13 @@ pub enum SessionError {
     #[error("a call with this id is already in flight")]
     DuplicateCallId,
     /// `approvals.*` from an agent that is not an operator.
-    #[error("approvals need the admin token")]
+    #[error("approvals need the admin token or an operator token")]
     NotOperator,
+    /// `approvals.decide` from a viewer operator token.
+    #[error(
+        "a viewer cannot decide approvals: only the admin token and approver operator tokens can"
+    )]
+    ViewerDecision,
     /// Another operator-only request from an agent that is not an operator.
     #[error("{what} needs the admin token")]
     OperatorOnly { what: &'static str },
@@ -57,7 +62,7 @@ impl WireError for SessionError {
             UnknownMethod { .. } | NodeRequest { .. } => ErrorCode::NotFound,
             BadCallParams(_) | BadParams(_) => ErrorCode::InvalidArgs,
             TooManyInFlight => ErrorCode::Overloaded,
-            NotOperator | OperatorOnly { .. } => ErrorCode::Forbidden,
+            NotOperator | ViewerDecision | OperatorOnly { .. } => ErrorCode::Forbidden,
             ResultTooLarge { .. } => ErrorCode::TooLarge,
         }
     }
@@ -120,7 +125,12 @@ mod tests {
             (
                 NotOperator,
                 ErrorCode::Forbidden,
-                "approvals need the admin token".into(),
+                "approvals need the admin token or an operator token".into(),
+            ),
+            (
+                ViewerDecision,
+                ErrorCode::Forbidden,
+                "a viewer cannot decide approvals: only the admin token and approver operator tokens can".into(),
             ),
             (
                 OperatorOnly {

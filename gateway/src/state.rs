@@ -30,8 +30,9 @@ pub struct AgentHandle {
     pub conn_id: String,
     pub name: String,
     pub token_id: String,
-    /// Connected with the admin token: an operator.
-    pub is_admin: bool,
+    /// What the token may do beyond its policy: the admin's, an operator's (reads the
+    /// fleet and gets operator events), or an agent's.
+    pub authority: crate::operator::Authority,
     pub out: Outbound,
     pub policy: Arc<Policy>,
     seq: AtomicU64,
@@ -42,7 +43,7 @@ impl AgentHandle {
         conn_id: String,
         name: String,
         token_id: String,
-        is_admin: bool,
+        authority: crate::operator::Authority,
         out: Outbound,
         policy: Arc<Policy>,
     ) -> Self {
@@ -50,7 +51,7 @@ impl AgentHandle {
             conn_id,
             name,
             token_id,
-            is_admin,
+            authority,
             out,
             policy,
             seq: AtomicU64::new(1),
@@ -66,7 +67,7 @@ impl AgentHandle {
     /// Whether this agent may see any tool of `set` on `node` that `hidden` does not
     /// hide (operators see every node, tools or not).
     pub fn sees_any(&self, node: &str, set: &ToolSet, hidden: impl Fn(&str) -> bool) -> bool {
-        self.policy.is_full()
+        self.policy.sees_all()
             || set.tools.iter().any(|t| {
                 !hidden(&t.def.name)
                     && self
@@ -154,7 +155,7 @@ impl Shared {
                 decided_by: Some(by.to_owned()),
             };
             for a in self.agents.iter() {
-                if a.is_admin || a.token_id == req.token_id {
+                if a.authority.reads_all() || a.token_id == req.token_id {
                     a.send_event(gsv_protocol::EventName::ApprovalResolved, &payload);
                 }
             }
@@ -193,7 +194,8 @@ impl Shared {
         }
     }
 
-    /// Sends an event to every operator connection (admin token) and, if given, to
+    /// Sends an event to every operator connection (admin or operator token) and, if
+    /// given, to
     /// one more agent (the caller concerned), once each.
     pub fn notify_operators<P: Serialize + ?Sized>(
         &self,
@@ -202,7 +204,7 @@ impl Shared {
         also: Option<&str>,
     ) {
         for a in self.agents.iter() {
-            if a.is_admin || Some(a.conn_id.as_str()) == also {
+            if a.authority.reads_all() || Some(a.conn_id.as_str()) == also {
                 a.send_event(event, payload);
             }
         }

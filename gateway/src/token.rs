@@ -22,6 +22,9 @@ pub enum TokenKind {
     Join,
     /// An agent's token, carrying a policy.
     Agent,
+    /// An operator's token, carrying a role (`approver` or `viewer`): reads the
+    /// fleet, an approver also decides approvals; never runs a tool.
+    Operator,
 }
 
 impl TokenKind {
@@ -31,6 +34,7 @@ impl TokenKind {
             TokenKind::Node => "node",
             TokenKind::Join => "join",
             TokenKind::Agent => "agent",
+            TokenKind::Operator => "operator",
         }
     }
 
@@ -40,6 +44,7 @@ impl TokenKind {
             "node" => Some(TokenKind::Node),
             "join" => Some(TokenKind::Join),
             "agent" => Some(TokenKind::Agent),
+            "operator" => Some(TokenKind::Operator),
             _ => None,
         }
     }
@@ -132,6 +137,7 @@ mod tests {
             TokenKind::Node,
             TokenKind::Join,
             TokenKind::Agent,
+            TokenKind::Operator,
         ] {
             let t = generate(kind);
             let p = parse(&t.token).expect("parses");

@@ -9,9 +9,11 @@
 
 use crate::audit::{self, AuditEvent};
 use crate::datadir;
+use crate::operator::OperatorRole;
 use crate::policy::PolicySpec;
 use crate::store::{
-    insert_token, read_node_labels, revoke_token, write_node_labels, Store, StoreError,
+    insert_operator_token, insert_token, read_node_labels, revoke_token, write_node_labels, Store,
+    StoreError,
 };
 use crate::token::TokenKind;
 use gsv_protocol::inventory::Labels;
@@ -97,6 +99,7 @@ pub fn issue_with_labels(
                 kind,
                 subject,
                 policy,
+                role: None,
             }
             .into(),
         )];
@@ -118,6 +121,31 @@ pub fn issue_with_labels(
             }
         }
         audit::append_in(&tx, &rows)?;
+        tx.commit()?;
+        Ok(Issued { token, id })
+    })
+}
+
+/// Mints an operator token for `name` with `role` (`gsv token create operator`) and
+/// records it, in one transaction.
+pub fn issue_operator(
+    store: &Store,
+    issuer: Issuer,
+    name: &str,
+    role: OperatorRole,
+) -> Result<Issued, StoreError> {
+    store.with_conn(|conn| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (token, id) = insert_operator_token(&tx, name, role)?;
+        let event = AuditEvent::TokenIssued {
+            actor: issuer.actor(),
+            token_id: &id,
+            kind: TokenKind::Operator,
+            subject: name,
+            policy: None,
+            role: Some(role),
+        };
+        audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
         tx.commit()?;
         Ok(Issued { token, id })
     })

@@ -4,6 +4,7 @@
 //! log in the same transaction.
 
 use crate::exit;
+use gsv_gateway::operator::OperatorRole;
 use gsv_gateway::tokens::{self, Issued, Issuer};
 use gsv_gateway::{Policy, PolicySpec, Store, TokenKind};
 use gsv_protocol::inventory::{check_labels, parse_label, Labels};
@@ -148,6 +149,34 @@ pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
     }
 }
 
+/// `gsv token create operator NAME --role approver|viewer`: prints the token alone.
+pub fn create_operator(data: &Path, name: &str, role: OperatorRole) -> u8 {
+    if name.trim().is_empty() || name.len() > 64 {
+        eprintln!("error: invalid_args: operator name must be 1-64 characters");
+        return exit::USAGE;
+    }
+    let store = match open(data) {
+        Ok(s) => s,
+        Err(c) => return c,
+    };
+    match tokens::issue_operator(&store, Issuer::Cli, name, role) {
+        Ok(Issued {
+            token,
+            id: token_id,
+        }) => {
+            println!("{token}");
+            eprintln!(
+                "operator token {token_id} for {name}, role {role} (shown once; stored hashed)"
+            );
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: internal: {e}");
+            exit::TOOL_ERROR
+        }
+    }
+}
+
 /// `gsv token list`.
 pub fn list(data: &Path, json: bool) -> u8 {
     let store = match open(data) {
@@ -181,6 +210,7 @@ pub fn list(data: &Path, json: bool) -> u8 {
                                 }
                             )
                         })
+                        .or_else(|| t.role.map(|r| format!("role={r}")))
                         .unwrap_or_default();
                     println!(
                         "{}  {:<6} {:<24} {:<8} {}  {}",

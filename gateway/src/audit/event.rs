@@ -116,6 +116,8 @@ pub enum AuditEvent<'a> {
         kind: TokenKind,
         subject: &'a str,
         policy: Option<&'a PolicySpec>,
+        /// An operator token's role.
+        role: Option<crate::operator::OperatorRole>,
     },
     /// A token was revoked (`actor`: the revoking command).
     TokenRevoked { actor: &'a str, token_id: &'a str },
@@ -256,6 +258,8 @@ struct TokenIssuedDetail<'a> {
     kind: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     policy: Option<&'a PolicySpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'a str>,
     subject: &'a str,
     token_id: &'a str,
 }
@@ -495,9 +499,11 @@ impl AuditEvent<'_> {
                 kind,
                 subject,
                 policy,
+                role,
             } => Row::new(AuditKind::Policy, actor, "token_created").with(TokenIssuedDetail {
                 kind: kind.as_str(),
                 policy,
+                role: role.map(|r| r.as_str()),
                 subject,
                 token_id,
             }),
@@ -985,6 +991,7 @@ mod tests {
             kind: TokenKind::Agent,
             subject: "ci",
             policy: Some(&policy),
+            role: None,
         });
         assert_eq!(
             detail,
@@ -1000,6 +1007,7 @@ mod tests {
             kind: TokenKind::Admin,
             subject: "admin",
             policy: None,
+            role: None,
         });
         assert_eq!(
             detail,

@@ -29,6 +29,9 @@ pub enum AuthError {
     StoredPolicy(#[from] PolicyError),
     #[error("node tokens cannot use the admin API")]
     NodeToken,
+    /// An operator token where tools are called (`/mcp`).
+    #[error("operator tokens cannot call tools: use an agent token")]
+    OperatorToken,
 }
 
 impl WireError for AuthError {
@@ -39,7 +42,7 @@ impl WireError for AuthError {
             AuthError::Task(_) | AuthError::Store(_) | AuthError::StoredPolicy(_) => {
                 ErrorCode::Internal
             }
-            AuthError::NodeToken => ErrorCode::Forbidden,
+            AuthError::NodeToken | AuthError::OperatorToken => ErrorCode::Forbidden,
         }
     }
 }

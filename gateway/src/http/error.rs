@@ -12,6 +12,14 @@ pub enum HttpError {
     /// The route is for operators (`what`: "probing a node", "listing approvals"...).
     #[error("{what} needs the admin token")]
     AdminOnly { what: &'static str },
+    /// The route is for the admin and operators, not agents.
+    #[error("{what} needs the admin token or an operator token")]
+    OperatorOnly { what: &'static str },
+    /// A decision from a token that may not decide (an agent's, a viewer's).
+    #[error("{}", cannot_decide(*.authority))]
+    CannotDecide {
+        authority: crate::operator::Authority,
+    },
     #[error("request body is not the expected JSON: {0}")]
     BadBody(serde_json::Error),
     /// A query string that does not decode (`GET /v1/nodes?select=…`).
@@ -28,12 +36,24 @@ pub enum HttpError {
 impl WireError for HttpError {
     fn code(&self) -> ErrorCode {
         match self {
-            HttpError::AdminOnly { .. } => ErrorCode::Forbidden,
+            HttpError::AdminOnly { .. }
+            | HttpError::OperatorOnly { .. }
+            | HttpError::CannotDecide { .. } => ErrorCode::Forbidden,
             HttpError::BadBody(_) | HttpError::BadDecision(_) | HttpError::BadQuery(_) => {
                 ErrorCode::InvalidArgs
             }
             HttpError::BadNodeResult(_) => ErrorCode::Internal,
         }
+    }
+}
+
+/// Why a token may not decide approvals.
+fn cannot_decide(authority: crate::operator::Authority) -> &'static str {
+    match authority {
+        crate::operator::Authority::Operator(_) => {
+            "a viewer cannot decide approvals: only the admin token and approver operator tokens can"
+        }
+        _ => "deciding approvals needs the admin token or an approver operator token",
     }
 }
 
@@ -56,6 +76,24 @@ mod tests {
                 ErrorCode::Forbidden,
                 403,
                 "probing a node needs the admin token".to_owned(),
+            ),
+            (
+                HttpError::OperatorOnly {
+                    what: "listing approvals",
+                },
+                ErrorCode::Forbidden,
+                403,
+                "listing approvals needs the admin token or an operator token".to_owned(),
+            ),
+            (
+                HttpError::CannotDecide {
+                    authority: crate::operator::Authority::Operator(
+                        crate::operator::OperatorRole::Viewer,
+                    ),
+                },
+                ErrorCode::Forbidden,
+                403,
+                "a viewer cannot decide approvals: only the admin token and approver operator tokens can".to_owned(),
             ),
             (
                 HttpError::BadBody(json_error()),

@@ -53,8 +53,8 @@ pub struct McpPrincipal {
 }
 
 impl McpPrincipal {
-    fn from_principal(p: &Principal) -> McpPrincipal {
-        match p {
+    fn from_principal(p: &Principal) -> Result<McpPrincipal, AuthError> {
+        Ok(match p {
             Principal::Admin { token_id } => McpPrincipal {
                 name: "admin".to_owned(),
                 token_id: token_id.clone(),
@@ -71,7 +71,9 @@ impl McpPrincipal {
                 policy: Arc::new(policy.clone()),
                 admin: false,
             },
-        }
+            // Operators decide and watch; they do not run tools.
+            Principal::Operator { .. } => return Err(AuthError::OperatorToken),
+        })
     }
 }
 
@@ -202,7 +204,7 @@ pub async fn require_bearer(
         Some(p) => Ok(p),
         None => authorize(shared, req.headers(), peer)
             .await
-            .map(|p| McpPrincipal::from_principal(&p)),
+            .and_then(|p| McpPrincipal::from_principal(&p)),
     };
     match checked {
         Ok(principal) => {

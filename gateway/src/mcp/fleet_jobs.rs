@@ -83,6 +83,7 @@ fn reader(who: &McpPrincipal) -> Reader<'_> {
     Reader {
         token_id: &who.token_id,
         admin: who.admin,
+        read_only: false,
     }
 }
 

@@ -145,10 +145,29 @@ const MIGRATIONS: &[Migration] = &[
         ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE jobs ADD COLUMN nodes TEXT;",
     },
+    // 10: operator tokens and their role (`approver` or `viewer`). The kind check is
+    // widened by rebuilding the table, as in 3.
+    Migration {
+        version: 10,
+        sql: "CREATE TABLE tokens_v10 (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('admin', 'node', 'join', 'agent', 'operator')),
+            subject TEXT NOT NULL,
+            hash BLOB NOT NULL,
+            policy TEXT,
+            created_at INTEGER NOT NULL,
+            revoked_at INTEGER,
+            role TEXT CHECK (role IS NULL OR role IN ('approver', 'viewer')),
+            CHECK ((kind = 'operator') = (role IS NOT NULL))
+        );
+        INSERT INTO tokens_v10 SELECT id, kind, subject, hash, policy, created_at, revoked_at, NULL FROM tokens;
+        DROP TABLE tokens;
+        ALTER TABLE tokens_v10 RENAME TO tokens;",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.
@@ -274,6 +293,7 @@ mod tests {
                 assert_eq!(user_version(c)?, SCHEMA_VERSION);
                 for (table, col) in [
                     ("tokens", "revoked_at"),
+                    ("tokens", "role"),
                     ("audit", "hash"),
                     ("approvals", "decided_by"),
                     ("node_offers", "accepted_by"),
@@ -285,6 +305,17 @@ mod tests {
             .unwrap();
         let (join, _) = store.create_token(TokenKind::Join, "join", None).unwrap();
         assert!(store.verify(&join).unwrap().is_some());
+        let (op, _) = store
+            .with_conn(|c| {
+                crate::store::insert_operator_token(
+                    c,
+                    "alice",
+                    crate::operator::OperatorRole::Viewer,
+                )
+            })
+            .unwrap();
+        let rec = store.verify(&op).unwrap().expect("operator token valid");
+        assert_eq!(rec.role, Some(crate::operator::OperatorRole::Viewer));
     }
 
     fn verified(store: &Store, tok: &str) -> TokenRecord {

@@ -18,7 +18,7 @@ mod tokens;
 pub(crate) use labels::{read_node_labels, write_node_labels};
 pub use migrations::SCHEMA_VERSION;
 pub use offers::{AcceptedOffer, Offer};
-pub(crate) use tokens::{insert_token, revoke_token};
+pub(crate) use tokens::{insert_operator_token, insert_token, revoke_token};
 pub use tokens::{Redeem, TokenInfo, TokenRecord};
 
 use rusqlite::Connection;

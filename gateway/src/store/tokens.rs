@@ -5,6 +5,7 @@
 //! the database does not also carry every token query.
 
 use super::{Store, StoreError};
+use crate::operator::OperatorRole;
 use crate::policy::PolicySpec;
 use crate::token::{self, TokenKind};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -18,6 +19,8 @@ pub struct TokenRecord {
     /// Node id (node tokens), agent name (agent tokens) or `admin`.
     pub subject: String,
     pub policy: Option<PolicySpec>,
+    /// An operator token's role (operator tokens only).
+    pub role: Option<OperatorRole>,
 }
 
 /// What redeeming a join token came to.
@@ -39,6 +42,8 @@ pub struct TokenInfo {
     pub kind: String,
     pub subject: String,
     pub policy: Option<PolicySpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<OperatorRole>,
     pub created_at: u64,
     pub revoked_at: Option<u64>,
 }
@@ -64,7 +69,7 @@ impl Store {
         let row = self
             .conn()
             .query_row(
-                "SELECT kind, subject, hash, policy FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
+                "SELECT kind, subject, hash, policy, role FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
                 params![parsed.id],
                 |r| {
                     Ok((
@@ -72,11 +77,12 @@ impl Store {
                         r.get::<_, String>(1)?,
                         r.get::<_, Vec<u8>>(2)?,
                         r.get::<_, Option<String>>(3)?,
+                        r.get::<_, Option<String>>(4)?,
                     ))
                 },
             )
             .optional()?;
-        let Some((kind, subject, hash, policy)) = row else {
+        let Some((kind, subject, hash, policy, role)) = row else {
             return Ok(None);
         };
         if TokenKind::parse(&kind) != Some(parsed.kind) || !parsed.matches(&hash) {
@@ -86,11 +92,21 @@ impl Store {
             .map(|p| serde_json::from_str::<PolicySpec>(&p))
             .transpose()
             .map_err(|e| StoreError::Policy(e.to_string()))?;
+        let role = role.as_deref().map(OperatorRole::parse);
+        if parsed.kind == TokenKind::Operator && !matches!(role, Some(Some(_))) {
+            // The schema's checks keep this from happening; a row that breaks them
+            // authenticates nobody rather than someone with a guessed role.
+            return Err(StoreError::Policy(format!(
+                "operator token {} has no valid role",
+                parsed.id
+            )));
+        }
         Ok(Some(TokenRecord {
             id: parsed.id.to_owned(),
             kind: parsed.kind,
             subject,
             policy,
+            role: role.flatten(),
         }))
     }
 
@@ -131,7 +147,7 @@ impl Store {
     pub fn list_tokens(&self) -> Result<Vec<TokenInfo>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT id, kind, subject, policy, created_at, revoked_at FROM tokens ORDER BY created_at DESC, id",
+            "SELECT id, kind, subject, policy, created_at, revoked_at, role FROM tokens ORDER BY created_at DESC, id",
         )?;
         let rows = stmt.query_map([], |r| {
             Ok((
@@ -141,16 +157,18 @@ impl Store {
                 r.get::<_, Option<String>>(3)?,
                 r.get::<_, i64>(4)?,
                 r.get::<_, Option<i64>>(5)?,
+                r.get::<_, Option<String>>(6)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, kind, subject, policy, created, revoked) = row?;
+            let (id, kind, subject, policy, created, revoked, role) = row?;
             out.push(TokenInfo {
                 id,
                 kind,
                 subject,
                 policy: policy.and_then(|p| serde_json::from_str(&p).ok()),
+                role: role.as_deref().and_then(OperatorRole::parse),
                 created_at: created.max(0) as u64,
                 revoked_at: revoked.map(|r| r.max(0) as u64),
             });
@@ -179,6 +197,20 @@ pub(crate) fn insert_token(
     conn.execute(
         "INSERT INTO tokens (id, kind, subject, hash, policy, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![t.id, kind.as_str(), subject, &t.hash[..], policy_json, now_ms() as i64],
+    )?;
+    Ok((t.token, t.id))
+}
+
+/// Mints an operator token for `name` with `role` and inserts it through `conn`.
+pub(crate) fn insert_operator_token(
+    conn: &Connection,
+    name: &str,
+    role: OperatorRole,
+) -> Result<(String, String), StoreError> {
+    let t = token::generate(TokenKind::Operator);
+    conn.execute(
+        "INSERT INTO tokens (id, kind, subject, hash, policy, created_at, role) VALUES (?1, 'operator', ?2, ?3, NULL, ?4, ?5)",
+        params![t.id, name, &t.hash[..], now_ms() as i64, role.as_str()],
     )?;
     Ok((t.token, t.id))
 }
