@@ -74,9 +74,6 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
         shared.config.heartbeat.as_millis() as u64,
     );
-    let Some(ws) = hs.hello(&conn_id, limits, None).await else {
-        return;
-    };
     let (out, queue) = queue(shared.shutdown.child_token());
     let agent = Arc::new(AgentHandle::new(
         conn_id.clone(),
@@ -86,7 +83,14 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         out.clone(),
         Arc::new(policy),
     ));
+    // Registered before `hello-ok` goes out: a client that hears it is connected gets
+    // every event from then on (an operator's `approval.requested` included); events
+    // sent meanwhile wait in the queue until the session drives it.
     shared.agents.insert(conn_id.clone(), agent.clone());
+    let Some(ws) = hs.hello(&conn_id, limits, None).await else {
+        shared.agents.remove(&conn_id);
+        return;
+    };
     shared.metrics.connected_agents.inc();
     // A stopping gateway waits (bounded) for its sessions to end and deliver what they
     // queued, answers to calls in flight included.
