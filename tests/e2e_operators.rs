@@ -82,7 +82,13 @@ async fn a_viewer_reads_everything_but_its_approve_is_refused() {
     let (status, body) =
         http_request(&s.gw.addr, "GET", "/v1/approvals", Some(&s.viewer), None).await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains(&id), "{body}");
+    let listed: Value = serde_json::from_str(&body).expect("json");
+    let req = listed["approvals"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["id"] == id.as_str()))
+        .expect("the request listed");
+    // Every argument, as the canonical JSON the arguments hash is taken of.
+    assert_eq!(req["args"], r#"{"text":"held"}"#, "{body}");
     let page = viewer
         .request(Method::ApprovalsList, &json!({}))
         .await

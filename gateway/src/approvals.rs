@@ -38,6 +38,22 @@ pub struct NewRequest {
     pub plan: Option<String>,
     /// A fan-out's request: the nodes it covers ([`ApprovalRequest::nodes`]).
     pub nodes: Vec<String>,
+    /// The call's arguments as canonical JSON ([`ApprovalRequest::args`]); `None`
+    /// when over [`MAX_SHOWN_ARGS_BYTES`].
+    pub args: Option<String>,
+}
+
+/// The largest canonical arguments a request carries for operators to read (64 KiB);
+/// larger ones (a big Write) are shown by their summary, which names every argument
+/// and cuts long strings visibly.
+pub const MAX_SHOWN_ARGS_BYTES: usize = 64 * 1024;
+
+/// The canonical JSON of `args` for [`NewRequest::args`]: object keys sorted (the form
+/// the arguments hash is taken of), `None` when over [`MAX_SHOWN_ARGS_BYTES`].
+pub fn shown_args(args: &serde_json::Value) -> Option<String> {
+    serde_json::to_string(args)
+        .ok()
+        .filter(|t| t.len() <= MAX_SHOWN_ARGS_BYTES)
 }
 
 /// The approval queue of one gateway.
@@ -57,6 +73,9 @@ pub struct Approvals {
 struct Waiter {
     token_id: String,
     tx: oneshot::Sender<Verdict>,
+    /// The call's arguments for operators to read. Kept in memory only, while the call
+    /// waits: the database keeps their hash, as the audit log does.
+    args: Option<Arc<str>>,
 }
 
 /// The largest page `approvals.list` returns.
@@ -82,6 +101,7 @@ fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRequest> {
         state: r.get(10)?,
         decided_at: r.get::<_, Option<i64>>(11)?.map(|v| v.max(0) as u64),
         decided_by: r.get(12)?,
+        args: None,
         plan: r.get(13)?,
         // Written by this gateway as a JSON list; anything else reads as none.
         nodes: r
@@ -157,9 +177,17 @@ impl Approvals {
             state: "pending".into(),
             decided_at: None,
             decided_by: None,
+            args: req.args,
         };
         let (tx, rx) = oneshot::channel();
-        self.waiters.insert(id, Waiter { token_id, tx });
+        self.waiters.insert(
+            id,
+            Waiter {
+                token_id,
+                tx,
+                args: request.args.as_deref().map(Arc::from),
+            },
+        );
         drop(admit);
         let r = request.clone();
         let nodes = (!r.nodes.is_empty())
@@ -267,7 +295,7 @@ impl Approvals {
         } else {
             "state = 'pending' AND expires_at > ?1"
         };
-        self.blocking(move |s| {
+        let mut page = self.blocking(move |s| {
             s.with_conn(|c| {
                 let mut stmt = c.prepare(&format!(
                     "SELECT {COLUMNS} FROM approvals WHERE {filter} ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
@@ -295,6 +323,14 @@ impl Approvals {
                 })
             })
         })
-        .await
+        .await?;
+        // The arguments of the calls still waiting, from memory.
+        for r in page.approvals.iter_mut().filter(|r| r.state == "pending") {
+            r.args = self
+                .waiters
+                .get(&r.id)
+                .and_then(|w| w.args.as_deref().map(str::to_owned));
+        }
+        Ok(page)
     }
 }

@@ -362,6 +362,13 @@ pub struct ApprovalRequest {
     pub state: String,
     pub decided_at: Option<u64>,
     pub decided_by: Option<String>,
+    /// Every argument of the call, as canonical JSON text (object keys sorted: what
+    /// `argsHash` is the SHA-256 of), while the request is pending and the call waits.
+    /// Absent once decided, after a gateway restart, and when over 64 KiB (the summary
+    /// then names every argument, long strings cut visibly). Text from an agent: escape
+    /// it wherever a person reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<String>,
 }
 
 /// The page size of `approvals.list` when none is asked for.

@@ -814,6 +814,7 @@ mod tests {
             state: "pending".into(),
             decided_at: None,
             decided_by: None,
+            args: None,
         }
     }
 

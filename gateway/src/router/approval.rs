@@ -100,6 +100,7 @@ async fn ask(
             reason,
             plan,
             nodes,
+            args: crate::approvals::shown_args(args),
         })
         .await?;
     tracing::info!(approval = %request.id, "call waits for approval");
