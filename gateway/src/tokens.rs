@@ -27,6 +27,8 @@ pub enum Issuer {
     Gateway,
     /// `gsv up` (its node's and the local agent's tokens).
     Up,
+    /// The operator console (`/ui`).
+    Console,
 }
 
 impl Issuer {
@@ -35,6 +37,7 @@ impl Issuer {
             Issuer::Cli => "cli",
             Issuer::Gateway => "gateway",
             Issuer::Up => "up",
+            Issuer::Console => "console",
         }
     }
 }
