@@ -401,6 +401,14 @@ pub enum Command {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
+    /// Print a one-time login link for the operator console (/ui/)
+    Ui {
+        #[command(flatten)]
+        target: OperatorArgs,
+        /// Open the link in the browser too (xdg-open / open)
+        #[arg(long)]
+        open: bool,
+    },
     /// Check or show the hash-chained audit log (reads the database directly)
     Audit {
         #[command(subcommand)]

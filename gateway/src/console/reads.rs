@@ -130,7 +130,18 @@ pub async fn nodes(
     .into_response())
 }
 
-/// `GET /ui/api/nodes/{id}`: the node with its tools and their input schemas.
+/// A node's tool with its input schema and default posture.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolView {
+    #[serde(flatten)]
+    tool: gsv_protocol::offer::NodeTool,
+    input_schema: Option<serde_json::Value>,
+    needs_approval: bool,
+}
+
+/// `GET /ui/api/nodes/{id}`: the node (`nodes.show`) with its tools and their input
+/// schemas.
 pub async fn node(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -138,7 +149,25 @@ pub async fn node(
 ) -> Result<Response, ApiError> {
     guard::session(&shared, &headers).await?;
     let detail = crate::agent_session::show_node(&shared, &Policy::full_access(), &id)?;
-    Ok(Json(detail).into_response())
+    let set = shared.registry.tool_set(&id);
+    let tools: Vec<ToolView> = detail
+        .tools
+        .into_iter()
+        .map(|tool| {
+            let spec = set.as_ref().and_then(|s| s.get(&tool.name).cloned());
+            ToolView {
+                input_schema: spec.as_ref().map(|s| s.def.input_schema.clone()),
+                needs_approval: spec.as_ref().is_some_and(|s| s.def.requires_approval),
+                tool,
+            }
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "node": detail.node,
+        "tools": tools,
+        "gatewayVersion": detail.gateway_version,
+    }))
+    .into_response())
 }
 
 /// `GET /ui/api/approvals[?all=&limit=&offset=]`: the `approvals.list` page.
