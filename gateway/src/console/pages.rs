@@ -18,7 +18,7 @@ const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 
 /// What an unauthenticated visitor of `/ui/` sees.
-const SIGNED_OUT: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>gsv console</h1><p>You are not signed in. On the gateway's machine, run</p><pre>gsv ui --open</pre><p>for a one-time login link (valid 5 minutes, usable once).</p></main></body></html>";
+const SIGNED_OUT: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>gsv console</h1><p>You are not signed in. On the gateway's machine, run</p><pre>gsv ui --open</pre><p>for a one-time login link (valid 5 minutes, usable once).</p></main></body></html>";
 
 /// `GET /ui`: to `/ui/`.
 pub async fn to_index() -> Redirect {
@@ -48,7 +48,7 @@ pub async fn style() -> Response {
 /// A plain page for a refused login.
 fn refused(status: StatusCode, why: &str) -> Response {
     let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>Login link refused</h1><p>{why}</p><p>Run <code>gsv ui --open</code> for a new one.</p></main></body></html>"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>Login link refused</h1><p>{why}</p><p>Run <code>gsv ui --open</code> for a new one.</p></main></body></html>"
     );
     (status, Html(page)).into_response()
 }

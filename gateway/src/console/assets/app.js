@@ -29,11 +29,16 @@ function el(tag, props, ...kids) {
     else if (k === "dataset") Object.assign(e.dataset, v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const kid of kids.flat()) {
+  return add(e, kids);
+}
+
+/** Appends children (arrays flattened, strings as text) to `parent`. */
+function add(parent, ...kids) {
+  for (const kid of kids.flat(Infinity)) {
     if (kid === undefined || kid === null || kid === false) continue;
-    e.appendChild(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    parent.appendChild(kid instanceof Node ? kid : document.createTextNode(String(kid)));
   }
-  return e;
+  return parent;
 }
 
 function clear(node) {
@@ -132,7 +137,7 @@ pages.nodes = {
     const body = el("tbody");
     const pager = el("div", { class: "pager" });
     const errors = el("div");
-    main.append(
+    add(main,
       el("h1", {}, "Nodes"),
       el("div", { class: "bar" }, q, sel, count),
       errors,
@@ -169,7 +174,7 @@ pages.nodes = {
       count.textContent = page.total + " nodes, " + page.online + " online";
       clear(pager);
       if (page.total > page.nodes.length) {
-        pager.append(
+        add(pager,
           el("button", { type: "button", disabled: offset === 0, onclick: () => { offset = Math.max(0, offset - 250); refresh(); } }, "Previous"),
           el("span", { class: "muted" }, (offset + 1) + "–" + (offset + page.nodes.length) + " of " + page.total),
           el("button", { type: "button", disabled: offset + page.nodes.length >= page.total, onclick: () => { offset += 250; refresh(); } }, "Next"));
@@ -189,12 +194,12 @@ pages.node = {
   topics: ["nodes"],
   mount(main, id) {
     const box = el("section", { id: "node-detail" });
-    main.append(el("p", {}, el("a", { href: "#/nodes" }, "← Nodes")), box);
+    add(main, el("p", {}, el("a", { href: "#/nodes" }, "← Nodes")), box);
     return async () => {
       let d;
       try { d = await api("nodes/" + encodeURIComponent(id)); } catch (e) { clear(box); failed(box, e); return; }
       const n = d.node, rt = n.runtime || {};
-      clear(box).append(
+      add(clear(box), 
         el("h1", {}, el("span", { class: n.online ? "dot on" : "dot" }), n.id),
         el("dl", { class: "kv" },
           el("dt", {}, "State"), el("dd", {}, (n.online ? "online since " : "offline since ") + when(n.since)),
@@ -224,7 +229,7 @@ pages.approvals = {
   mount(main, focus) {
     const pending = el("div", { id: "pending" });
     const recent = el("tbody");
-    main.append(el("h1", {}, "Approvals"), pending,
+    add(main, el("h1", {}, "Approvals"), pending,
       el("h2", {}, "Recent"),
       el("table", { id: "recent-approvals" },
         el("thead", {}, el("tr", {}, ["Request", "Agent", "Call", "State", "Decided by", "When"].map((h) => el("th", {}, h)))),
@@ -287,12 +292,12 @@ pages.sessions = {
     const body = el("tbody");
     const errors = el("div");
     const log = el("div", { id: "session-log" });
-    main.append(el("h1", {}, "Sessions"), errors,
+    add(main, el("h1", {}, "Sessions"), errors,
       el("table", { id: "sessions" },
         el("thead", {}, el("tr", {}, ["Node", "Session", "Status", "Pid", "Command", "Started", ""].map((h) => el("th", {}, h)))),
         body), log);
     const showLog = async (node, id) => {
-      clear(log).append(el("h2", {}, "Log of " + node + " / " + id));
+      add(clear(log), el("h2", {}, "Log of " + node + " / " + id));
       try {
         const r = await api("sessions/" + encodeURIComponent(node) + "/" + encodeURIComponent(id) + "/log?limit=200");
         const text = (r.content || []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
@@ -342,7 +347,7 @@ pages.audit = {
     const verify = el("span", { id: "audit-verify", class: "muted" }, "checking the chain…");
     const body = el("tbody");
     const more = el("div", { class: "pager" });
-    main.append(el("h1", {}, "Audit"), el("div", { class: "bar" }, q,
+    add(main, el("h1", {}, "Audit"), el("div", { class: "bar" }, q,
       el("button", { type: "button", id: "audit-verify-button", onclick: () => check() }, "Verify chain"), verify),
       el("table", { id: "audit" },
         el("thead", {}, el("tr", {}, ["#", "Time", "Kind", "Actor", "Target", "Outcome", "Detail"].map((h) => el("th", {}, h)))),
@@ -358,7 +363,7 @@ pages.audit = {
     };
     const row = (r) => el("tr", { dataset: { seq: String(r.seq) } },
       el("td", {}, String(r.seq)),
-      el("td", {}, when(r.ts)),
+      el("td", { class: "time" }, when(r.ts)),
       el("td", {}, r.kind),
       el("td", { class: "mono" }, r.actor),
       el("td", { class: "mono" }, r.node && r.tool ? r.node + "__" + r.tool : (r.node || "")),
@@ -391,6 +396,7 @@ pages.tokens = {
   topics: ["tokens"],
   mount(main) {
     const manage = state.me && state.me.canManage;
+    let confirming = null;
     const body = el("tbody");
     const shown = el("div", { id: "new-token-secret" });
     const field = (id, label, hint) => [el("label", { for: id }, label), el("input", { id, type: "text", placeholder: hint })];
@@ -408,13 +414,13 @@ pages.tokens = {
           name: document.getElementById("tok-name").value,
           allow: globs("tok-allow"), deny: globs("tok-deny"), confirm: globs("tok-confirm"),
         });
-        clear(shown).append(el("p", {}, "New token " + r.id + " (shown once: copy it now):"),
+        add(clear(shown), el("p", {}, "New token " + r.id + " (shown once: copy it now):"),
           el("div", { class: "secret mono", id: "new-token-value" }, r.token));
         form.reset();
       } catch (e) { toast(e.code + ": " + e.message, true); }
       state.refresh && state.refresh();
     });
-    main.append(el("h1", {}, "Tokens"),
+    add(main, el("h1", {}, "Tokens"),
       manage ? [el("div", { class: "card" }, el("h3", {}, "New agent token"), form, shown)] : null,
       el("table", { id: "tokens" },
         el("thead", {}, el("tr", {}, ["Id", "Kind", "Subject", "Policy", "Created", "State", ""].map((h) => el("th", {}, h)))),
@@ -428,15 +434,20 @@ pages.tokens = {
         const policy = p ? ["allow=" + p.allow.join(","), p.deny.length ? "deny=" + p.deny.join(",") : "", p.confirm.length ? "confirm=" + p.confirm.join(",") : ""].filter(Boolean).join("  ") : "";
         const live = !t.revokedAt;
         const cell = el("td");
+        const askCell = () => {
+          add(clear(cell), el("button", { type: "button", class: "revoke", onclick: () => { confirming = t.id; confirmCell(); } }, "Revoke"));
+        };
+        // The question survives the list being refreshed under it (live updates).
+        const confirmCell = () => {
+          add(clear(cell), el("button", { type: "button", class: "revoke-confirm", onclick: async (ev) => {
+            ev.target.disabled = true;
+            confirming = null;
+            try { await post("tokens/" + encodeURIComponent(t.id) + "/revoke"); toast("revoked " + t.id); } catch (e) { toast(e.code + ": " + e.message, true); }
+            state.refresh && state.refresh();
+          } }, "Really revoke " + t.id + "?"), " ", el("button", { type: "button", class: "revoke-cancel", onclick: () => { confirming = null; askCell(); } }, "Cancel"));
+        };
         if (live && manage) {
-          const ask = el("button", { type: "button", class: "revoke", onclick: () => {
-            clear(cell).append(el("button", { type: "button", class: "revoke-confirm", onclick: async (ev) => {
-              ev.target.disabled = true;
-              try { await post("tokens/" + encodeURIComponent(t.id) + "/revoke"); toast("revoked " + t.id); } catch (e) { toast(e.code + ": " + e.message, true); }
-              state.refresh && state.refresh();
-            } }, "Really revoke " + t.id + "?"), " ", el("button", { type: "button", onclick: () => state.refresh && state.refresh() }, "Cancel"));
-          } }, "Revoke");
-          cell.appendChild(ask);
+          if (confirming === t.id) confirmCell(); else askCell();
         }
         frag.appendChild(el("tr", { class: "token", dataset: { id: t.id, state: live ? "active" : "revoked" } },
           el("td", { class: "mono" }, t.id), el("td", {}, t.kind), el("td", {}, t.subject),
@@ -454,7 +465,7 @@ pages.jobs = {
   mount(main, id) {
     const body = el("tbody");
     const detail = el("div", { id: "job-detail" });
-    main.append(el("h1", {}, "Jobs"), detail,
+    add(main, el("h1", {}, "Jobs"), detail,
       el("table", { id: "jobs" },
         el("thead", {}, el("tr", {}, ["Job", "Agent", "Kind", "Call", "State", "Started", "Finished"].map((h) => el("th", {}, h)))),
         body));
@@ -473,7 +484,7 @@ pages.jobs = {
       if (id) {
         try {
           const j = await api("jobs/" + encodeURIComponent(id));
-          clear(detail).append(el("div", { class: "card" }, el("h3", { class: "mono" }, j.id + " " + j.state),
+          add(clear(detail), el("div", { class: "card" }, el("h3", { class: "mono" }, j.id + " " + j.state),
             el("pre", {}, JSON.stringify(j.error || j.result || null, null, 2))));
         } catch (e) { clear(detail); failed(detail, e); }
       }
@@ -504,6 +515,8 @@ function changed(topic) {
   if (topic === "approvals" || topic === "all") checkPending();
   const page = pages[state.page];
   if (!page || !state.refresh) return;
+  // The sessions tick asks every node (audited calls): only for a page someone sees.
+  if (topic === "sessions" && document.visibilityState === "hidden") return;
   if (topic === "all" || page.topics.includes(topic)) {
     clearTimeout(pendingRefresh);
     pendingRefresh = setTimeout(() => state.refresh && state.refresh(), 150);
