@@ -360,6 +360,21 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
 }
 
 #[tokio::test]
+async fn an_expired_login_code_is_refused() {
+    // Codes last 5 minutes; this gateway's last 300 ms (a hidden flag).
+    let gw = Gateway::start_with(&["--console-code-ttl-ms", "300"]).await;
+    let link = login_link(&gw);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let r = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+    assert_eq!(r.status, 410, "{}", r.body);
+    assert!(r.header("set-cookie").is_none());
+    assert!(r.body.contains("expired"), "{}", r.body);
+    // Expired is spent: the same code again is unknown.
+    let again = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+    assert_eq!(again.status, 401);
+}
+
+#[tokio::test]
 async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_call() {
     let gw = Gateway::start().await;
     let ws = TempDir::new("console-ws");

@@ -108,7 +108,8 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let mut shared = Shared::new(config, store, audit);
     shared.offers = offers;
     shared.labels = labels;
-    shared.console = crate::console::Console::for_addr(addr, tls.is_some());
+    shared.console =
+        crate::console::Console::for_addr(addr, tls.is_some(), shared.config.console_code_ttl);
     if let Some(url) = shared.config.approval_webhook.clone() {
         let hook = crate::webhook::Webhook::start(
             &url,

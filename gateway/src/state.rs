@@ -166,7 +166,11 @@ impl Shared {
     }
 
     pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
-        let (config_listen, config_tls) = (config.listen, config.tls.is_some());
+        let console = crate::console::Console::for_addr(
+            config.listen,
+            config.tls.is_some(),
+            config.console_code_ttl,
+        );
         Shared {
             approvals: Approvals::new(store.clone(), config.approval_ttl)
                 .with_per_token(config.approvals_per_token),
@@ -194,7 +198,7 @@ impl Shared {
             running_jobs: DashMap::new(),
             webhook: None,
             fanouts: DashMap::new(),
-            console: crate::console::Console::for_addr(config_listen, config_tls),
+            console,
         }
     }
 

@@ -52,12 +52,26 @@ pub enum Refused {
 }
 
 /// The outstanding codes.
-#[derive(Default)]
 pub struct Codes {
     map: Mutex<HashMap<[u8; 32], Pending>>,
+    /// How long a code may be used ([`CODE_TTL`] unless configured).
+    pub ttl: Duration,
+}
+
+impl Default for Codes {
+    fn default() -> Self {
+        Codes::new(CODE_TTL)
+    }
 }
 
 impl Codes {
+    pub fn new(ttl: Duration) -> Codes {
+        Codes {
+            map: Mutex::new(HashMap::new()),
+            ttl,
+        }
+    }
+
     /// Mints a code for `grant`; `None` when [`MAX_CODES`] are outstanding.
     pub fn mint(&self, grant: Grant) -> Option<String> {
         let now = Instant::now();
@@ -71,7 +85,7 @@ impl Codes {
             digest(&code),
             Pending {
                 grant,
-                expires: now + CODE_TTL,
+                expires: now + self.ttl,
             },
         );
         Some(code)

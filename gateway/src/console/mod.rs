@@ -46,12 +46,13 @@ pub struct Console {
 }
 
 impl Console {
-    /// The console of a gateway reached at `base` (`http(s)://ADDR`).
-    pub fn new(base: String, secure: bool) -> Console {
+    /// The console of a gateway reached at `base` (`http(s)://ADDR`), its login codes
+    /// valid `code_ttl`.
+    pub fn new(base: String, secure: bool, code_ttl: std::time::Duration) -> Console {
         Console {
             base,
             secure,
-            codes: Default::default(),
+            codes: codes::Codes::new(code_ttl),
             sessions: Default::default(),
             events: events::Events::new(),
         }
@@ -59,8 +60,8 @@ impl Console {
 
     /// The console of a gateway listening on `addr` (an unspecified address is
     /// reached on loopback).
-    pub fn for_addr(addr: SocketAddr, tls: bool) -> Console {
-        Console::new(base_url(addr, tls), tls)
+    pub fn for_addr(addr: SocketAddr, tls: bool, code_ttl: std::time::Duration) -> Console {
+        Console::new(base_url(addr, tls), tls, code_ttl)
     }
 
     /// `http(s)://ADDR`.
@@ -142,7 +143,7 @@ fn mint_at(
     tracing::info!(token_id, role = ?role, "console login code minted");
     Ok(LoginLink {
         url: format!("{base}/ui/login?code={code}"),
-        expires_at: gsv_protocol::now_ms() + CODE_TTL.as_millis() as u64,
+        expires_at: gsv_protocol::now_ms() + shared.console.codes.ttl.as_millis() as u64,
     })
 }
 

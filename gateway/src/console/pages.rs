@@ -78,10 +78,7 @@ pub async fn login(
             shared.auth_limiter.failed(peer.ip());
             tracing::warn!(%peer, ?why, "console login code refused");
             return match why {
-                Refused::Expired => refused(
-                    StatusCode::GONE,
-                    "This login link has expired (links last 5 minutes).",
-                ),
+                Refused::Expired => refused(StatusCode::GONE, "This login link has expired."),
                 Refused::Unknown => refused(
                     StatusCode::UNAUTHORIZED,
                     "This login link is unknown or was already used (each works once).",
