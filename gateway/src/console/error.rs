@@ -33,8 +33,6 @@ pub enum ConsoleError {
     Invalid { what: &'static str, why: String },
     #[error("no {what} {id}")]
     NotFound { what: &'static str, id: String },
-    #[error("the node answered: {0}")]
-    Node(String),
     #[error("the store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
@@ -54,9 +52,7 @@ impl WireError for ConsoleError {
                 ErrorCode::InvalidArgs
             }
             ConsoleError::NotFound { .. } => ErrorCode::NotFound,
-            ConsoleError::Node(_) | ConsoleError::Task(_) | ConsoleError::Store(_) => {
-                ErrorCode::Internal
-            }
+            ConsoleError::Task(_) | ConsoleError::Store(_) => ErrorCode::Internal,
         }
     }
 }
@@ -89,7 +85,13 @@ mod tests {
                 },
                 404,
             ),
-            (ConsoleError::Node("n".into()), 500),
+            (
+                ConsoleError::Invalid {
+                    what: "policy",
+                    why: "x".into(),
+                },
+                400,
+            ),
         ];
         for (e, status) in cases {
             assert_eq!(e.status().as_u16(), status, "{e}");

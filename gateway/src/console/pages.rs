@@ -66,17 +66,19 @@ pub async fn login(
     query: Result<Query<LoginQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let code = query.map(|Query(q)| q.code).unwrap_or_default();
-    if shared.auth_limiter.is_limited(peer.ip()) {
-        return refused(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many refused logins from this address; wait a minute.",
-        );
-    }
     let grant = match shared.console.codes.redeem(code.trim()) {
         Ok(g) => g,
         Err(why) => {
+            // Counted like a bad token (a valid code always passes, as tokens do).
+            let limited = shared.auth_limiter.is_limited(peer.ip());
             shared.auth_limiter.failed(peer.ip());
-            tracing::warn!(%peer, ?why, "console login code refused");
+            tracing::warn!(%peer, ?why, limited, "console login code refused");
+            if limited {
+                return refused(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many refused logins from this address; wait a minute.",
+                );
+            }
             return match why {
                 Refused::Expired => refused(StatusCode::GONE, "This login link has expired."),
                 Refused::Unknown => refused(
