@@ -541,6 +541,20 @@ fn browser_tools() -> Option<PathBuf> {
     None
 }
 
+/// A process and its process group, killed together on drop (the browser script
+/// with chromedriver and Chromium under it).
+struct Group(std::process::Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the process group this test made; no memory is involved.
+        unsafe {
+            libc::kill(-(self.0.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs `gsv call` as an agent would, in the background: (process, stdout file,
 /// stderr file).
 fn spawn_call(
@@ -663,12 +677,14 @@ async fn the_console_page_in_a_browser() {
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    let mut run = common::Proc(
+    // Its own process group, so chromedriver and Chromium go with it.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut run = Group(
         common::die_with_parent(&mut cmd)
             .spawn()
             .expect("run the browser script"),
     );
-    let code = eventually("the browser script", Duration::from_secs(120), || {
+    let code = eventually("the browser script", Duration::from_secs(60), || {
         let status = run.0.try_wait().ok().flatten();
         async move { status.map(|s| s.code().unwrap_or(-1)) }
     })
