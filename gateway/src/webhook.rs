@@ -206,7 +206,7 @@ async fn deliver_all(
                 "gsv approvals approve {0} | gsv approvals deny {0}",
                 request.id
             ),
-            console: format!("{console}/ui/#/approvals/{}", request.id),
+            console: crate::console::approval_url(&console, &request.id),
         };
         let Ok(body) = serde_json::to_vec(&body) else {
             continue;

@@ -59,10 +59,7 @@ pub async fn kill(
     let args = serde_json::json!({"action": "kill", "sessionId": id});
     let result = crate::process_sessions::process(&shared, &caller, &node, &args)
         .await
-        .map_err(|e| ApiError {
-            status: crate::error::http_status(e.code),
-            error: e,
-        })?;
+        .map_err(super::reads::refused)?;
     shared.console.changed(Topic::Sessions);
     Ok(Json(result).into_response())
 }

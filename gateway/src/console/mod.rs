@@ -71,7 +71,7 @@ impl Console {
 
     /// The console's page of one approval request (the webhook's `console` link).
     pub fn approval_url(&self, id: &str) -> String {
-        format!("{}/ui/#/approvals/{id}", self.base)
+        approval_url(&self.base, id)
     }
 
     /// Tells open pages that `topic` changed (never waits; nobody listening is fine).
@@ -91,6 +91,11 @@ impl Console {
         }
         self.changed(Topic::Tokens);
     }
+}
+
+/// The console's page of approval request `id` on the gateway at `base`.
+pub fn approval_url(base: &str, id: &str) -> String {
+    format!("{base}/ui/#/approvals/{id}")
 }
 
 /// `http(s)://ADDR` for a listening address.

@@ -238,11 +238,16 @@ pub async fn session_log(
     let caller = caller(&session, &policy);
     let result = crate::process_sessions::process(&shared, &caller, &node, &args)
         .await
-        .map_err(|e| ApiError {
-            status: crate::error::http_status(e.code),
-            error: e,
-        })?;
+        .map_err(refused)?;
     Ok(Json(result).into_response())
+}
+
+/// A call's error as the API's answer, with the status its code maps to.
+pub(super) fn refused(error: gsv_protocol::ErrorShape) -> ApiError {
+    ApiError {
+        status: crate::error::http_status(error.code),
+        error,
+    }
 }
 
 #[derive(Deserialize, Default)]
