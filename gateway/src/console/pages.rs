@@ -99,17 +99,19 @@ pub async fn login(
     }
     tracing::info!(%peer, role = ?grant.role, token_id = %grant.token_id, "console session opened");
     let cookie = shared.console.sessions.open(grant);
-    let secure = if shared.console.secure {
-        "; Secure"
-    } else {
-        ""
-    };
-    let set = format!("{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/ui{secure}");
+    let set = session_cookie(&cookie, shared.console.secure);
     let mut res = Redirect::to("/ui/").into_response();
     if let Ok(v) = HeaderValue::from_str(&set) {
         res.headers_mut().insert(header::SET_COOKIE, v);
     }
     res
+}
+
+/// The `Set-Cookie` value of a new session: not readable by scripts, sent only with
+/// the gateway's own requests under `/ui`, and only over TLS when the gateway has it.
+fn session_cookie(value: &str, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/ui{secure}")
 }
 
 /// `POST /ui/logout`: ends the session (with its CSRF token, like any change).
@@ -168,6 +170,18 @@ fn plain_host(h: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_session_cookie_is_secure_with_tls() {
+        assert_eq!(
+            super::session_cookie("v", false),
+            "gsv_console=v; HttpOnly; SameSite=Strict; Path=/ui"
+        );
+        assert_eq!(
+            super::session_cookie("v", true),
+            "gsv_console=v; HttpOnly; SameSite=Strict; Path=/ui; Secure"
+        );
+    }
+
     #[test]
     fn only_plain_hosts_go_into_links() {
         assert!(super::plain_host("127.0.0.1:8787"));
