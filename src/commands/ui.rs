@@ -133,13 +133,27 @@ pub fn open_browser(url: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-    match spawned {
-        Ok(mut child) => {
-            // Reaped in the background; the opener returns at once on most desktops.
-            std::thread::spawn(move || {
-                let _ = child.wait();
-            });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warning: could not run {opener} to open the link: {e}");
+            return;
         }
-        Err(e) => eprintln!("warning: could not run {opener} to open the link: {e}"),
+    };
+    // Most openers hand the URL over and exit at once: a failure shows in their status.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return,
+            Ok(Some(status)) => {
+                eprintln!("warning: {opener} could not open the link ({status}); open it yourself");
+                return;
+            }
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // Still running (a browser it started in the foreground): leave it be.
+            Ok(None) | Err(_) => return,
+        }
     }
 }
