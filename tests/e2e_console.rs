@@ -4,7 +4,8 @@
 //! The first tests speak HTTP by hand: one-time login codes (a second use refused),
 //! the session cookie's flags, 401 without a session, 403 for a change without the
 //! session's CSRF token or from another origin, the security headers, and text from
-//! agents and nodes (`<script>`, `<img onerror>`) returned as plain JSON strings.
+//! agents and nodes (`<script>`, `<img onerror>`) returned as plain JSON strings, and
+//! the live-update stream telling a page that a request opened.
 //! The last drives the page itself in headless Chromium with Selenium
 //! (`tests/console/browser.py`): log in, look at a node's tools, approve and deny
 //! calls that wait, kill a background session, revoke a token, and check that
@@ -359,6 +360,47 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
     assert_eq!(after.status, 401);
 }
 
+/// Opens `GET /ui/api/events` with `cookie`; the stream.
+async fn events(gw: &Gateway, cookie: &str) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(&gw.addr)
+        .await
+        .expect("connect");
+    s.write_all(
+        format!(
+            "GET /ui/api/events HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n",
+            gw.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    s
+}
+
+/// Reads the event stream until a `changed` notice naming `topic` (≤ 10 s); what was
+/// read.
+async fn notice(s: &mut tokio::net::TcpStream, topic: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let wanted = format!("event: changed\ndata: \"{topic}\"");
+    let got = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return false;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&seen).contains(&wanted) {
+                return true;
+            }
+        }
+    })
+    .await;
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert_eq!(got, Ok(true), "no {topic:?} notice: {text}");
+    text
+}
+
 #[tokio::test]
 async fn an_expired_login_code_is_refused() {
     // Codes last 5 minutes; this gateway's last 300 ms (a hidden flag).
@@ -399,6 +441,15 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
 
     // An agent's call with hostile text waits for approval; the console lists it with
     // the text as it is, and its decision reaches the call.
+    // A live-update stream: the page hears of the request as it opens.
+    let mut stream = events(&gw, &cookie).await;
+    let first = notice(&mut stream, "sessions").await;
+    assert!(
+        first
+            .to_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{first}"
+    );
     let token = gw.token(&["agent", "careful", "--allow", "*", "--confirm", "lab__Echo"]);
     let agent = gw.agent_with(&token).await;
     let job = agent
@@ -427,6 +478,7 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
         pending["summary"].as_str().is_some_and(|s| s.contains(XSS)),
         "{pending}"
     );
+    notice(&mut stream, "approvals").await;
     assert_eq!(pending["agent"], "careful");
     let id = pending["id"].as_str().expect("id").to_owned();
     let path = format!("/ui/api/approvals/{id}");
@@ -481,38 +533,6 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     let sessions = request(&gw.addr, "GET", "/ui/api/sessions", &[cookie_h], None).await;
     assert_eq!(sessions.status, 200, "{}", sessions.body);
     assert!(sessions.json()["sessions"].is_array());
-
-    // A live-update stream opens (its first notice arrives within the tick).
-    let mut s = tokio::net::TcpStream::connect(&gw.addr)
-        .await
-        .expect("connect");
-    s.write_all(
-        format!(
-            "GET /ui/api/events HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n",
-            gw.addr
-        )
-        .as_bytes(),
-    )
-    .await
-    .expect("write");
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let n = s.read(&mut buf).await.unwrap_or(0);
-            if n == 0 {
-                return false;
-            }
-            seen.extend_from_slice(&buf[..n]);
-            if String::from_utf8_lossy(&seen).contains("event: changed") {
-                return true;
-            }
-        }
-    })
-    .await;
-    assert_eq!(got, Ok(true), "{}", String::from_utf8_lossy(&seen));
-    let head = String::from_utf8_lossy(&seen).to_lowercase();
-    assert!(head.contains("content-type: text/event-stream"), "{head}");
 }
 
 /// The Python interpreter with `selenium`, and Chromium with its driver; `None`
