@@ -65,6 +65,11 @@ function left(ms) {
   return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
 }
 
+/** JSON text indented for reading (as it is when it does not parse). */
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+}
+
 let toastTimer = null;
 function toast(message, error) {
   const t = document.getElementById("toast");
@@ -263,6 +268,7 @@ pages.approvals = {
             el("dt", {}, "Arguments hash"), el("dd", { class: "mono" }, a.argsHash),
             el("dt", {}, "Asked"), el("dd", {}, when(a.createdAt)),
             el("dt", {}, "Expires in"), el("dd", {}, el("span", { class: "countdown", dataset: { expires: String(a.expiresAt) } }, left(a.expiresAt)))),
+          typeof a.args === "string" ? [el("div", { class: "muted" }, "Arguments (every one, as the call will run):"), el("pre", { class: "args" }, pretty(a.args))] : null,
           a.plan ? [el("div", { class: "muted" }, "Plan (from the node):"), el("pre", { class: "plan" }, a.plan)] : null,
           el("div", { class: "actions" },
             el("button", { type: "button", class: "approve", disabled: !canDecide, onclick: (ev) => decide("approve", ev.target) }, "Approve"),
