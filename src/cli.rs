@@ -166,6 +166,9 @@ pub struct GatewayArgs {
     /// How long an approval request stays open, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_gateway::approvals::DEFAULT_TTL.as_millis() as u64, hide = true)]
     pub approval_ttl_ms: u64,
+    /// How long a console login code (`gsv ui`) may be used, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::console::CODE_TTL.as_millis() as u64, hide = true)]
+    pub console_code_ttl_ms: u64,
     /// How long jobs (`gsv call --async`, fan-outs) are kept, in hours (1 to 8760)
     #[arg(long, value_name = "H", default_value_t = gsv_gateway::jobs::RETENTION.as_secs() / 3600, value_parser = clap::value_parser!(u64).range(1..=8760))]
     pub job_retention_hours: u64,
@@ -244,6 +247,7 @@ impl GatewayArgs {
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));
         c.job_retention = Duration::from_secs(self.job_retention_hours * 3600);
         c.approval_webhook = self.approval_webhook.clone();
+        c.console_code_ttl = Duration::from_millis(self.console_code_ttl_ms.max(100));
         c.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
                 cert: cert.clone(),
@@ -400,6 +404,14 @@ pub enum Command {
     Approvals {
         #[command(subcommand)]
         command: ApprovalsCommand,
+    },
+    /// Print a one-time login link for the operator console (/ui/)
+    Ui {
+        #[command(flatten)]
+        target: OperatorArgs,
+        /// Open the link in the browser too (xdg-open / open)
+        #[arg(long)]
+        open: bool,
     },
     /// Check or show the hash-chained audit log (reads the database directly)
     Audit {

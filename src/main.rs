@@ -350,6 +350,9 @@ fn main() -> ExitCode {
                 commands::approvals::decide(target.target(), &id, false),
             ),
         },
+        Command::Ui { target, open } => {
+            run_client("warn", commands::ui::run(target.target(), open))
+        }
         Command::Audit { command } => match command {
             AuditCommand::Verify { data, json } => {
                 commands::audit::verify(&resolve::data_dir(data.data.as_deref()), json)

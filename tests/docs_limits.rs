@@ -131,6 +131,34 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::webhook::ATTEMPTS as usize)]),
         ),
         (
+            "console::CODE_TTL",
+            v(vec![dur(gsv_gateway::console::CODE_TTL)]),
+        ),
+        (
+            "console::MAX_CODES",
+            v(vec![count(gsv_gateway::console::MAX_CODES)]),
+        ),
+        (
+            "console::MAX_CODES_PER_TOKEN",
+            v(vec![count(gsv_gateway::console::MAX_CODES_PER_TOKEN)]),
+        ),
+        (
+            "console::MAX_SESSIONS_PER_TOKEN",
+            v(vec![count(gsv_gateway::console::MAX_SESSIONS_PER_TOKEN)]),
+        ),
+        (
+            "console::MAX_SESSIONS",
+            v(vec![count(gsv_gateway::console::MAX_SESSIONS)]),
+        ),
+        (
+            "console::SESSION_IDLE",
+            v(vec![dur(gsv_gateway::console::SESSION_IDLE)]),
+        ),
+        (
+            "console::MAX_STREAMS",
+            v(vec![count(gsv_gateway::console::MAX_STREAMS)]),
+        ),
+        (
             "reattach::REATTACH_WINDOW",
             v(vec![dur(gsv_gateway::reattach::REATTACH_WINDOW)]),
         ),

@@ -1,7 +1,8 @@
 //! End to end: `gsv gateway --approval-webhook URL` (issue 21, approval notifications
 //! for an operator away from the page). A call that needs approval is POSTed to a
 //! receiver on loopback, signed with the key in the gateway's data directory; a
-//! failed delivery (HTTP 500) is retried; the call itself never waits for it.
+//! failed delivery (HTTP 500) is retried; the call itself never waits for it. The
+//! body links the request's page in the operator console.
 
 mod common;
 
@@ -146,6 +147,12 @@ async fn each_approval_request_is_posted_signed_and_retried() {
     let id = body["id"].as_str().expect("the request id").to_owned();
     assert!(
         body["decide"].as_str().is_some_and(|d| d.contains(&id)),
+        "{body}"
+    );
+    // The request's page in the operator console.
+    assert_eq!(
+        body["console"],
+        format!("{}/ui/#/approvals/{id}", gw.url()),
         "{body}"
     );
 

@@ -13,6 +13,7 @@
 
 pub mod bash_spawn;
 pub mod cli;
+pub mod console;
 pub mod exec_spawn;
 pub mod fanout;
 pub mod fleet;
@@ -52,6 +53,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     (
         "mcp-listing",
         "bytes of /mcp tools/list per view at 1-1,000 nodes; fleet_call vs {node}__{tool}",
+    ),
+    (
+        "console",
+        "operator console's nodes page drawn in headless Chromium at 1,000 nodes vs 1 node",
     ),
     (
         "latency",
@@ -102,6 +107,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "glob" => grep_glob::glob(opts).await,
         "mcp" => mcp::run(opts).await,
         "mcp-listing" => mcp_listing::run(opts).await,
+        "console" => console::run(opts).await,
         "latency" => latency::run(opts).await,
         "throughput" => throughput::run(opts).await,
         "fanout" => fanout::run(opts).await,

@@ -354,6 +354,23 @@ pub fn rows_after(
     Ok(rows.collect::<Result<Vec<_>, _>>()?)
 }
 
+/// Rows before `before_seq` (from the last row when `None`), newest first, at most
+/// `limit`, only those whose kind, actor, node, tool, outcome or detail contains
+/// `text` (case-insensitive) when it is given: the console's audit page.
+pub fn rows_before(
+    conn: &Connection,
+    before_seq: Option<i64>,
+    limit: u32,
+    text: Option<&str>,
+) -> Result<Vec<AuditRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM audit WHERE seq < ?1 AND (?3 IS NULL OR instr(lower(kind || ' ' || actor || ' ' || COALESCE(node, '') || ' ' || COALESCE(tool, '') || ' ' || outcome || ' ' || COALESCE(detail, '')), lower(?3)) > 0) ORDER BY seq DESC LIMIT ?2"
+    ))?;
+    let before = before_seq.unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![before, limit, text], read_row)?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
 /// The sequence number of the last row (0 when empty).
 pub fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
     Ok(conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM audit", [], |r| r.get(0))?)

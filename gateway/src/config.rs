@@ -63,6 +63,8 @@ pub struct GatewayConfig {
     pub job_retention: Duration,
     /// Where each new approval request is POSTed ([`crate::webhook`]).
     pub approval_webhook: Option<String>,
+    /// How long a console login code may be used ([`crate::console`]).
+    pub console_code_ttl: Duration,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
     /// Serve the port over TLS with this certificate (`None`: plain TCP).
@@ -110,6 +112,7 @@ impl GatewayConfig {
             approval_ttl: crate::approvals::DEFAULT_TTL,
             job_retention: crate::jobs::RETENTION,
             approval_webhook: None,
+            console_code_ttl: crate::console::CODE_TTL,
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),

@@ -330,6 +330,7 @@ async fn keep(
         Err(e) => Err(e.to_shape()),
     };
     crate::jobs::finish(&shared.store, job, stored).await;
+    shared.console.changed(crate::console::Topic::Jobs);
     whole
 }
 

@@ -10,7 +10,6 @@ mod error;
 
 pub use crate::auth::ApiError;
 use crate::auth::{authorize, Principal};
-use crate::error::WireError;
 use crate::operator::Authority;
 use crate::state::Shared;
 use crate::{agent_session, node_session, upgrade};
@@ -21,13 +20,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 pub use error::HttpError;
 use gsv_protocol::method::{
-    LabelsChange, NodeFailure, NodesListParams, NodesListResult, ProbeParams, SessionsPage,
-    ToolsListResult,
+    LabelsChange, NodesListParams, NodesListResult, ProbeParams, ToolsListResult,
 };
-use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 type AppState = Arc<Shared>;
 
@@ -52,6 +48,7 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         r = r.route("/metrics", get(metrics));
     }
     r = r.merge(crate::mcp::router(shared.clone()));
+    r = r.merge(crate::console::router(shared.clone()));
     r.with_state(shared)
 }
 
@@ -155,8 +152,7 @@ async fn tools(
 }
 
 /// `GET /v1/sessions`: the background process sessions of every node the caller may
-/// run `Process` on, gathered with one `Process {action: list}` call per node (each
-/// an ordinary, audited call). A node that does not answer is listed under `errors`.
+/// run `Process` on ([`crate::process_sessions::gather`]).
 async fn sessions(
     State(shared): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -183,73 +179,7 @@ async fn sessions(
         fanout: None,
         job: None,
     };
-    let nodes: Vec<String> = shared
-        .registry
-        .all()
-        .into_iter()
-        .filter(|n| shared.registry.tool(n, "Process").is_some())
-        .map(|n| n.id.to_string())
-        .filter(|id| {
-            policy.decide(&gsv_protocol::names::NamespacedName::join(id, "Process"))
-                == crate::policy::Decision::Allow
-        })
-        .collect();
-    let calls = nodes.iter().map(|node| {
-        let params = gsv_protocol::method::ToolsCallParams {
-            name: gsv_protocol::names::NamespacedName::join(node, "Process"),
-            args: serde_json::value::to_raw_value(&ProcessArgs { action: "list" })
-                .unwrap_or_default(),
-            timeout_ms: Some(10_000),
-            is_async: false,
-        };
-        let caller = &caller;
-        let shared = &shared;
-        async move {
-            let outcome =
-                crate::router::call(shared, caller, params, CancellationToken::new()).await;
-            (node.clone(), outcome)
-        }
-    });
-    let mut sessions = Vec::new();
-    let mut errors = Vec::new();
-    for (node, outcome) in futures_util::future::join_all(calls).await {
-        let listed = outcome.and_then(|raw| {
-            serde_json::from_str::<gsv_protocol::ToolResult>(raw.get())
-                .map_err(|e| HttpError::BadNodeResult(e).to_shape())
-        });
-        match listed {
-            Ok(r) if !r.is_error => {
-                let list = r
-                    .structured_content
-                    .as_ref()
-                    .and_then(|v| v.get("sessions"))
-                    .and_then(|v| v.as_array())
-                    .cloned()
-                    .unwrap_or_default();
-                for mut s in list {
-                    if let Some(obj) = s.as_object_mut() {
-                        obj.insert("node".into(), serde_json::Value::String(node.clone()));
-                    }
-                    sessions.push(s);
-                }
-            }
-            Ok(r) => errors.push(NodeFailure {
-                node,
-                error: r.joined_text(),
-            }),
-            Err(e) => errors.push(NodeFailure {
-                node,
-                error: e.to_string(),
-            }),
-        }
-    }
-    Ok(Json(SessionsPage { sessions, errors }).into_response())
-}
-
-/// The arguments of the `Process` call that lists a node's sessions.
-#[derive(Serialize)]
-struct ProcessArgs {
-    action: &'static str,
+    Ok(Json(crate::process_sessions::gather(&shared, &caller).await).into_response())
 }
 
 /// Requires the admin token.

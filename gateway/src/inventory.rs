@@ -142,6 +142,7 @@ pub async fn relabel(
         })
         .await??;
     let labels = shared.labels.remember(id.as_str(), outcome);
+    shared.console.changed(crate::console::Topic::Nodes);
     tracing::info!(node_id = %id, by, labels = ?labels, "node labels set");
     Ok(NodeLabelsResult {
         id: id.to_string(),

@@ -191,6 +191,7 @@ pub async fn record(
         )
         .with(ErrorDetails::limit("jobs_per_token", MAX_JOBS_PER_TOKEN)));
     }
+    shared.console.changed(crate::console::Topic::Jobs);
     Ok(id)
 }
 
@@ -298,6 +299,7 @@ pub fn cancel_token_jobs(shared: &Shared, token_id: &str) -> usize {
 pub async fn settle(shared: &Shared, id: &str, outcome: CallOutcome) {
     finish(&shared.store, id, outcome).await;
     shared.running_jobs.remove(id);
+    shared.console.changed(crate::console::Topic::Jobs);
 }
 
 /// Stores how the job `id` ended (a result over [`MAX_STORED_RESULT`] fails it

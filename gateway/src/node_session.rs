@@ -464,6 +464,7 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
             a.send_event(EventName::ProcessExited, &event);
         }
     }
+    shared.console.changed(crate::console::Topic::Sessions);
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@ pub async fn watch(shared: Arc<Shared>) {
 }
 
 fn close_token(shared: &Shared, token_id: &str) {
+    // Console sessions opened with a code it minted end too.
+    shared.console.drop_token(token_id);
     // Its jobs end too: a revoked token's calls do not run on.
     let cancelled = crate::jobs::cancel_token_jobs(shared, token_id);
     if cancelled > 0 {

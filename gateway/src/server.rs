@@ -108,9 +108,15 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let mut shared = Shared::new(config, store, audit);
     shared.offers = offers;
     shared.labels = labels;
+    shared.console =
+        crate::console::Console::for_addr(addr, tls.is_some(), shared.config.console_code_ttl);
     if let Some(url) = shared.config.approval_webhook.clone() {
-        let hook =
-            crate::webhook::Webhook::start(&url, &shared.config.data_dir, shared.shutdown.clone())?;
+        let hook = crate::webhook::Webhook::start(
+            &url,
+            &shared.config.data_dir,
+            shared.console.base(),
+            shared.shutdown.clone(),
+        )?;
         shared.webhook = Some(hook);
     }
     let shared = Arc::new(shared);
@@ -191,6 +197,19 @@ impl RunningGateway {
             "http"
         };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// A one-time console login link for the admin token (`gsv up`'s banner).
+    pub fn console_login(&self) -> Result<crate::console::LoginLink, crate::console::ConsoleError> {
+        let token_id = crate::token::parse(&self.admin_token)
+            .map(|t| t.id.to_owned())
+            .unwrap_or_default();
+        crate::console::mint_login_code(
+            &self.shared,
+            crate::console::Role::Admin,
+            &token_id,
+            "admin",
+        )
     }
 
     /// How many nodes are connected now.

@@ -122,6 +122,8 @@ pub struct Shared {
     pub webhook: Option<crate::webhook::Webhook>,
     /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
     pub fanouts: DashMap<String, usize>,
+    /// The operator console's login codes, sessions and live updates (`crate::console`).
+    pub console: crate::console::Console,
 }
 
 /// A job running in this gateway.
@@ -148,6 +150,7 @@ impl Shared {
             verdict: decision,
             result: result.as_ref().map_err(|e| e.code()),
         });
+        self.console.changed(crate::console::Topic::Approvals);
         if let Ok(req) = &result {
             let payload = gsv_protocol::event::ApprovalResolved {
                 id: req.id.clone(),
@@ -164,6 +167,11 @@ impl Shared {
     }
 
     pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
+        let console = crate::console::Console::for_addr(
+            config.listen,
+            config.tls.is_some(),
+            config.console_code_ttl,
+        );
         Shared {
             approvals: Approvals::new(store.clone(), config.approval_ttl)
                 .with_per_token(config.approvals_per_token),
@@ -191,6 +199,7 @@ impl Shared {
             running_jobs: DashMap::new(),
             webhook: None,
             fanouts: DashMap::new(),
+            console,
         }
     }
 
@@ -203,6 +212,12 @@ impl Shared {
         payload: &P,
         also: Option<&str>,
     ) {
+        if matches!(
+            event,
+            EventName::ApprovalRequested | EventName::ApprovalResolved
+        ) {
+            self.console.changed(crate::console::Topic::Approvals);
+        }
         for a in self.agents.iter() {
             if a.authority.reads_all() || Some(a.conn_id.as_str()) == also {
                 a.send_event(event, payload);
@@ -225,5 +240,6 @@ impl Shared {
             }
         }
         self.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
+        self.console.changed(crate::console::Topic::Nodes);
     }
 }

@@ -29,6 +29,8 @@ pub enum Issuer {
     Gateway,
     /// `gsv up` (its node's and the local agent's tokens).
     Up,
+    /// The operator console (`/ui`).
+    Console,
 }
 
 impl Issuer {
@@ -37,6 +39,7 @@ impl Issuer {
             Issuer::Cli => "cli",
             Issuer::Gateway => "gateway",
             Issuer::Up => "up",
+            Issuer::Console => "console",
         }
     }
 }

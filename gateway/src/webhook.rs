@@ -2,10 +2,10 @@
 //! request is POSTed to `gsv gateway --approval-webhook URL`.
 //!
 //! The body is JSON (the request's id, agent, node, the nodes of a fan-out, tool,
-//! summary, reason, creation and expiry times); the `X-Gsv-Signature` header is
-//! `sha256=` and the hex HMAC-SHA256 of the body under the key in the data directory's
-//! [`KEY_FILE`] (made on first use, 0600), so the receiver can tell the gateway sent
-//! it. Delivery never blocks a call: requests go through a bounded queue
+//! summary, reason, creation and expiry times, and `console`: the request's page in
+//! the operator console); the `X-Gsv-Signature` header is `sha256=` and the hex
+//! HMAC-SHA256 of the body under the key in the data directory's [`KEY_FILE`] (made
+//! on first use, 0600), so the receiver can tell the gateway sent it. Delivery never blocks a call: requests go through a bounded queue
 //! ([`QUEUE`]; when it is full the notification is dropped and logged) to one task
 //! that POSTs them in order, retrying a failed delivery (no answer, 5xx, 408, 429)
 //! with backoff up to [`ATTEMPTS`] times; another 4xx is final. http and https
@@ -64,16 +64,18 @@ pub struct Webhook {
 
 impl Webhook {
     /// Checks `url`, reads or makes the key in `data_dir`, and starts the delivery
-    /// task (until `stop`).
+    /// task (until `stop`); `console` is the gateway's base URL, for the link to the
+    /// request's page in the console.
     pub fn start(
         url: &str,
         data_dir: &Path,
+        console: &str,
         stop: CancellationToken,
     ) -> Result<Self, WebhookError> {
         let target = Target::parse(url)?;
         let key = key(data_dir)?;
         let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(deliver_all(target, key, rx, stop));
+        tokio::spawn(deliver_all(target, key, console.to_owned(), rx, stop));
         Ok(Webhook { tx })
     }
 
@@ -157,6 +159,8 @@ struct Body<'a> {
     expires_at: u64,
     /// How an operator decides it from a terminal.
     decide: String,
+    /// The request's page in the operator console (`BASE/ui/#/approvals/ID`).
+    console: String,
 }
 
 /// The hex HMAC-SHA256 of `body` under `key`.
@@ -177,6 +181,7 @@ pub fn signature(key: &[u8], body: &[u8]) -> String {
 async fn deliver_all(
     target: Target,
     key: Vec<u8>,
+    console: String,
     mut rx: mpsc::Receiver<ApprovalRequest>,
     stop: CancellationToken,
 ) {
@@ -201,6 +206,7 @@ async fn deliver_all(
                 "gsv approvals approve {0} | gsv approvals deny {0}",
                 request.id
             ),
+            console: crate::console::approval_url(&console, &request.id),
         };
         let Ok(body) = serde_json::to_vec(&body) else {
             continue;

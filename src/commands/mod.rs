@@ -13,6 +13,7 @@ pub mod node;
 pub mod node_service;
 pub mod nodes;
 pub mod token;
+pub mod ui;
 pub mod up;
 
 /// A request `id` the user interrupted (Ctrl-C, SIGTERM): cancels it on the gateway, so

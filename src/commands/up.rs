@@ -177,6 +177,13 @@ pub async fn run(opts: UpOptions) -> u8 {
         "{}",
         super::mcp::setup_lines(&url, &data.join(AGENT_TOKEN_FILE), &data)
     );
+    match gw.console_login() {
+        Ok(link) => println!(
+            "  console      {}   (one-time login link, 5 min; later: gsv ui --open)",
+            link.url
+        ),
+        Err(e) => eprintln!("warning: no console login link: {e}"),
+    }
     println!("  try          gsv call {node_id}__Read '{{\"path\":\"README.md\"}}'");
     println!("  add a machine:");
     println!("    here:      (umask 077; gsv token create node <id> > <id>.token)   then copy <id>.token there");

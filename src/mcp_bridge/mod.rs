@@ -22,7 +22,7 @@
 //! not JSON gets `-32700` with id `null`.
 
 mod failure;
-mod http;
+pub(crate) mod http;
 mod message;
 mod sse;
 pub mod stdio;

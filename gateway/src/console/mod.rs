@@ -1,0 +1,189 @@
+//! The operator console: a small single-page app served at `/ui/`, with its JSON API
+//! under `/ui/api/` and live updates over Server-Sent Events.
+//!
+//! Nothing here decides anything new: every page reads and acts through the same
+//! functions as the CLI and the admin API (inventory, approvals, jobs, tokens, audit,
+//! the router for `Process` calls). What the console adds is the browser's side of
+//! safety: one-time login codes instead of a token in a URL ([`codes`]), cookie
+//! sessions with a CSRF token each ([`sessions`], [`guard`]), a strict
+//! Content-Security-Policy on every response, and a page that renders every string
+//! it gets as text.
+
+mod actions;
+mod codes;
+mod error;
+mod events;
+mod guard;
+mod pages;
+mod reads;
+mod role;
+mod sessions;
+
+pub use codes::{CODE_TTL, MAX_CODES, MAX_CODES_PER_TOKEN};
+pub use error::ConsoleError;
+pub use events::{Topic, MAX_STREAMS};
+pub use role::Role;
+pub use sessions::{IDLE as SESSION_IDLE, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN};
+
+use crate::state::Shared;
+use axum::routing::{get, post};
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The cookie that carries a console session.
+pub const COOKIE: &str = "gsv_console";
+
+/// The console's state in [`Shared`].
+pub struct Console {
+    /// `http(s)://ADDR` of the gateway: where login links and webhook links point.
+    base: String,
+    /// The gateway serves TLS: cookies are `Secure`.
+    secure: bool,
+    codes: codes::Codes,
+    sessions: sessions::Sessions,
+    events: events::Events,
+}
+
+impl Console {
+    /// The console of a gateway reached at `base` (`http(s)://ADDR`), its login codes
+    /// valid `code_ttl`.
+    pub fn new(base: String, secure: bool, code_ttl: std::time::Duration) -> Console {
+        Console {
+            base,
+            secure,
+            codes: codes::Codes::new(code_ttl),
+            sessions: Default::default(),
+            events: events::Events::new(),
+        }
+    }
+
+    /// The console of a gateway listening on `addr` (an unspecified address is
+    /// reached on loopback).
+    pub fn for_addr(addr: SocketAddr, tls: bool, code_ttl: std::time::Duration) -> Console {
+        Console::new(base_url(addr, tls), tls, code_ttl)
+    }
+
+    /// `http(s)://ADDR`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The console's page of one approval request (the webhook's `console` link).
+    pub fn approval_url(&self, id: &str) -> String {
+        approval_url(&self.base, id)
+    }
+
+    /// Tells open pages that `topic` changed (never waits; nobody listening is fine).
+    pub fn changed(&self, topic: Topic) {
+        self.events.send(topic);
+    }
+
+    /// Ends the console sessions minted by `token_id` (it was revoked).
+    pub fn drop_token(&self, token_id: &str) {
+        let n = self.sessions.drop_token(token_id);
+        if n > 0 {
+            tracing::info!(
+                token_id,
+                sessions = n,
+                "token revoked: console sessions ended"
+            );
+        }
+        self.changed(Topic::Tokens);
+    }
+}
+
+/// The console's page of approval request `id` on the gateway at `base`.
+pub fn approval_url(base: &str, id: &str) -> String {
+    format!("{base}/ui/#/approvals/{id}")
+}
+
+/// `http(s)://ADDR` for a listening address.
+pub fn base_url(addr: SocketAddr, tls: bool) -> String {
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("{}://{addr}", if tls { "https" } else { "http" })
+}
+
+/// A one-time login link.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginLink {
+    /// `http(s)://ADDR/ui/login?code=...`
+    pub url: String,
+    /// When the code stops working (ms since the epoch).
+    pub expires_at: u64,
+}
+
+/// Mints a one-time login code for a session of `role` tied to `token_id`, as a link
+/// on the gateway's own address.
+pub fn mint_login_code(
+    shared: &Shared,
+    role: Role,
+    token_id: &str,
+    name: &str,
+) -> Result<LoginLink, ConsoleError> {
+    mint_at(shared, shared.console.base(), role, token_id, name)
+}
+
+/// [`mint_login_code`] with a link on `base` (the address the caller reached).
+fn mint_at(
+    shared: &Shared,
+    base: &str,
+    role: Role,
+    token_id: &str,
+    name: &str,
+) -> Result<LoginLink, ConsoleError> {
+    let code = shared
+        .console
+        .codes
+        .mint(codes::Grant {
+            role,
+            token_id: token_id.to_owned(),
+            name: name.to_owned(),
+        })
+        .ok_or(ConsoleError::TooManyCodes)?;
+    tracing::info!(token_id, role = ?role, "console login code minted");
+    Ok(LoginLink {
+        url: format!("{base}/ui/login?code={code}"),
+        expires_at: gsv_protocol::now_ms() + shared.console.codes.ttl.as_millis() as u64,
+    })
+}
+
+/// The console's routes: `POST /v1/ui/login-codes` (Bearer) and everything under
+/// `/ui` (cookie), the latter with the console's security headers.
+pub fn router(_shared: Arc<Shared>) -> Router<Arc<Shared>> {
+    let ui = Router::new()
+        .route("/ui", get(pages::to_index))
+        .route("/ui/", get(pages::index))
+        .route("/ui/login", get(pages::login))
+        .route("/ui/logout", post(pages::logout))
+        .route("/ui/app.js", get(pages::script))
+        .route("/ui/app.css", get(pages::style))
+        .route("/ui/api/me", get(reads::me))
+        .route("/ui/api/nodes", get(reads::nodes))
+        .route("/ui/api/nodes/{id}", get(reads::node))
+        .route("/ui/api/approvals", get(reads::approvals))
+        .route("/ui/api/approvals/{id}", post(actions::decide))
+        .route("/ui/api/sessions", get(reads::sessions))
+        .route("/ui/api/sessions/{node}/{id}/log", get(reads::session_log))
+        .route("/ui/api/sessions/{node}/{id}/kill", post(actions::kill))
+        .route("/ui/api/audit", get(reads::audit))
+        .route(
+            "/ui/api/tokens",
+            get(reads::tokens).post(actions::create_token),
+        )
+        .route("/ui/api/tokens/{id}/revoke", post(actions::revoke_token))
+        .route("/ui/api/jobs", get(reads::jobs))
+        .route("/ui/api/jobs/{id}", get(reads::job))
+        .route("/ui/api/events", get(events::stream))
+        .layer(axum::middleware::from_fn(guard::security_headers));
+    Router::new()
+        .route("/v1/ui/login-codes", post(pages::login_codes))
+        .merge(ui)
+}
