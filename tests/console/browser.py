@@ -169,6 +169,8 @@ def main():
 
         go(driver, config, "nodes/" + config["node"])
         wait_for(driver, "the node's tools", lambda d: len(d.find_elements(By.CSS_SELECTOR, ".tool")) > 5)
+        # The binaries its tools need, found or missing on the node's host.
+        wait_for(driver, "the node's binary status", lambda d: js_text(d, ".bins").strip())
         click(driver, "Bash's input schema", '.tool[data-tool="Bash"] summary')
         wait_for(
             driver,
