@@ -20,6 +20,7 @@ pub mod names;
 pub mod offer;
 pub mod selector;
 pub mod tool;
+pub mod transfer;
 
 pub use capability::{Capability, CapabilityError, CapabilityId};
 pub use error::{ErrorCode, ErrorDetails, ErrorShape};
