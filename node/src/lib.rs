@@ -52,6 +52,7 @@ pub mod sessions;
 mod state;
 pub mod tool;
 pub mod tools;
+pub mod transfer;
 
 pub use config::NodeConfig;
 pub use error::NodeError;
