@@ -440,7 +440,7 @@ async fn run(
                     tracing::debug!(error = %e, "ignoring a malformed frame from the gateway")
                 }
             },
-            Wire::Binary => tracing::debug!("ignoring a binary frame from the gateway"),
+            Wire::Binary(_) => tracing::debug!("ignoring a binary frame from the gateway"),
             Wire::Close(_)
             | Wire::Ended
             | Wire::TooLarge { .. }

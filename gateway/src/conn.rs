@@ -61,7 +61,7 @@ pub async fn drive(
         };
         match event {
             Event::Text(t) => on_text(t.as_str()),
-            Event::Binary => {
+            Event::Binary(_) => {
                 let err = SessionError::BinaryFrame.to_shape();
                 let _ = out.send(gsv_protocol::frame::encode_err("", &err));
             }

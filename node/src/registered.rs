@@ -88,7 +88,7 @@ pub(crate) async fn serve(
                     .unwrap_or_else(|| "no reason given".into());
                 break ConnectionEnd::Lost(format!("closed by the gateway ({why})"));
             }
-            Event::Binary => warn!("ignoring a binary frame from the gateway"),
+            Event::Binary(_) => warn!("ignoring a binary frame from the gateway"),
             Event::Ended => break ConnectionEnd::Lost("connection closed".into()),
             Event::TooLarge { size, max } => {
                 break ConnectionEnd::Lost(format!(
@@ -143,7 +143,7 @@ async fn hand_back(node: &NodeState, link: &mut Link) {
             _ = &mut idle => break,
             _ = &mut deadline => break,
             event = link.next() => {
-                if !matches!(event, Event::Text(_) | Event::Binary) {
+                if !matches!(event, Event::Text(_) | Event::Binary(_)) {
                     return;
                 }
             }

@@ -33,8 +33,8 @@ const WRITE_BATCH: usize = 64;
 pub enum Event {
     /// A text frame: a protocol frame to decode.
     Text(Utf8Bytes),
-    /// A binary frame (not part of the protocol).
-    Binary,
+    /// A binary frame: a file transfer's chunk (`gsv_protocol::transfer::Chunk`).
+    Binary(tokio_tungstenite::tungstenite::Bytes),
     /// The peer sent a close frame.
     Close(Option<CloseFrame>),
     /// The stream ended without a close frame.
@@ -101,7 +101,7 @@ where
                     self.last_seen = Instant::now();
                     match m {
                         Message::Text(t) => return Poll::Ready(Event::Text(t)),
-                        Message::Binary(_) => return Poll::Ready(Event::Binary),
+                        Message::Binary(b) => return Poll::Ready(Event::Binary(b)),
                         Message::Close(f) => return Poll::Ready(Event::Close(f)),
                         // Pings are answered by tungstenite on the next read or
                         // flush; pongs only prove liveness. Go round: the pong may

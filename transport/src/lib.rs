@@ -28,5 +28,5 @@ pub use connect_error::ConnectError;
 pub use dial::{dial, ClientWs};
 pub use driver::{Driver, Event};
 pub use handshake::{handshake, CONNECT_ID};
-pub use outbound::{queue, Outbound, Outbox, Queue, SendError};
+pub use outbound::{queue, Outbound, Outbox, Paired, Queue, SendError};
 pub use tokio_tungstenite::tungstenite;

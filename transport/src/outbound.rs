@@ -48,6 +48,45 @@ impl Outbox for mpsc::Receiver<String> {
     }
 }
 
+/// A node's or agent client's queue: text frames and binary frames (transfer chunks)
+/// on two bounded channels whose senders wait when full. Text goes first when both
+/// have frames; a transfer never needs the two in order, since it sends its closing
+/// request only once every chunk is credited back.
+pub struct Paired {
+    pub text: mpsc::Receiver<String>,
+    pub binary: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Outbox for Paired {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        match self.text.poll_recv(cx) {
+            Poll::Ready(Some(t)) => return Poll::Ready(Some(Message::text(t))),
+            Poll::Ready(None) => {
+                return self
+                    .binary
+                    .poll_recv(cx)
+                    .map(|b| b.map(|b| Message::Binary(b.into())))
+            }
+            Poll::Pending => {}
+        }
+        match self.binary.poll_recv(cx) {
+            Poll::Ready(Some(b)) => Poll::Ready(Some(Message::Binary(b.into()))),
+            // The text side is still open: wait for it.
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn try_frame(&mut self) -> Option<Message> {
+        if let Ok(t) = self.text.try_recv() {
+            return Some(Message::text(t));
+        }
+        self.binary
+            .try_recv()
+            .ok()
+            .map(|b| Message::Binary(b.into()))
+    }
+}
+
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
@@ -81,6 +120,30 @@ impl Outbound {
             return Err(self.slow_consumer());
         }
         match self.tx.try_send(Message::Text(text.into())) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.queued.fetch_sub(len, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full(_) => Err(self.slow_consumer()),
+                    mpsc::error::TrySendError::Closed(_) => Err(SendError::Closed),
+                }
+            }
+        }
+    }
+
+    /// Queues a binary frame (a transfer's chunk), counted against the same bounds as
+    /// text: a peer that does not read is closed, never buffered without bound.
+    pub fn send_binary(&self, data: Vec<u8>) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        let len = data.len();
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > SEND_QUEUE_BYTES {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            return Err(self.slow_consumer());
+        }
+        match self.tx.try_send(Message::Binary(data.into())) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.queued.fetch_sub(len, Ordering::AcqRel);
@@ -159,8 +222,14 @@ pub struct Queue {
 
 impl Queue {
     fn taken(&self, m: Message) -> Message {
-        if let Message::Text(t) = &m {
-            self.queued.fetch_sub(t.len(), Ordering::AcqRel);
+        match &m {
+            Message::Text(t) => {
+                self.queued.fetch_sub(t.len(), Ordering::AcqRel);
+            }
+            Message::Binary(b) => {
+                self.queued.fetch_sub(b.len(), Ordering::AcqRel);
+            }
+            _ => {}
         }
         m
     }
