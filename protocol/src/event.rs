@@ -38,6 +38,15 @@ pub enum EventName {
     /// (cumulative), so the node may forget them.
     #[serde(rename = "events.ack")]
     EventsAck,
+    /// A transfer's receiver wrote more bytes: the sender may send that many more.
+    #[serde(rename = "transfer.credit")]
+    TransferCredit,
+    /// Node → gateway → agent: a `get` sent its last byte (`{id, path, bytes, sha256}`).
+    #[serde(rename = "transfer.end")]
+    TransferEnd,
+    /// Node or gateway → agent: a transfer ended on an error (`{id, error}`).
+    #[serde(rename = "transfer.failed")]
+    TransferFailed,
     #[serde(other)]
     Unknown,
 }
@@ -54,6 +63,9 @@ impl EventName {
             EventName::ApprovalRequested => "approval.requested",
             EventName::ApprovalResolved => "approval.resolved",
             EventName::Shutdown => "shutdown",
+            EventName::TransferCredit => "transfer.credit",
+            EventName::TransferEnd => "transfer.end",
+            EventName::TransferFailed => "transfer.failed",
             EventName::Unknown => "unknown",
         }
     }

@@ -65,6 +65,18 @@ pub enum Method {
     /// Gateway → node: end the process sessions of these (revoked) tokens.
     #[serde(rename = "sessions.end")]
     SessionsEnd,
+    /// Agent → gateway → node: open a file transfer ([`crate::transfer`]).
+    #[serde(rename = "transfer.open")]
+    TransferOpen,
+    /// Agent → gateway → node: every byte of a `put` was sent; check and place it.
+    #[serde(rename = "transfer.finish")]
+    TransferFinish,
+    /// Agent → gateway → node: end a transfer early.
+    #[serde(rename = "transfer.cancel")]
+    TransferCancel,
+    /// Agent → gateway: bytes of a `get` written (relayed to the node as the event).
+    #[serde(rename = "transfer.credit")]
+    TransferCredit,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -89,6 +101,10 @@ impl Method {
             Method::ToolInvoke => "tool.invoke",
             Method::NodeProbe => "node.probe",
             Method::SessionsEnd => "sessions.end",
+            Method::TransferOpen => "transfer.open",
+            Method::TransferFinish => "transfer.finish",
+            Method::TransferCancel => "transfer.cancel",
+            Method::TransferCredit => "transfer.credit",
             Method::Unknown => "unknown",
         }
     }

@@ -188,6 +188,32 @@ pub struct Credit {
 #[serde(rename_all = "camelCase")]
 pub struct CancelParams {
     pub id: uuid::Uuid,
+    /// `put`: remove the partial file too (else it is kept for a resumed copy).
+    #[serde(default)]
+    pub discard: bool,
+}
+
+/// Params of `transfer.open` from an agent to the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOpenParams {
+    pub node: String,
+    pub path: String,
+    pub direction: Direction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<FileMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub offset: u64,
+}
+
+/// Payload of `transfer.failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failed {
+    pub id: uuid::Uuid,
+    pub error: crate::ErrorShape,
 }
 
 #[cfg(test)]
