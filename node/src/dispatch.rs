@@ -37,21 +37,31 @@ pub(crate) struct Dispatcher {
     max_result_bytes: usize,
     /// Parent of every call's token: cancelled when the node shuts down.
     shutdown: CancellationToken,
+    /// The connection's file transfers.
+    transfers: crate::transfer::Transfers,
 }
 
 impl Dispatcher {
     pub fn new(
         node: Arc<NodeState>,
         out: mpsc::Sender<String>,
+        binary: mpsc::Sender<Vec<u8>>,
         max_result_bytes: usize,
         shutdown: CancellationToken,
     ) -> Self {
+        let transfers = crate::transfer::Transfers::new(Arc::clone(&node), out.clone(), binary);
         Dispatcher {
             node,
             out,
             max_result_bytes,
             shutdown,
+            transfers,
         }
+    }
+
+    /// Handles one binary frame: a transfer's chunk. Never blocks.
+    pub fn handle_binary(&self, frame: gsv_transport::tungstenite::Bytes) {
+        self.transfers.chunk(frame);
     }
 
     /// Calls of this node still running.
@@ -72,6 +82,18 @@ impl Dispatcher {
                 Method::ToolInvoke => self.invoke(id, params),
                 Method::NodeProbe => self.probe(id, params),
                 Method::SessionsEnd => self.end_sessions(id, params),
+                Method::TransferOpen => match decode_params(params.as_deref()) {
+                    Ok(p) => self.transfers.open(id, p),
+                    Err(e) => self.reply(encode_err(&id, &e)),
+                },
+                Method::TransferFinish => match decode_params(params.as_deref()) {
+                    Ok(p) => self.transfers.finish(id, p),
+                    Err(e) => self.reply(encode_err(&id, &e)),
+                },
+                Method::TransferCancel => match decode_params(params.as_deref()) {
+                    Ok(p) => self.transfers.cancel(id, p),
+                    Err(e) => self.reply(encode_err(&id, &e)),
+                },
                 _ => self.reply(encode_err(
                     &id,
                     &ErrorShape::new(
@@ -94,6 +116,14 @@ impl Dispatcher {
             }) => match decode_params::<EventsAck>(payload.as_deref()) {
                 Ok(ack) => self.node.events.ack(ack.seq),
                 Err(e) => warn!(error = %e.message, "ignoring a malformed events.ack"),
+            },
+            Ok(Frame::Event {
+                event: EventName::TransferCredit,
+                payload,
+                ..
+            }) => match decode_params(payload.as_deref()) {
+                Ok(credit) => self.transfers.credit(credit),
+                Err(e) => warn!(error = %e.message, "ignoring a malformed transfer.credit"),
             },
             Ok(Frame::Event {
                 event,

@@ -13,7 +13,7 @@ use crate::dispatch::Dispatcher;
 use crate::state::NodeState;
 use gsv_protocol::limits::MAX_RESULT_BYTES;
 use gsv_protocol::HelloOk;
-use gsv_transport::{ClientWs, Driver, Event};
+use gsv_transport::{ClientWs, Driver, Event, Paired};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -43,8 +43,11 @@ pub(crate) enum ConnectionEnd {
     Evicted(String),
 }
 
-/// The node's connection driver: the socket and its back-pressure queue.
-type Link = Driver<gsv_transport::dial::MaybeTls, mpsc::Receiver<String>>;
+/// Chunk frames queued for the gateway before a transfer waits (each up to 1 MiB).
+const OUTGOING_CHUNKS: usize = 16;
+
+/// The node's connection driver: the socket and its back-pressure queues.
+type Link = Driver<gsv_transport::dial::MaybeTls, Paired>;
 
 /// Serves a registered connection until it ends or `shutdown` is cancelled.
 pub(crate) async fn serve(
@@ -55,12 +58,21 @@ pub(crate) async fn serve(
 ) -> ConnectionEnd {
     let heartbeat = node.config.heartbeat;
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
-    let mut link = Driver::new(ws, rx, heartbeat);
+    let (binary_tx, binary_rx) = mpsc::channel::<Vec<u8>>(OUTGOING_CHUNKS);
+    let mut link = Driver::new(
+        ws,
+        Paired {
+            text: rx,
+            binary: binary_rx,
+        },
+        heartbeat,
+    );
 
     let max_result_bytes = MAX_RESULT_BYTES.min(hello.limits.max_result_bytes);
     let dispatcher = Dispatcher::new(
         Arc::clone(&node),
         tx.clone(),
+        binary_tx,
         max_result_bytes,
         shutdown.clone(),
     );
@@ -88,7 +100,7 @@ pub(crate) async fn serve(
                     .unwrap_or_else(|| "no reason given".into());
                 break ConnectionEnd::Lost(format!("closed by the gateway ({why})"));
             }
-            Event::Binary(_) => warn!("ignoring a binary frame from the gateway"),
+            Event::Binary(frame) => dispatcher.handle_binary(frame),
             Event::Ended => break ConnectionEnd::Lost("connection closed".into()),
             Event::TooLarge { size, max } => {
                 break ConnectionEnd::Lost(format!(

@@ -12,10 +12,13 @@
 mod error;
 mod incoming;
 mod outgoing;
+mod session;
 
 pub use error::TransferError;
 pub use incoming::Incoming;
 pub use outgoing::Outgoing;
+pub(crate) use session::Transfers;
+pub use session::MAX_TRANSFERS;
 
 use sha2::{Digest, Sha256};
 

@@ -34,8 +34,7 @@ impl Outgoing {
         let meta = FileMeta {
             size: st.st_size.max(0) as u64,
             mode: st.st_mode & 0o7777,
-            mtime_ms: (st.st_mtime.max(0) as u64) * 1000
-                + (st.st_mtime_nsec as u64) / 1_000_000,
+            mtime_ms: (st.st_mtime.max(0) as u64) * 1000 + (st.st_mtime_nsec as u64) / 1_000_000,
         };
         let mut out = Outgoing {
             file: File::from(opened.fd),

@@ -1,0 +1,465 @@
+//! The transfers of one connection to the gateway: `transfer.open` / `finish` /
+//! `cancel`, chunks in binary frames, credits as events.
+//!
+//! Each transfer is a task owning its [`Incoming`] or [`Outgoing`] file, fed through a
+//! small channel in the order the connection delivered its frames, so a chunk, the
+//! credits and the closing request never race. File work runs on the blocking pool.
+//! A transfer sends at most [`WINDOW_BYTES`] ahead of the credits it has, so it holds
+//! a bounded amount in the connection's queue, and other calls keep flowing. When the
+//! connection ends its transfers end too; a `put`'s partial file stays for a resumed
+//! copy.
+
+use super::{Incoming, Outgoing, TransferError};
+use crate::state::NodeState;
+use crate::tools::paths::PathPolicy;
+use dashmap::DashMap;
+use gsv_protocol::frame::{encode_err, encode_event, encode_ok};
+use gsv_protocol::transfer::{
+    CancelParams, Chunk, Credit, Direction, Failed, FinishParams, Finished, OpenParams, OpenResult,
+    CHUNK_BYTES, WINDOW_BYTES,
+};
+use gsv_protocol::{ErrorCode, ErrorShape, EventName};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+/// Transfers one node runs at once.
+pub const MAX_TRANSFERS: usize = 16;
+/// Messages queued for one transfer: a window of chunks and their credits.
+const INBOX: usize = (WINDOW_BYTES as usize / CHUNK_BYTES) * 2 + 8;
+
+/// What reaches a transfer's task.
+enum Msg {
+    Chunk(gsv_transport::tungstenite::Bytes),
+    Credit(u64),
+    Finish {
+        sha256: String,
+        reply: oneshot::Sender<Result<Finished, ErrorShape>>,
+    },
+    Cancel {
+        discard: bool,
+    },
+}
+
+/// The transfers of one connection.
+pub(crate) struct Transfers {
+    node: Arc<NodeState>,
+    text: mpsc::Sender<String>,
+    binary: mpsc::Sender<Vec<u8>>,
+    running: Arc<DashMap<uuid::Uuid, mpsc::Sender<Msg>>>,
+}
+
+impl Transfers {
+    pub fn new(
+        node: Arc<NodeState>,
+        text: mpsc::Sender<String>,
+        binary: mpsc::Sender<Vec<u8>>,
+    ) -> Self {
+        Transfers {
+            node,
+            text,
+            binary,
+            running: Arc::new(DashMap::new()),
+        }
+    }
+
+    /// `transfer.open`: opens the file and starts the transfer's task; answers
+    /// request `req` with [`OpenResult`].
+    pub fn open(&self, req: String, params: OpenParams) {
+        let node = Arc::clone(&self.node);
+        let text = self.text.clone();
+        let binary = self.binary.clone();
+        let running = Arc::clone(&self.running);
+        tokio::spawn(async move {
+            let id = params.id;
+            let answer = match open(&node, &running, params).await {
+                Ok((result, file, rx)) => {
+                    let frame = encode_ok(&req, &result);
+                    let text2 = text.clone();
+                    let running2 = Arc::clone(&running);
+                    tokio::spawn(async move {
+                        match file {
+                            Opened::Get(out) => run_get(id, out, rx, &text2, &binary).await,
+                            Opened::Put(inc) => run_put(id, inc, rx, &text2).await,
+                        }
+                        running2.remove(&id);
+                    });
+                    frame
+                }
+                Err(e) => encode_err(&req, &e),
+            };
+            let _ = text.send(answer).await;
+        });
+    }
+
+    /// A binary frame: a chunk for a `put` of this connection.
+    pub fn chunk(&self, frame: gsv_transport::tungstenite::Bytes) {
+        let Some(id) = Chunk::peek_id(&frame) else {
+            warn!("ignoring a binary frame that is not a transfer chunk");
+            return;
+        };
+        match self.running.get(&id).map(|tx| tx.clone()) {
+            Some(tx) => {
+                if tx.try_send(Msg::Chunk(frame)).is_err() {
+                    // More than a window in flight: the gateway broke the flow rules.
+                    warn!(transfer = %id, "chunk over the window; transfer ended");
+                    self.fail(id, overflow());
+                }
+            }
+            None => debug!(transfer = %id, "chunk for a transfer that is not running"),
+        }
+    }
+
+    /// A `transfer.credit` event from the gateway (a `get`'s receiver wrote bytes).
+    pub fn credit(&self, credit: Credit) {
+        if let Some(tx) = self.running.get(&credit.id).map(|tx| tx.clone()) {
+            let _ = tx.try_send(Msg::Credit(credit.bytes));
+        }
+    }
+
+    /// `transfer.finish`: checks and places a `put`'s file; answers `req`.
+    pub fn finish(&self, req: String, params: FinishParams) {
+        let tx = self.running.get(&params.id).map(|tx| tx.clone());
+        let text = self.text.clone();
+        tokio::spawn(async move {
+            let (reply, answer) = oneshot::channel();
+            let sent = match tx {
+                Some(tx) => tx
+                    .send(Msg::Finish {
+                        sha256: params.sha256,
+                        reply,
+                    })
+                    .await
+                    .is_ok(),
+                None => false,
+            };
+            let frame = match (sent, answer.await) {
+                (true, Ok(Ok(done))) => encode_ok(&req, &done),
+                (true, Ok(Err(e))) => encode_err(&req, &e),
+                _ => encode_err(&req, &not_running(params.id)),
+            };
+            let _ = text.send(frame).await;
+        });
+    }
+
+    /// `transfer.cancel`: ends a transfer (a `put`'s partial file kept unless
+    /// `discard`); answers `req` `{}`.
+    pub fn cancel(&self, req: String, params: CancelParams) {
+        let tx = self.running.get(&params.id).map(|tx| tx.clone());
+        let text = self.text.clone();
+        tokio::spawn(async move {
+            if let Some(tx) = tx {
+                let _ = tx
+                    .send(Msg::Cancel {
+                        discard: params.discard,
+                    })
+                    .await;
+            }
+            let _ = text.send(encode_ok(&req, &serde_json::json!({}))).await;
+        });
+    }
+
+    /// Ends transfer `id` with `error`, telling the gateway.
+    fn fail(&self, id: uuid::Uuid, error: ErrorShape) {
+        if let Some((_, tx)) = self.running.remove(&id) {
+            let _ = tx.try_send(Msg::Cancel { discard: false });
+        }
+        let text = self.text.clone();
+        tokio::spawn(async move { failed(&text, id, error).await });
+    }
+}
+
+/// A file opened for a transfer.
+enum Opened {
+    Get(Outgoing),
+    Put(Incoming),
+}
+
+async fn open(
+    node: &Arc<NodeState>,
+    running: &DashMap<uuid::Uuid, mpsc::Sender<Msg>>,
+    params: OpenParams,
+) -> Result<(OpenResult, Opened, mpsc::Receiver<Msg>), ErrorShape> {
+    // A node offers transfers as far as it offers the file tools: no Write (read-only
+    // nodes, `--without Write`), no put; no Read, no get.
+    let tool = match params.direction {
+        Direction::Get => "Read",
+        Direction::Put => "Write",
+    };
+    if node.registry.get(tool).is_none() {
+        return Err(ErrorShape::new(
+            ErrorCode::Forbidden,
+            format!(
+                "node {} does not offer {tool}, so it does not {} files",
+                node.config.id,
+                match params.direction {
+                    Direction::Get => "send",
+                    Direction::Put => "receive",
+                }
+            ),
+        ));
+    }
+    if running.len() >= MAX_TRANSFERS {
+        return Err(ErrorShape::new(
+            ErrorCode::Overloaded,
+            format!("this node runs {MAX_TRANSFERS} transfers at once; try again when one ends"),
+        ));
+    }
+    if running.contains_key(&params.id) {
+        return Err(ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!("transfer {} is already open", params.id),
+        ));
+    }
+    let policy = PathPolicy::new(node.config.workspace.clone(), node.config.confine)
+        .with_protected(Arc::clone(&node.protected));
+    let OpenParams {
+        id,
+        direction,
+        path,
+        meta,
+        sha256,
+        offset,
+    } = params;
+    let opened = tokio::task::spawn_blocking(move || match direction {
+        Direction::Get => Outgoing::open(&policy, &path, offset).map(Opened::Get),
+        Direction::Put => match meta {
+            Some(meta) => Incoming::open(&policy, &path, meta, sha256).map(Opened::Put),
+            None => Err(TransferError::Short { size: 0, got: 0 }),
+        },
+    })
+    .await
+    .map_err(|e| ErrorShape::new(ErrorCode::Internal, format!("transfer task failed: {e}")))?;
+    let opened = match (direction, meta, opened) {
+        (Direction::Put, None, _) => {
+            return Err(ErrorShape::new(
+                ErrorCode::InvalidArgs,
+                "a put needs meta: {size, mode, mtimeMs}",
+            ))
+        }
+        (_, _, Ok(o)) => o,
+        (_, _, Err(e)) => return Err(ErrorShape::new(e.code(), e.to_string())),
+    };
+    let result = match &opened {
+        Opened::Get(out) => OpenResult {
+            id,
+            path: out.path().display().to_string(),
+            meta: out.meta(),
+            offset: out.offset(),
+        },
+        Opened::Put(inc) => OpenResult {
+            id,
+            path: inc.path().display().to_string(),
+            meta: inc.meta(),
+            offset: inc.offset(),
+        },
+    };
+    let (tx, rx) = mpsc::channel(INBOX);
+    running.insert(id, tx);
+    info!(transfer = %id, ?direction, path = ?result.path, offset = result.offset, "transfer opened");
+    Ok((result, opened, rx))
+}
+
+/// Receives a `put`: writes each chunk, credits it, then checks and places the file.
+async fn run_put(
+    id: uuid::Uuid,
+    inc: Incoming,
+    mut rx: mpsc::Receiver<Msg>,
+    text: &mpsc::Sender<String>,
+) {
+    let mut inc = Some(inc);
+    while let Some(msg) = rx.recv().await {
+        let Some(file) = inc.take() else { return };
+        match msg {
+            Msg::Chunk(frame) => {
+                let joined = tokio::task::spawn_blocking(move || {
+                    let mut file = file;
+                    let written = match Chunk::decode(&frame) {
+                        Ok(c) => file
+                            .write(c.offset, c.data)
+                            .map(|()| c.data.len() as u64)
+                            .map_err(|e| ErrorShape::new(e.code(), e.to_string())),
+                        Err(e) => Err(ErrorShape::new(ErrorCode::InvalidFrame, e.to_string())),
+                    };
+                    (file, written)
+                })
+                .await;
+                let (file, written) = match joined {
+                    Ok((file, written)) => (Some(file), written),
+                    Err(e) => (None, Err(internal(&e))),
+                };
+                match written {
+                    Ok(bytes) => {
+                        let credit =
+                            encode_event(EventName::TransferCredit, &Credit { id, bytes }, 0);
+                        if text.send(credit).await.is_err() {
+                            return;
+                        }
+                        inc = file;
+                    }
+                    Err(e) => {
+                        warn!(transfer = %id, error = %e.message, "transfer failed");
+                        failed(text, id, e).await;
+                        return;
+                    }
+                }
+            }
+            Msg::Credit(_) => inc = Some(file),
+            Msg::Finish { sha256, reply } => {
+                let done = tokio::task::spawn_blocking(move || {
+                    let path = file.path().display().to_string();
+                    file.finish(&sha256)
+                        .map(|(bytes, sha256)| Finished {
+                            id,
+                            path,
+                            bytes,
+                            sha256,
+                        })
+                        .map_err(|e| ErrorShape::new(e.code(), e.to_string()))
+                })
+                .await
+                .unwrap_or_else(|e| Err(internal(&e)));
+                match &done {
+                    Ok(f) => info!(transfer = %id, bytes = f.bytes, "transfer received"),
+                    Err(e) => warn!(transfer = %id, error = %e.message, "transfer not placed"),
+                }
+                let _ = reply.send(done);
+                return;
+            }
+            Msg::Cancel { discard } => {
+                if discard {
+                    let _ = tokio::task::spawn_blocking(move || file.discard()).await;
+                }
+                debug!(transfer = %id, discard, "transfer cancelled");
+                return;
+            }
+        }
+    }
+}
+
+/// Sends a `get`: chunks while the window allows, then `transfer.end` once every
+/// byte is credited.
+async fn run_get(
+    id: uuid::Uuid,
+    out: Outgoing,
+    mut rx: mpsc::Receiver<Msg>,
+    text: &mpsc::Sender<String>,
+    binary: &mpsc::Sender<Vec<u8>>,
+) {
+    let mut out = Some(out);
+    let start = out.as_ref().map(Outgoing::offset).unwrap_or(0);
+    let (mut sent, mut credited, mut eof) = (start, start, false);
+    loop {
+        // What the gateway sent meanwhile (credits, a cancel) first.
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                Msg::Credit(b) => credited = credited.saturating_add(b),
+                Msg::Cancel { .. } => return,
+                Msg::Finish { reply, .. } => {
+                    let _ = reply.send(Err(ErrorShape::new(
+                        ErrorCode::InvalidArgs,
+                        "transfer.finish is for puts; a get ends with transfer.end",
+                    )));
+                }
+                Msg::Chunk(_) => {}
+            }
+        }
+        if !eof && sent.saturating_sub(credited) < WINDOW_BYTES {
+            let Some(file) = out.take() else { return };
+            let read = tokio::task::spawn_blocking(move || {
+                let mut file = file;
+                let mut buf = Vec::with_capacity(CHUNK_BYTES);
+                let r = file.next_chunk(&mut buf).map(|n| (n, buf));
+                (file, r)
+            })
+            .await;
+            let Ok((file, read)) = read else {
+                failed(
+                    text,
+                    id,
+                    ErrorShape::new(ErrorCode::Internal, "transfer task failed"),
+                )
+                .await;
+                return;
+            };
+            let at = file.offset();
+            out = Some(file);
+            match read {
+                Ok((0, _)) => eof = true,
+                Ok((n, buf)) => {
+                    let frame = Chunk {
+                        id,
+                        offset: at - n as u64,
+                        data: &buf[..n],
+                    }
+                    .encode();
+                    if binary.send(frame).await.is_err() {
+                        return;
+                    }
+                    sent += n as u64;
+                }
+                Err(e) => {
+                    failed(text, id, ErrorShape::new(e.code(), e.to_string())).await;
+                    return;
+                }
+            }
+            continue;
+        }
+        if eof && credited >= sent {
+            let Some(file) = out.take() else { return };
+            let path = file.path().display().to_string();
+            let (bytes, sha256) = file.finish();
+            info!(transfer = %id, bytes, "transfer sent");
+            let end = Finished {
+                id,
+                path,
+                bytes,
+                sha256,
+            };
+            let _ = text
+                .send(encode_event(EventName::TransferEnd, &end, 0))
+                .await;
+            return;
+        }
+        match rx.recv().await {
+            Some(Msg::Credit(b)) => credited = credited.saturating_add(b),
+            Some(Msg::Cancel { .. }) | None => return,
+            Some(Msg::Finish { reply, .. }) => {
+                let _ = reply.send(Err(ErrorShape::new(
+                    ErrorCode::InvalidArgs,
+                    "transfer.finish is for puts; a get ends with transfer.end",
+                )));
+            }
+            Some(Msg::Chunk(_)) => {}
+        }
+    }
+}
+
+/// Tells the gateway that transfer `id` ended on `error`.
+async fn failed(text: &mpsc::Sender<String>, id: uuid::Uuid, error: ErrorShape) {
+    let _ = text
+        .send(encode_event(
+            EventName::TransferFailed,
+            &Failed { id, error },
+            0,
+        ))
+        .await;
+}
+
+fn not_running(id: uuid::Uuid) -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::NotFound,
+        format!("transfer {id} is not running on this node"),
+    )
+}
+
+fn overflow() -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::InvalidFrame,
+        "more chunks than the transfer window allows",
+    )
+}
+
+fn internal(e: &tokio::task::JoinError) -> ErrorShape {
+    ErrorShape::new(ErrorCode::Internal, format!("transfer task failed: {e}"))
+}
