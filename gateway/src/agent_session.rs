@@ -112,8 +112,10 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             shared.config.heartbeat,
             &shared.closing,
             |text| on_frame(&shared, &agent, &in_flight, text),
+            |frame| crate::transfer::from_agent(&shared, &agent, frame),
         )
         .await;
+        crate::transfer::agent_gone(&shared, &agent.conn_id);
         // The calls and fan-outs still running go on as jobs (they watch the
         // connection close themselves): nothing the agent started is lost with it.
         out.close();
@@ -173,6 +175,10 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::JobsList | Method::JobsGet | Method::JobsCancel => {
                 jobs_request(shared, agent, id, method, params)
             }
+            Method::TransferOpen
+            | Method::TransferFinish
+            | Method::TransferCancel
+            | Method::TransferCredit => crate::transfer::request(shared, agent, id, method, params),
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools

@@ -49,6 +49,7 @@ pub enum AuditKind {
     Call,
     Approval,
     Policy,
+    Transfer,
 }
 
 impl AuditKind {
@@ -60,6 +61,7 @@ impl AuditKind {
             AuditKind::Call => "call",
             AuditKind::Approval => "approval",
             AuditKind::Policy => "policy",
+            AuditKind::Transfer => "transfer",
         }
     }
 }

@@ -8,8 +8,6 @@
 //! protocol error, saying why a connection ended, and finishing it in a task the
 //! stopping gateway waits for.
 
-use crate::error::WireError;
-use crate::session_error::SessionError;
 use gsv_transport::tungstenite::protocol::frame::coding::CloseCode;
 use gsv_transport::{Driver, Event, Outbound, Queue};
 use hyper_util::rt::TokioIo;
@@ -48,6 +46,7 @@ pub async fn drive(
     heartbeat: Duration,
     closing: &tokio_util::task::TaskTracker,
     mut on_text: impl FnMut(&str),
+    mut on_binary: impl FnMut(gsv_transport::tungstenite::Bytes),
 ) -> EndReason {
     let mut driver = Driver::new(ws, queue, heartbeat);
     // One close wait for the whole connection, not a new waiter per frame.
@@ -61,10 +60,7 @@ pub async fn drive(
         };
         match event {
             Event::Text(t) => on_text(t.as_str()),
-            Event::Binary(_) => {
-                let err = SessionError::BinaryFrame.to_shape();
-                let _ = out.send(gsv_protocol::frame::encode_err("", &err));
-            }
+            Event::Binary(frame) => on_binary(frame),
             Event::Close(_) | Event::Ended | Event::WriteFailed(_) => break EndReason::PeerGone,
             Event::ReadFailed(e) => {
                 tracing::debug!(error = %e, "connection error");

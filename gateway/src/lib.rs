@@ -52,6 +52,7 @@ pub mod tls;
 pub mod token;
 pub mod tokens;
 pub mod toolset;
+pub mod transfer;
 pub mod upgrade;
 pub mod webhook;
 

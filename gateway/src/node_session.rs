@@ -299,8 +299,10 @@ async fn serve(
         shared.config.heartbeat,
         &shared.closing,
         |text| on_frame(&shared, &handle, &mut strays, text),
+        |frame| crate::transfer::from_node(&shared, &handle, frame),
     )
     .await;
+    crate::transfer::node_gone(&shared, &handle);
 
     handle.out.close();
     shared.metrics.connected_nodes.dec();
@@ -358,6 +360,12 @@ fn on_frame(shared: &Shared, handle: &NodeHandle, strays: &mut Strays, text: &st
             payload,
             ..
         } => relay_progress(handle, payload),
+        Frame::Event {
+            event:
+                event @ (EventName::TransferCredit | EventName::TransferEnd | EventName::TransferFailed),
+            payload,
+            ..
+        } => crate::transfer::node_event(shared, handle, event, payload),
         Frame::Event { event, .. } => {
             tracing::debug!(event = event.as_str(), "event from node ignored");
         }

@@ -21,8 +21,8 @@ pub enum SessionError {
     ResFromAgent,
     #[error("agents do not send event frames")]
     EventFromAgent,
-    /// A binary WebSocket frame, from either side.
-    #[error("binary frames are not part of the protocol; send JSON text frames")]
+    /// A binary WebSocket frame that is not a transfer chunk.
+    #[error("a binary frame that is not a transfer chunk: binary frames carry only file-transfer chunks; send JSON text frames")]
     BinaryFrame,
     #[error("tools.call params: {0}")]
     BadCallParams(serde_json::Error),
@@ -105,7 +105,7 @@ mod tests {
             (
                 BinaryFrame,
                 ErrorCode::InvalidFrame,
-                "binary frames are not part of the protocol; send JSON text frames".into(),
+                "a binary frame that is not a transfer chunk: binary frames carry only file-transfer chunks; send JSON text frames".into(),
             ),
             (
                 BadCallParams(bad_json()),

@@ -120,6 +120,8 @@ pub struct Shared {
     /// Where new approval requests are announced to operators away from the gateway
     /// (`--approval-webhook`).
     pub webhook: Option<crate::webhook::Webhook>,
+    /// The file transfers open now (`transfer.*`).
+    pub transfers: crate::transfer::Transfers,
     /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
     pub fanouts: DashMap<String, usize>,
     /// The operator console's login codes, sessions and live updates (`crate::console`).
@@ -198,6 +200,7 @@ impl Shared {
             tools_epoch: tokio::sync::watch::Sender::new(0),
             running_jobs: DashMap::new(),
             webhook: None,
+            transfers: Default::default(),
             fanouts: DashMap::new(),
             console,
         }

@@ -133,17 +133,21 @@ impl Outbound {
 
     /// Queues a binary frame (a transfer's chunk), counted against the same bounds as
     /// text: a peer that does not read is closed, never buffered without bound.
-    pub fn send_binary(&self, data: Vec<u8>) -> Result<(), SendError> {
+    pub fn send_binary(
+        &self,
+        data: impl Into<tokio_tungstenite::tungstenite::Bytes>,
+    ) -> Result<(), SendError> {
         if self.close.is_cancelled() {
             return Err(SendError::Closed);
         }
+        let data: tokio_tungstenite::tungstenite::Bytes = data.into();
         let len = data.len();
         let before = self.queued.fetch_add(len, Ordering::AcqRel);
         if before > 0 && before + len > SEND_QUEUE_BYTES {
             self.queued.fetch_sub(len, Ordering::AcqRel);
             return Err(self.slow_consumer());
         }
-        match self.tx.try_send(Message::Binary(data.into())) {
+        match self.tx.try_send(Message::Binary(data)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.queued.fetch_sub(len, Ordering::AcqRel);

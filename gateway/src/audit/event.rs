@@ -88,6 +88,19 @@ pub enum AuditEvent<'a> {
         outcome: &'a str,
         duration_ms: u64,
     },
+    /// A file transfer ended (`outcome`: `ok`, `cancelled` or an error code); `tool` is
+    /// `Read` for a get, `Write` for a put.
+    Transfer {
+        agent: &'a str,
+        token_id: &'a str,
+        node: &'a str,
+        tool: &'a str,
+        path: &'a str,
+        bytes: u64,
+        sha256: Option<&'a str>,
+        outcome: &'a str,
+        duration_ms: u64,
+    },
     /// A call waits in the operator queue.
     ApprovalRequested {
         agent: &'a str,
@@ -237,6 +250,16 @@ struct RefusedRepeatedlyDetail<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct TokenIdDetail<'a> {
+    token_id: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TransferDetail<'a> {
+    bytes: u64,
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: Option<&'a str>,
     token_id: &'a str,
 }
 
@@ -445,6 +468,29 @@ impl AuditEvent<'_> {
                     .with(TokenIdDetail { token_id })
                     .call(name, args_hash);
                 e.args = args;
+                e.duration_ms = Some(duration_ms);
+                e
+            }
+            Transfer {
+                agent,
+                token_id,
+                node,
+                tool,
+                path,
+                bytes,
+                sha256,
+                outcome,
+                duration_ms,
+            } => {
+                let mut e = Row::new(AuditKind::Transfer, format!("agent:{agent}"), outcome)
+                    .with(TransferDetail {
+                        bytes,
+                        path,
+                        sha256,
+                        token_id,
+                    })
+                    .on(node);
+                e.tool = Some(tool.to_owned());
                 e.duration_ms = Some(duration_ms);
                 e
             }

@@ -1,0 +1,68 @@
+//! Why the gateway refused or ended a file transfer, each with its wire code.
+
+use crate::error::WireError;
+use gsv_protocol::{ErrorCode, ErrorShape};
+use thiserror::Error;
+
+/// A transfer request the gateway did not carry out.
+#[derive(Debug, Error)]
+pub enum TransferError {
+    #[error("transfer params: {0}")]
+    BadParams(serde_json::Error),
+    #[error("{0:?} is not a node id")]
+    BadNode(String),
+    /// The token may not use the file tool the transfer stands for.
+    #[error("{name} is not allowed for this token")]
+    Denied { name: String },
+    /// The tool needs an approval: transfers do not wait for one yet.
+    #[error("{name} needs an operator's approval for this token, and transfers do not wait for approvals; copy with a token allowed {name} outright")]
+    NeedsApproval { name: String },
+    #[error("node {node} is not connected")]
+    NodeOffline { node: String },
+    #[error("node {node} does not offer {tool}")]
+    NoTool { node: String, tool: &'static str },
+    #[error("this token has {per_token} transfers running; wait for one to end")]
+    TooMany { per_token: usize },
+    #[error("no transfer {id} of this connection")]
+    Unknown { id: uuid::Uuid },
+    #[error("{what} is for a put; this transfer is a get")]
+    NotAPut { what: &'static str },
+    #[error("{what} is for a get; this transfer is a put")]
+    NotAGet { what: &'static str },
+    #[error("node {node} went away during the transfer")]
+    Disconnected { node: String },
+    #[error("node {node} did not answer in time")]
+    Timeout { node: String },
+    #[error("node {node} has too many calls waiting")]
+    Busy { node: String },
+    /// The node's own answer.
+    #[error("{}", .0.message)]
+    Node(ErrorShape),
+}
+
+impl WireError for TransferError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            TransferError::BadParams(_)
+            | TransferError::BadNode(_)
+            | TransferError::NotAPut { .. }
+            | TransferError::NotAGet { .. } => ErrorCode::InvalidArgs,
+            TransferError::Denied { .. } | TransferError::NeedsApproval { .. } => {
+                ErrorCode::Forbidden
+            }
+            TransferError::NodeOffline { .. } => ErrorCode::NodeOffline,
+            TransferError::NoTool { .. } | TransferError::Unknown { .. } => ErrorCode::NotFound,
+            TransferError::TooMany { .. } | TransferError::Busy { .. } => ErrorCode::Overloaded,
+            TransferError::Disconnected { .. } => ErrorCode::NodeDisconnected,
+            TransferError::Timeout { .. } => ErrorCode::Timeout,
+            TransferError::Node(shape) => shape.code,
+        }
+    }
+
+    fn to_shape(&self) -> ErrorShape {
+        match self {
+            TransferError::Node(shape) => shape.clone(),
+            _ => crate::error::shape(self.code(), self.to_string(), None),
+        }
+    }
+}

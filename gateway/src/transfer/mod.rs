@@ -1,0 +1,337 @@
+//! File transfers (`gsv cp`, `transfer.*`): the gateway checks and opens them, then
+//! relays their chunks and credits between the agent and the node without looking at
+//! the bytes.
+//!
+//! A transfer is a [`Route`] between one agent connection and one node connection,
+//! found by the id the gateway gave it; a chunk or event is relayed only from the side
+//! that sends in that direction, on the connection that opened it, so no other
+//! connection can write into or read from a transfer. The flow is the node's and the
+//! agent's business (credits of at most [`WINDOW_BYTES`]): the gateway holds no more
+//! than what its bounded send queues already allow, and a peer that does not read is
+//! closed like any other. Each transfer ends in one audit row.
+
+mod error;
+mod relay;
+
+pub use error::TransferError;
+pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
+
+use crate::audit::AuditEvent;
+use crate::error::WireError;
+use crate::policy::Decision;
+use crate::registry::NodeHandle;
+use crate::state::{AgentHandle, Shared};
+use dashmap::DashMap;
+use gsv_protocol::frame::{encode_err, encode_ok, encode_req};
+use gsv_protocol::names::{NamespacedName, NodeId};
+use gsv_protocol::transfer::{
+    AgentOpenParams, CancelParams, Credit, Direction, FinishParams, Finished, OpenParams,
+    OpenResult, WINDOW_BYTES,
+};
+use gsv_protocol::{EventName, Method};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Transfers one token runs at once.
+pub const MAX_PER_TOKEN: usize = 8;
+/// How long a node may take to open or cancel a transfer.
+const NODE_ANSWER: Duration = Duration::from_secs(30);
+/// How long a node may take to check and place a received file (its last writes
+/// reach the disk here).
+const FINISH_ANSWER: Duration = Duration::from_secs(300);
+
+/// The open transfers of the gateway.
+#[derive(Default)]
+pub struct Transfers {
+    routes: DashMap<uuid::Uuid, Arc<Route>>,
+}
+
+/// One open transfer: who is at each end.
+pub struct Route {
+    pub id: uuid::Uuid,
+    pub direction: Direction,
+    pub agent: Arc<AgentHandle>,
+    pub node: Arc<NodeHandle>,
+    /// The file on the node, resolved.
+    pub path: String,
+    started: Instant,
+    /// Bytes relayed so far (and the offset they started at).
+    bytes: AtomicU64,
+}
+
+impl Route {
+    /// The file tool this transfer stands for (policy, audit).
+    fn tool(&self) -> &'static str {
+        tool_of(self.direction)
+    }
+}
+
+fn tool_of(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Get => "Read",
+        Direction::Put => "Write",
+    }
+}
+
+impl Transfers {
+    /// The route of transfer `id` if `agent` opened it.
+    fn of_agent(&self, id: uuid::Uuid, agent: &AgentHandle) -> Option<Arc<Route>> {
+        self.routes
+            .get(&id)
+            .map(|r| r.clone())
+            .filter(|r| r.agent.conn_id == agent.conn_id)
+    }
+
+    fn count_for(&self, token_id: &str) -> usize {
+        self.routes
+            .iter()
+            .filter(|r| r.agent.token_id == token_id)
+            .count()
+    }
+
+    /// Transfers open now.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+}
+
+/// Handles a `transfer.*` request from `agent` (answered on its connection).
+pub fn request(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    id: String,
+    method: Method,
+    params: Option<Box<RawValue>>,
+) {
+    let shared = shared.clone();
+    let agent = agent.clone();
+    tokio::spawn(async move {
+        let raw = params.as_deref().map(RawValue::get).unwrap_or("{}");
+        let frame = match method {
+            Method::TransferOpen => answer(&id, open(&shared, &agent, raw).await),
+            Method::TransferFinish => answer(&id, finish(&shared, &agent, raw).await),
+            Method::TransferCancel => answer(&id, cancel(&shared, &agent, raw).await),
+            _ => answer(&id, credit(&shared, &agent, raw)),
+        };
+        let _ = agent.out.send(frame);
+    });
+}
+
+fn answer<T: Serialize>(id: &str, result: Result<T, TransferError>) -> String {
+    match result {
+        Ok(r) => encode_ok(id, &r),
+        Err(e) => encode_err(id, &e.to_shape()),
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, TransferError> {
+    serde_json::from_str(raw).map_err(TransferError::BadParams)
+}
+
+/// `transfer.open`: the policy, the node, then the node's own checks.
+async fn open(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<OpenResult, TransferError> {
+    let p: AgentOpenParams = parse(raw)?;
+    let node_id = NodeId::parse(&p.node).map_err(|_| TransferError::BadNode(p.node.clone()))?;
+    let tool = tool_of(p.direction);
+    let name = NamespacedName::join(node_id.as_str(), tool);
+    match agent.policy.decide(&name) {
+        Decision::Allow => {}
+        Decision::Confirm => return Err(TransferError::NeedsApproval { name }),
+        Decision::Deny => return Err(TransferError::Denied { name }),
+    }
+    if shared.transfers.count_for(&agent.token_id) >= MAX_PER_TOKEN {
+        return Err(TransferError::TooMany {
+            per_token: MAX_PER_TOKEN,
+        });
+    }
+    let node = shared
+        .registry
+        .get(node_id.as_str())
+        .filter(|n| !n.out.is_closed())
+        .ok_or_else(|| TransferError::NodeOffline {
+            node: p.node.clone(),
+        })?;
+    if shared.registry.tool(&node, tool).is_none() {
+        return Err(TransferError::NoTool {
+            node: p.node.clone(),
+            tool,
+        });
+    }
+    let id = uuid::Uuid::new_v4();
+    let params = OpenParams {
+        id,
+        direction: p.direction,
+        path: p.path,
+        meta: p.meta,
+        sha256: p.sha256,
+        offset: p.offset,
+    };
+    let raw = ask_node(&node, Method::TransferOpen, &params, NODE_ANSWER).await?;
+    let opened: OpenResult =
+        serde_json::from_str(raw.get()).map_err(|e| TransferError::Node(malformed(&e)))?;
+    let route = Arc::new(Route {
+        id,
+        direction: p.direction,
+        agent: agent.clone(),
+        node,
+        path: opened.path.clone(),
+        started: Instant::now(),
+        bytes: AtomicU64::new(0),
+    });
+    shared.transfers.routes.insert(id, route.clone());
+    // The agent may have gone while the node opened it.
+    if agent.out.is_closed() {
+        relay::agent_gone(shared, &agent.conn_id);
+    }
+    tracing::info!(
+        transfer = %id,
+        agent = %agent.name,
+        node = %route.node.id,
+        tool = route.tool(),
+        path = ?route.path,
+        "transfer opened"
+    );
+    Ok(opened)
+}
+
+/// `transfer.finish` (a put): the node checks and places the file.
+async fn finish(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<Finished, TransferError> {
+    let p: FinishParams = parse(raw)?;
+    let route = shared
+        .transfers
+        .of_agent(p.id, agent)
+        .ok_or(TransferError::Unknown { id: p.id })?;
+    if route.direction != Direction::Put {
+        return Err(TransferError::NotAPut {
+            what: "transfer.finish",
+        });
+    }
+    let outcome = ask_node(&route.node, Method::TransferFinish, &p, FINISH_ANSWER).await;
+    let done = outcome.and_then(|raw| {
+        serde_json::from_str::<Finished>(raw.get()).map_err(|e| TransferError::Node(malformed(&e)))
+    });
+    match &done {
+        Ok(f) => end(shared, &route, "ok", Some(&f.sha256), Some(f.bytes)),
+        Err(e) => end(shared, &route, e.code().as_str(), None, None),
+    }
+    done
+}
+
+/// `transfer.cancel`: ends the transfer on the node too.
+async fn cancel(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<serde_json::Value, TransferError> {
+    let p: CancelParams = parse(raw)?;
+    let route = shared
+        .transfers
+        .of_agent(p.id, agent)
+        .ok_or(TransferError::Unknown { id: p.id })?;
+    end(shared, &route, "cancelled", None, None);
+    ask_node(&route.node, Method::TransferCancel, &p, NODE_ANSWER).await?;
+    Ok(serde_json::json!({}))
+}
+
+/// `transfer.credit` (a get): the agent wrote bytes; the node may send more.
+fn credit(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<serde_json::Value, TransferError> {
+    let p: Credit = parse(raw)?;
+    let route = shared
+        .transfers
+        .of_agent(p.id, agent)
+        .ok_or(TransferError::Unknown { id: p.id })?;
+    if route.direction != Direction::Get {
+        return Err(TransferError::NotAGet {
+            what: "transfer.credit",
+        });
+    }
+    let credit = Credit {
+        id: p.id,
+        bytes: p.bytes.min(WINDOW_BYTES),
+    };
+    let _ = route.node.out.send(gsv_protocol::frame::encode_event(
+        EventName::TransferCredit,
+        &credit,
+        0,
+    ));
+    Ok(serde_json::json!({}))
+}
+
+/// Sends `method` to `node` and waits (at most `limit`) for its answer.
+async fn ask_node<P: Serialize>(
+    node: &NodeHandle,
+    method: Method,
+    params: &P,
+    limit: Duration,
+) -> Result<Box<RawValue>, TransferError> {
+    let (call_id, rx) = node.begin_call().map_err(|_| TransferError::Busy {
+        node: node.id.to_string(),
+    })?;
+    let gone = || TransferError::Disconnected {
+        node: node.id.to_string(),
+    };
+    if node
+        .out
+        .send(encode_req(&call_id.to_string(), method, params))
+        .is_err()
+    {
+        node.abandon_call(call_id);
+        return Err(gone());
+    }
+    match tokio::time::timeout(limit, rx).await {
+        Ok(Ok(outcome)) => outcome.map_err(TransferError::Node),
+        Ok(Err(_)) => Err(gone()),
+        Err(_) => {
+            node.abandon_call(call_id);
+            Err(TransferError::Timeout {
+                node: node.id.to_string(),
+            })
+        }
+    }
+}
+
+fn malformed(e: &serde_json::Error) -> gsv_protocol::ErrorShape {
+    gsv_protocol::ErrorShape::new(
+        gsv_protocol::ErrorCode::Internal,
+        format!("the node's transfer answer does not decode: {e}"),
+    )
+}
+
+/// Ends `route` once (the first ending wins) and records it.
+fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, bytes: Option<u64>) {
+    if shared.transfers.routes.remove(&route.id).is_none() {
+        return;
+    }
+    let bytes = bytes.unwrap_or_else(|| route.bytes.load(Ordering::Relaxed));
+    tracing::info!(transfer = %route.id, outcome, bytes, "transfer ended");
+    shared.audit.record(AuditEvent::Transfer {
+        agent: &route.agent.name,
+        token_id: &route.agent.token_id,
+        node: route.node.id.as_str(),
+        tool: route.tool(),
+        path: &route.path,
+        bytes,
+        sha256,
+        outcome,
+        duration_ms: route.started.elapsed().as_millis() as u64,
+    });
+}

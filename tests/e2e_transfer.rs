@@ -1,0 +1,282 @@
+//! End to end: the `transfer.*` protocol against a real gateway and node on loopback,
+//! spoken by hand (binary chunk frames, credits, finish): a put and a get with their
+//! hashes, the window respected, the token's Read/Write policy, a corrupt put caught,
+//! and another connection unable to write into a transfer it did not open.
+
+mod common;
+
+use common::fake::{agent_connect, Raw};
+use common::{Gateway, TempDir};
+use futures_util::{SinkExt, StreamExt};
+use gsv_protocol::transfer::{Chunk, CHUNK_BYTES, WINDOW_BYTES};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+/// An agent connection spoken by hand.
+struct Agent {
+    raw: Raw,
+    next: u64,
+}
+
+/// What the gateway sent an agent.
+enum Got {
+    Json(Value),
+    Chunk(Vec<u8>),
+}
+
+impl Agent {
+    async fn connect(gw: &Gateway, token: &str) -> Agent {
+        let mut raw = Raw::open(&gw.addr, "/v1/agent").await;
+        raw.handshake(|nonce| agent_connect(token, &nonce))
+            .await
+            .expect("agent connects");
+        Agent { raw, next: 0 }
+    }
+
+    async fn got(&mut self) -> Got {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), self.raw.ws.next())
+                .await
+                .expect("a frame within 20 s")
+                .expect("open")
+                .expect("frame");
+            match m {
+                Message::Text(t) => {
+                    return Got::Json(serde_json::from_str(t.as_str()).expect("json"))
+                }
+                Message::Binary(b) => return Got::Chunk(b.to_vec()),
+                Message::Close(f) => panic!("closed: {f:?}"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Sends a request; returns its id.
+    async fn req(&mut self, method: &str, params: Value) -> String {
+        self.next += 1;
+        let id = format!("r{}", self.next);
+        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
+        self.raw.send(&frame.to_string()).await;
+        id
+    }
+
+    /// Waits for the answer to `id` (skipping events, which `seen` collects).
+    async fn answer(&mut self, id: &str, seen: &mut Vec<Value>) -> Value {
+        loop {
+            match self.got().await {
+                Got::Json(v) if v["type"] == "res" && v["id"] == id => return v,
+                Got::Json(v) => seen.push(v),
+                Got::Chunk(_) => panic!("a chunk while waiting for {id}"),
+            }
+        }
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.req(method, params).await;
+        self.answer(&id, &mut Vec::new()).await
+    }
+
+    async fn chunk(&mut self, id: uuid::Uuid, offset: u64, data: &[u8]) {
+        let frame = Chunk { id, offset, data }.encode();
+        self.raw
+            .ws
+            .send(Message::Binary(frame.into()))
+            .await
+            .expect("send chunk");
+    }
+
+    /// Puts `data` as `path` on `node`, keeping to the window; the finish answer.
+    async fn put(&mut self, node: &str, path: &str, data: &[u8], sha: &str) -> Value {
+        let open = self
+            .call(
+                "transfer.open",
+                json!({"node": node, "path": path, "direction": "put",
+                       "meta": {"size": data.len(), "mode": 0o640, "mtimeMs": 1_700_000_000_000u64}}),
+            )
+            .await;
+        assert_eq!(open["ok"], true, "{open}");
+        let id: uuid::Uuid = serde_json::from_value(open["result"]["id"].clone()).expect("id");
+        let mut sent = open["result"]["offset"].as_u64().expect("offset");
+        let mut credited = sent;
+        let total = data.len() as u64;
+        while credited < total {
+            while sent < total && sent - credited < WINDOW_BYTES {
+                let end = (sent as usize + CHUNK_BYTES).min(data.len());
+                self.chunk(id, sent, &data[sent as usize..end]).await;
+                sent = end as u64;
+            }
+            match self.got().await {
+                Got::Json(v) if v["event"] == "transfer.credit" => {
+                    credited += v["payload"]["bytes"].as_u64().expect("bytes");
+                    assert!(sent - credited <= WINDOW_BYTES);
+                }
+                Got::Json(v) => panic!("unexpected {v}"),
+                Got::Chunk(_) => panic!("a chunk during a put"),
+            }
+        }
+        self.call("transfer.finish", json!({"id": id, "sha256": sha}))
+            .await
+    }
+}
+
+fn hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn content(len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 7919) % 253) as u8).collect()
+}
+
+#[tokio::test]
+async fn a_put_and_a_get_cross_whole_and_keep_to_the_window() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("transfer-ws");
+    let _node = gw.node("box", ws.path()).await;
+    let mut agent = Agent::connect(&gw, &gw.agent_token()).await;
+    let data = content(20 * 1024 * 1024 + 123);
+    let sha = hex(&data);
+
+    let done = agent.put("box", "in/big.bin", &data, &sha).await;
+    assert_eq!(done["ok"], true, "{done}");
+    assert_eq!(done["result"]["sha256"], sha.as_str());
+    assert_eq!(done["result"]["bytes"], data.len() as u64);
+    let on_node = ws.path().join("in/big.bin");
+    assert_eq!(std::fs::read(&on_node).expect("placed"), data);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&on_node)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+
+    // And back.
+    let open = agent
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "in/big.bin", "direction": "get"}),
+        )
+        .await;
+    assert_eq!(open["ok"], true, "{open}");
+    assert_eq!(open["result"]["meta"]["size"], data.len() as u64);
+    let id: uuid::Uuid = serde_json::from_value(open["result"]["id"].clone()).expect("id");
+    let mut got = Vec::new();
+    let end = loop {
+        match agent.got().await {
+            Got::Chunk(frame) => {
+                let c = Chunk::decode(&frame).expect("a chunk");
+                assert_eq!(c.id, id);
+                assert_eq!(c.offset, got.len() as u64, "in order");
+                got.extend_from_slice(c.data);
+                let n = c.data.len();
+                agent
+                    .req("transfer.credit", json!({"id": id, "bytes": n}))
+                    .await;
+            }
+            Got::Json(v) if v["event"] == "transfer.end" => break v,
+            Got::Json(v) if v["type"] == "res" => assert_eq!(v["ok"], true, "{v}"),
+            Got::Json(v) => panic!("unexpected {v}"),
+        }
+    };
+    assert_eq!(got, data);
+    assert_eq!(end["payload"]["sha256"], sha.as_str());
+
+    // Each transfer is on the audit record.
+    let (code, out, err) = gw.cli(&["audit", "tail", "--lines", "50", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for tool in ["Write", "Read"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["kind"] == "transfer" && r["tool"] == tool && r["outcome"] == "ok"),
+            "no {tool} transfer row in {out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_policy_decides_and_corrupt_or_foreign_bytes_never_land() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("transfer-ws");
+    let _node = gw.node("box", ws.path()).await;
+    std::fs::write(ws.path().join("kept.txt"), b"the old content").expect("old");
+
+    // A token allowed only Read gets but cannot put; one allowed neither cannot get.
+    let reader = gw.token(&["agent", "reader", "--allow", "box__Read"]);
+    let mut r = Agent::connect(&gw, &reader).await;
+    let v = r
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "x", "direction": "put", "meta": {"size": 1}}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    let nobody = gw.token(&["agent", "nobody", "--allow", "box__Echo"]);
+    let mut n = Agent::connect(&gw, &nobody).await;
+    let v = n
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "kept.txt", "direction": "get"}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    let v = r
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "missing", "direction": "get"}),
+        )
+        .await;
+    assert_eq!(v["error"]["code"], "not_found", "{v}");
+
+    // Corrupt bytes: the hash check refuses them and the old file stays.
+    let mut agent = Agent::connect(&gw, &gw.agent_token()).await;
+    let good = content(3 * 1024 * 1024);
+    let mut bad = good.clone();
+    bad[1_000_000] ^= 0x55;
+    let v = agent.put("box", "kept.txt", &bad, &hex(&good)).await;
+    assert_eq!(v["error"]["code"], "invalid_args", "{v}");
+    assert_eq!(
+        std::fs::read(ws.path().join("kept.txt")).expect("old"),
+        b"the old content"
+    );
+
+    // Another connection's chunks do not reach a transfer it did not open.
+    let open = agent
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "kept.txt", "direction": "put",
+                   "meta": {"size": good.len()}}),
+        )
+        .await;
+    let id: uuid::Uuid = serde_json::from_value(open["result"]["id"].clone()).expect("id");
+    let mut intruder = Agent::connect(&gw, &gw.agent_token()).await;
+    intruder.chunk(id, 0, &bad[..CHUNK_BYTES]).await;
+    let v = intruder
+        .call("transfer.finish", json!({"id": id, "sha256": hex(&bad)}))
+        .await;
+    assert_eq!(v["error"]["code"], "not_found", "{v}");
+    let v = agent
+        .call("transfer.cancel", json!({"id": id, "discard": true}))
+        .await;
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        std::fs::read(ws.path().join("kept.txt")).expect("old"),
+        b"the old content"
+    );
+    let parts: Vec<_> = std::fs::read_dir(ws.path())
+        .expect("ls")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".gsv-part-"))
+        .collect();
+    assert!(parts.is_empty(), "a discarded put leaves no partial file");
+}
