@@ -250,6 +250,15 @@ async fn policy_confinement_and_missing_files_are_refused() {
     let (code, _out, err) = cp(&gw, &all, &[s(&local.path().join("nope")), "box:x"]).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.starts_with("error: io: "), "{err}");
+    // Into a local directory that does not exist: io, nothing asked of the node.
+    let (code, _out, err) = cp(
+        &gw,
+        &all,
+        &["box:there.txt", s(&local.path().join("no/such/dir/t"))],
+    )
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.starts_with("error: io: "), "{err}");
     // An offline node.
     let (code, _out, err) = cp(&gw, &all, &[s(&src), "gone:a.txt"]).await;
     assert_eq!(code, 4, "{err}");
@@ -272,4 +281,62 @@ fn node_to_node_recursion_and_two_local_paths_are_refused_for_now() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("error: invalid_args: "), "{args:?}: {err}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_with_130_and_the_same_command_resumes() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let data = varied(256 * 1024 * 1024, 11);
+    write_file(&ws.path().join("huge.bin"), &data, 0o644, 1_700_000_000_000);
+    let target = local.path().join("huge.bin");
+    let args = [
+        "cp",
+        "box:huge.bin",
+        s(&target),
+        "--token",
+        &token,
+        "--data",
+        s(gw.data.path()),
+    ];
+    let child = std::process::Command::new(common::gsv_bin())
+        .args(args)
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn gsv cp");
+    // Once some bytes have landed in the partial file: Ctrl-C.
+    let partial_len = || {
+        std::fs::read_dir(local.path())
+            .ok()?
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().contains("gsv-part"))
+            .and_then(|e| e.metadata().ok())
+            .map(|m| m.len())
+    };
+    common::eventually("a partial file", Duration::from_secs(30), || async {
+        partial_len().filter(|&n| n > 0)
+    })
+    .await;
+    // SAFETY: signalling our own child by its pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("error: cancelled: "), "{err}");
+    assert!(!target.exists());
+    let kept = partial_len().expect("the partial file is kept");
+    assert!(kept > 0 && kept < data.len() as u64, "{kept}");
+
+    let (code, _out, err) = cp(&gw, &token, &["box:huge.bin", s(&target)]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sha(&std::fs::read(&target).expect("read")), sha(&data));
+    assert!(partial_len().is_none());
 }

@@ -30,6 +30,16 @@ impl AgentClient {
         mut progress: impl FnMut(u64, u64),
     ) -> Result<Finished, ClientError> {
         let target = local_target(local, remote);
+        let dir = partial::dir_of(&target);
+        if !dir.is_dir() {
+            return Err(ClientError::Io {
+                path: dir.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such directory to copy into",
+                ),
+            });
+        }
         let earlier = pick_partial(partial::find(&target, node, remote));
         let offset = earlier.as_ref().map_or(0, |f| f.len.min(f.size));
         let mut t = self
@@ -104,8 +114,9 @@ impl AgentClient {
             )));
         }
         place(file, &part_path, &target, meta).map_err(io_error(&target))?;
+        let path = std::path::absolute(&target).unwrap_or(target);
         Ok(Finished {
-            path: target.display().to_string(),
+            path: path.display().to_string(),
             ..end
         })
     }
@@ -136,12 +147,12 @@ fn pick_partial(mut found: Vec<Found>) -> Option<Found> {
 /// Opens the partial file, keeps its first `start` bytes (hashed) and drops any
 /// beyond, ready to append.
 fn open_part(path: &Path, start: u64) -> std::io::Result<(File, Sha256)> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    // Nobody else reads a file before it is whole; it gets its own mode at the end.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
     let held = file.metadata()?.len();
     if held < start {
         return Err(std::io::Error::other(format!(
