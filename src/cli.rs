@@ -359,6 +359,24 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Copy a file between this machine and a node: gsv cp report.pdf laptop:docs/
+    /// or gsv cp laptop:logs/app.log . (streamed, SHA-256 checked, put in place
+    /// atomically; run it again to resume an interrupted copy)
+    Cp {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Print {"path","bytes","sha256","direction"} on success
+        #[arg(long)]
+        json: bool,
+        /// Copy directories (not supported yet: refused)
+        #[arg(short = 'r', long)]
+        recursive: bool,
+        /// A local path or NODE:PATH (a local path with a colon: ./a:b)
+        src: String,
+        /// A local path or NODE:PATH; a directory (or a path ending in /) takes the
+        /// source's name
+        dst: String,
+    },
     /// Calls whose outcome the gateway keeps (`gsv call --async`): `list`, `show ID`
     Jobs {
         #[command(subcommand)]

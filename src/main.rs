@@ -268,6 +268,16 @@ fn main() -> ExitCode {
             "warn",
             commands::agent::call(target.target(), &name, &args, json, timeout_ms),
         ),
+        Command::Cp {
+            target,
+            json,
+            recursive,
+            src,
+            dst,
+        } => run_client(
+            "warn",
+            commands::cp::run(target.target(), &src, &dst, recursive, json),
+        ),
         Command::Jobs {
             command:
                 JobsCommand::List {

@@ -3,9 +3,12 @@
 //! One task drives the connection with the shared transport driver
 //! ([`gsv_transport::Driver`]): it writes the frames callers queue and reads the
 //! gateway's, matching each `res` to its waiting request by id and queueing events.
-//! Requests run concurrently over one connection; the send queue is bounded, so a
-//! gateway that stops reading makes callers wait instead of growing memory.
+//! Requests run concurrently over one connection; the send queues (text, and binary
+//! for file transfers) are bounded, so a gateway that stops reading makes callers wait
+//! instead of growing memory. Chunk frames and `transfer.*` events go to the transfer
+//! they name ([`crate::transfer`]).
 
+use crate::transfer::Routes;
 use crate::{ClientError, TlsOptions};
 use gsv_protocol::endpoint::{Gateway, AGENT_PATH};
 use gsv_protocol::frame::{encode_cancel, encode_req};
@@ -16,7 +19,7 @@ use gsv_protocol::method::{
 use gsv_protocol::{
     ConnectParams, ErrorShape, EventName, Frame, HelloOk, Method, Role, ToolResult,
 };
-use gsv_transport::{ClientWs, ConnectError, Driver, Event as Wire};
+use gsv_transport::{ClientWs, ConnectError, Driver, Event as Wire, Paired};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -41,6 +44,10 @@ pub struct Event {
 /// A connected, authenticated agent.
 pub struct AgentClient {
     frames: mpsc::Sender<String>,
+    /// Binary frames: file transfers' chunks.
+    binary: mpsc::Sender<Vec<u8>>,
+    /// Where chunk frames and transfer events go.
+    pub(crate) routes: Arc<Routes>,
     waiters: Waiters,
     next_id: AtomicU64,
     events: tokio::sync::Mutex<mpsc::Receiver<Event>>,
@@ -57,6 +64,8 @@ pub struct AgentClient {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Frames queued for the gateway before callers wait.
 const OUTGOING_FRAMES: usize = 256;
+/// Binary frames (chunks of at most 1 MiB) queued for the gateway before senders wait.
+const OUTGOING_BINARY: usize = 4;
 /// Events kept for [`AgentClient::next_event`]; later ones are dropped while full.
 const EVENTS: usize = 1024;
 /// How long a dropped client keeps sending what was queued before it closes.
@@ -130,7 +139,13 @@ impl AgentClient {
 
     /// Starts the connection's task on an authenticated socket.
     fn start(ws: ClientWs, hello: HelloOk) -> AgentClient {
-        let (frames, outbox) = mpsc::channel(OUTGOING_FRAMES);
+        let (frames, text) = mpsc::channel(OUTGOING_FRAMES);
+        let (binary, binary_rx) = mpsc::channel(OUTGOING_BINARY);
+        let outbox = Paired {
+            text,
+            binary: binary_rx,
+        };
+        let routes = Arc::new(Routes::new(frames.clone()));
         let (events_tx, events_rx) = mpsc::channel(EVENTS);
         let waiters: Waiters = Arc::new(Mutex::new(HashMap::new()));
         let closed = CancellationToken::new();
@@ -141,12 +156,15 @@ impl AgentClient {
         tokio::spawn(run(
             driver,
             Arc::clone(&waiters),
+            Arc::clone(&routes),
             events_tx,
             closed.clone(),
             stop.clone(),
         ));
         AgentClient {
             frames,
+            binary,
+            routes,
             waiters,
             next_id: AtomicU64::new(1),
             events: tokio::sync::Mutex::new(events_rx),
@@ -328,6 +346,52 @@ impl AgentClient {
             .map_err(|_| ClientError::Closed)
     }
 
+    /// Queues one binary frame (a transfer's chunk).
+    pub(crate) async fn send_binary(&self, frame: Vec<u8>) -> Result<(), ClientError> {
+        if self.closed.is_cancelled() {
+            return Err(ClientError::Closed);
+        }
+        self.binary
+            .send(frame)
+            .await
+            .map_err(|_| ClientError::Closed)
+    }
+
+    /// Sends a request whose answer nobody waits for (a transfer's credit: a failure
+    /// comes as `transfer.failed`).
+    pub(crate) async fn send_unanswered<P: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        params: &P,
+    ) -> Result<(), ClientError> {
+        let id = self.next_id();
+        self.send(encode_req(&id, method, params)).await
+    }
+
+    /// Queues a request whose answer nobody waits for, without waiting: from `Drop`
+    /// (a transfer's cancel). Lost when the queue is full; closing the connection then
+    /// cancels the transfer on the gateway anyway.
+    pub(crate) fn send_detached<P: Serialize + ?Sized>(&self, method: Method, params: &P) {
+        let id = self.next_id();
+        let _ = self.frames.try_send(encode_req(&id, method, params));
+    }
+
+    /// Waits (up to `limit`) until every frame queued so far was handed to the
+    /// socket: before a process exits with a cancel still queued.
+    pub async fn flush(&self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            while !self.closed.is_cancelled()
+                && (self.frames.capacity() < self.frames.max_capacity()
+                    || self.binary.capacity() < self.binary.max_capacity())
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // The driver flushes the socket once its queue is empty.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        })
+        .await;
+    }
+
     /// Cancels a call in flight by its request id.
     pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
         self.send(encode_cancel(id)).await
@@ -401,8 +465,9 @@ impl Drop for AgentClient {
 /// The connection's task: drives the socket until the gateway goes away or the client
 /// is dropped; then every open request fails with [`ClientError::Closed`].
 async fn run(
-    mut driver: Driver<gsv_transport::dial::MaybeTls, mpsc::Receiver<String>>,
+    mut driver: Driver<gsv_transport::dial::MaybeTls, Paired>,
     waiters: Waiters,
+    routes: Arc<Routes>,
     events: mpsc::Sender<Event>,
     closed: CancellationToken,
     stop: CancellationToken,
@@ -416,6 +481,7 @@ async fn run(
         match wire {
             Wire::Text(text) => match Frame::decode(text.as_str()) {
                 Ok(Frame::Res { id, outcome }) => {
+                    routes.on_res(&id, &outcome);
                     let waiter = waiters.lock().ok().and_then(|mut m| m.remove(&id));
                     if let Some(tx) = waiter {
                         let _ = tx.send(outcome);
@@ -426,6 +492,9 @@ async fn run(
                     payload,
                     seq,
                 }) => {
+                    if routes.on_event(event, payload.as_deref()) {
+                        continue;
+                    }
                     let payload = payload
                         .and_then(|p| serde_json::from_str(p.get()).ok())
                         .unwrap_or(Value::Null);
@@ -440,7 +509,7 @@ async fn run(
                     tracing::debug!(error = %e, "ignoring a malformed frame from the gateway")
                 }
             },
-            Wire::Binary(_) => tracing::debug!("ignoring a binary frame from the gateway"),
+            Wire::Binary(frame) => routes.on_binary(&frame),
             Wire::Close(_)
             | Wire::Ended
             | Wire::TooLarge { .. }
@@ -453,6 +522,7 @@ async fn run(
     if let Ok(mut m) = waiters.lock() {
         m.clear();
     }
+    routes.clear();
     let _ = driver.finish(CLOSE_TIMEOUT).await;
 }
 

@@ -23,6 +23,17 @@ pub enum ClientError {
     Closed,
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A local file of a copy could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A copied file did not arrive as it was sent (a SHA-256 mismatch, a file that
+    /// changed while it was read); nothing was put in place.
+    #[error("{0}")]
+    Integrity(String),
 }
 
 impl ClientError {

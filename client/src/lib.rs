@@ -2,7 +2,8 @@
 //!
 //! [`AgentClient`] connects to a gateway with an agent token, lists the tools and
 //! nodes the token may see, and calls tools (concurrently, over one connection, with
-//! cancellation). `https://` / `wss://` gateways are trusted the same ways a node
+//! cancellation), and copies files to and from nodes ([`AgentClient::put_file`],
+//! [`AgentClient::get_file`]). `https://` / `wss://` gateways are trusted the same ways a node
 //! trusts them ([`TlsOptions`]: system roots, `--ca`, `--pin`).
 //!
 //! It depends on the wire types (`gsv-protocol`) and the transport (`gsv-transport`)
@@ -19,7 +20,9 @@
 mod agent;
 mod error;
 mod tls_options;
+mod transfer;
 
 pub use agent::{fanout_event, AgentClient, Event};
 pub use error::ClientError;
 pub use tls_options::TlsOptions;
+pub use transfer::Window;

@@ -37,6 +37,8 @@ pub(crate) fn client_error(e: &ClientError) -> u8 {
             fail("unreachable", e, exit::UNREACHABLE)
         }
         ClientError::Protocol(m) => fail("protocol", m, exit::UNREACHABLE),
+        ClientError::Io { .. } => fail("io", e, exit::TOOL_ERROR),
+        ClientError::Integrity(m) => fail("integrity", m, exit::TOOL_ERROR),
     }
 }
 

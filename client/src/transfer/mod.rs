@@ -1,0 +1,129 @@
+//! File transfers (`gsv cp`) on an agent connection: the client side of
+//! `docs/protocol.md` section 5.11.
+//!
+//! A transfer's bytes come and go as binary chunk frames on the same connection as
+//! everything else, and its credits, end and failure arrive as events. This module
+//! routes what arrives to the one transfer it belongs to ([`Routes`], fed by the
+//! connection's task), keeps the sender's credit window ([`Window`]), and holds an open
+//! transfer ([`Open`]) that cancels itself on the node when it is dropped unfinished.
+//! The file work is in [`put`] (local → node) and [`get`] (node → local).
+
+mod get;
+mod partial;
+mod put;
+mod routes;
+mod window;
+
+pub(crate) use routes::{Inbound, Routes};
+pub use window::Window;
+
+use crate::{AgentClient, ClientError};
+use gsv_protocol::transfer::{AgentOpenParams, CancelParams, Direction, FileMeta, OpenResult};
+use gsv_protocol::Method;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+/// Messages a transfer's inbox holds before the connection drops the transfer as
+/// falling behind: the window's worth of full chunks, and room for small ones and
+/// events.
+const INBOX: usize = 64;
+
+/// An open transfer: its inbox, and what the node answered. Dropped before
+/// [`Open::done`], it cancels the transfer on the node (a partial file is kept for a
+/// resumed copy).
+pub(crate) struct Open<'a> {
+    client: &'a AgentClient,
+    rx: mpsc::Receiver<Inbound>,
+    done: bool,
+    pub result: OpenResult,
+}
+
+impl Open<'_> {
+    /// The next message of this transfer; a connection that closed (or dropped the
+    /// transfer for falling behind) is an error.
+    async fn next(&mut self) -> Result<Inbound, ClientError> {
+        match self.rx.recv().await {
+            Some(m) => Ok(m),
+            None if self.client.is_closed() => Err(ClientError::Closed),
+            None => Err(ClientError::Protocol(
+                "the transfer fell behind the frames the gateway sent".into(),
+            )),
+        }
+    }
+
+    /// A message of this transfer if one is there now.
+    fn try_next(&mut self) -> Option<Inbound> {
+        self.rx.try_recv().ok()
+    }
+
+    /// The transfer ended: nothing to cancel on drop.
+    fn done(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        let id = self.result.id;
+        self.client.routes.remove(id);
+        if !self.done {
+            tracing::debug!(%id, "cancelling an unfinished transfer");
+            self.client
+                .send_detached(Method::TransferCancel, &CancelParams { id, discard: false });
+        }
+    }
+}
+
+impl AgentClient {
+    /// Sends `transfer.open` and registers the transfer's inbox before any of its
+    /// frames can arrive (the connection's task does it as it reads the answer).
+    async fn open_transfer(
+        &self,
+        node: &str,
+        path: &str,
+        direction: Direction,
+        meta: Option<FileMeta>,
+        offset: u64,
+    ) -> Result<Open<'_>, ClientError> {
+        let params = AgentOpenParams {
+            node: node.to_owned(),
+            path: path.to_owned(),
+            direction,
+            meta,
+            sha256: None,
+            offset,
+        };
+        let (tx, rx) = mpsc::channel(INBOX);
+        let req = self.next_id();
+        let pending = routes::PendingOpen::new(&self.routes, &req, tx);
+        let raw = self
+            .request_with_id(&req, Method::TransferOpen, &params)
+            .await?;
+        pending.settled();
+        let result: OpenResult = serde_json::from_str(raw.get())
+            .map_err(|e| ClientError::Protocol(format!("bad transfer.open result: {e}")))?;
+        Ok(Open {
+            client: self,
+            rx,
+            done: false,
+            result,
+        })
+    }
+}
+
+/// Lower-case hex of a finished SHA-256.
+pub(crate) fn hex(hasher: Sha256) -> String {
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// An I/O error on a local file, named.
+fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
+    move |source| ClientError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
