@@ -386,6 +386,7 @@ fn sshd_config(port: u16, host_key: &Path, authorized: &Path, dir: &Path) -> Str
          AllowTcpForwarding no\n\
          MaxSessions 100\n\
          AcceptEnv SHLVL\n\
+         Subsystem sftp internal-sftp\n\
          LogLevel ERROR\n",
         host = host_key.display(),
         pid = dir.join("sshd.pid").display(),
