@@ -145,6 +145,7 @@ impl SessionManager {
         if dir.join(supervise::STDIN).exists() {
             // Its writer died with the previous process; a command still reading gets
             // a new one (one that saw end-of-file already does not read again).
+            session.expect_stdin();
             tokio::spawn(supervise::open_stdin(
                 Arc::clone(&session),
                 dir.to_owned(),

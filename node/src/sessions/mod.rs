@@ -360,6 +360,7 @@ impl SessionManager {
             supervised.map(Path::to_path_buf),
         );
         if let (Some(dir), true) = (supervised, spec.stdin) {
+            session.expect_stdin();
             tokio::spawn(supervise::open_stdin(
                 Arc::clone(&session),
                 dir.to_owned(),

@@ -234,7 +234,14 @@ pub struct Session {
     state: Mutex<State>,
     changed: watch::Sender<u64>,
     input: tokio::sync::Mutex<Option<Input>>,
+    /// A supervised command's stdin (its named pipe) is still being opened: a write
+    /// waits for it rather than find no stdin yet.
+    stdin_opening: std::sync::atomic::AtomicBool,
+    stdin_settled: tokio::sync::Notify,
 }
+
+/// How long a write waits for a supervised command to open its stdin.
+const STDIN_OPEN_WAIT: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -283,6 +290,42 @@ impl Session {
             }),
             changed: watch::Sender::new(0),
             input: tokio::sync::Mutex::new(new.input),
+            stdin_opening: std::sync::atomic::AtomicBool::new(false),
+            stdin_settled: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Says the session's stdin is being opened (a supervised command's named pipe):
+    /// writes wait until [`Session::stdin_settled`].
+    pub(crate) fn expect_stdin(&self) {
+        self.stdin_opening
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The stdin was opened (and given with [`Session::set_input`]) or will not be.
+    pub(crate) fn stdin_settled(&self) {
+        self.stdin_opening
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.stdin_settled.notify_waiters();
+    }
+
+    /// Waits (bounded) while the stdin is still being opened.
+    async fn stdin_ready(&self) {
+        let deadline = tokio::time::Instant::now() + STDIN_OPEN_WAIT;
+        loop {
+            let settled = self.stdin_settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if !self
+                .stdin_opening
+                .load(std::sync::atomic::Ordering::Acquire)
+                || self.is_finished()
+            {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -486,6 +529,8 @@ impl Session {
     /// Writes `bytes` to the session's stdin (its pty for terminal sessions).
     pub async fn write(&self, bytes: &[u8]) -> Result<usize, SessionError> {
         self.ensure_running()?;
+        // A write right after the start may come before the command opened its stdin.
+        self.stdin_ready().await;
         let mut input = self.input.lock().await;
         let Some(writer) = input.as_mut() else {
             return Err(self.closed_error());

@@ -133,6 +133,11 @@ pub(crate) fn launch(
 /// opens it as it starts) for [`STDIN_OPEN_TIMEOUT`] or until the session ends;
 /// without, tries once (a re-adopted session: its command opened it long ago).
 pub(crate) async fn open_stdin(session: Arc<Session>, dir: std::path::PathBuf, wait: bool) {
+    open_stdin_inner(&session, &dir, wait).await;
+    session.stdin_settled();
+}
+
+async fn open_stdin_inner(session: &Arc<Session>, dir: &Path, wait: bool) {
     let path = dir.join(STDIN);
     let deadline = tokio::time::Instant::now() + STDIN_OPEN_TIMEOUT;
     let mut pause = Duration::from_micros(200);
