@@ -19,14 +19,18 @@ pub use window::Window;
 
 use crate::{AgentClient, ClientError};
 use gsv_protocol::transfer::{AgentOpenParams, CancelParams, Direction, FileMeta, OpenResult};
-use gsv_protocol::Method;
+use gsv_protocol::{ErrorCode, ErrorShape, Method};
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Messages a transfer's inbox holds before the connection drops the transfer as
 /// falling behind: the window's worth of full chunks, and room for small ones and
 /// events.
 const INBOX: usize = 64;
+/// How long a transfer waits for its next chunk, credit or end before it gives up:
+/// far longer than a node takes to read, write or hash a window's worth.
+const STALLED: Duration = Duration::from_secs(120);
 
 /// An open transfer: its inbox, and what the node answered. Dropped before
 /// [`Open::done`], it cancels the transfer on the node (a partial file is kept for a
@@ -42,7 +46,18 @@ impl Open<'_> {
     /// The next message of this transfer; a connection that closed (or dropped the
     /// transfer for falling behind) is an error.
     async fn next(&mut self) -> Result<Inbound, ClientError> {
-        match self.rx.recv().await {
+        let got = tokio::time::timeout(STALLED, self.rx.recv())
+            .await
+            .map_err(|_| {
+                ClientError::Remote(ErrorShape::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the copy stalled: nothing from the node for {} s",
+                        STALLED.as_secs()
+                    ),
+                ))
+            })?;
+        match got {
             Some(m) => Ok(m),
             None if self.client.is_closed() => Err(ClientError::Closed),
             None => Err(ClientError::Protocol(
