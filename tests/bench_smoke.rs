@@ -103,6 +103,26 @@ fn ssh_call_smoke() {
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(3));
 }
 
+#[test]
+fn transfer_smoke() {
+    // scp against the harness's own sshd, as `gsv bench ssh`.
+    let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !(sshd && have_ssh()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have openssh-server and openssh-client installed"
+        );
+        eprintln!(
+            "skipping: install openssh-server and openssh-client to run `gsv bench transfer`"
+        );
+        return;
+    }
+    let v = bench("transfer");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(3));
+}
+
 /// `ssh -V` answers (it prints its version on stderr and exits 0).
 fn have_ssh() -> bool {
     Command::new("ssh")

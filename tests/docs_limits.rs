@@ -131,6 +131,26 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::webhook::ATTEMPTS as usize)]),
         ),
         (
+            "transfer::CHUNK_BYTES",
+            v(vec![bytes(gsv_protocol::transfer::CHUNK_BYTES)]),
+        ),
+        (
+            "transfer::WINDOW_BYTES",
+            v(vec![bytes(gsv_protocol::transfer::WINDOW_BYTES as usize)]),
+        ),
+        (
+            "transfer::MAX_PER_TOKEN",
+            v(vec![count(gsv_gateway::transfer::MAX_PER_TOKEN)]),
+        ),
+        (
+            "transfer::MAX_PER_NODE",
+            v(vec![count(gsv_gateway::transfer::MAX_PER_NODE)]),
+        ),
+        (
+            "transfer::MAX_TRANSFERS",
+            v(vec![count(gsv_node::transfer::MAX_TRANSFERS)]),
+        ),
+        (
             "console::CODE_TTL",
             v(vec![dur(gsv_gateway::console::CODE_TTL)]),
         ),

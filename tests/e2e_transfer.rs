@@ -280,3 +280,58 @@ async fn the_policy_decides_and_corrupt_or_foreign_bytes_never_land() {
         .collect();
     assert!(parts.is_empty(), "a discarded put leaves no partial file");
 }
+
+#[tokio::test]
+async fn a_sender_that_ignores_its_window_cannot_cut_the_node_off() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("transfer-ws");
+    let _node = gw.node("box", ws.path()).await;
+    std::fs::write(ws.path().join("still.txt"), b"here").expect("file");
+    let mut agent = Agent::connect(&gw, &gw.agent_token()).await;
+    let chunks = 48;
+    let open = agent
+        .call(
+            "transfer.open",
+            json!({"node": "box", "path": "flood.bin", "direction": "put",
+                   "meta": {"size": chunks * CHUNK_BYTES}}),
+        )
+        .await;
+    let id: uuid::Uuid = serde_json::from_value(open["result"]["id"].clone()).expect("id");
+    // 48 MiB at once, never waiting for a credit: more than the node's connection
+    // queue holds if the gateway relayed it all blindly.
+    let chunk = vec![0u8; CHUNK_BYTES];
+    for i in 0..chunks {
+        agent.chunk(id, (i * CHUNK_BYTES) as u64, &chunk).await;
+    }
+    // Either the gateway ended the transfer for going over the window, or the node
+    // kept up and credited everything; never a lost node.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut credited = 0u64;
+    let mut failed = None;
+    while credited < (chunks * CHUNK_BYTES) as u64 && failed.is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "neither failed nor credited"
+        );
+        match agent.got().await {
+            Got::Json(v) if v["event"] == "transfer.failed" => failed = Some(v),
+            Got::Json(v) if v["event"] == "transfer.credit" => {
+                credited += v["payload"]["bytes"].as_u64().expect("bytes")
+            }
+            Got::Json(v) => panic!("unexpected {v}"),
+            Got::Chunk(_) => panic!("a chunk during a put"),
+        }
+    }
+    if let Some(v) = failed {
+        assert_eq!(v["payload"]["error"]["code"], "invalid_frame", "{v}");
+    }
+    // The node is still connected and answers.
+    let v = agent
+        .call(
+            "tools.call",
+            json!({"name": "box__Read", "args": {"path": "still.txt"}}),
+        )
+        .await;
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v.to_string().contains("here"), "{v}");
+}

@@ -161,6 +161,11 @@ impl GatewayProcess {
         format!("ws://{}{}", self.addr, gsv_protocol::endpoint::NODE_PATH)
     }
 
+    /// The gateway process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// VmRSS of the gateway process, in KiB.
     pub fn rss_kib(&self) -> Result<u64, String> {
         rss_kib(self.child.id())

@@ -28,6 +28,7 @@ pub mod sim;
 pub mod ssh_call;
 pub mod stats;
 pub mod throughput;
+pub mod transfer;
 
 use report::Report;
 
@@ -82,6 +83,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "ssh",
         "`gsv call laptop__Bash` `true` (whole process) vs `ssh` over a warm ControlMaster",
     ),
+    (
+        "transfer",
+        "`gsv cp` of 1 GiB local → node → local vs `scp` over a warm ControlMaster; gateway RSS; calls during it",
+    ),
 ];
 
 /// Options shared by every scenario.
@@ -114,6 +119,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "memory" => memory::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
         "ssh" => ssh_call::run(opts).await,
+        "transfer" => transfer::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",
             SCENARIOS

@@ -199,14 +199,14 @@ fn time_run(cmd: &mut Command, what: &str) -> Result<Duration, String> {
 // The ssh side: the harness's own sshd and a client with a warm master.
 
 /// Paths of the OpenSSH programs.
-struct SshBins {
+pub(crate) struct SshBins {
     sshd: PathBuf,
     ssh: PathBuf,
     keygen: PathBuf,
 }
 
 impl SshBins {
-    fn find() -> Result<SshBins, String> {
+    pub(crate) fn find() -> Result<SshBins, String> {
         let missing = |what: &str| {
             format!(
                 "{what} not found: install OpenSSH (`apt-get install openssh-server \
@@ -235,7 +235,7 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// `name` on `$PATH`, as an absolute path.
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
     std::env::split_paths(&path)
         .map(|d| d.join(name))
@@ -278,7 +278,7 @@ fn keygen(bins: &SshBins, path: &Path) -> Result<(), String> {
 
 /// The harness's own sshd: 127.0.0.1, an ephemeral port, a temporary config, host key
 /// and authorized key, no PAM, as the current user. Killed on drop.
-struct Sshd {
+pub(crate) struct Sshd {
     proc: Proc,
     port: u16,
     user: String,
@@ -286,7 +286,7 @@ struct Sshd {
 }
 
 impl Sshd {
-    async fn start(bins: &SshBins, dir: &Path) -> Result<Sshd, String> {
+    pub(crate) async fn start(bins: &SshBins, dir: &Path) -> Result<Sshd, String> {
         let dir = dir.join("sshd");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let user = current_user()?;
@@ -386,6 +386,7 @@ fn sshd_config(port: u16, host_key: &Path, authorized: &Path, dir: &Path) -> Str
          AllowTcpForwarding no\n\
          MaxSessions 100\n\
          AcceptEnv SHLVL\n\
+         Subsystem sftp internal-sftp\n\
          LogLevel ERROR\n",
         host = host_key.display(),
         pid = dir.join("sshd.pid").display(),
@@ -427,14 +428,23 @@ async fn wait_for_banner(proc: &mut Proc, port: u16) -> Result<(), String> {
 /// master: environment options (`SetEnv`) are applied by the master to every session
 /// it opens, whatever a mux client asks, so the rc-free and the plain figure each have
 /// their own master.
-struct SshClient {
+pub(crate) struct SshClient {
     ssh: PathBuf,
     args: Vec<OsString>,
+    /// `user@127.0.0.1`, for scp's remote operands.
+    remote: String,
+    /// The options scp takes (`-P` for the port, no `-l`).
+    scp_args: Vec<OsString>,
 }
 
 impl SshClient {
     /// A client whose sessions read the user's rc file (`rc`) or skip it.
-    fn new(bins: &SshBins, sshd: &Sshd, dir: &Path, rc: bool) -> Result<SshClient, String> {
+    pub(crate) fn new(
+        bins: &SshBins,
+        sshd: &Sshd,
+        dir: &Path,
+        rc: bool,
+    ) -> Result<SshClient, String> {
         let name = if rc { "cm-rc" } else { "cm" };
         // A Unix socket path is at most 107 bytes: keep the control socket short even
         // when the fixture directory is deep.
@@ -463,6 +473,15 @@ impl SshClient {
             // bash then counts itself a nested shell and skips ~/.bashrc (module doc).
             opt("SetEnv=SHLVL=1".into());
         }
+        let mut scp_args = args.clone();
+        scp_args.extend([
+            "-F".into(),
+            "/dev/null".into(),
+            "-i".into(),
+            sshd.client_key.clone().into_os_string(),
+            "-P".into(),
+            sshd.port.to_string().into(),
+        ]);
         args.extend([
             "-F".into(),
             "/dev/null".into(),
@@ -476,6 +495,8 @@ impl SshClient {
         Ok(SshClient {
             ssh: bins.ssh.clone(),
             args,
+            remote: format!("{}@127.0.0.1", sshd.user),
+            scp_args,
         })
     }
 
@@ -495,9 +516,25 @@ impl SshClient {
         self.command(&[], &["true"])
     }
 
+    /// `scp [options] FROM TO` through the same master; a remote path is written
+    /// `:PATH` (this client's user and host are put in front).
+    pub(crate) fn scp_command(&self, scp: &Path, from: &str, to: &str) -> Command {
+        let operand = |p: &str| match p.strip_prefix(':') {
+            Some(path) => format!("{}:{path}", self.remote),
+            None => p.to_owned(),
+        };
+        let mut cmd = Command::new(scp);
+        cmd.args(&self.scp_args)
+            .arg("-q")
+            .arg(operand(from))
+            .arg(operand(to))
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// Opens the master connection (the first `ssh` backgrounds itself as the master,
     /// `ControlPersist=60`) and checks that it answers `-O check`.
-    fn open_master(&self) -> Result<(), String> {
+    pub(crate) fn open_master(&self) -> Result<(), String> {
         let status = self
             .true_command()
             .stdout(Stdio::null())
@@ -527,7 +564,7 @@ impl SshClient {
     }
 
     /// `ssh -O exit`: stops the master (and with it sshd's session process).
-    fn close_master(&self) {
+    pub(crate) fn close_master(&self) {
         let _ = self
             .command(&["-O", "exit"], &[])
             .stdout(Stdio::null())

@@ -118,6 +118,22 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::SessionsEnd => {
                     let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
                 }
+                Method::TransferOpen => {
+                    use gsv_protocol::transfer::{AgentOpenParams, OpenParams};
+                    if let Ok(open) = params::<AgentOpenParams>(raw) {
+                        let _ = gsv_protocol::NodeId::parse(&open.node);
+                    }
+                    let _ = params::<OpenParams>(raw);
+                }
+                Method::TransferFinish => {
+                    let _ = params::<gsv_protocol::transfer::FinishParams>(raw);
+                }
+                Method::TransferCancel => {
+                    let _ = params::<gsv_protocol::transfer::CancelParams>(raw);
+                }
+                Method::TransferCredit => {
+                    let _ = params::<gsv_protocol::transfer::Credit>(raw);
+                }
                 Method::JobsList => {
                     let _ = serde_json::from_str::<gsv_protocol::job::JobsListParams>(
                         raw.map_or("{}", RawValue::get),

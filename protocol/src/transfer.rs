@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 
 /// Most data bytes in one chunk frame (1 MiB).
 pub const CHUNK_BYTES: usize = 1024 * 1024;
-/// Bytes a sender may have sent and not yet had credited back (8 MiB): the most a
-/// transfer holds in any queue.
-pub const WINDOW_BYTES: u64 = 8 * 1024 * 1024;
+/// Bytes a sender may have sent and not yet had credited back (4 MiB): the most a
+/// transfer holds in any queue. The gateway enforces it, and caps transfers per node
+/// and per token so their windows together stay within a connection's send queue.
+pub const WINDOW_BYTES: u64 = 4 * 1024 * 1024;
 /// The first byte of a chunk frame: its kind and version.
 pub const CHUNK_KIND: u8 = 1;
 /// Bytes of a chunk frame before its data: kind, transfer id, offset.

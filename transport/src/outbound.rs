@@ -100,6 +100,9 @@ pub enum SendError {
 #[derive(Clone)]
 pub struct Outbound {
     tx: mpsc::Sender<Message>,
+    /// Binary frames (transfer chunks) wait in their own queue, behind every text
+    /// frame: a call's frames never queue behind a transfer's megabytes.
+    binary: mpsc::Sender<Message>,
     /// Bytes of text queued and not yet handed to the socket.
     queued: Arc<AtomicUsize>,
     close: CancellationToken,
@@ -147,7 +150,7 @@ impl Outbound {
             self.queued.fetch_sub(len, Ordering::AcqRel);
             return Err(self.slow_consumer());
         }
-        match self.tx.try_send(Message::Binary(data)) {
+        match self.binary.try_send(Message::Binary(data)) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.queued.fetch_sub(len, Ordering::AcqRel);
@@ -202,14 +205,17 @@ impl Outbound {
 /// end the driver takes them from. Cancelling `close` closes the connection.
 pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
     let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
+    let (binary, binary_rx) = mpsc::channel(SEND_QUEUE_FRAMES);
     let out = Outbound {
         tx,
+        binary,
         queued: Arc::new(AtomicUsize::new(0)),
         close,
         close_frame: Arc::new(Mutex::new(None)),
     };
     let queue = Queue {
         rx,
+        binary: binary_rx,
         queued: out.queued.clone(),
         close_frame: out.close_frame.clone(),
     };
@@ -220,6 +226,7 @@ pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
 /// bytes back.
 pub struct Queue {
     rx: mpsc::Receiver<Message>,
+    binary: mpsc::Receiver<Message>,
     queued: Arc<AtomicUsize>,
     close_frame: Arc<Mutex<Option<CloseFrame>>>,
 }
@@ -241,11 +248,25 @@ impl Queue {
 
 impl Outbox for Queue {
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
-        self.rx.poll_recv(cx).map(|m| m.map(|m| self.taken(m)))
+        // Text first; binary only when no text frame waits. Every sender holds both
+        // halves, so both end together.
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(m)) => return Poll::Ready(Some(self.taken(m))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        match self.binary.poll_recv(cx) {
+            Poll::Ready(Some(m)) => Poll::Ready(Some(self.taken(m))),
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
     }
 
     fn try_frame(&mut self) -> Option<Message> {
-        let m = self.rx.try_recv().ok()?;
+        let m = self
+            .rx
+            .try_recv()
+            .ok()
+            .or_else(|| self.binary.try_recv().ok())?;
         Some(self.taken(m))
     }
 
@@ -257,6 +278,21 @@ impl Outbox for Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_frames_go_before_queued_binary_frames() {
+        let (out, mut q) = queue(CancellationToken::new());
+        for _ in 0..3 {
+            assert_eq!(out.send_binary(vec![0u8; 1024]), Ok(()));
+        }
+        assert_eq!(out.send("call".into()), Ok(()));
+        assert!(matches!(q.try_frame(), Some(Message::Text(t)) if t.as_str() == "call"));
+        for _ in 0..3 {
+            assert!(matches!(q.try_frame(), Some(Message::Binary(b)) if b.len() == 1024));
+        }
+        assert!(q.try_frame().is_none());
+        assert_eq!(out.queued.load(Ordering::Acquire), 0, "bytes given back");
+    }
 
     #[test]
     fn a_full_queue_closes_the_connection_and_keeps_the_first_reason() {

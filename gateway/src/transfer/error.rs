@@ -23,6 +23,8 @@ pub enum TransferError {
     NoTool { node: String, tool: &'static str },
     #[error("this token has {per_token} transfers running; wait for one to end")]
     TooMany { per_token: usize },
+    #[error("node {node} takes part in {per_node} transfers already; wait for one to end")]
+    NodeBusy { node: String, per_node: usize },
     #[error("no transfer {id} of this connection")]
     Unknown { id: uuid::Uuid },
     #[error("{what} is for a put; this transfer is a get")]
@@ -52,7 +54,9 @@ impl WireError for TransferError {
             }
             TransferError::NodeOffline { .. } => ErrorCode::NodeOffline,
             TransferError::NoTool { .. } | TransferError::Unknown { .. } => ErrorCode::NotFound,
-            TransferError::TooMany { .. } | TransferError::Busy { .. } => ErrorCode::Overloaded,
+            TransferError::TooMany { .. }
+            | TransferError::NodeBusy { .. }
+            | TransferError::Busy { .. } => ErrorCode::Overloaded,
             TransferError::Disconnected { .. } => ErrorCode::NodeDisconnected,
             TransferError::Timeout { .. } => ErrorCode::Timeout,
             TransferError::Node(shape) => shape.code,

@@ -36,7 +36,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Transfers one token runs at once.
-pub const MAX_PER_TOKEN: usize = 8;
+pub const MAX_PER_TOKEN: usize = 4;
+/// Transfers one node takes part in at once (through this gateway): with one window
+/// each, they hold at most half of its connection's send queue.
+pub const MAX_PER_NODE: usize = 4;
 /// How long a node may take to open or cancel a transfer.
 const NODE_ANSWER: Duration = Duration::from_secs(30);
 /// How long a node may take to check and place a received file (its last writes
@@ -58,8 +61,35 @@ pub struct Route {
     /// The file on the node, resolved.
     pub path: String,
     started: Instant,
-    /// Bytes relayed so far (and the offset they started at).
+    /// Bytes relayed so far.
     bytes: AtomicU64,
+    /// Bytes relayed toward the receiver and not yet credited back.
+    in_flight: Window,
+}
+
+/// A transfer's bytes in flight: never over [`WINDOW_BYTES`], or the transfer ends.
+#[derive(Default)]
+struct Window(AtomicU64);
+
+impl Window {
+    /// Counts a chunk of `len` bytes about to be relayed; `false` (relay nothing) when
+    /// it would put the sender over its window.
+    fn take(&self, len: u64) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
+                (f.saturating_add(len) <= WINDOW_BYTES).then_some(f + len)
+            })
+            .is_ok()
+    }
+
+    /// The receiver credited `bytes` back.
+    fn give(&self, bytes: u64) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
+                Some(f.saturating_sub(bytes))
+            });
+    }
 }
 
 impl Route {
@@ -89,6 +119,13 @@ impl Transfers {
         self.routes
             .iter()
             .filter(|r| r.agent.token_id == token_id)
+            .count()
+    }
+
+    fn count_on(&self, node: &str) -> usize {
+        self.routes
+            .iter()
+            .filter(|r| r.node.id.as_str() == node)
             .count()
     }
 
@@ -162,6 +199,12 @@ async fn open(
         .ok_or_else(|| TransferError::NodeOffline {
             node: p.node.clone(),
         })?;
+    if shared.transfers.count_on(node_id.as_str()) >= MAX_PER_NODE {
+        return Err(TransferError::NodeBusy {
+            node: p.node.clone(),
+            per_node: MAX_PER_NODE,
+        });
+    }
     if shared.registry.tool(&node, tool).is_none() {
         return Err(TransferError::NoTool {
             node: p.node.clone(),
@@ -188,6 +231,7 @@ async fn open(
         path: opened.path.clone(),
         started: Instant::now(),
         bytes: AtomicU64::new(0),
+        in_flight: Window::default(),
     });
     shared.transfers.routes.insert(id, route.clone());
     // The agent may have gone while the node opened it.
@@ -268,6 +312,7 @@ fn credit(
         id: p.id,
         bytes: p.bytes.min(WINDOW_BYTES),
     };
+    route.in_flight.give(credit.bytes);
     let _ = route.node.out.send(gsv_protocol::frame::encode_event(
         EventName::TransferCredit,
         &credit,
@@ -334,4 +379,27 @@ fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, byte
         outcome,
         duration_ms: route.started.elapsed().as_millis() as u64,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Window, WINDOW_BYTES};
+
+    #[test]
+    fn a_sender_gets_one_window_ahead_and_no_more() {
+        let w = Window::default();
+        let chunk = gsv_protocol::transfer::CHUNK_BYTES as u64;
+        for _ in 0..WINDOW_BYTES / chunk {
+            assert!(w.take(chunk));
+        }
+        assert!(!w.take(1), "over the window");
+        w.give(chunk);
+        assert!(w.take(chunk), "a credit makes room again");
+        assert!(!w.take(1));
+        w.give(u64::MAX);
+        assert!(
+            w.take(WINDOW_BYTES),
+            "credits never go below zero in flight"
+        );
+    }
 }

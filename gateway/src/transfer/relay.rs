@@ -34,6 +34,10 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
     let len = frame
         .len()
         .saturating_sub(gsv_protocol::transfer::HEADER_BYTES) as u64;
+    if !route.in_flight.take(len) {
+        fail(shared, &route, over_window());
+        return;
+    }
     if route.node.out.send_binary(frame).is_err() {
         fail(shared, &route, gone(&route));
         return;
@@ -54,6 +58,10 @@ pub fn from_node(shared: &Shared, node: &NodeHandle, frame: Bytes) {
     let len = frame
         .len()
         .saturating_sub(gsv_protocol::transfer::HEADER_BYTES) as u64;
+    if !route.in_flight.take(len) {
+        fail(shared, &route, over_window());
+        return;
+    }
     if route.agent.out.send_binary(frame).is_err() {
         // The agent is gone: its transfers end with it.
         agent_gone(shared, &route.agent.conn_id);
@@ -92,6 +100,11 @@ pub fn node_event(
         return;
     };
     match event {
+        EventName::TransferCredit => {
+            if let Ok(c) = serde_json::from_str::<gsv_protocol::transfer::Credit>(raw) {
+                route.in_flight.give(c.bytes);
+            }
+        }
         EventName::TransferEnd => match serde_json::from_str::<Ended>(raw) {
             Ok(e) => end(shared, &route, "ok", Some(&e.sha256), Some(e.bytes)),
             Err(_) => end(shared, &route, "internal", None, None),
@@ -199,6 +212,16 @@ fn wrong_way() -> ErrorShape {
     ErrorShape::new(
         ErrorCode::InvalidFrame,
         "a chunk sent against the transfer's direction",
+    )
+}
+
+fn over_window() -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::InvalidFrame,
+        format!(
+            "more than {} bytes sent ahead of the receiver's credits",
+            gsv_protocol::transfer::WINDOW_BYTES
+        ),
     )
 }
 
