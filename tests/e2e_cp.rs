@@ -340,3 +340,38 @@ async fn ctrl_c_cancels_with_130_and_the_same_command_resumes() {
     assert_eq!(sha(&std::fs::read(&target).expect("read")), sha(&data));
     assert!(partial_len().is_none());
 }
+
+/// Small files, many times, through the library: a node sends a `get`'s first chunk
+/// as soon as it has opened the file, which may reach the gateway before the node's
+/// answer and the client before the gateway's; neither may drop it (that hung).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_small_copies_never_lose_their_first_chunk() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let agent = gw.agent().await;
+    std::fs::write(ws.path().join("small.txt"), b"small\n").expect("write");
+    let up = local.path().join("up.txt");
+    std::fs::write(&up, b"up\n").expect("write");
+    for i in 0..100 {
+        let target = local.path().join(format!("s{i}"));
+        let got = tokio::time::timeout(
+            Duration::from_secs(10),
+            agent.get_file("box", "small.txt", &target, |_, _| {}),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("get {i} hung"))
+        .expect("get");
+        assert_eq!(got.bytes, 6);
+        assert_eq!(std::fs::read(&target).expect("read"), b"small\n");
+        let put = tokio::time::timeout(
+            Duration::from_secs(10),
+            agent.put_file("box", &up, &format!("u{i}"), |_, _| {}),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("put {i} hung"))
+        .expect("put");
+        assert_eq!(put.bytes, 3);
+    }
+}

@@ -163,19 +163,6 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                         raw.map_or("{}", RawValue::get),
                     );
                 }
-                Method::TransferOpen => {
-                    let _ = params::<gsv_protocol::transfer::AgentOpenParams>(raw);
-                    let _ = params::<gsv_protocol::transfer::OpenParams>(raw);
-                }
-                Method::TransferFinish => {
-                    let _ = params::<gsv_protocol::transfer::FinishParams>(raw);
-                }
-                Method::TransferCancel => {
-                    let _ = params::<gsv_protocol::transfer::CancelParams>(raw);
-                }
-                Method::TransferCredit => {
-                    let _ = params::<gsv_protocol::transfer::Credit>(raw);
-                }
                 Method::ToolsList | Method::Unknown => {}
             }
             let null = RawValue::from_string("null".to_owned()).expect("null is JSON");
