@@ -375,3 +375,55 @@ async fn many_small_copies_never_lose_their_first_chunk() {
         assert_eq!(put.bytes, 3);
     }
 }
+
+/// A local file that shrinks or grows while it is sent: the copy fails saying so, and
+/// nothing is put in place on the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_changes_size_while_sent_is_refused() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let agent = gw.agent().await;
+    let src = local.path().join("moving.bin");
+    for (name, change) in [("shrunk", 1u64), ("grown", 64 * 1024 * 1024)] {
+        std::fs::write(&src, varied(16 * 1024 * 1024, 5)).expect("write");
+        let mut changed = false;
+        let outcome = agent
+            .put_file("box", &src, name, |_, _| {
+                if !changed {
+                    changed = true;
+                    let f = std::fs::File::options()
+                        .write(true)
+                        .open(&src)
+                        .expect("open");
+                    f.set_len(change).expect("resize");
+                }
+            })
+            .await;
+        let e = outcome.expect_err(name);
+        assert!(
+            matches!(&e, gsv_client::ClientError::Integrity(m) if m.contains("changed while it was copied")),
+            "{name}: {e}"
+        );
+        assert!(!ws.path().join(name).exists(), "{name}");
+        // Its partial file is of no use to a later copy: the cancel discards it.
+        let ws_path = ws.path().to_owned();
+        common::eventually(
+            "no partial file on the node",
+            Duration::from_secs(10),
+            || {
+                let ws_path = ws_path.clone();
+                async move {
+                    let parts = std::fs::read_dir(&ws_path)
+                        .ok()?
+                        .flatten()
+                        .filter(|e| e.file_name().to_string_lossy().contains("gsv-part"))
+                        .count();
+                    (parts == 0).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}

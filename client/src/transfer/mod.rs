@@ -39,6 +39,8 @@ pub(crate) struct Open<'a> {
     client: &'a AgentClient,
     rx: mpsc::Receiver<Inbound>,
     done: bool,
+    /// Cancel with `discard`: the node's partial file is of no use to a later copy.
+    discard: bool,
     pub result: OpenResult,
 }
 
@@ -71,6 +73,13 @@ impl Open<'_> {
         self.rx.try_recv().ok()
     }
 
+    /// `e` ends the copy and what the node holds of it is of no use (the source
+    /// changed): the cancel on drop removes the node's partial file too.
+    fn discarding(&mut self, e: ClientError) -> ClientError {
+        self.discard = true;
+        e
+    }
+
     /// The transfer ended: nothing to cancel on drop.
     fn done(&mut self) {
         self.done = true;
@@ -83,8 +92,13 @@ impl Drop for Open<'_> {
         self.client.routes.remove(id);
         if !self.done {
             tracing::debug!(%id, "cancelling an unfinished transfer");
-            self.client
-                .send_detached(Method::TransferCancel, &CancelParams { id, discard: false });
+            self.client.send_detached(
+                Method::TransferCancel,
+                &CancelParams {
+                    id,
+                    discard: self.discard,
+                },
+            );
         }
     }
 }
@@ -121,6 +135,7 @@ impl AgentClient {
             client: self,
             rx,
             done: false,
+            discard: false,
             result,
         })
     }
