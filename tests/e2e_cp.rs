@@ -340,3 +340,90 @@ async fn ctrl_c_cancels_with_130_and_the_same_command_resumes() {
     assert_eq!(sha(&std::fs::read(&target).expect("read")), sha(&data));
     assert!(partial_len().is_none());
 }
+
+/// Small files, many times, through the library: a node sends a `get`'s first chunk
+/// as soon as it has opened the file, which may reach the gateway before the node's
+/// answer and the client before the gateway's; neither may drop it (that hung).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_small_copies_never_lose_their_first_chunk() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let agent = gw.agent().await;
+    std::fs::write(ws.path().join("small.txt"), b"small\n").expect("write");
+    let up = local.path().join("up.txt");
+    std::fs::write(&up, b"up\n").expect("write");
+    for i in 0..100 {
+        let target = local.path().join(format!("s{i}"));
+        let got = tokio::time::timeout(
+            Duration::from_secs(10),
+            agent.get_file("box", "small.txt", &target, |_, _| {}),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("get {i} hung"))
+        .expect("get");
+        assert_eq!(got.bytes, 6);
+        assert_eq!(std::fs::read(&target).expect("read"), b"small\n");
+        let put = tokio::time::timeout(
+            Duration::from_secs(10),
+            agent.put_file("box", &up, &format!("u{i}"), |_, _| {}),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("put {i} hung"))
+        .expect("put");
+        assert_eq!(put.bytes, 3);
+    }
+}
+
+/// A local file that shrinks or grows while it is sent: the copy fails saying so, and
+/// nothing is put in place on the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_changes_size_while_sent_is_refused() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let agent = gw.agent().await;
+    let src = local.path().join("moving.bin");
+    for (name, change) in [("shrunk", 1u64), ("grown", 64 * 1024 * 1024)] {
+        std::fs::write(&src, varied(16 * 1024 * 1024, 5)).expect("write");
+        let mut changed = false;
+        let outcome = agent
+            .put_file("box", &src, name, |_, _| {
+                if !changed {
+                    changed = true;
+                    let f = std::fs::File::options()
+                        .write(true)
+                        .open(&src)
+                        .expect("open");
+                    f.set_len(change).expect("resize");
+                }
+            })
+            .await;
+        let e = outcome.expect_err(name);
+        assert!(
+            matches!(&e, gsv_client::ClientError::Integrity(m) if m.contains("changed while it was copied")),
+            "{name}: {e}"
+        );
+        assert!(!ws.path().join(name).exists(), "{name}");
+        // Its partial file is of no use to a later copy: the cancel discards it.
+        let ws_path = ws.path().to_owned();
+        common::eventually(
+            "no partial file on the node",
+            Duration::from_secs(10),
+            || {
+                let ws_path = ws_path.clone();
+                async move {
+                    let parts = std::fs::read_dir(&ws_path)
+                        .ok()?
+                        .flatten()
+                        .filter(|e| e.file_name().to_string_lossy().contains("gsv-part"))
+                        .count();
+                    (parts == 0).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}

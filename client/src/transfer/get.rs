@@ -133,15 +133,20 @@ pub(crate) fn local_target(local: &Path, remote: &str) -> PathBuf {
     }
 }
 
-/// The partial file to resume from, if any; the others are stale and removed.
+/// The partial file to resume from, if any (the longest); the others, and one longer
+/// than the file it claims to copy, are stale and removed.
 fn pick_partial(mut found: Vec<Found>) -> Option<Found> {
     found.sort_by_key(|f| std::cmp::Reverse(f.len));
-    let mut rest = found.into_iter();
-    let best = rest.next();
-    for stale in rest {
+    let mut found = found.into_iter();
+    let best = found.next()?;
+    for stale in found {
         let _ = std::fs::remove_file(&stale.path);
     }
-    best.filter(|f| f.len <= f.size)
+    if best.len > best.size {
+        let _ = std::fs::remove_file(&best.path);
+        return None;
+    }
+    Some(best)
 }
 
 /// Opens the partial file, keeps its first `start` bytes (hashed) and drops any
@@ -207,6 +212,33 @@ mod tests {
             local_target(Path::new("out/x.log"), "logs/app.log"),
             PathBuf::from("out/x.log")
         );
+    }
+
+    #[test]
+    fn the_longest_partial_file_is_resumed_and_stale_ones_removed() {
+        let dir = std::env::temp_dir().join(format!("gsv-pick-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let found = |name: &str, len: usize, size: u64| {
+            let path = dir.join(name);
+            std::fs::write(&path, vec![0u8; len]).expect("write");
+            Found {
+                path,
+                size,
+                mtime_ms: 1,
+                len: len as u64,
+            }
+        };
+        let short = found("a", 2, 10);
+        let long = found("b", 5, 10);
+        let picked = pick_partial(vec![short.clone(), long.clone()]);
+        assert_eq!(picked, Some(long.clone()));
+        assert!(!short.path.exists() && long.path.exists());
+        // Longer than the file it claims to copy: not a copy of it.
+        let over = found("c", 12, 10);
+        assert_eq!(pick_partial(vec![over.clone()]), None);
+        assert!(!over.path.exists());
+        assert_eq!(pick_partial(Vec::new()), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -19,14 +19,18 @@ pub use window::Window;
 
 use crate::{AgentClient, ClientError};
 use gsv_protocol::transfer::{AgentOpenParams, CancelParams, Direction, FileMeta, OpenResult};
-use gsv_protocol::Method;
+use gsv_protocol::{ErrorCode, ErrorShape, Method};
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Messages a transfer's inbox holds before the connection drops the transfer as
 /// falling behind: the window's worth of full chunks, and room for small ones and
 /// events.
 const INBOX: usize = 64;
+/// How long a transfer waits for its next chunk, credit or end before it gives up:
+/// far longer than a node takes to read, write or hash a window's worth.
+const STALLED: Duration = Duration::from_secs(120);
 
 /// An open transfer: its inbox, and what the node answered. Dropped before
 /// [`Open::done`], it cancels the transfer on the node (a partial file is kept for a
@@ -35,6 +39,8 @@ pub(crate) struct Open<'a> {
     client: &'a AgentClient,
     rx: mpsc::Receiver<Inbound>,
     done: bool,
+    /// Cancel with `discard`: the node's partial file is of no use to a later copy.
+    discard: bool,
     pub result: OpenResult,
 }
 
@@ -42,7 +48,18 @@ impl Open<'_> {
     /// The next message of this transfer; a connection that closed (or dropped the
     /// transfer for falling behind) is an error.
     async fn next(&mut self) -> Result<Inbound, ClientError> {
-        match self.rx.recv().await {
+        let got = tokio::time::timeout(STALLED, self.rx.recv())
+            .await
+            .map_err(|_| {
+                ClientError::Remote(ErrorShape::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the copy stalled: nothing from the node for {} s",
+                        STALLED.as_secs()
+                    ),
+                ))
+            })?;
+        match got {
             Some(m) => Ok(m),
             None if self.client.is_closed() => Err(ClientError::Closed),
             None => Err(ClientError::Protocol(
@@ -54,6 +71,13 @@ impl Open<'_> {
     /// A message of this transfer if one is there now.
     fn try_next(&mut self) -> Option<Inbound> {
         self.rx.try_recv().ok()
+    }
+
+    /// `e` ends the copy and what the node holds of it is of no use (the source
+    /// changed): the cancel on drop removes the node's partial file too.
+    fn discarding(&mut self, e: ClientError) -> ClientError {
+        self.discard = true;
+        e
     }
 
     /// The transfer ended: nothing to cancel on drop.
@@ -68,8 +92,13 @@ impl Drop for Open<'_> {
         self.client.routes.remove(id);
         if !self.done {
             tracing::debug!(%id, "cancelling an unfinished transfer");
-            self.client
-                .send_detached(Method::TransferCancel, &CancelParams { id, discard: false });
+            self.client.send_detached(
+                Method::TransferCancel,
+                &CancelParams {
+                    id,
+                    discard: self.discard,
+                },
+            );
         }
     }
 }
@@ -106,6 +135,7 @@ impl AgentClient {
             client: self,
             rx,
             done: false,
+            discard: false,
             result,
         })
     }

@@ -46,7 +46,7 @@ impl AgentClient {
             let want = (start - pos).min(CHUNK_BYTES as u64) as usize;
             let n = read_full(&mut file, &mut buf[..want]).map_err(io_error(local))?;
             if n < want {
-                return Err(changed());
+                return Err(t.discarding(changed()));
             }
             hasher.update(&buf[..n]);
             pos += n as u64;
@@ -62,7 +62,7 @@ impl AgentClient {
             let want = (size - pos).min(window.room()).min(CHUNK_BYTES as u64) as usize;
             let n = read_full(&mut file, &mut buf[..want]).map_err(io_error(local))?;
             if n < want {
-                return Err(changed());
+                return Err(t.discarding(changed()));
             }
             hasher.update(&buf[..n]);
             let frame = Chunk {
@@ -81,7 +81,7 @@ impl AgentClient {
         }
         // Nothing more to read, or the file grew.
         if read_full(&mut file, &mut buf[..1]).map_err(io_error(local))? != 0 {
-            return Err(changed());
+            return Err(t.discarding(changed()));
         }
         while !window.settled() {
             let m = t.next().await?;

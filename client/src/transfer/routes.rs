@@ -3,9 +3,10 @@
 
 use gsv_protocol::frame::encode_req;
 use gsv_protocol::transfer::{CancelParams, Chunk, Credit, Failed, Finished, OpenResult};
+use gsv_protocol::transfer::{CHUNK_BYTES, WINDOW_BYTES};
 use gsv_protocol::{ErrorShape, EventName, Method};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -23,6 +24,11 @@ pub(crate) enum Inbound {
     Failed(ErrorShape),
 }
 
+/// Messages kept for a transfer not registered yet (see [`Inner::orphans`]).
+const ORPHANS: usize = 64;
+/// Chunk bytes kept for a transfer not registered yet: the sender's window and a chunk.
+const ORPHAN_BYTES: usize = WINDOW_BYTES as usize + CHUNK_BYTES;
+
 /// The transfers of one connection: those being opened (by `transfer.open` request
 /// id) and those open (by transfer id).
 pub(crate) struct Routes {
@@ -35,6 +41,55 @@ pub(crate) struct Routes {
 struct Inner {
     opening: HashMap<String, mpsc::Sender<Inbound>>,
     open: HashMap<Uuid, mpsc::Sender<Inbound>>,
+    /// What arrived for an unknown transfer while a `transfer.open` was unanswered:
+    /// the node may send a `get`'s first chunks as soon as it opens the file, and
+    /// the gateway may relay them before it answers the open. Handed over when the
+    /// answer registers the transfer; bounded by [`ORPHANS`] and [`ORPHAN_BYTES`].
+    orphans: VecDeque<(Uuid, Inbound)>,
+    orphan_bytes: usize,
+}
+
+impl Inner {
+    /// Keeps `m` for a transfer that may be about to open, if there is one and room.
+    fn keep_orphan(&mut self, id: Uuid, m: Inbound) {
+        let len = match &m {
+            Inbound::Chunk { data, .. } => data.len(),
+            _ => 0,
+        };
+        if self.opening.is_empty()
+            || self.orphans.len() >= ORPHANS
+            || self.orphan_bytes + len > ORPHAN_BYTES
+        {
+            tracing::debug!(%id, "ignoring a frame of an unknown transfer");
+            return;
+        }
+        self.orphan_bytes += len;
+        self.orphans.push_back((id, m));
+    }
+
+    /// Takes the kept messages of `id`, in order; forgets every kept one once no
+    /// open is pending.
+    fn take_orphans(&mut self, id: Uuid) -> Vec<Inbound> {
+        let mut mine = Vec::new();
+        let mut rest = VecDeque::new();
+        for (of, m) in self.orphans.drain(..) {
+            if of == id {
+                mine.push(m);
+            } else if !self.opening.is_empty() {
+                rest.push_back((of, m));
+            }
+        }
+        self.orphans = rest;
+        self.orphan_bytes = self
+            .orphans
+            .iter()
+            .map(|(_, m)| match m {
+                Inbound::Chunk { data, .. } => data.len(),
+                _ => 0,
+            })
+            .sum();
+        mine
+    }
 }
 
 impl Routes {
@@ -54,12 +109,15 @@ impl Routes {
         let Some(tx) = inner.opening.remove(req) else {
             return;
         };
-        let Ok(raw) = outcome else {
+        let Some(result) = outcome
+            .as_ref()
+            .ok()
+            .and_then(|raw| serde_json::from_str::<OpenResult>(raw.get()).ok())
+        else {
+            inner.take_orphans(Uuid::nil());
             return;
         };
-        let Ok(result) = serde_json::from_str::<OpenResult>(raw.get()) else {
-            return;
-        };
+        let early = inner.take_orphans(result.id);
         if tx.is_closed() {
             // Whoever opened it is gone: the node must not wait for it.
             let cancel = encode_req(
@@ -72,6 +130,10 @@ impl Routes {
             );
             let _ = self.frames.try_send(cancel);
         } else {
+            // The inbox is new and larger than what may be kept: all of it fits.
+            for m in early {
+                let _ = tx.try_send(m);
+            }
             inner.open.insert(result.id, tx);
         }
     }
@@ -122,7 +184,7 @@ impl Routes {
             return;
         };
         let Some(tx) = inner.open.get(&id) else {
-            tracing::debug!(%id, "ignoring a frame of an unknown transfer");
+            inner.keep_orphan(id, m);
             return;
         };
         match tx.try_send(m) {
@@ -149,6 +211,8 @@ impl Routes {
         if let Ok(mut inner) = self.inner.lock() {
             inner.open.clear();
             inner.opening.clear();
+            inner.orphans.clear();
+            inner.orphan_bytes = 0;
         }
     }
 }
@@ -178,6 +242,8 @@ impl Drop for PendingOpen<'_> {
     fn drop(&mut self) {
         if let Ok(mut inner) = self.routes.inner.lock() {
             inner.opening.remove(&self.req);
+            // Nothing kept can be claimed once no open is pending.
+            inner.take_orphans(Uuid::nil());
         }
     }
 }
@@ -203,7 +269,7 @@ mod tests {
             data: b"abc",
         }
         .encode();
-        // Before the answer the id is unknown: ignored.
+        // Before the answer the id is unknown: kept, and handed over with the answer.
         routes.on_binary(&chunk);
         assert!(rx.try_recv().is_err());
         routes.on_res(
@@ -212,8 +278,10 @@ mod tests {
                 "id": id, "path": "/w/a", "meta": {"size": 3}, "offset": 0
             }))),
         );
+        assert!(matches!(rx.try_recv(), Ok(Inbound::Chunk { offset: 0, data }) if data == b"abc"));
         routes.on_binary(&chunk);
         assert!(matches!(rx.try_recv(), Ok(Inbound::Chunk { offset: 0, data }) if data == b"abc"));
+        assert!(rx.try_recv().is_err());
         let credit = raw(serde_json::json!({"id": id, "bytes": 5}));
         assert!(routes.on_event(EventName::TransferCredit, Some(&credit)));
         assert!(matches!(rx.try_recv(), Ok(Inbound::Credit(5))));
@@ -221,7 +289,8 @@ mod tests {
             raw(serde_json::json!({"id": id, "error": {"code": "not_found", "message": "gone"}}));
         assert!(routes.on_event(EventName::TransferFailed, Some(&failed)));
         assert!(matches!(rx.try_recv(), Ok(Inbound::Failed(e)) if e.message == "gone"));
-        // Other events are not a transfer's; another transfer's frames are ignored.
+        // Other events are not a transfer's; another transfer's frames are ignored
+        // (and not kept: no open is pending).
         assert!(!routes.on_event(EventName::ToolsChanged, None));
         let other = Chunk {
             id: Uuid::from_u128(8),
@@ -231,6 +300,7 @@ mod tests {
         .encode();
         routes.on_binary(&other);
         assert!(rx.try_recv().is_err());
+        assert!(routes.inner.lock().expect("lock").orphans.is_empty());
     }
 
     #[tokio::test]

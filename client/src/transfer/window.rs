@@ -62,17 +62,18 @@ mod tests {
 
     #[test]
     fn sending_stops_at_the_window_and_credit_reopens_it() {
+        let chunk = 1024 * 1024;
         let mut w = Window::default();
         assert_eq!(w.room(), WINDOW_BYTES);
-        for _ in 0..8 {
-            w.sent(1024 * 1024);
+        for _ in 0..WINDOW_BYTES / chunk {
+            w.sent(chunk);
         }
         assert_eq!(w.room(), 0);
         assert!(!w.settled());
-        assert!(w.credit(3 * 1024 * 1024));
-        assert_eq!(w.room(), 3 * 1024 * 1024);
-        assert_eq!(w.in_flight(), 5 * 1024 * 1024);
-        assert!(w.credit(5 * 1024 * 1024));
+        assert!(w.credit(3 * chunk));
+        assert_eq!(w.room(), 3 * chunk);
+        assert_eq!(w.in_flight(), WINDOW_BYTES - 3 * chunk);
+        assert!(w.credit(WINDOW_BYTES - 3 * chunk));
         assert!(w.settled());
         assert_eq!(w.room(), WINDOW_BYTES);
     }

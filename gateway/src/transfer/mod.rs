@@ -58,8 +58,10 @@ pub struct Route {
     pub direction: Direction,
     pub agent: Arc<AgentHandle>,
     pub node: Arc<NodeHandle>,
-    /// The file on the node, resolved.
-    pub path: String,
+    /// The file on the node, resolved (set when the node answers the open).
+    path: std::sync::OnceLock<String>,
+    /// The file as the agent named it, until then.
+    asked: String,
     started: Instant,
     /// Bytes relayed so far.
     bytes: AtomicU64,
@@ -96,6 +98,11 @@ impl Route {
     /// The file tool this transfer stands for (policy, audit).
     fn tool(&self) -> &'static str {
         tool_of(self.direction)
+    }
+
+    /// The file on the node: resolved once the node opened it, else as asked.
+    pub fn path(&self) -> &str {
+        self.path.get().map_or(self.asked.as_str(), String::as_str)
     }
 }
 
@@ -212,6 +219,20 @@ async fn open(
         });
     }
     let id = uuid::Uuid::new_v4();
+    // Registered before the node is asked: a node sends a `get`'s first chunks as
+    // soon as it has opened the file, and they may arrive before its answer is read.
+    let route = Arc::new(Route {
+        id,
+        direction: p.direction,
+        agent: agent.clone(),
+        node: node.clone(),
+        path: std::sync::OnceLock::new(),
+        asked: p.path.clone(),
+        started: Instant::now(),
+        bytes: AtomicU64::new(0),
+        in_flight: Window::default(),
+    });
+    shared.transfers.routes.insert(id, route.clone());
     let params = OpenParams {
         id,
         direction: p.direction,
@@ -220,20 +241,20 @@ async fn open(
         sha256: p.sha256,
         offset: p.offset,
     };
-    let raw = ask_node(&node, Method::TransferOpen, &params, NODE_ANSWER).await?;
-    let opened: OpenResult =
-        serde_json::from_str(raw.get()).map_err(|e| TransferError::Node(malformed(&e)))?;
-    let route = Arc::new(Route {
-        id,
-        direction: p.direction,
-        agent: agent.clone(),
-        node,
-        path: opened.path.clone(),
-        started: Instant::now(),
-        bytes: AtomicU64::new(0),
-        in_flight: Window::default(),
-    });
-    shared.transfers.routes.insert(id, route.clone());
+    let opened = ask_node(&node, Method::TransferOpen, &params, NODE_ANSWER)
+        .await
+        .and_then(|raw| {
+            serde_json::from_str::<OpenResult>(raw.get())
+                .map_err(|e| TransferError::Node(malformed(&e)))
+        });
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            shared.transfers.routes.remove(&id);
+            return Err(e);
+        }
+    };
+    let _ = route.path.set(opened.path.clone());
     // The agent may have gone while the node opened it.
     if agent.out.is_closed() {
         relay::agent_gone(shared, &agent.conn_id);
@@ -243,7 +264,7 @@ async fn open(
         agent = %agent.name,
         node = %route.node.id,
         tool = route.tool(),
-        path = ?route.path,
+        path = ?route.path(),
         "transfer opened"
     );
     Ok(opened)
@@ -373,7 +394,7 @@ fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, byte
         token_id: &route.agent.token_id,
         node: route.node.id.as_str(),
         tool: route.tool(),
-        path: &route.path,
+        path: route.path(),
         bytes,
         sha256,
         outcome,
