@@ -167,6 +167,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::console::MAX_SESSIONS_PER_TOKEN)]),
         ),
         (
+            "console::MAX_STREAMS_PER_TOKEN",
+            v(vec![count(gsv_gateway::console::MAX_STREAMS_PER_TOKEN)]),
+        ),
+        (
             "console::MAX_SESSIONS",
             v(vec![count(gsv_gateway::console::MAX_SESSIONS)]),
         ),

@@ -5,7 +5,10 @@
 //! page misses notices rather than hold memory, and is told to refetch everything
 //! (`all`). Sessions live on the nodes and change without the gateway seeing it, so
 //! a `sessions` notice also goes out every [`TICK`]. At most [`MAX_STREAMS`]
-//! streams are open at once; every stream ends when the gateway shuts down.
+//! streams are open at once, [`MAX_STREAMS_PER_TOKEN`] of them for the sessions of one
+//! token (so no operator can take every place); a stream ends when its session does
+//! (checked every tick: sign-out, revocation, idle expiry) and when the gateway shuts
+//! down.
 
 use super::{guard, ConsoleError};
 use crate::auth::ApiError;
@@ -16,9 +19,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -29,6 +32,8 @@ const CHANNEL: usize = 64;
 pub const TICK: Duration = Duration::from_secs(10);
 /// Event streams open at most.
 pub const MAX_STREAMS: usize = 64;
+/// Event streams the sessions of one token may have open.
+pub const MAX_STREAMS_PER_TOKEN: usize = 8;
 
 /// What changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,17 +48,47 @@ pub enum Topic {
     All,
 }
 
-/// The channel, and how many streams read it.
+/// The channel, and how many streams read it (in all, and per token).
 pub struct Events {
     tx: broadcast::Sender<Topic>,
-    streams: Arc<AtomicUsize>,
+    streams: Arc<Mutex<Places>>,
+}
+
+/// The places taken: in all, and by each token's sessions.
+#[derive(Default)]
+struct Places {
+    total: usize,
+    by_token: HashMap<String, usize>,
+}
+
+impl Places {
+    /// Takes a place for `token_id`; `false` when it or the whole is at its limit.
+    fn take(&mut self, token_id: &str) -> bool {
+        let mine = self.by_token.get(token_id).copied().unwrap_or(0);
+        if self.total >= MAX_STREAMS || mine >= MAX_STREAMS_PER_TOKEN {
+            return false;
+        }
+        self.total += 1;
+        self.by_token.insert(token_id.to_owned(), mine + 1);
+        true
+    }
+
+    fn give_back(&mut self, token_id: &str) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.by_token.get_mut(token_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.by_token.remove(token_id);
+            }
+        }
+    }
 }
 
 impl Events {
     pub fn new() -> Events {
         Events {
             tx: broadcast::Sender::new(CHANNEL),
-            streams: Arc::new(AtomicUsize::new(0)),
+            streams: Arc::new(Mutex::new(Places::default())),
         }
     }
 
@@ -62,12 +97,17 @@ impl Events {
     }
 }
 
-/// Holds one of the [`MAX_STREAMS`] places while its stream lives.
-struct Place(Arc<AtomicUsize>);
+/// Holds one of the places while its stream lives.
+struct Place {
+    places: Arc<Mutex<Places>>,
+    token_id: String,
+}
 
 impl Drop for Place {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if let Ok(mut p) = self.places.lock() {
+            p.give_back(&self.token_id);
+        }
     }
 }
 
@@ -75,19 +115,28 @@ impl Drop for Place {
 struct Reader {
     rx: broadcast::Receiver<Topic>,
     tick: tokio::time::Interval,
+    shared: Arc<Shared>,
+    /// The session's cookie: the stream ends with the session.
+    cookie: String,
     _place: Place,
 }
 
 impl Reader {
-    async fn next(&mut self) -> Topic {
+    /// The next notice; `None` once the session has ended.
+    async fn next(&mut self) -> Option<Topic> {
         tokio::select! {
-            r = self.rx.recv() => match r {
+            r = self.rx.recv() => Some(match r {
                 Ok(t) => t,
                 Err(broadcast::error::RecvError::Lagged(_)) => Topic::All,
                 // The sender lives as long as the gateway.
                 Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
-            },
-            _ = self.tick.tick() => Topic::Sessions,
+            }),
+            _ = self.tick.tick() => self
+                .shared
+                .console
+                .sessions
+                .is_live(&self.cookie)
+                .then_some(Topic::Sessions),
         }
     }
 }
@@ -97,21 +146,32 @@ pub async fn stream(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    let session = guard::session(&shared, &headers).await?;
+    let cookie = guard::cookie(&headers).unwrap_or_default().to_owned();
     let events = &shared.console.events;
-    if events.streams.fetch_add(1, Ordering::Relaxed) >= MAX_STREAMS {
-        events.streams.fetch_sub(1, Ordering::Relaxed);
+    let taken = events
+        .streams
+        .lock()
+        .map(|mut p| p.take(&session.token_id))
+        .unwrap_or(false);
+    if !taken {
         return Err(ConsoleError::TooManyStreams.into());
     }
+    let place = Place {
+        places: events.streams.clone(),
+        token_id: session.token_id.clone(),
+    };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reader = Reader {
         rx: events.tx.subscribe(),
         tick,
-        _place: Place(events.streams.clone()),
+        shared: shared.clone(),
+        cookie,
+        _place: place,
     };
     let notices = futures_util::stream::unfold(reader, |mut r| async move {
-        let topic = r.next().await;
+        let topic = r.next().await?;
         let event = Event::default()
             .event("changed")
             .json_data(topic)
@@ -122,4 +182,26 @@ pub async fn stream(
     Ok(Sse::new(notices)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_token_cannot_take_every_stream() {
+        let mut p = Places::default();
+        for _ in 0..MAX_STREAMS_PER_TOKEN {
+            assert!(p.take("greedy"));
+        }
+        assert!(!p.take("greedy"), "its share is used up");
+        assert!(p.take("admin"), "another token still gets a place");
+        p.give_back("greedy");
+        assert!(p.take("greedy"), "a closed stream gives its place back");
+        for i in 0..MAX_STREAMS {
+            let _ = p.take(&format!("t{i}"));
+        }
+        assert_eq!(p.total, MAX_STREAMS);
+        assert!(!p.take("late"), "bounded in all");
+    }
 }

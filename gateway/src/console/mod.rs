@@ -21,7 +21,7 @@ mod sessions;
 
 pub use codes::{CODE_TTL, MAX_CODES, MAX_CODES_PER_TOKEN};
 pub use error::ConsoleError;
-pub use events::{Topic, MAX_STREAMS};
+pub use events::{Topic, MAX_STREAMS, MAX_STREAMS_PER_TOKEN};
 pub use role::Role;
 pub use sessions::{IDLE as SESSION_IDLE, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN};
 

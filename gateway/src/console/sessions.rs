@@ -103,6 +103,14 @@ impl Sessions {
         Some(entry.session.clone())
     }
 
+    /// Whether the session of `cookie` is live, without counting this as its use.
+    pub fn is_live(&self, cookie: &str) -> bool {
+        let now = Instant::now();
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&digest(cookie))
+            .is_some_and(|e| now.duration_since(e.last_seen) < IDLE)
+    }
+
     /// Ends the session of `cookie`.
     pub fn close(&self, cookie: &str) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
