@@ -147,6 +147,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::transfer::MAX_PER_NODE)]),
         ),
         (
+            "transfer::MAX_PER_TOKEN_ON_NODE",
+            v(vec![count(gsv_gateway::transfer::MAX_PER_TOKEN_ON_NODE)]),
+        ),
+        (
             "transfer::MAX_TRANSFERS",
             v(vec![count(gsv_node::transfer::MAX_TRANSFERS)]),
         ),

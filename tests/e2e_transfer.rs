@@ -335,3 +335,27 @@ async fn a_sender_that_ignores_its_window_cannot_cut_the_node_off() {
     assert_eq!(v["ok"], true, "{v}");
     assert!(v.to_string().contains("here"), "{v}");
 }
+
+#[tokio::test]
+async fn one_token_cannot_take_a_nodes_whole_transfer_capacity() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("transfer-ws");
+    let _node = gw.node("box", ws.path()).await;
+    let greedy_token = gw.token(&["agent", "greedy", "--allow", "*"]);
+    let mut greedy = Agent::connect(&gw, &greedy_token).await;
+    let put = |i: usize| {
+        json!({"node": "box", "path": format!("held-{i}.bin"), "direction": "put",
+               "meta": {"size": 10}})
+    };
+    // Opened and left idle: each holds one of the node's transfer places.
+    for i in 0..2 {
+        let v = greedy.call("transfer.open", put(i)).await;
+        assert_eq!(v["ok"], true, "{v}");
+    }
+    let v = greedy.call("transfer.open", put(2)).await;
+    assert_eq!(v["error"]["code"], "overloaded", "{v}");
+    // Another agent still gets its share of the node.
+    let mut other = Agent::connect(&gw, &gw.agent_token()).await;
+    let v = other.call("transfer.open", put(3)).await;
+    assert_eq!(v["ok"], true, "{v}");
+}

@@ -25,6 +25,8 @@ pub enum TransferError {
     TooMany { per_token: usize },
     #[error("node {node} takes part in {per_node} transfers already; wait for one to end")]
     NodeBusy { node: String, per_node: usize },
+    #[error("this token has {per_token} transfers on node {node}, its share; wait for one to end")]
+    TokenBusyOnNode { node: String, per_token: usize },
     #[error("no transfer {id} of this connection")]
     Unknown { id: uuid::Uuid },
     #[error("{what} is for a put; this transfer is a get")]
@@ -56,6 +58,7 @@ impl WireError for TransferError {
             TransferError::NoTool { .. } | TransferError::Unknown { .. } => ErrorCode::NotFound,
             TransferError::TooMany { .. }
             | TransferError::NodeBusy { .. }
+            | TransferError::TokenBusyOnNode { .. }
             | TransferError::Busy { .. } => ErrorCode::Overloaded,
             TransferError::Disconnected { .. } => ErrorCode::NodeDisconnected,
             TransferError::Timeout { .. } => ErrorCode::Timeout,

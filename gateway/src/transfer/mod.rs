@@ -40,6 +40,9 @@ pub const MAX_PER_TOKEN: usize = 4;
 /// Transfers one node takes part in at once (through this gateway): with one window
 /// each, they hold at most half of its connection's send queue.
 pub const MAX_PER_NODE: usize = 4;
+/// Of those, the most one token may hold: half, so no token takes a node's whole
+/// transfer capacity.
+pub const MAX_PER_TOKEN_ON_NODE: usize = MAX_PER_NODE / 2;
 /// How long a node may take to open or cancel a transfer.
 const NODE_ANSWER: Duration = Duration::from_secs(30);
 /// How long a node may take to check and place a received file (its last writes
@@ -50,6 +53,8 @@ const FINISH_ANSWER: Duration = Duration::from_secs(300);
 #[derive(Default)]
 pub struct Transfers {
     routes: DashMap<uuid::Uuid, Arc<Route>>,
+    /// Makes the limit check and the insert of a new transfer one step.
+    admit: std::sync::Mutex<()>,
 }
 
 /// One open transfer: who is at each end.
@@ -122,18 +127,39 @@ impl Transfers {
             .filter(|r| r.agent.conn_id == agent.conn_id)
     }
 
-    fn count_for(&self, token_id: &str) -> usize {
-        self.routes
-            .iter()
-            .filter(|r| r.agent.token_id == token_id)
-            .count()
-    }
-
-    fn count_on(&self, node: &str) -> usize {
-        self.routes
-            .iter()
-            .filter(|r| r.node.id.as_str() == node)
-            .count()
+    /// Registers `route` if its token and its node are under their limits; the
+    /// counting and the insert are one step, so racing opens cannot pass together.
+    fn admit(&self, route: Arc<Route>) -> Result<(), TransferError> {
+        let _admit = self.admit.lock().unwrap_or_else(|p| p.into_inner());
+        let token_id = &route.agent.token_id;
+        let (mut mine, mut on_node, mut mine_on_node) = (0, 0, 0);
+        for r in self.routes.iter() {
+            let same_token = &r.agent.token_id == token_id;
+            let same_node = r.node.id == route.node.id;
+            mine += usize::from(same_token);
+            on_node += usize::from(same_node);
+            mine_on_node += usize::from(same_token && same_node);
+        }
+        let node = || route.node.id.to_string();
+        if mine >= MAX_PER_TOKEN {
+            return Err(TransferError::TooMany {
+                per_token: MAX_PER_TOKEN,
+            });
+        }
+        if on_node >= MAX_PER_NODE {
+            return Err(TransferError::NodeBusy {
+                node: node(),
+                per_node: MAX_PER_NODE,
+            });
+        }
+        if mine_on_node >= MAX_PER_TOKEN_ON_NODE {
+            return Err(TransferError::TokenBusyOnNode {
+                node: node(),
+                per_token: MAX_PER_TOKEN_ON_NODE,
+            });
+        }
+        self.routes.insert(route.id, route);
+        Ok(())
     }
 
     /// Transfers open now.
@@ -194,11 +220,6 @@ async fn open(
         Decision::Confirm => return Err(TransferError::NeedsApproval { name }),
         Decision::Deny => return Err(TransferError::Denied { name }),
     }
-    if shared.transfers.count_for(&agent.token_id) >= MAX_PER_TOKEN {
-        return Err(TransferError::TooMany {
-            per_token: MAX_PER_TOKEN,
-        });
-    }
     let node = shared
         .registry
         .get(node_id.as_str())
@@ -206,12 +227,6 @@ async fn open(
         .ok_or_else(|| TransferError::NodeOffline {
             node: p.node.clone(),
         })?;
-    if shared.transfers.count_on(node_id.as_str()) >= MAX_PER_NODE {
-        return Err(TransferError::NodeBusy {
-            node: p.node.clone(),
-            per_node: MAX_PER_NODE,
-        });
-    }
     if shared.registry.tool(&node, tool).is_none() {
         return Err(TransferError::NoTool {
             node: p.node.clone(),
@@ -232,7 +247,7 @@ async fn open(
         bytes: AtomicU64::new(0),
         in_flight: Window::default(),
     });
-    shared.transfers.routes.insert(id, route.clone());
+    shared.transfers.admit(route.clone())?;
     let params = OpenParams {
         id,
         direction: p.direction,

@@ -31,18 +31,9 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
         fail(shared, &route, wrong_way());
         return;
     }
-    let len = frame
-        .len()
-        .saturating_sub(gsv_protocol::transfer::HEADER_BYTES) as u64;
-    if !route.in_flight.take(len) {
-        fail(shared, &route, over_window());
-        return;
-    }
-    if route.node.out.send_binary(frame).is_err() {
+    if forward(shared, &route, frame, &route.node.out) == Forwarded::Gone {
         fail(shared, &route, gone(&route));
-        return;
     }
-    route.bytes.fetch_add(len, Ordering::Relaxed);
 }
 
 /// A binary frame from a node: a chunk of one of its gets, sent on to the agent.
@@ -55,19 +46,42 @@ pub fn from_node(shared: &Shared, node: &NodeHandle, frame: Bytes) {
         fail(shared, &route, wrong_way());
         return;
     }
+    if forward(shared, &route, frame, &route.agent.out) == Forwarded::Gone {
+        // The agent is gone: its transfers end with it.
+        agent_gone(shared, &route.agent.conn_id);
+    }
+}
+
+/// What became of a chunk sent on.
+#[derive(PartialEq, Eq)]
+enum Forwarded {
+    Sent,
+    /// Over the sender's window: the transfer was ended.
+    OverWindow,
+    /// The receiving connection is closed.
+    Gone,
+}
+
+/// Sends a chunk of `route` on to `to` within the sender's window (a sender over it
+/// loses the transfer); counts its bytes.
+fn forward(
+    shared: &Shared,
+    route: &Route,
+    frame: Bytes,
+    to: &gsv_transport::Outbound,
+) -> Forwarded {
     let len = frame
         .len()
         .saturating_sub(gsv_protocol::transfer::HEADER_BYTES) as u64;
     if !route.in_flight.take(len) {
-        fail(shared, &route, over_window());
-        return;
+        fail(shared, route, over_window());
+        return Forwarded::OverWindow;
     }
-    if route.agent.out.send_binary(frame).is_err() {
-        // The agent is gone: its transfers end with it.
-        agent_gone(shared, &route.agent.conn_id);
-        return;
+    if to.send_binary(frame).is_err() {
+        return Forwarded::Gone;
     }
     route.bytes.fetch_add(len, Ordering::Relaxed);
+    Forwarded::Sent
 }
 
 /// Only the id of a transfer event's payload.
