@@ -31,22 +31,43 @@ pub(crate) fn fail(e: &ClientError) -> u8 {
     crate::commands::agent::client_error(e)
 }
 
+/// Where the gateway is, the token to use and how to trust it, resolved from an
+/// [`OperatorTarget`].
+pub(crate) struct Resolved {
+    pub gateway: String,
+    pub token: String,
+    pub tls: gsv_client::TlsOptions,
+}
+
+impl OperatorTarget {
+    /// The gateway, the token (`--token`, else the data directory's admin token) and
+    /// the TLS trust; without a token says so and gives the exit code.
+    pub(crate) fn resolve(&self) -> Result<Resolved, u8> {
+        let data = resolve::data_dir(self.data.as_deref());
+        let gateway = resolve::gateway(self.gateway.as_deref(), &data);
+        let token = self
+            .token
+            .clone()
+            .or_else(|| datadir::read_line(&data.join(datadir::ADMIN_TOKEN_FILE)));
+        let Some(token) = token else {
+            eprintln!(
+                "error: unauthorized: no admin token: pass --token or run this where {} exists",
+                data.join(datadir::ADMIN_TOKEN_FILE).display()
+            );
+            return Err(exit::AUTH);
+        };
+        let tls = resolve::tls(self.ca.clone(), self.pin.clone(), &gateway, &data);
+        Ok(Resolved {
+            gateway,
+            token,
+            tls,
+        })
+    }
+}
+
 pub(crate) async fn connect(t: &OperatorTarget) -> Result<AgentClient, u8> {
-    let data = resolve::data_dir(t.data.as_deref());
-    let gateway = resolve::gateway(t.gateway.as_deref(), &data);
-    let token = t
-        .token
-        .clone()
-        .or_else(|| datadir::read_line(&data.join(datadir::ADMIN_TOKEN_FILE)));
-    let Some(token) = token else {
-        eprintln!(
-            "error: unauthorized: no admin token: pass --token or run this where {} exists",
-            data.join(datadir::ADMIN_TOKEN_FILE).display()
-        );
-        return Err(exit::AUTH);
-    };
-    let tls = resolve::tls(t.ca.clone(), t.pin.clone(), &gateway, &data);
-    AgentClient::connect_with(&gateway, &token, &tls)
+    let r = t.resolve()?;
+    AgentClient::connect_with(&r.gateway, &r.token, &r.tls)
         .await
         .map_err(|e| fail(&e))
 }

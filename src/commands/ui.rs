@@ -9,8 +9,6 @@
 use crate::commands::approvals::OperatorTarget;
 use crate::exit;
 use crate::mcp_bridge::http::Http;
-use crate::resolve;
-use gsv_gateway::datadir;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, AUTHORIZATION, USER_AGENT};
@@ -33,20 +31,10 @@ struct Link {
 
 /// `gsv ui [--open]`.
 pub async fn run(t: OperatorTarget, open: bool) -> u8 {
-    let data = resolve::data_dir(t.data.as_deref());
-    let gateway = resolve::gateway(t.gateway.as_deref(), &data);
-    let token = t
-        .token
-        .clone()
-        .or_else(|| datadir::read_line(&data.join(datadir::ADMIN_TOKEN_FILE)));
-    let Some(token) = token else {
-        eprintln!(
-            "error: unauthorized: no admin token: pass --token or run this where {} exists",
-            data.join(datadir::ADMIN_TOKEN_FILE).display()
-        );
-        return exit::AUTH;
+    let (gateway, token, tls) = match t.resolve() {
+        Ok(r) => (r.gateway, r.token, r.tls),
+        Err(code) => return code,
     };
-    let tls = resolve::tls(t.ca.clone(), t.pin.clone(), &gateway, &data);
     let http = match Http::new(&gateway, &tls) {
         Ok(h) => h,
         Err(e) => {
