@@ -221,6 +221,18 @@ async fn the_policy_decides_and_corrupt_or_foreign_bytes_never_land() {
         )
         .await;
     assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    // A refused transfer is on the record, like a refused call.
+    let (code, out, err) = gw.cli(&["audit", "tail", "--lines", "50", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| r["kind"] == "transfer"
+                && r["actor"] == "agent:reader"
+                && r["tool"] == "Write"
+                && r["outcome"] == "forbidden"),
+        "no refused transfer row in {out}"
+    );
     let nobody = gw.token(&["agent", "nobody", "--allow", "box__Echo"]);
     let mut n = Agent::connect(&gw, &nobody).await;
     let v = n

@@ -215,10 +215,26 @@ async fn open(
     let node_id = NodeId::parse(&p.node).map_err(|_| TransferError::BadNode(p.node.clone()))?;
     let tool = tool_of(p.direction);
     let name = NamespacedName::join(node_id.as_str(), tool);
-    match agent.policy.decide(&name) {
-        Decision::Allow => {}
-        Decision::Confirm => return Err(TransferError::NeedsApproval { name }),
-        Decision::Deny => return Err(TransferError::Denied { name }),
+    let refused = match agent.policy.decide(&name) {
+        Decision::Allow => None,
+        Decision::Confirm => Some(TransferError::NeedsApproval { name }),
+        Decision::Deny => Some(TransferError::Denied { name }),
+    };
+    if let Some(e) = refused {
+        // Refused by the policy, like a call outside it: logged and on the record.
+        tracing::warn!(agent = %agent.name, node = %node_id, tool, path = ?p.path, "transfer refused by the token's policy");
+        shared.audit.record(AuditEvent::Transfer {
+            agent: &agent.name,
+            token_id: &agent.token_id,
+            node: node_id.as_str(),
+            tool,
+            path: &p.path,
+            bytes: 0,
+            sha256: None,
+            outcome: e.code().as_str(),
+            duration_ms: 0,
+        });
+        return Err(e);
     }
     let node = shared
         .registry
