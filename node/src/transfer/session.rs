@@ -25,6 +25,8 @@ use tracing::{debug, info, warn};
 
 /// Transfers one node runs at once.
 pub const MAX_TRANSFERS: usize = 16;
+/// How long `transfer.cancel` waits for the transfer's task to end before it answers.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Messages queued for one transfer: a window of chunks and their credits.
 const INBOX: usize = (WINDOW_BYTES as usize / CHUNK_BYTES) * 2 + 8;
 
@@ -154,6 +156,9 @@ impl Transfers {
                         discard: params.discard,
                     })
                     .await;
+                // Answered once the transfer's task has ended (a discarded partial
+                // file is gone by then), within a bound.
+                let _ = tokio::time::timeout(CANCEL_WAIT, tx.closed()).await;
             }
             let _ = text.send(encode_ok(&req, &serde_json::json!({}))).await;
         });
