@@ -77,6 +77,9 @@ pub enum Method {
     /// Agent → gateway: bytes of a `get` written (relayed to the node as the event).
     #[serde(rename = "transfer.credit")]
     TransferCredit,
+    /// Agent → gateway: copy a file from one node to another (or within one node).
+    #[serde(rename = "transfer.copy")]
+    TransferCopy,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -105,6 +108,7 @@ impl Method {
             Method::TransferFinish => "transfer.finish",
             Method::TransferCancel => "transfer.cancel",
             Method::TransferCredit => "transfer.credit",
+            Method::TransferCopy => "transfer.copy",
             Method::Unknown => "unknown",
         }
     }

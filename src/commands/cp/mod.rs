@@ -1,8 +1,9 @@
 //! `gsv cp SRC DST`: copies one file between this machine and a node, streamed in
 //! binary frames and checked by SHA-256 (`docs/operations.md`, "Copying files").
 //!
-//! This first slice copies single files, local ↔ node; node → node and `-r` are
-//! refused with a usage error that says so.
+//! Single files, local ↔ node and node → node (the gateway passes the bytes from one
+//! node to the other; they never come here); `-r` is refused with a usage error that
+//! says so.
 
 mod progress;
 mod spec;
@@ -13,6 +14,7 @@ use super::agent::{client_error, connect, print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_client::ClientError;
+use gsv_protocol::transfer::{Finished, Place};
 use std::time::Duration;
 
 /// What `--json` prints on success.
@@ -57,6 +59,28 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
                 client
                     .get_file(node, remote, local, |d, t| bar.update(d, t))
                     .await
+            }
+            Plan::Copy {
+                from_node,
+                from,
+                to_node,
+                to,
+            } => {
+                let place = |node: &String, path: &String| Place {
+                    node: node.clone(),
+                    path: path.clone(),
+                };
+                client
+                    .copy_file(place(from_node, from), place(to_node, to), |d, t| {
+                        bar.update(d, t)
+                    })
+                    .await
+                    .map(|c| Finished {
+                        id: Default::default(),
+                        path: format!("{}:{}", c.to.node, c.to.path),
+                        bytes: c.bytes,
+                        sha256: c.sha256,
+                    })
             }
         }
     };
