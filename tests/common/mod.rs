@@ -7,6 +7,7 @@
 
 pub mod chaos;
 pub mod fake;
+pub mod files;
 
 use gsv_client::{AgentClient, TlsOptions};
 use std::path::{Path, PathBuf};

@@ -19,11 +19,15 @@ use std::time::Duration;
 
 /// What `--json` prints on success.
 #[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Copied<'a> {
     path: &'a str,
     bytes: u64,
     sha256: &'a str,
     direction: &'a str,
+    /// Node → node: bytes the destination already held from an interrupted copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumed_from: Option<u64>,
 }
 
 /// `gsv cp SRC DST [-r] [--json]`. The exit code.
@@ -50,6 +54,7 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
                 client
                     .put_file(node, local, remote, |d, t| bar.update(d, t))
                     .await
+                    .map(|f| (f, None))
             }
             Plan::Get {
                 node,
@@ -59,6 +64,7 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
                 client
                     .get_file(node, remote, local, |d, t| bar.update(d, t))
                     .await
+                    .map(|f| (f, None))
             }
             Plan::Copy {
                 from_node,
@@ -75,11 +81,14 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
                         bar.update(d, t)
                     })
                     .await
-                    .map(|c| Finished {
-                        id: Default::default(),
-                        path: format!("{}:{}", c.to.node, c.to.path),
-                        bytes: c.bytes,
-                        sha256: c.sha256,
+                    .map(|c| {
+                        let done = Finished {
+                            id: Default::default(),
+                            path: format!("{}:{}", c.to.node, c.to.path),
+                            bytes: c.bytes,
+                            sha256: c.sha256,
+                        };
+                        (done, Some(c.resumed_from))
                     })
             }
         }
@@ -99,13 +108,14 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
     };
     bar.finish();
     match outcome {
-        Ok(done) => {
+        Ok((done, resumed_from)) => {
             if json {
                 print_json(&Copied {
                     path: &done.path,
                     bytes: done.bytes,
                     sha256: &done.sha256,
                     direction: plan.direction(),
+                    resumed_from,
                 });
             }
             exit::OK
