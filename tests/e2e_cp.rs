@@ -204,10 +204,7 @@ async fn policy_confinement_and_missing_files_are_refused() {
 
 #[test]
 fn recursion_and_two_local_paths_are_refused_for_now() {
-    for args in [
-        &["cp", "-r", "dir", "box:dir"][..],
-        &["cp", "x", "y"][..],
-    ] {
+    for args in [&["cp", "-r", "dir", "box:dir"][..], &["cp", "x", "y"][..]] {
         let out = std::process::Command::new(common::gsv_bin())
             .args(args)
             .env_remove("GSV_GATEWAY")

@@ -68,4 +68,3 @@ pub async fn cp(gw: &Gateway, token: &str, args: &[&str]) -> (i32, String, Strin
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
-

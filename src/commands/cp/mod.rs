@@ -50,22 +50,18 @@ pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bo
                 local,
                 node,
                 remote,
-            } => {
-                client
-                    .put_file(node, local, remote, |d, t| bar.update(d, t))
-                    .await
-                    .map(|f| (f, None))
-            }
+            } => client
+                .put_file(node, local, remote, |d, t| bar.update(d, t))
+                .await
+                .map(|f| (f, None)),
             Plan::Get {
                 node,
                 remote,
                 local,
-            } => {
-                client
-                    .get_file(node, remote, local, |d, t| bar.update(d, t))
-                    .await
-                    .map(|f| (f, None))
-            }
+            } => client
+                .get_file(node, remote, local, |d, t| bar.update(d, t))
+                .await
+                .map(|f| (f, None)),
             Plan::Copy {
                 from_node,
                 from,
