@@ -154,6 +154,7 @@ fn known() -> Vec<(&'static str, Expected)> {
             "transfer::MAX_TRANSFERS",
             v(vec![count(gsv_node::transfer::MAX_TRANSFERS)]),
         ),
+        ("transfer::IDLE", v(vec![dur(gsv_gateway::transfer::IDLE)])),
         (
             "console::CODE_TTL",
             v(vec![dur(gsv_gateway::console::CODE_TTL)]),

@@ -305,6 +305,9 @@ async fn confirm_rules_turn_transfers_into_approval_requests() {
             .is_some_and(|s| s.contains(&data.len().to_string())),
         "{req}"
     );
+    // Held: nothing has come yet.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!target.exists() && leftovers(local.path()).is_empty());
     let id = req["id"].as_str().expect("id").to_owned();
     let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
     assert_eq!(code, 0, "{err}");

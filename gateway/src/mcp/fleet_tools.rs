@@ -434,14 +434,15 @@ mod tests {
                 FLEET_CALL,
                 FLEET_RUN,
                 FLEET_JOBS,
-                FLEET_JOB
+                FLEET_JOB,
+                FLEET_COPY
             ]
         );
         let flat: Vec<String> = flat_definitions()
             .iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(flat, [FLEET_RUN, FLEET_JOBS, FLEET_JOB]);
+        assert_eq!(flat, [FLEET_RUN, FLEET_JOBS, FLEET_JOB, FLEET_COPY]);
         assert!(
             flat.iter().all(|n| !n.contains("__")),
             "never a node's name"
