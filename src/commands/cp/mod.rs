@@ -10,7 +10,7 @@ mod progress;
 mod retry;
 mod spec;
 
-pub use retry::DEFAULT_RETRY_FOR_SECS;
+pub use retry::{DEFAULT_RETRY_FOR_SECS, FIRST_DELAY, MAX_DELAY};
 pub use spec::{plan, Plan, Side};
 
 use super::agent::{client_error, print_json, Target};
