@@ -2,8 +2,10 @@
 //! loopback, when the agent's link is cut by a proxy, when the node's link is cut, and
 //! when the gateway is killed and started again, each mid-put and mid-get; the retry
 //! resumes from what was verified (the bytes sent after the fault, counted by the
-//! proxy, are fewer than the file). A refusal or a corrupt partial copy is not
-//! retried. And 1 GiB each way, with SHA-256 compared.
+//! proxy, are fewer than the file). A node whose link is cut while its put waits lets
+//! go of the partial file; one that does not come back is given up on after
+//! `--retry-for`. A refusal, a corrupt partial copy, an offline node or an absent
+//! gateway at the start are not retried. And 1 GiB each way, with SHA-256 compared.
 //!
 //! Every fault is made once the copy has visibly begun (its partial file holds
 //! [`CUT_AT`] bytes), never after a sleep.
@@ -314,6 +316,64 @@ async fn the_nodes_link_cut_mid_put_and_mid_get_resumes_by_itself() {
     eprintln!("{}", proxy.summary());
 }
 
+/// The node's link cut while its put waits for the next chunk (every byte sent so far
+/// written): the node must let go of the partial file when its connection ends, or the
+/// resumed copy on its next connection finds it locked for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nodes_link_cut_while_its_put_waits_frees_the_partial_file() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cpr-ws");
+    let local = TempDir::new("cpr-local");
+    let proxy = ChaosProxy::start(&gw.addr, common::chaos::seed_from_env()).await;
+    let _node = node_via(&gw, &proxy.url(), "box", ws.path()).await;
+    let token = gw.agent_token();
+    let agent = gw.agent_with(&token).await;
+    let src = local.path().join("idle.bin");
+    let want = write_varied(&src, 32 * MIB, 51);
+
+    // Once CUT_AT bytes are sent, the sender stops until the node has written all it
+    // got (its put now waits for more), then the node's link is cut.
+    let mut cut = false;
+    let first = agent
+        .put_file("box", &src, "idle.bin", |done, _| {
+            if cut || done < CUT_AT {
+                return;
+            }
+            cut = true;
+            let limit = Instant::now() + Duration::from_secs(30);
+            while part_len(ws.path()) != Some(done) {
+                assert!(Instant::now() < limit, "the node never wrote {done} bytes");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            proxy.cut_all();
+        })
+        .await;
+    let e = first.expect_err("the node went away");
+    assert!(
+        e.remote()
+            .is_some_and(|r| r.code == gsv_protocol::ErrorCode::NodeDisconnected),
+        "{e}"
+    );
+    let held = part_len(ws.path()).expect("the partial file is kept");
+
+    // The same copy again takes up the partial file on the node's next connection.
+    gw.wait_online("box").await;
+    let child = spawn_cp(
+        &gw.url(),
+        &token,
+        gw.data.path(),
+        &[s(&src), "box:idle.bin", "--retry-for", "20"],
+    );
+    let (code, out, err) = finish(child, COPY_LIMIT).await;
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert!(
+        !err.contains("overloaded"),
+        "the partial file was still held: {err}"
+    );
+    assert_eq!(sha_file(&ws.path().join("idle.bin")), want);
+    assert!(held >= CUT_AT);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_killed_mid_put_and_mid_get_and_restarted_resumes_by_itself() {
     let mut gw = Gateway::start().await;
@@ -427,6 +487,43 @@ async fn a_refusal_a_corrupt_copy_an_offline_node_and_no_gateway_are_not_retried
         started.elapsed() < Duration::from_secs(60),
         "none of them waited for a retry"
     );
+}
+
+/// A node that goes away mid-copy and does not come back: the copy retries, then
+/// gives up once `--retry-for` passes without progress, saying so, exit 4; the
+/// partial file stays for a later copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_does_not_come_back_is_given_up_on_after_retry_for() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cpr-ws");
+    let local = TempDir::new("cpr-local");
+    let mut node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let src = local.path().join("gone.bin");
+    write_varied(&src, BIG, 61);
+    let child = spawn_cp(
+        &gw.url(),
+        &token,
+        gw.data.path(),
+        &[s(&src), "box:gone.bin", "--retry-for", "3"],
+    );
+    copy_under_way(ws.path()).await;
+    node.kill();
+    let (code, out, err) = finish(child, COPY_LIMIT).await;
+    assert_eq!(code, 4, "stdout: {out}\nstderr: {err}");
+    assert_eq!(out, "");
+    assert!(err.contains("trying again in"), "{err}");
+    assert!(
+        err.contains("giving up after") && err.contains("no progress for 3 s"),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: node_offline: ") || last.starts_with("error: node_disconnected: "),
+        "{err}"
+    );
+    assert!(part_len(ws.path()).is_some_and(|n| n >= CUT_AT));
+    assert!(!ws.path().join("gone.bin").exists());
 }
 
 /// The name `gsv cp` gives a get's partial file (client/src/transfer/partial.rs).

@@ -75,7 +75,7 @@ pub async fn run(
             eprintln!(
                 "gsv cp: {}: {}; trying again in {:.1} s (retry {})",
                 retry::code_of(n.error),
-                safe(&n.error.to_string()),
+                safe(&retry::message_of(n.error)),
                 n.delay.as_secs_f64(),
                 n.retry
             );

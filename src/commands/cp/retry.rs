@@ -65,6 +65,14 @@ pub fn code_of(e: &ClientError) -> &'static str {
     }
 }
 
+/// What a failure says, without its code (a remote error's message alone).
+pub fn message_of(e: &ClientError) -> String {
+    match e {
+        ClientError::Remote(shape) => shape.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The waits between tries: [`FIRST_DELAY`] doubling up to [`MAX_DELAY`], back to the
 /// first after a try that made progress.
 #[derive(Debug)]
