@@ -526,6 +526,66 @@ async fn a_node_that_does_not_come_back_is_given_up_on_after_retry_for() {
     assert!(!ws.path().join("gone.bin").exists());
 }
 
+/// Ctrl-C while the copy waits to retry cancels it at once: exit 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_waiting_to_retry_cancels_at_once() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cpr-ws");
+    let local = TempDir::new("cpr-local");
+    let mut node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let src = local.path().join("wait.bin");
+    write_varied(&src, BIG, 71);
+    let mut child = spawn_cp(
+        &gw.url(),
+        &token,
+        gw.data.path(),
+        &[s(&src), "box:wait.bin"],
+    );
+    // Its stderr, line by line, as it comes.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = {
+        let seen = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = seen.lock() {
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        })
+    };
+    copy_under_way(ws.path()).await;
+    node.kill();
+    common::eventually("a retry notice", Duration::from_secs(30), || {
+        let seen = std::sync::Arc::clone(&seen);
+        async move {
+            let s = seen.lock().ok()?;
+            s.contains("trying again in").then_some(())
+        }
+    })
+    .await;
+    let asked = Instant::now();
+    // SAFETY: signalling our own child by its pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let (code, _out, _err) = finish(child, Duration::from_secs(30)).await;
+    let _ = reader.join();
+    let err = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(code, 130, "{err}");
+    assert!(err.contains("error: cancelled: "), "{err}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "cancelled without waiting out the retries"
+    );
+    assert!(part_len(ws.path()).is_some_and(|n| n >= CUT_AT), "kept");
+}
+
 /// The name `gsv cp` gives a get's partial file (client/src/transfer/partial.rs).
 fn partial_name(target: &str, node: &str, remote: &str, size: u64, mtime: u64) -> String {
     let mut h = Sha256::new();
