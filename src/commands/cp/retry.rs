@@ -30,7 +30,8 @@ const CANCEL_FLUSH: Duration = Duration::from_secs(3);
 ///
 /// On the first try a gateway that cannot be reached and a node that is offline are
 /// final (most likely a wrong address or node name); once the copy has begun they are
-/// what a restarting gateway or a reconnecting node looks like for a while.
+/// what a restarting gateway or a reconnecting node looks like for a while. (The loop
+/// also gives up at once when the very first connection cannot be made at all.)
 pub fn retryable(e: &ClientError, first_try: bool) -> bool {
     match e {
         ClientError::Closed => true,
@@ -166,6 +167,7 @@ where
     let mut last_progress = Instant::now();
     let mut client: Option<AgentClient> = None;
     let mut retries = 0u32;
+    let mut ever_connected = false;
     loop {
         let first_try = retries == 0;
         let attempt = Attempt::default();
@@ -178,15 +180,16 @@ where
                         _ = &mut interrupted => return None,
                         c = dialer.connect() => match c {
                             Ok(c) => c,
-                            Err(e) => return Some(Err(e)),
+                            Err(e) => return Some(Err((e, true))),
                         },
                     }
                 }
             };
+            ever_connected = true;
             let outcome = tokio::select! {
                 biased;
                 _ = &mut interrupted => None,
-                r = copy_once(&c, &attempt) => Some(r),
+                r = copy_once(&c, &attempt) => Some(r.map_err(|e| (e, false))),
             };
             if outcome.is_none() {
                 // The copy's future is dropped: it queued its cancel. Let it go out.
@@ -198,7 +201,17 @@ where
         let error = match tried.await {
             None => return Outcome::Cancelled,
             Some(Ok(value)) => return Outcome::Done { value, retries },
-            Some(Err(e)) => e,
+            Some(Err((e, from_connect))) => {
+                if from_connect && !ever_connected {
+                    // Never reached the gateway at all: a wrong address, not a restart.
+                    return Outcome::Failed {
+                        error: e,
+                        retries,
+                        gave_up: false,
+                    };
+                }
+                e
+            }
         };
         if attempt.moved() {
             last_progress = Instant::now();
