@@ -376,6 +376,11 @@ pub enum Command {
         /// Copy directories (not supported yet: refused)
         #[arg(short = 'r', long)]
         recursive: bool,
+        /// After a dropped link, a restarting gateway or a node that went away, keep
+        /// trying (resuming where the copy stands) until this many seconds pass
+        /// without progress; 0: never retry
+        #[arg(long, value_name = "SECS", default_value_t = crate::commands::cp::DEFAULT_RETRY_FOR_SECS)]
+        retry_for: u64,
         /// A local path or NODE:PATH (a local path with a colon: ./a:b)
         src: String,
         /// A local path or NODE:PATH; a directory (or a path ending in /) takes the

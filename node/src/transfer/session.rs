@@ -176,6 +176,19 @@ impl Transfers {
     }
 }
 
+impl Drop for Transfers {
+    /// The connection is gone: its transfers end now (a `put`'s partial file stays for
+    /// a resumed copy). Their tasks hold the running map, so without this they would
+    /// wait for chunks or credits that can no longer come, and keep the partial file
+    /// locked against the resumed copy on the next connection.
+    fn drop(&mut self) {
+        for entry in self.running.iter() {
+            let _ = entry.value().try_send(Msg::Cancel { discard: false });
+        }
+        self.running.clear();
+    }
+}
+
 /// A file opened for a transfer (a get: and whether it waits for its first credit).
 enum Opened {
     Get(Outgoing, bool),
