@@ -324,6 +324,13 @@ async fn confirm_rules_turn_transfers_into_approval_requests() {
         (req["node"].as_str(), req["tool"].as_str()),
         (Some("beta"), Some("Write"))
     );
+    // The agent's own end is named for the operator.
+    assert!(
+        req["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("up.bin (agent careful)")),
+        "{req}"
+    );
     let id = req["id"].as_str().expect("id").to_owned();
     let (code, _, err) = gw.cli(&["approvals", "deny", &id]);
     assert_eq!(code, 0, "{err}");
