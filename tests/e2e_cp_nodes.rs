@@ -23,6 +23,15 @@ fn audit_rows(gw: &Gateway) -> Vec<Value> {
         .collect()
 }
 
+/// Waits (a few seconds at most: the audit log is written in the background) for an
+/// audit row `pred` holds for.
+async fn audited(gw: &Gateway, what: &str, pred: impl Fn(&Value) -> bool) {
+    eventually(what, Duration::from_secs(10), || async {
+        audit_rows(gw).iter().any(&pred).then_some(())
+    })
+    .await
+}
+
 fn leftovers(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .expect("ls")
@@ -104,16 +113,15 @@ async fn node_to_node_copies_keep_bytes_mode_and_mtime_and_audit_both_legs() {
     assert!(!wb.path().join("nope.bin").exists());
 
     // Each leg is on the record with its hash.
-    let rows = audit_rows(&gw);
     for (node, tool) in [("alpha", "Read"), ("beta", "Write")] {
-        assert!(
-            rows.iter().any(|r| r["kind"] == "transfer"
+        audited(&gw, &format!("a {node} {tool} row with the hash"), |r| {
+            r["kind"] == "transfer"
                 && r["node"] == node
                 && r["tool"] == tool
                 && r["outcome"] == "ok"
-                && r.to_string().contains(&want)),
-            "no {node} {tool} row with the hash in {rows:?}"
-        );
+                && r.to_string().contains(&want)
+        })
+        .await;
     }
 }
 
@@ -207,12 +215,10 @@ async fn both_sides_of_a_copy_answer_to_the_tokens_policy() {
         assert!(err.contains("forbidden"), "{name}: {err}");
         assert!(!wb.path().join("f.txt").exists(), "{name}");
         let actor = format!("agent:{name}");
-        assert!(
-            audit_rows(&gw).iter().any(|r| r["kind"] == "transfer"
-                && r["actor"] == actor.as_str()
-                && r["outcome"] == "forbidden"),
-            "no refused row for {name}"
-        );
+        audited(&gw, &format!("a refused row for {name}"), |r| {
+            r["kind"] == "transfer" && r["actor"] == actor.as_str() && r["outcome"] == "forbidden"
+        })
+        .await;
     }
     // Both: it copies.
     let both = gw.token(&[
