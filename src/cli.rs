@@ -365,10 +365,11 @@ pub enum Command {
     Cp {
         #[command(flatten)]
         target: TargetArgs,
-        /// Print {"path","bytes","sha256","direction"} on success
+        /// Print {"path","bytes","sha256","direction"} on success (with -r:
+        /// {"path","files","dirs","symlinks","bytes","direction"})
         #[arg(long)]
         json: bool,
-        /// Copy directories (not supported yet: refused)
+        /// Copy a directory tree like cp -r (modes, mtimes, symlinks as links)
         #[arg(short = 'r', long)]
         recursive: bool,
         /// A local path or NODE:PATH (a local path with a colon: ./a:b)

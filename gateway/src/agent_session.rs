@@ -178,7 +178,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::TransferOpen
             | Method::TransferFinish
             | Method::TransferCancel
-            | Method::TransferCredit => crate::transfer::request(shared, agent, id, method, params),
+            | Method::TransferCredit
+            | Method::TransferList
+            | Method::TransferPlace => crate::transfer::request(shared, agent, id, method, params),
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools

@@ -77,6 +77,14 @@ pub enum Method {
     /// Agent → gateway: bytes of a `get` written (relayed to the node as the event).
     #[serde(rename = "transfer.credit")]
     TransferCredit,
+    /// Agent → gateway → node: list a directory tree for `gsv cp -r`
+    /// ([`crate::transfer::tree`]).
+    #[serde(rename = "transfer.list")]
+    TransferList,
+    /// Agent → gateway → node: make a tree's directories or symlinks, or settle its
+    /// directories' modes and mtimes.
+    #[serde(rename = "transfer.place")]
+    TransferPlace,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -105,6 +113,8 @@ impl Method {
             Method::TransferFinish => "transfer.finish",
             Method::TransferCancel => "transfer.cancel",
             Method::TransferCredit => "transfer.credit",
+            Method::TransferList => "transfer.list",
+            Method::TransferPlace => "transfer.place",
             Method::Unknown => "unknown",
         }
     }

@@ -12,6 +12,7 @@
 
 mod error;
 mod relay;
+mod tree;
 
 pub use error::TransferError;
 pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
@@ -188,6 +189,8 @@ pub fn request(
             Method::TransferOpen => answer(&id, open(&shared, &agent, raw).await),
             Method::TransferFinish => answer(&id, finish(&shared, &agent, raw).await),
             Method::TransferCancel => answer(&id, cancel(&shared, &agent, raw).await),
+            Method::TransferList => answer(&id, tree::list(&shared, &agent, raw).await),
+            Method::TransferPlace => answer(&id, tree::place(&shared, &agent, raw).await),
             _ => answer(&id, credit(&shared, &agent, raw)),
         };
         let _ = agent.out.send(frame);

@@ -1,11 +1,12 @@
 //! `gsv cp SRC DST`: copies one file between this machine and a node, streamed in
 //! binary frames and checked by SHA-256 (`docs/operations.md`, "Copying files").
 //!
-//! This first slice copies single files, local ↔ node; node → node and `-r` are
-//! refused with a usage error that says so.
+//! Single files here, local ↔ node; `-r` copies directory trees ([`tree`]); node →
+//! node is refused with a usage error that says so.
 
 mod progress;
 mod spec;
+mod tree;
 
 pub use spec::{plan, Plan, Side};
 
@@ -26,6 +27,9 @@ struct Copied<'a> {
 
 /// `gsv cp SRC DST [-r] [--json]`. The exit code.
 pub async fn run(target: Target, src: &str, dst: &str, recursive: bool, json: bool) -> u8 {
+    if recursive {
+        return tree::run(target, src, dst, json).await;
+    }
     let plan = match plan(src, dst, recursive) {
         Ok(p) => p,
         Err(message) => {
