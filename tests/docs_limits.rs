@@ -160,7 +160,9 @@ fn known() -> Vec<(&'static str, Expected)> {
         ),
         (
             "tree::MAX_TREE_NAME_BYTES",
-            v(vec![bytes(gsv_protocol::transfer::tree::MAX_TREE_NAME_BYTES)]),
+            v(vec![bytes(
+                gsv_protocol::transfer::tree::MAX_TREE_NAME_BYTES,
+            )]),
         ),
         (
             "tree::MAX_TREE_DEPTH",

@@ -194,6 +194,8 @@ fn entry(path: String, kind: EntryKind, st: &Stat, target: Option<String>) -> Tr
 }
 
 /// A stat's mtime in ms since the epoch (0 before it).
+// `st_mtime_nsec` is unsigned on some targets and signed on others.
+#[allow(clippy::unnecessary_cast)]
 pub(super) fn mtime_ms(st: &Stat) -> u64 {
-    (st.st_mtime.max(0) as u64) * 1000 + (st.st_mtime_nsec.max(0) as u64) / 1_000_000
+    (st.st_mtime.max(0) as u64) * 1000 + (st.st_mtime_nsec as u64) / 1_000_000
 }
