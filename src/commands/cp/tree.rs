@@ -118,7 +118,7 @@ pub async fn run(target: Target, src: &str, dst: &str, json: bool) -> u8 {
             client.flush(Duration::from_secs(3)).await;
             progress::clear_line(on);
             eprintln!(
-                "error: cancelled: interrupted; the copy was cancelled (run the same command again: copied files are copied again, a partly copied file resumes)"
+                "error: cancelled: interrupted; the copy was cancelled and what it copied stays. To finish it, copy SRC/. into the directory it was filling (DST, or DST/NAME if DST existed before): with DST there now, the same command would copy into DST/NAME. Files are copied again; a partly copied one resumes"
             );
             return exit::INTERRUPTED;
         }
