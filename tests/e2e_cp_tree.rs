@@ -1,8 +1,9 @@
 //! End to end: `gsv cp -r` through a real gateway and node on loopback: a tree with
 //! nested directories, modes, mtimes, an empty directory, a relative, a dangling and
 //! an outward symlink copied as links, both ways and again into existing directories
-//! (`cp -r` semantics); the token's Read/Write policy; `--confine`; a hostile manifest
-//! sent to the node by hand, and a hostile node's listing refused by the CLI.
+//! (`cp -r` semantics); an interrupted copy finished; the token's Read/Write policy;
+//! `--confine`; a hostile manifest sent to the node by hand, and a hostile node's
+//! listing refused by the CLI.
 
 mod common;
 
@@ -533,4 +534,68 @@ async fn a_hostile_nodes_listing_writes_nothing_outside_the_destination() {
     assert!(!local.path().join("out/escaped").exists());
     assert!(!PathBuf::from("/tmp/escaped-abs").exists());
     assert!(!PathBuf::from("/tmp/escaped").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_tree_is_finished_by_copying_its_contents_again() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cpr-ws");
+    let local = TempDir::new("cpr-local");
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let top = ws.path().join("t");
+    dir(&top.join("sub"), 0o750);
+    file(&top.join("a.txt"), b"a\n", 0o644, 1_600_000_000_000);
+    file(
+        &top.join("sub/huge.bin"),
+        &varied(192 * 1024 * 1024, 3),
+        0o600,
+        1_600_000_001_000,
+    );
+    file(&top.join("z.txt"), b"z\n", 0o644, 1_600_000_002_000);
+    set_mtime(&top.join("sub"), 1_500_000_000_000);
+    let want = snapshot(&top);
+    let out = local.path().join("out");
+    let child = std::process::Command::new(common::gsv_bin())
+        .args(["cp", "-r", "box:t", s(&out), "--token", &token])
+        .arg("--data")
+        .arg(gw.data.path())
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn gsv cp");
+    let partial_len = || {
+        std::fs::read_dir(out.join("sub"))
+            .ok()?
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().contains("gsv-part"))
+            .and_then(|e| e.metadata().ok())
+            .map(|m| m.len())
+    };
+    common::eventually("a partial file", Duration::from_secs(60), || async {
+        partial_len().filter(|&n| n > 0)
+    })
+    .await;
+    // SAFETY: signalling our own child by its pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let done = tokio::task::block_in_place(|| child.wait_with_output()).expect("wait");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("error: cancelled: ") && err.contains("SRC/."),
+        "{err}"
+    );
+    assert!(out.join("a.txt").exists(), "copied before the interruption");
+    assert!(!out.join("sub/huge.bin").exists());
+    assert!(partial_len().is_some(), "the partial file is kept");
+
+    // `out` exists now: its contents are copied into it, the big file resumed.
+    let (code, _o, err) = cp(&gw, &token, &["-r", "box:t/.", s(&out)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(partial_len().is_none());
+    assert_eq!(snapshot(&out), want);
 }
