@@ -462,6 +462,27 @@ async fn a_hostile_manifest_is_refused_by_the_node() {
             ("evil".into(), json!("symlink"))
         ]
     );
+
+    // Each request is on the audit record: refused, placed, listed.
+    let (code, out, err) =
+        tokio::task::block_in_place(|| gw.cli(&["audit", "tail", "--lines", "200", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &Value| r["kind"] == "transfer")
+        .collect();
+    let has = |method: &str, tool: &str, outcome: &str| {
+        rows.iter().any(|r| {
+            let detail: Value =
+                serde_json::from_str(r["detail"].as_str().unwrap_or("{}")).unwrap_or_default();
+            detail["method"] == method && r["tool"] == tool && r["outcome"] == outcome
+        })
+    };
+    assert!(has("transfer.place", "Write", "invalid_args"), "{out}");
+    assert!(has("transfer.place", "Write", "ok"), "{out}");
+    assert!(has("transfer.place", "Write", "forbidden"), "{out}");
+    assert!(has("transfer.list", "Read", "ok"), "{out}");
 }
 
 /// A node that answers `transfer.list` with `entries` (and nothing else).
