@@ -169,6 +169,10 @@ pub struct GatewayArgs {
     /// How long a console login code (`gsv ui`) may be used, in milliseconds
     #[arg(long, value_name = "MS", default_value_t = gsv_gateway::console::CODE_TTL.as_millis() as u64, hide = true)]
     pub console_code_ttl_ms: u64,
+    /// How long a file transfer may see nothing move before it is ended, in
+    /// milliseconds
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::transfer::IDLE.as_millis() as u64, hide = true)]
+    pub transfer_idle_ms: u64,
     /// How long jobs (`gsv call --async`, fan-outs) are kept, in hours (1 to 8760)
     #[arg(long, value_name = "H", default_value_t = gsv_gateway::jobs::RETENTION.as_secs() / 3600, value_parser = clap::value_parser!(u64).range(1..=8760))]
     pub job_retention_hours: u64,
@@ -248,6 +252,7 @@ impl GatewayArgs {
         c.job_retention = Duration::from_secs(self.job_retention_hours * 3600);
         c.approval_webhook = self.approval_webhook.clone();
         c.console_code_ttl = Duration::from_millis(self.console_code_ttl_ms.max(100));
+        c.transfer_idle = Duration::from_millis(self.transfer_idle_ms.max(100));
         c.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(gsv_gateway::TlsSetup::Files {
                 cert: cert.clone(),
@@ -372,6 +377,11 @@ pub enum Command {
         /// Copy a directory tree like cp -r (modes, mtimes, symlinks as links)
         #[arg(short = 'r', long)]
         recursive: bool,
+        /// After a dropped link, a restarting gateway or a node that went away, keep
+        /// trying (resuming where the copy stands) until this many seconds pass
+        /// without progress; 0: never retry
+        #[arg(long, value_name = "SECS", default_value_t = crate::commands::cp::DEFAULT_RETRY_FOR_SECS)]
+        retry_for: u64,
         /// A local path or NODE:PATH (a local path with a colon: ./a:b)
         src: String,
         /// A local path or NODE:PATH; a directory (or a path ending in /) takes the

@@ -272,11 +272,19 @@ fn main() -> ExitCode {
             target,
             json,
             recursive,
+            retry_for,
             src,
             dst,
         } => run_client(
             "warn",
-            commands::cp::run(target.target(), &src, &dst, recursive, json),
+            commands::cp::run(
+                target.target(),
+                &src,
+                &dst,
+                recursive,
+                json,
+                std::time::Duration::from_secs(retry_for),
+            ),
         ),
         Command::Jobs {
             command:

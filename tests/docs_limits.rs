@@ -151,9 +151,21 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::transfer::MAX_PER_TOKEN_ON_NODE)]),
         ),
         (
+            "cp::FIRST_DELAY",
+            v(vec![dur(gsv::commands::cp::FIRST_DELAY)]),
+        ),
+        ("cp::MAX_DELAY", v(vec![dur(gsv::commands::cp::MAX_DELAY)])),
+        (
+            "cp::DEFAULT_RETRY_FOR_SECS",
+            v(vec![dur(Duration::from_secs(
+                gsv::commands::cp::DEFAULT_RETRY_FOR_SECS,
+            ))]),
+        ),
+        (
             "transfer::MAX_TRANSFERS",
             v(vec![count(gsv_node::transfer::MAX_TRANSFERS)]),
         ),
+        ("transfer::IDLE", v(vec![dur(gsv_gateway::transfer::IDLE)])),
         (
             "tree::MAX_TREE_ENTRIES",
             v(vec![count(gsv_protocol::transfer::tree::MAX_TREE_ENTRIES)]),

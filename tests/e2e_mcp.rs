@@ -667,8 +667,18 @@ fn bench_mcp_smoke() {
 
 /// One session-less (2026-07-28) `tools/call` of `alpha__Echo`, as raw HTTP/1.1.
 async fn call_2026(gw: &Gateway, token: &str, args: serde_json::Value) -> (String, String) {
+    call_tool_2026(gw, token, "alpha__Echo", args).await
+}
+
+/// One session-less (2026-07-28) `tools/call` of tool `name`, as raw HTTP/1.1.
+async fn call_tool_2026(
+    gw: &Gateway,
+    token: &str,
+    name: &str,
+    args: serde_json::Value,
+) -> (String, String) {
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-    "name": "alpha__Echo", "arguments": args,
+    "name": name, "arguments": args,
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
@@ -678,12 +688,74 @@ async fn call_2026(gw: &Gateway, token: &str, args: serde_json::Value) -> (Strin
     let req = format!(
         "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: alpha__Echo\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         gw.addr,
         body.len()
     );
     raw_http(&gw.addr, &req).await
+}
+
+/// `fleet_copy` copies a file node to node for an MCP agent (its bytes never in the
+/// answer), refuses what the token's policy does not allow, and malformed places.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_copy_copies_between_nodes_within_the_tokens_policy() {
+    let gw = Gateway::start().await;
+    let (wa, wb) = (TempDir::new("mcp-copy-a"), TempDir::new("mcp-copy-b"));
+    let _alpha = gw.node("alpha", wa.path()).await;
+    let _beta = gw.node("beta", wb.path()).await;
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(wa.path().join("src.bin"), &data).expect("write");
+    let token = gw.agent_token();
+    let (head, body) = call_tool_2026(
+        &gw,
+        &token,
+        "fleet_copy",
+        json!({"from": "alpha:src.bin", "to": "beta:dst.bin"}),
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let result = &v["result"];
+    assert_eq!(result["isError"], false, "{v}");
+    assert_eq!(
+        result["structuredContent"]["bytes"],
+        data.len() as u64,
+        "{v}"
+    );
+    assert!(
+        body.len() < 4096,
+        "the answer carries no file bytes: {}",
+        body.len()
+    );
+    assert_eq!(
+        std::fs::read(wb.path().join("dst.bin")).expect("copied"),
+        data
+    );
+
+    // Read on alpha only: the destination side is refused, nothing placed.
+    let reader = gw.token(&["agent", "reader", "--allow", "alpha__Read"]);
+    let (_, body) = call_tool_2026(
+        &gw,
+        &reader,
+        "fleet_copy",
+        json!({"from": "alpha:src.bin", "to": "beta:no.bin"}),
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(v.to_string().contains("forbidden"), "{v}");
+    assert!(!wb.path().join("no.bin").exists());
+
+    // Not NODE:PATH.
+    let (_, body) = call_tool_2026(
+        &gw,
+        &token,
+        "fleet_copy",
+        json!({"from": "src.bin", "to": "beta:x"}),
+    )
+    .await;
+    assert!(body.contains("invalid_args"), "{body}");
 }
 
 #[tokio::test]

@@ -18,6 +18,9 @@ use tokio_tungstenite::tungstenite::Message;
 struct Agent {
     raw: Raw,
     next: u64,
+    /// Chunks that came before the answer being waited for (a get's first chunks may
+    /// overtake the answer to its `transfer.open`), handed out first by `got`.
+    early: std::collections::VecDeque<Vec<u8>>,
 }
 
 /// What the gateway sent an agent.
@@ -32,10 +35,17 @@ impl Agent {
         raw.handshake(|nonce| agent_connect(token, &nonce))
             .await
             .expect("agent connects");
-        Agent { raw, next: 0 }
+        Agent {
+            raw,
+            next: 0,
+            early: Default::default(),
+        }
     }
 
     async fn got(&mut self) -> Got {
+        if let Some(chunk) = self.early.pop_front() {
+            return Got::Chunk(chunk);
+        }
         loop {
             let m = tokio::time::timeout(Duration::from_secs(20), self.raw.ws.next())
                 .await
@@ -68,7 +78,7 @@ impl Agent {
             match self.got().await {
                 Got::Json(v) if v["type"] == "res" && v["id"] == id => return v,
                 Got::Json(v) => seen.push(v),
-                Got::Chunk(_) => panic!("a chunk while waiting for {id}"),
+                Got::Chunk(c) => self.early.push_back(c),
             }
         }
     }

@@ -134,6 +134,12 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::TransferCredit => {
                     let _ = params::<gsv_protocol::transfer::Credit>(raw);
                 }
+                Method::TransferCopy => {
+                    if let Ok(copy) = params::<gsv_protocol::transfer::CopyParams>(raw) {
+                        let _ = gsv_protocol::NodeId::parse(&copy.from.node);
+                        let _ = gsv_protocol::NodeId::parse(&copy.to.node);
+                    }
+                }
                 Method::TransferList => {
                     use gsv_protocol::transfer::tree::{AgentListParams, ListParams};
                     let _ = params::<AgentListParams>(raw);

@@ -65,6 +65,9 @@ pub struct GatewayConfig {
     pub approval_webhook: Option<String>,
     /// How long a console login code may be used ([`crate::console`]).
     pub console_code_ttl: Duration,
+    /// How long a file transfer may see nothing move before it is ended
+    /// ([`crate::transfer::IDLE`]).
+    pub transfer_idle: Duration,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
     /// Serve the port over TLS with this certificate (`None`: plain TCP).
@@ -113,6 +116,7 @@ impl GatewayConfig {
             job_retention: crate::jobs::RETENTION,
             approval_webhook: None,
             console_code_ttl: crate::console::CODE_TTL,
+            transfer_idle: crate::transfer::IDLE,
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),

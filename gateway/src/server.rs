@@ -122,6 +122,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let shared = Arc::new(shared);
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));
+    tokio::spawn(crate::transfer::sweep(shared.clone()));
     let mut tasks = Vec::new();
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
     let router = http::router(shared.clone(), metrics_listener.is_none())

@@ -47,6 +47,9 @@ pub enum EventName {
     /// Node or gateway → agent: a transfer ended on an error (`{id, error}`).
     #[serde(rename = "transfer.failed")]
     TransferFailed,
+    /// Gateway → agent: how far a `transfer.copy` of this connection has come.
+    #[serde(rename = "transfer.progress")]
+    TransferProgress,
     #[serde(other)]
     Unknown,
 }
@@ -66,6 +69,7 @@ impl EventName {
             EventName::TransferCredit => "transfer.credit",
             EventName::TransferEnd => "transfer.end",
             EventName::TransferFailed => "transfer.failed",
+            EventName::TransferProgress => "transfer.progress",
             EventName::Unknown => "unknown",
         }
     }

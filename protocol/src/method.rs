@@ -77,6 +77,9 @@ pub enum Method {
     /// Agent → gateway: bytes of a `get` written (relayed to the node as the event).
     #[serde(rename = "transfer.credit")]
     TransferCredit,
+    /// Agent → gateway: copy a file from one node to another (or within one node).
+    #[serde(rename = "transfer.copy")]
+    TransferCopy,
     /// Agent → gateway → node: list a directory tree for `gsv cp -r`
     /// ([`crate::transfer::tree`]).
     #[serde(rename = "transfer.list")]
@@ -113,6 +116,7 @@ impl Method {
             Method::TransferFinish => "transfer.finish",
             Method::TransferCancel => "transfer.cancel",
             Method::TransferCredit => "transfer.credit",
+            Method::TransferCopy => "transfer.copy",
             Method::TransferList => "transfer.list",
             Method::TransferPlace => "transfer.place",
             Method::Unknown => "unknown",

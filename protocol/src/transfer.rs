@@ -142,6 +142,10 @@ pub struct OpenParams {
     /// where to resume in its answer.
     #[serde(default)]
     pub offset: u64,
+    /// `get`: send nothing until the first `transfer.credit` (of any size, 0
+    /// included) comes: the gateway learns the file's size first (a node → node copy).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
 }
 
 /// Result of `transfer.open`.
@@ -209,6 +213,56 @@ pub struct AgentOpenParams {
     pub sha256: Option<String>,
     #[serde(default)]
     pub offset: u64,
+    /// The other end of the copy as the agent names it (its local path), shown to an
+    /// operator asked to approve the transfer; the gateway cuts it to
+    /// [`MAX_SOURCE_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Most characters of [`AgentOpenParams::source`] an operator is shown.
+pub const MAX_SOURCE_CHARS: usize = 1024;
+
+/// One end of a node → node copy: a file on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Place {
+    pub node: String,
+    pub path: String,
+}
+
+/// Params of `transfer.copy` (agent → gateway): copy the file `from` names to `to`,
+/// node to node, through the gateway and never onto its disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyParams {
+    pub from: Place,
+    pub to: Place,
+}
+
+/// Result of `transfer.copy`: the file as it was placed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Copied {
+    /// The source file, resolved on its node.
+    pub from: Place,
+    /// The placed file, resolved on its node.
+    pub to: Place,
+    pub bytes: u64,
+    pub sha256: String,
+    /// Bytes the destination already held from an earlier, interrupted copy of the
+    /// same file (verified), which were not sent again.
+    pub resumed_from: u64,
+}
+
+/// Payload of `transfer.progress` (gateway → agent, during a `transfer.copy`): `bytes`
+/// of `size` are in place. `request` is the id of the `transfer.copy` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub request: String,
+    pub bytes: u64,
+    pub size: u64,
 }
 
 /// Payload of `transfer.failed`.
@@ -284,6 +338,7 @@ mod tests {
             }),
             sha256: None,
             offset: 0,
+            hold: false,
         };
         let text = serde_json::to_string(&p).expect("json");
         assert_eq!(

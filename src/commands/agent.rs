@@ -65,22 +65,51 @@ pub(crate) fn print_json(value: &impl serde::Serialize) {
 }
 
 pub(crate) async fn connect(target: &Target) -> Result<AgentClient, u8> {
-    let data = resolve::data_dir(target.data.as_deref());
-    let gateway = resolve::gateway(target.gateway.as_deref(), &data);
-    let Some(token) = resolve::agent_token(target.token.as_deref(), &data) else {
-        return Err(fail(
-            ErrorCode::Unauthorized.as_str(),
-            format!(
-                "no token: pass --token, set GSV_AGENT_TOKEN, or run `gsv up` (it writes {})",
-                data.join(gsv_gateway::datadir::AGENT_TOKEN_FILE).display()
-            ),
-            exit::AUTH,
-        ));
-    };
-    let tls = resolve::tls(target.ca.clone(), target.pin.clone(), &gateway, &data);
-    AgentClient::connect_with(&gateway, &token, &tls)
+    target
+        .resolve()?
+        .connect()
         .await
         .map_err(|e| client_error(&e))
+}
+
+/// Where an agent command connects, resolved once (a command that reconnects, like
+/// `gsv cp` retrying, dials the same gateway with the same token every time).
+pub(crate) struct Dialer {
+    gateway: String,
+    token: String,
+    tls: gsv_client::TlsOptions,
+}
+
+impl Dialer {
+    /// Dials and authenticates.
+    pub async fn connect(&self) -> Result<AgentClient, ClientError> {
+        AgentClient::connect_with(&self.gateway, &self.token, &self.tls).await
+    }
+}
+
+impl Target {
+    /// The gateway, token and TLS trust to use; with no token, prints why and gives
+    /// the exit code.
+    pub(crate) fn resolve(&self) -> Result<Dialer, u8> {
+        let data = resolve::data_dir(self.data.as_deref());
+        let gateway = resolve::gateway(self.gateway.as_deref(), &data);
+        let Some(token) = resolve::agent_token(self.token.as_deref(), &data) else {
+            return Err(fail(
+                ErrorCode::Unauthorized.as_str(),
+                format!(
+                    "no token: pass --token, set GSV_AGENT_TOKEN, or run `gsv up` (it writes {})",
+                    data.join(gsv_gateway::datadir::AGENT_TOKEN_FILE).display()
+                ),
+                exit::AUTH,
+            ));
+        };
+        let tls = resolve::tls(self.ca.clone(), self.pin.clone(), &gateway, &data);
+        Ok(Dialer {
+            gateway,
+            token,
+            tls,
+        })
+    }
 }
 
 /// What `gsv call --select` runs with: the arguments, the batch, the offline wait (ms).

@@ -384,6 +384,27 @@ impl ChaosProxy {
         self.inner.paused.send_replace(false);
     }
 
+    /// Bytes forwarded on each connection so far, open or ended: (connection, up,
+    /// down), by connection.
+    pub fn forwarded(&self) -> Vec<(u64, u64, u64)> {
+        let mut all: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for e in self.log() {
+            if let What::Closed { up, down } = e.what {
+                all.insert(e.conn, (up, down));
+            }
+        }
+        for link in self.inner.links() {
+            all.insert(
+                link.id,
+                (
+                    link.up.load(Ordering::Relaxed),
+                    link.down.load(Ordering::Relaxed),
+                ),
+            );
+        }
+        all.into_iter().map(|(c, (u, d))| (c, u, d)).collect()
+    }
+
     /// What the proxy did, oldest first (at most 20 000 entries).
     pub fn log(&self) -> Vec<Entry> {
         self.inner.log.lock().unwrap().clone()
@@ -491,7 +512,7 @@ async fn serve(inner: Arc<Inner>, id: u64, client: TcpStream) {
         _ = link.kill.cancelled() => {}
         _ = async { tokio::join!(up, down) } => {}
     }
-    inner.links.lock().unwrap().remove(&id);
+    // Logged before the link leaves the live set, so `forwarded` always sees it.
     inner.record(
         id,
         What::Closed {
@@ -499,6 +520,7 @@ async fn serve(inner: Arc<Inner>, id: u64, client: TcpStream) {
             down: link.down.load(Ordering::Relaxed),
         },
     );
+    inner.links.lock().unwrap().remove(&id);
 }
 
 /// Waits while the proxy is paused or the link stalled.

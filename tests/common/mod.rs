@@ -7,6 +7,7 @@
 
 pub mod chaos;
 pub mod fake;
+pub mod files;
 
 use gsv_client::{AgentClient, TlsOptions};
 use std::path::{Path, PathBuf};
@@ -336,10 +337,22 @@ impl Gateway {
     /// The `gsv node` command line of [`Gateway::spawn_node`] without `--echo-tool`
     /// (the standard tools only): add flags, then spawn it.
     pub fn node_command(&self, id: &str, token: &str, workspace: &Path) -> Command {
+        self.node_command_via(&self.url(), id, token, workspace)
+    }
+
+    /// [`Gateway::node_command`] with the node dialing `gateway` (a chaos proxy in
+    /// front of this gateway, say).
+    pub fn node_command_via(
+        &self,
+        gateway: &str,
+        id: &str,
+        token: &str,
+        workspace: &Path,
+    ) -> Command {
         let mut cmd = Command::new(gsv_bin());
         cmd.arg("node")
             .arg("--gateway")
-            .arg(self.url())
+            .arg(gateway)
             .arg("--id")
             .arg(id)
             .arg("--token")

@@ -379,7 +379,7 @@ async def check_list_changed() -> None:
 
 # The gateway tools no node offers, listed in both views (and nothing else of the fleet
 # view is listed flat).
-GATEWAY_TOOLS = {"fleet_run", "fleet_jobs", "fleet_job"}
+GATEWAY_TOOLS = {"fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"}
 FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call"} | GATEWAY_TOOLS
 FLEET_ONLY = FLEET_TOOLS - GATEWAY_TOOLS
 

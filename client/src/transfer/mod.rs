@@ -8,6 +8,7 @@
 //! transfer ([`Open`]) that cancels itself on the node when it is dropped unfinished.
 //! The file work is in [`put`] (local → node) and [`get`] (node → local).
 
+mod copy;
 mod get;
 mod partial;
 mod put;
@@ -125,6 +126,7 @@ impl AgentClient {
             meta,
             sha256: None,
             offset,
+            source: None,
         };
         let (tx, rx) = mpsc::channel(INBOX);
         let req = self.next_id();

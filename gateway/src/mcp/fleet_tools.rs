@@ -33,6 +33,7 @@ pub const FLEET_CALL: &str = "fleet_call";
 pub const FLEET_RUN: &str = "fleet_run";
 pub const FLEET_JOBS: &str = "fleet_jobs";
 pub const FLEET_JOB: &str = "fleet_job";
+pub const FLEET_COPY: &str = "fleet_copy";
 
 /// One of the fleet view's tools, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,7 @@ pub enum FleetTool {
     Run,
     Jobs,
     Job,
+    Copy,
 }
 
 impl FleetTool {
@@ -54,14 +56,18 @@ impl FleetTool {
             FLEET_RUN => Some(FleetTool::Run),
             FLEET_JOBS => Some(FleetTool::Jobs),
             FLEET_JOB => Some(FleetTool::Job),
+            FLEET_COPY => Some(FleetTool::Copy),
             _ => None,
         }
     }
 
     /// Whether the flat view lists it too: the tools that do what no `{node}__{tool}`
-    /// does (run on many nodes, read kept jobs).
+    /// does (run on many nodes, read kept jobs, copy between nodes).
     pub fn in_flat(self) -> bool {
-        matches!(self, FleetTool::Run | FleetTool::Jobs | FleetTool::Job)
+        matches!(
+            self,
+            FleetTool::Run | FleetTool::Jobs | FleetTool::Job | FleetTool::Copy
+        )
     }
 }
 
@@ -91,10 +97,15 @@ const JOBS_DESCRIPTION: &str = "Your jobs (fleet_run runs, async calls), newest 
 tool, selector, state, times. Paged by `limit` (default 50) and `offset`; `select` keeps \
 those that ran on a node it picks.";
 
+const COPY_DESCRIPTION: &str = "Copy a file from one node to another (or within one): \
+`from` and `to` are NODE:PATH. The bytes go node to node through the gateway, not through \
+you; checked by SHA-256 before the file is put in place; an interrupted copy resumes. \
+Needs Read on the source node and Write on the destination.";
+
 const JOB_DESCRIPTION: &str = "One job by `id`, with its whole kept result (for a \
 fleet_run: every node's, uncut).";
 
-/// The fleet view's `tools/list`: these six, always.
+/// The fleet view's `tools/list`: these seven, always.
 pub fn definitions() -> Vec<Tool> {
     let tool = |name: &'static str, description: &'static str, schema: Value, ann: Value| {
         let schema = match schema {
@@ -170,6 +181,15 @@ pub fn definitions() -> Vec<Tool> {
                 "id": {"type": "string"}
             }, "required": ["id"], "additionalProperties": false}),
             read_only,
+        ),
+        tool(
+            FLEET_COPY,
+            COPY_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "from": {"type": "string"},
+                "to": {"type": "string"}
+            }, "required": ["from", "to"], "additionalProperties": false}),
+            json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
         ),
     ]
 }
@@ -414,14 +434,15 @@ mod tests {
                 FLEET_CALL,
                 FLEET_RUN,
                 FLEET_JOBS,
-                FLEET_JOB
+                FLEET_JOB,
+                FLEET_COPY
             ]
         );
         let flat: Vec<String> = flat_definitions()
             .iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(flat, [FLEET_RUN, FLEET_JOBS, FLEET_JOB]);
+        assert_eq!(flat, [FLEET_RUN, FLEET_JOBS, FLEET_JOB, FLEET_COPY]);
         assert!(
             flat.iter().all(|n| !n.contains("__")),
             "never a node's name"

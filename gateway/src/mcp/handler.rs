@@ -25,7 +25,7 @@ use super::nodes;
 use super::resources;
 use super::result::{self, Mapped};
 use super::view::{self, Lens, Shown, UrlView};
-use super::{fleet_jobs, fleet_run};
+use super::{fleet_copy, fleet_jobs, fleet_run};
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
 use crate::policy::Decision;
@@ -593,6 +593,7 @@ impl McpHandler {
                 return self.call(routed, request, context, lens).await;
             }
             Some(FleetTool::Run) => return Ok(self.run(request, context, lens).await.into()),
+            Some(FleetTool::Copy) => return Ok(self.copy(request, context, lens).await.into()),
             Some(FleetTool::Jobs) => {
                 return Ok(fleet_jobs::jobs_answer(shared, &lens.who, args)
                     .await
@@ -637,6 +638,42 @@ impl McpHandler {
         let token = context.meta.get_progress_token();
         let cancel = context.ct.child_token();
         fleet_run::run(
+            self.shared(),
+            &lens.who,
+            params,
+            cancel,
+            &context.peer,
+            token,
+        )
+        .await
+    }
+
+    /// `fleet_copy`: a node → node copy, with progress notifications and cancelled
+    /// with the request. Both nodes must be in the session's `?select=`.
+    async fn copy(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        lens: Lens,
+    ) -> CallToolResult {
+        let params = match fleet_copy::parse(request.arguments) {
+            Ok(p) => p,
+            Err(e) => return result::error_result(&e),
+        };
+        if lens.select.is_some() {
+            for node in [&params.from.node, &params.to.node] {
+                if !nodes::lens_has_node(self.shared(), &lens, node) {
+                    tracing::info!(node = ?node, "fleet_copy outside the session's ?select= refused");
+                    return result::error_result(&gsv_protocol::ErrorShape::new(
+                        gsv_protocol::ErrorCode::NotFound,
+                        format!("node {node} is not among this session's nodes"),
+                    ));
+                }
+            }
+        }
+        let token = context.meta.get_progress_token();
+        let cancel = context.ct.child_token();
+        fleet_copy::run(
             self.shared(),
             &lens.who,
             params,

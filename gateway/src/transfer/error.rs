@@ -14,9 +14,23 @@ pub enum TransferError {
     /// The token may not use the file tool the transfer stands for.
     #[error("{name} is not allowed for this token")]
     Denied { name: String },
-    /// The tool needs an approval: transfers do not wait for one yet.
-    #[error("{name} needs an operator's approval for this token, and transfers do not wait for approvals; copy with a token allowed {name} outright")]
-    NeedsApproval { name: String },
+    /// The approval queue refused the request (too many waiting for this token).
+    #[error(transparent)]
+    Approval(#[from] crate::approvals::ApprovalError),
+    #[error("an operator denied approval request {approval} for this transfer")]
+    ApprovalDenied { approval: String },
+    #[error("approval request {approval} for this transfer was not decided in time")]
+    ApprovalExpired { approval: String },
+    #[error("the copy was cancelled: its caller went away")]
+    Cancelled,
+    #[error("{path} on node {node} changed while the copy began; copy it again")]
+    Changed { node: String, path: String },
+    #[error("{0}")]
+    BadPlace(String),
+    /// A directory copy's request under a `confirm` rule: trees do not wait for
+    /// approvals.
+    #[error("{name} needs an operator's approval for this token, and directory copies (gsv cp -r) do not wait for approvals; copy the tree with a token allowed {name} outright")]
+    TreeNeedsApproval { name: String },
     #[error("node {node} is not connected")]
     NodeOffline { node: String },
     #[error("node {node} does not offer {tool}")]
@@ -51,9 +65,15 @@ impl WireError for TransferError {
             | TransferError::BadNode(_)
             | TransferError::NotAPut { .. }
             | TransferError::NotAGet { .. } => ErrorCode::InvalidArgs,
-            TransferError::Denied { .. } | TransferError::NeedsApproval { .. } => {
+            TransferError::Denied { .. } | TransferError::TreeNeedsApproval { .. } => {
                 ErrorCode::Forbidden
             }
+            TransferError::Approval(e) => e.code(),
+            TransferError::ApprovalDenied { .. } => ErrorCode::Denied,
+            TransferError::ApprovalExpired { .. } => ErrorCode::Timeout,
+            TransferError::Cancelled => ErrorCode::Cancelled,
+            TransferError::Changed { .. } => ErrorCode::InvalidArgs,
+            TransferError::BadPlace(_) => ErrorCode::InvalidArgs,
             TransferError::NodeOffline { .. } => ErrorCode::NodeOffline,
             TransferError::NoTool { .. } | TransferError::Unknown { .. } => ErrorCode::NotFound,
             TransferError::TooMany { .. }
@@ -66,10 +86,23 @@ impl WireError for TransferError {
         }
     }
 
+    fn details(&self) -> Option<gsv_protocol::ErrorDetails> {
+        match self {
+            TransferError::Approval(e) => e.details(),
+            TransferError::ApprovalDenied { approval }
+            | TransferError::ApprovalExpired { approval } => {
+                Some(gsv_protocol::ErrorDetails::Approval {
+                    approval: approval.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     fn to_shape(&self) -> ErrorShape {
         match self {
             TransferError::Node(shape) => shape.clone(),
-            _ => crate::error::shape(self.code(), self.to_string(), None),
+            _ => crate::error::shape(self.code(), self.to_string(), self.details()),
         }
     }
 }

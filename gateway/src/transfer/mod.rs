@@ -1,42 +1,45 @@
 //! File transfers (`gsv cp`, `transfer.*`): the gateway checks and opens them, then
-//! relays their chunks and credits between the agent and the node without looking at
-//! the bytes.
+//! relays their chunks and credits without looking at the bytes.
 //!
-//! A transfer is a [`Route`] between one agent connection and one node connection,
-//! found by the id the gateway gave it; a chunk or event is relayed only from the side
-//! that sends in that direction, on the connection that opened it, so no other
-//! connection can write into or read from a transfer. The flow is the node's and the
-//! agent's business (credits of at most [`WINDOW_BYTES`]): the gateway holds no more
-//! than what its bounded send queues already allow, and a peer that does not read is
-//! closed like any other. Each transfer ends in one audit row.
+//! A transfer is a [`Route`] between one node connection and its far end, found by the
+//! id the gateway gave it: an agent connection ([`agent`]: a put or a get), or the
+//! other leg of a node → node copy that the gateway itself drives ([`copy`]). A chunk
+//! or event is relayed only from the side that sends in that direction, on the
+//! connection that opened it, so no other connection can write into or read from a
+//! transfer. The flow is the receiver's business (credits of at most
+//! [`WINDOW_BYTES`]): the gateway holds no more than what its bounded send queues
+//! already allow, and a peer that does not read is closed like any other. A transfer
+//! nobody moves for [`IDLE`] is ended ([`idle`]). Each transfer ends in one audit row.
 
+mod agent;
+mod approval;
+mod copy;
 mod error;
+mod idle;
 mod relay;
 mod tree;
 
+pub use agent::request;
+pub use copy::{copy, Requester};
 pub use error::TransferError;
+pub use idle::{sweep, IDLE};
 pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
 
 use crate::audit::AuditEvent;
-use crate::error::WireError;
-use crate::policy::Decision;
 use crate::registry::NodeHandle;
 use crate::state::{AgentHandle, Shared};
 use dashmap::DashMap;
-use gsv_protocol::frame::{encode_err, encode_ok, encode_req};
-use gsv_protocol::names::{NamespacedName, NodeId};
-use gsv_protocol::transfer::{
-    AgentOpenParams, CancelParams, Credit, Direction, FinishParams, Finished, OpenParams,
-    OpenResult, WINDOW_BYTES,
-};
-use gsv_protocol::{EventName, Method};
+use gsv_protocol::frame::encode_req;
+use gsv_protocol::transfer::{Direction, WINDOW_BYTES};
+use gsv_protocol::Method;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
-/// Transfers one token runs at once.
+/// Transfers one token runs at once (a node → node copy counts once).
 pub const MAX_PER_TOKEN: usize = 4;
 /// Transfers one node takes part in at once (through this gateway): with one window
 /// each, they hold at most half of its connection's send queue.
@@ -58,12 +61,51 @@ pub struct Transfers {
     admit: std::sync::Mutex<()>,
 }
 
+/// Whose a transfer is: the token it counts against and is audited for.
+#[derive(Debug, Clone)]
+pub(crate) struct Owner {
+    pub name: String,
+    pub token_id: String,
+}
+
+/// Where a transfer's node sends its chunks and events, and where the node's chunks
+/// and credits come from.
+pub(crate) enum Far {
+    /// An agent connection (`transfer.open`).
+    Agent(Arc<AgentHandle>),
+    /// The other leg of a node → node copy, driven by the gateway.
+    Leg(Leg),
+}
+
+/// One leg of a node → node copy: its peer leg and the copy's driver.
+pub(crate) struct Leg {
+    /// The other leg's transfer id: a get's chunks go to it, a put's credits to it.
+    peer: uuid::Uuid,
+    /// The copy's driver hears how its legs end.
+    events: mpsc::UnboundedSender<LegEvent>,
+    /// The agent connection that asked for the copy, if one did (the copy ends with
+    /// it).
+    conn: Option<String>,
+}
+
+/// What a copy's driver hears from its legs.
+#[derive(Debug)]
+pub(crate) enum LegEvent {
+    /// The put leg's node wrote `bytes` more.
+    Credited(u64),
+    /// The get leg's node sent its last byte; the whole file's SHA-256.
+    Sent { sha256: String },
+    /// A leg ended on an error.
+    Failed(gsv_protocol::ErrorShape),
+}
+
 /// One open transfer: who is at each end.
 pub struct Route {
     pub id: uuid::Uuid,
     pub direction: Direction,
-    pub agent: Arc<AgentHandle>,
+    owner: Owner,
     pub node: Arc<NodeHandle>,
+    far: Far,
     /// The file on the node, resolved (set when the node answers the open).
     path: std::sync::OnceLock<String>,
     /// The file as the agent named it, until then.
@@ -73,6 +115,10 @@ pub struct Route {
     bytes: AtomicU64,
     /// Bytes relayed toward the receiver and not yet credited back.
     in_flight: Window,
+    /// When a chunk, credit or event of it last passed (ms after `started`).
+    seen: AtomicU64,
+    /// The gateway waits on the node (it places a received file): not idle.
+    waiting: AtomicBool,
 }
 
 /// A transfer's bytes in flight: never over [`WINDOW_BYTES`], or the transfer ends.
@@ -101,6 +147,30 @@ impl Window {
 }
 
 impl Route {
+    fn new(
+        id: uuid::Uuid,
+        direction: Direction,
+        owner: Owner,
+        node: Arc<NodeHandle>,
+        far: Far,
+        asked: String,
+    ) -> Route {
+        Route {
+            id,
+            direction,
+            owner,
+            node,
+            far,
+            path: std::sync::OnceLock::new(),
+            asked,
+            started: Instant::now(),
+            bytes: AtomicU64::new(0),
+            in_flight: Window::default(),
+            seen: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
     /// The file tool this transfer stands for (policy, audit).
     fn tool(&self) -> &'static str {
         tool_of(self.direction)
@@ -109,6 +179,32 @@ impl Route {
     /// The file on the node: resolved once the node opened it, else as asked.
     pub fn path(&self) -> &str {
         self.path.get().map_or(self.asked.as_str(), String::as_str)
+    }
+
+    /// Something of this transfer passed now.
+    fn touch(&self) {
+        self.seen
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// How long nothing of this transfer passed.
+    fn idle_for(&self) -> Duration {
+        let seen = Duration::from_millis(self.seen.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(seen)
+    }
+
+    /// The agent connection this transfer ends with, if any.
+    fn conn_id(&self) -> Option<&str> {
+        match &self.far {
+            Far::Agent(a) => Some(a.conn_id.as_str()),
+            Far::Leg(l) => l.conn.as_deref(),
+        }
+    }
+
+    /// Whether it counts against its token's [`MAX_PER_TOKEN`]: a copy's put leg
+    /// does not (the copy counts once, by its get leg).
+    fn counts_for_token(&self) -> bool {
+        !matches!(self.far, Far::Leg(_)) || self.direction == Direction::Get
     }
 }
 
@@ -125,41 +221,65 @@ impl Transfers {
         self.routes
             .get(&id)
             .map(|r| r.clone())
-            .filter(|r| r.agent.conn_id == agent.conn_id)
+            .filter(|r| matches!(&r.far, Far::Agent(a) if a.conn_id == agent.conn_id))
     }
 
-    /// Registers `route` if its token and its node are under their limits; the
-    /// counting and the insert are one step, so racing opens cannot pass together.
-    fn admit(&self, route: Arc<Route>) -> Result<(), TransferError> {
+    /// The route of transfer `id`, whoever's.
+    fn get(&self, id: uuid::Uuid) -> Option<Arc<Route>> {
+        self.routes.get(&id).map(|r| r.clone())
+    }
+
+    /// Registers `new` (one transfer, or the two legs of a copy) if its token and its
+    /// nodes stay under their limits; the counting and the insert are one step, so
+    /// racing opens cannot pass together.
+    fn admit(&self, new: &[Arc<Route>]) -> Result<(), TransferError> {
         let _admit = self.admit.lock().unwrap_or_else(|p| p.into_inner());
-        let token_id = &route.agent.token_id;
-        let (mut mine, mut on_node, mut mine_on_node) = (0, 0, 0);
-        for r in self.routes.iter() {
-            let same_token = &r.agent.token_id == token_id;
-            let same_node = r.node.id == route.node.id;
-            mine += usize::from(same_token);
-            on_node += usize::from(same_node);
-            mine_on_node += usize::from(same_token && same_node);
-        }
-        let node = || route.node.id.to_string();
-        if mine >= MAX_PER_TOKEN {
+        let Some(first) = new.first() else {
+            return Ok(());
+        };
+        let token_id = &first.owner.token_id;
+        let mine = self
+            .routes
+            .iter()
+            .filter(|r| &r.owner.token_id == token_id && r.counts_for_token())
+            .count()
+            + new.iter().filter(|r| r.counts_for_token()).count();
+        if mine > MAX_PER_TOKEN {
             return Err(TransferError::TooMany {
                 per_token: MAX_PER_TOKEN,
             });
         }
-        if on_node >= MAX_PER_NODE {
-            return Err(TransferError::NodeBusy {
-                node: node(),
-                per_node: MAX_PER_NODE,
-            });
+        for route in new {
+            let node = &route.node.id;
+            let (mut on_node, mut mine_on_node) = (0, 0);
+            for r in self
+                .routes
+                .iter()
+                .map(|r| r.clone())
+                .chain(new.iter().cloned())
+            {
+                if &r.node.id == node {
+                    on_node += 1;
+                    mine_on_node += usize::from(&r.owner.token_id == token_id);
+                }
+            }
+            if on_node > MAX_PER_NODE {
+                return Err(TransferError::NodeBusy {
+                    node: node.to_string(),
+                    per_node: MAX_PER_NODE,
+                });
+            }
+            if mine_on_node > MAX_PER_TOKEN_ON_NODE {
+                return Err(TransferError::TokenBusyOnNode {
+                    node: node.to_string(),
+                    per_token: MAX_PER_TOKEN_ON_NODE,
+                });
+            }
         }
-        if mine_on_node >= MAX_PER_TOKEN_ON_NODE {
-            return Err(TransferError::TokenBusyOnNode {
-                node: node(),
-                per_token: MAX_PER_TOKEN_ON_NODE,
-            });
+        for route in new {
+            route.touch();
+            self.routes.insert(route.id, route.clone());
         }
-        self.routes.insert(route.id, route);
         Ok(())
     }
 
@@ -171,209 +291,6 @@ impl Transfers {
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }
-}
-
-/// Handles a `transfer.*` request from `agent` (answered on its connection).
-pub fn request(
-    shared: &Arc<Shared>,
-    agent: &Arc<AgentHandle>,
-    id: String,
-    method: Method,
-    params: Option<Box<RawValue>>,
-) {
-    let shared = shared.clone();
-    let agent = agent.clone();
-    tokio::spawn(async move {
-        let raw = params.as_deref().map(RawValue::get).unwrap_or("{}");
-        let frame = match method {
-            Method::TransferOpen => answer(&id, open(&shared, &agent, raw).await),
-            Method::TransferFinish => answer(&id, finish(&shared, &agent, raw).await),
-            Method::TransferCancel => answer(&id, cancel(&shared, &agent, raw).await),
-            Method::TransferList => answer(&id, tree::list(&shared, &agent, raw).await),
-            Method::TransferPlace => answer(&id, tree::place(&shared, &agent, raw).await),
-            _ => answer(&id, credit(&shared, &agent, raw)),
-        };
-        let _ = agent.out.send(frame);
-    });
-}
-
-fn answer<T: Serialize>(id: &str, result: Result<T, TransferError>) -> String {
-    match result {
-        Ok(r) => encode_ok(id, &r),
-        Err(e) => encode_err(id, &e.to_shape()),
-    }
-}
-
-fn parse<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, TransferError> {
-    serde_json::from_str(raw).map_err(TransferError::BadParams)
-}
-
-/// `transfer.open`: the policy, the node, then the node's own checks.
-async fn open(
-    shared: &Arc<Shared>,
-    agent: &Arc<AgentHandle>,
-    raw: &str,
-) -> Result<OpenResult, TransferError> {
-    let p: AgentOpenParams = parse(raw)?;
-    let node_id = NodeId::parse(&p.node).map_err(|_| TransferError::BadNode(p.node.clone()))?;
-    let tool = tool_of(p.direction);
-    let name = NamespacedName::join(node_id.as_str(), tool);
-    let refused = match agent.policy.decide(&name) {
-        Decision::Allow => None,
-        Decision::Confirm => Some(TransferError::NeedsApproval { name }),
-        Decision::Deny => Some(TransferError::Denied { name }),
-    };
-    if let Some(e) = refused {
-        // Refused by the policy, like a call outside it: logged and on the record.
-        tracing::warn!(agent = %agent.name, node = %node_id, tool, path = ?p.path, "transfer refused by the token's policy");
-        shared.audit.record(AuditEvent::Transfer {
-            agent: &agent.name,
-            token_id: &agent.token_id,
-            node: node_id.as_str(),
-            tool,
-            path: &p.path,
-            bytes: 0,
-            sha256: None,
-            outcome: e.code().as_str(),
-            duration_ms: 0,
-        });
-        return Err(e);
-    }
-    let node = shared
-        .registry
-        .get(node_id.as_str())
-        .filter(|n| !n.out.is_closed())
-        .ok_or_else(|| TransferError::NodeOffline {
-            node: p.node.clone(),
-        })?;
-    if shared.registry.tool(&node, tool).is_none() {
-        return Err(TransferError::NoTool {
-            node: p.node.clone(),
-            tool,
-        });
-    }
-    let id = uuid::Uuid::new_v4();
-    // Registered before the node is asked: a node sends a `get`'s first chunks as
-    // soon as it has opened the file, and they may arrive before its answer is read.
-    let route = Arc::new(Route {
-        id,
-        direction: p.direction,
-        agent: agent.clone(),
-        node: node.clone(),
-        path: std::sync::OnceLock::new(),
-        asked: p.path.clone(),
-        started: Instant::now(),
-        bytes: AtomicU64::new(0),
-        in_flight: Window::default(),
-    });
-    shared.transfers.admit(route.clone())?;
-    let params = OpenParams {
-        id,
-        direction: p.direction,
-        path: p.path,
-        meta: p.meta,
-        sha256: p.sha256,
-        offset: p.offset,
-    };
-    let opened = ask_node(&node, Method::TransferOpen, &params, NODE_ANSWER)
-        .await
-        .and_then(|raw| {
-            serde_json::from_str::<OpenResult>(raw.get())
-                .map_err(|e| TransferError::Node(malformed(&e)))
-        });
-    let opened = match opened {
-        Ok(o) => o,
-        Err(e) => {
-            shared.transfers.routes.remove(&id);
-            return Err(e);
-        }
-    };
-    let _ = route.path.set(opened.path.clone());
-    // The agent may have gone while the node opened it.
-    if agent.out.is_closed() {
-        relay::agent_gone(shared, &agent.conn_id);
-    }
-    tracing::info!(
-        transfer = %id,
-        agent = %agent.name,
-        node = %route.node.id,
-        tool = route.tool(),
-        path = ?route.path(),
-        "transfer opened"
-    );
-    Ok(opened)
-}
-
-/// `transfer.finish` (a put): the node checks and places the file.
-async fn finish(
-    shared: &Arc<Shared>,
-    agent: &Arc<AgentHandle>,
-    raw: &str,
-) -> Result<Finished, TransferError> {
-    let p: FinishParams = parse(raw)?;
-    let route = shared
-        .transfers
-        .of_agent(p.id, agent)
-        .ok_or(TransferError::Unknown { id: p.id })?;
-    if route.direction != Direction::Put {
-        return Err(TransferError::NotAPut {
-            what: "transfer.finish",
-        });
-    }
-    let outcome = ask_node(&route.node, Method::TransferFinish, &p, FINISH_ANSWER).await;
-    let done = outcome.and_then(|raw| {
-        serde_json::from_str::<Finished>(raw.get()).map_err(|e| TransferError::Node(malformed(&e)))
-    });
-    match &done {
-        Ok(f) => end(shared, &route, "ok", Some(&f.sha256), Some(f.bytes)),
-        Err(e) => end(shared, &route, e.code().as_str(), None, None),
-    }
-    done
-}
-
-/// `transfer.cancel`: ends the transfer on the node too.
-async fn cancel(
-    shared: &Arc<Shared>,
-    agent: &Arc<AgentHandle>,
-    raw: &str,
-) -> Result<serde_json::Value, TransferError> {
-    let p: CancelParams = parse(raw)?;
-    let route = shared
-        .transfers
-        .of_agent(p.id, agent)
-        .ok_or(TransferError::Unknown { id: p.id })?;
-    end(shared, &route, "cancelled", None, None);
-    ask_node(&route.node, Method::TransferCancel, &p, NODE_ANSWER).await?;
-    Ok(serde_json::json!({}))
-}
-
-/// `transfer.credit` (a get): the agent wrote bytes; the node may send more.
-fn credit(
-    shared: &Arc<Shared>,
-    agent: &Arc<AgentHandle>,
-    raw: &str,
-) -> Result<serde_json::Value, TransferError> {
-    let p: Credit = parse(raw)?;
-    let route = shared
-        .transfers
-        .of_agent(p.id, agent)
-        .ok_or(TransferError::Unknown { id: p.id })?;
-    if route.direction != Direction::Get {
-        return Err(TransferError::NotAGet {
-            what: "transfer.credit",
-        });
-    }
-    let credit = Credit {
-        id: p.id,
-        bytes: p.bytes.min(WINDOW_BYTES),
-    };
-    route.in_flight.give(credit.bytes);
-    let _ = route.node.out.send(gsv_protocol::frame::encode_event(
-        EventName::TransferCredit,
-        &credit,
-        0,
-    ));
-    Ok(serde_json::json!({}))
 }
 
 /// Sends `method` to `node` and waits (at most `limit`) for its answer.
@@ -409,11 +326,14 @@ async fn ask_node<P: Serialize>(
     }
 }
 
-fn malformed(e: &serde_json::Error) -> gsv_protocol::ErrorShape {
-    gsv_protocol::ErrorShape::new(
-        gsv_protocol::ErrorCode::Internal,
-        format!("the node's transfer answer does not decode: {e}"),
-    )
+/// Decodes a node's answer.
+fn decode<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, TransferError> {
+    serde_json::from_str(raw.get()).map_err(|e| {
+        TransferError::Node(gsv_protocol::ErrorShape::new(
+            gsv_protocol::ErrorCode::Internal,
+            format!("the node's transfer answer does not decode: {e}"),
+        ))
+    })
 }
 
 /// Ends `route` once (the first ending wins) and records it.
@@ -422,10 +342,10 @@ fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, byte
         return;
     }
     let bytes = bytes.unwrap_or_else(|| route.bytes.load(Ordering::Relaxed));
-    tracing::info!(transfer = %route.id, outcome, bytes, "transfer ended");
+    tracing::info!(transfer = %route.id, node = %route.node.id, outcome, bytes, "transfer ended");
     shared.audit.record(AuditEvent::Transfer {
-        agent: &route.agent.name,
-        token_id: &route.agent.token_id,
+        agent: &route.owner.name,
+        token_id: &route.owner.token_id,
         node: route.node.id.as_str(),
         tool: route.tool(),
         path: route.path(),
@@ -433,6 +353,22 @@ fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, byte
         sha256,
         outcome,
         duration_ms: route.started.elapsed().as_millis() as u64,
+    });
+}
+
+/// Records a transfer the gateway refused before it began (policy, approval).
+fn refused(shared: &Shared, owner: &Owner, node: &str, tool: &str, path: &str, outcome: &str) {
+    tracing::warn!(agent = %owner.name, node, tool, path = ?path, outcome, "transfer refused");
+    shared.audit.record(AuditEvent::Transfer {
+        agent: &owner.name,
+        token_id: &owner.token_id,
+        node,
+        tool,
+        path,
+        bytes: 0,
+        sha256: None,
+        outcome,
+        duration_ms: 0,
     });
 }
 

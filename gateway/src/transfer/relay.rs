@@ -1,7 +1,8 @@
-//! Relaying a transfer's chunks and events between its two connections, and ending
-//! the transfers of a connection that goes away.
+//! Relaying a transfer's chunks and events between its two connections (an agent and
+//! a node, or the two nodes of a copy), and ending the transfers of a connection that
+//! goes away.
 
-use super::{end, Route};
+use super::{end, Far, LegEvent, Route};
 use crate::registry::NodeHandle;
 use crate::state::{AgentHandle, Shared};
 use gsv_protocol::frame::encode_req;
@@ -27,6 +28,7 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
         tracing::debug!(agent = %agent.name, "binary frame for no transfer of this connection dropped");
         return;
     };
+    route.touch();
     if route.direction != Direction::Put {
         fail(shared, &route, wrong_way());
         return;
@@ -36,20 +38,50 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
     }
 }
 
-/// A binary frame from a node: a chunk of one of its gets, sent on to the agent.
+/// A binary frame from a node: a chunk of one of its gets, sent on to the agent, or
+/// to the node of the copy's other leg.
 pub fn from_node(shared: &Shared, node: &NodeHandle, frame: Bytes) {
     let Some(route) = Chunk::peek_id(&frame).and_then(|id| of_node(shared, id, node)) else {
         tracing::debug!(node = %node.id, "binary frame for no transfer of this connection dropped");
         return;
     };
+    route.touch();
     if route.direction != Direction::Get {
         fail(shared, &route, wrong_way());
         return;
     }
-    if forward(shared, &route, frame, &route.agent.out) == Forwarded::Gone {
-        // The agent is gone: its transfers end with it.
-        agent_gone(shared, &route.agent.conn_id);
+    match &route.far {
+        Far::Agent(agent) => {
+            if forward(shared, &route, frame, &agent.out) == Forwarded::Gone {
+                // The agent is gone: its transfers end with it.
+                agent_gone(shared, &agent.conn_id);
+            }
+        }
+        Far::Leg(leg) => {
+            let Some(peer) = shared.transfers.get(leg.peer) else {
+                fail(shared, &route, peer_gone());
+                return;
+            };
+            peer.touch();
+            let frame = renamed(frame, leg.peer);
+            if forward(shared, &route, frame, &peer.node.out) == Forwarded::Gone {
+                fail(shared, &peer, gone(&peer));
+                fail(shared, &route, gone(&peer));
+            }
+        }
     }
+}
+
+/// `frame` with its transfer id replaced by `id` (a copy's chunk, passed from its
+/// get leg to its put leg); the data is copied only when the frame is shared.
+fn renamed(frame: Bytes, id: uuid::Uuid) -> Bytes {
+    let mut frame = frame
+        .try_into_mut()
+        .unwrap_or_else(|shared| bytes::BytesMut::from(&shared[..]));
+    if let Some(at) = frame.get_mut(1..17) {
+        at.copy_from_slice(id.as_bytes());
+    }
+    frame.freeze()
 }
 
 /// What became of a chunk sent on.
@@ -113,25 +145,85 @@ pub fn node_event(
         tracing::debug!(node = %node.id, event = event.as_str(), "transfer event for no transfer of this connection");
         return;
     };
+    route.touch();
+    let leg = match &route.far {
+        Far::Agent(_) => None,
+        Far::Leg(leg) => Some(leg),
+    };
     match event {
         EventName::TransferCredit => {
-            if let Ok(c) = serde_json::from_str::<gsv_protocol::transfer::Credit>(raw) {
+            let Ok(c) = serde_json::from_str::<gsv_protocol::transfer::Credit>(raw) else {
+                return;
+            };
+            let Some(leg) = leg else {
                 route.in_flight.give(c.bytes);
+                route.far_event(event, &payload);
+                return;
+            };
+            // A copy's put leg wrote bytes: its get leg may send that many more.
+            if let Some(peer) = shared.transfers.get(leg.peer) {
+                peer.touch();
+                peer.in_flight.give(c.bytes);
+                let credit = gsv_protocol::transfer::Credit {
+                    id: peer.id,
+                    bytes: c.bytes,
+                };
+                let _ = peer.node.out.send(gsv_protocol::frame::encode_event(
+                    EventName::TransferCredit,
+                    &credit,
+                    0,
+                ));
             }
+            let _ = leg.events.send(LegEvent::Credited(c.bytes));
+            return;
         }
         EventName::TransferEnd => match serde_json::from_str::<Ended>(raw) {
-            Ok(e) => end(shared, &route, "ok", Some(&e.sha256), Some(e.bytes)),
-            Err(_) => end(shared, &route, "internal", None, None),
+            Ok(e) => {
+                end(shared, &route, "ok", Some(&e.sha256), Some(e.bytes));
+                if let Some(leg) = leg {
+                    let _ = leg.events.send(LegEvent::Sent { sha256: e.sha256 });
+                    return;
+                }
+            }
+            Err(_) => {
+                fail(
+                    shared,
+                    &route,
+                    ErrorShape::new(
+                        ErrorCode::Internal,
+                        "the node's transfer.end does not decode",
+                    ),
+                );
+                return;
+            }
         },
         EventName::TransferFailed => {
-            let code = serde_json::from_str::<Failed>(raw)
-                .map(|f| f.error.code.as_str())
-                .unwrap_or("internal");
-            end(shared, &route, code, None, None);
+            let error = serde_json::from_str::<Failed>(raw)
+                .map(|f| f.error)
+                .unwrap_or_else(|_| {
+                    ErrorShape::new(
+                        ErrorCode::Internal,
+                        "the node's transfer.failed does not decode",
+                    )
+                });
+            end(shared, &route, error.code.as_str(), None, None);
+            if let Some(leg) = leg {
+                let _ = leg.events.send(LegEvent::Failed(error));
+                return;
+            }
         }
         _ => {}
     }
-    route.agent.send_event(event, &payload);
+    route.far_event(event, &payload);
+}
+
+impl Route {
+    /// Passes a node's event on to this transfer's agent (a copy's leg has none).
+    fn far_event(&self, event: EventName, payload: &Option<Box<RawValue>>) {
+        if let Far::Agent(agent) = &self.far {
+            agent.send_event(event, payload);
+        }
+    }
 }
 
 /// Ends every transfer of the agent connection `conn_id`, cancelling it on its node
@@ -141,12 +233,26 @@ pub fn agent_gone(shared: &Shared, conn_id: &str) {
         .transfers
         .routes
         .iter()
-        .filter(|r| r.agent.conn_id == conn_id)
+        .filter(|r| r.conn_id() == Some(conn_id))
         .map(|r| r.clone())
         .collect();
     for route in mine {
-        end(shared, &route, "cancelled", None, None);
-        tell_node_cancel(&route);
+        cancel_on_node(shared, &route, "cancelled");
+        if let Far::Leg(leg) = &route.far {
+            let _ = leg.events.send(LegEvent::Failed(ErrorShape::new(
+                ErrorCode::Cancelled,
+                "the agent that asked for the copy went away",
+            )));
+        }
+    }
+}
+
+/// Ends `route` as `outcome` and cancels it on its node (a put's partial file is
+/// kept for a resumed copy).
+pub(super) fn cancel_on_node(shared: &Shared, route: &Route, outcome: &str) {
+    if shared.transfers.routes.contains_key(&route.id) {
+        end(shared, route, outcome, None, None);
+        tell_node_cancel(route);
     }
 }
 
@@ -164,17 +270,26 @@ pub fn node_gone(shared: &Shared, node: &NodeHandle) {
     }
 }
 
-/// Ends `route` on `error`: the agent hears `transfer.failed`, the node a cancel.
-fn fail(shared: &Shared, route: &Route, error: ErrorShape) {
+/// Ends `route` on `error`: the agent (or the copy's driver) hears it, the node gets
+/// a cancel.
+pub(super) fn fail(shared: &Shared, route: &Route, error: ErrorShape) {
+    if !shared.transfers.routes.contains_key(&route.id) {
+        return;
+    }
     end(shared, route, error.code.as_str(), None, None);
-    route.agent.send_event(
-        EventName::TransferFailed,
-        &Failed {
-            id: route.id,
-            error,
-        },
-    );
     tell_node_cancel(route);
+    match &route.far {
+        Far::Agent(agent) => agent.send_event(
+            EventName::TransferFailed,
+            &Failed {
+                id: route.id,
+                error,
+            },
+        ),
+        Far::Leg(leg) => {
+            let _ = leg.events.send(LegEvent::Failed(error));
+        }
+    }
 }
 
 /// Sends the node a `transfer.cancel` without waiting for its answer.
@@ -237,6 +352,10 @@ fn over_window() -> ErrorShape {
             gsv_protocol::transfer::WINDOW_BYTES
         ),
     )
+}
+
+fn peer_gone() -> ErrorShape {
+    ErrorShape::new(ErrorCode::Cancelled, "the other end of the copy ended")
 }
 
 fn gone(route: &Route) -> ErrorShape {

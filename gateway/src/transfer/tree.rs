@@ -9,7 +9,8 @@
 //! and absolute entries itself, so a client talking to the node through any gateway
 //! meets the same checks. Each request leaves one audit row.
 
-use super::{ask_node, malformed, parse, TransferError};
+use super::agent::parse;
+use super::{ask_node, decode, TransferError};
 use crate::audit::AuditEvent;
 use crate::error::WireError;
 use crate::policy::Decision;
@@ -54,9 +55,7 @@ pub(super) async fn list(
         LIST_ANSWER,
     )
     .await
-    .and_then(|raw| {
-        serde_json::from_str::<Listing>(raw.get()).map_err(|e| TransferError::Node(malformed(&e)))
-    });
+    .and_then(|raw| decode::<Listing>(&raw));
     match &outcome {
         Ok(l) => {
             tracing::info!(agent = %agent.name, node = %node.id, path = ?l.root, entries = l.entries.len(), "tree listed");
@@ -95,10 +94,7 @@ pub(super) async fn place(
     };
     let outcome = ask_node(&node, Method::TransferPlace, &params, PLACE_ANSWER)
         .await
-        .and_then(|raw| {
-            serde_json::from_str::<Placed>(raw.get())
-                .map_err(|e| TransferError::Node(malformed(&e)))
-        });
+        .and_then(|raw| decode::<Placed>(&raw));
     match &outcome {
         Ok(placed) => {
             tracing::info!(agent = %agent.name, node = %node.id, path = ?placed.root, step = ?params.step, done = placed.done, "tree placed");
@@ -151,7 +147,9 @@ fn admit(
     let name = NamespacedName::join(node_id.as_str(), audit.tool);
     let refused = match agent.policy.decide(&name) {
         Decision::Allow => None,
-        Decision::Confirm => Some(TransferError::NeedsApproval { name }),
+        // One approval per request of a tree would ask an operator many times for
+        // one copy; a tree is copied with a token allowed outright.
+        Decision::Confirm => Some(TransferError::TreeNeedsApproval { name }),
         Decision::Deny => Some(TransferError::Denied { name }),
     };
     if let Some(e) = refused {

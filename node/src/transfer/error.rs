@@ -26,6 +26,10 @@ pub enum TransferError {
     /// The bytes that arrived are not the ones sent: nothing was put in place.
     #[error("SHA-256 mismatch: the sender's file is {expected}, the bytes that arrived are {got}; nothing was written")]
     Corrupt { expected: String, got: String },
+    /// Another copy to the same path holds its partial file (one ending on a lost
+    /// connection lets go of it within moments): worth trying again.
+    #[error("{path}: another copy of this file to this path is in progress")]
+    InUse { path: String },
     /// The kernel's answer.
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
@@ -47,6 +51,7 @@ impl TransferError {
             | TransferError::TooLong { .. }
             | TransferError::Short { .. }
             | TransferError::Corrupt { .. } => ErrorCode::InvalidArgs,
+            TransferError::InUse { .. } => ErrorCode::Overloaded,
             TransferError::Access(_) | TransferError::Io { .. } => ErrorCode::Internal,
         }
     }

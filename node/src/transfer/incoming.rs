@@ -57,13 +57,9 @@ impl Incoming {
         .map_err(|e| TransferError::io(&path, e.into()))?;
         // One copy of a file at a time: a second one would interleave its bytes.
         rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).map_err(|_| {
-            TransferError::io(
-                &path,
-                std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    "another copy of this file to this path is in progress",
-                ),
-            )
+            TransferError::InUse {
+                path: path.display().to_string(),
+            }
         })?;
         let mut file = File::from(fd);
         let (held, hasher) =

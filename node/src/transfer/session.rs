@@ -81,7 +81,9 @@ impl Transfers {
                     let running2 = Arc::clone(&running);
                     tokio::spawn(async move {
                         match file {
-                            Opened::Get(out) => run_get(id, out, rx, &text2, &binary).await,
+                            Opened::Get(out, hold) => {
+                                run_get(id, out, hold, rx, &text2, &binary).await
+                            }
                             Opened::Put(inc) => run_put(id, inc, rx, &text2).await,
                         }
                         running2.remove(&id);
@@ -174,9 +176,22 @@ impl Transfers {
     }
 }
 
-/// A file opened for a transfer.
+impl Drop for Transfers {
+    /// The connection is gone: its transfers end now (a `put`'s partial file stays for
+    /// a resumed copy). Their tasks hold the running map, so without this they would
+    /// wait for chunks or credits that can no longer come, and keep the partial file
+    /// locked against the resumed copy on the next connection.
+    fn drop(&mut self) {
+        for entry in self.running.iter() {
+            let _ = entry.value().try_send(Msg::Cancel { discard: false });
+        }
+        self.running.clear();
+    }
+}
+
+/// A file opened for a transfer (a get: and whether it waits for its first credit).
 enum Opened {
-    Get(Outgoing),
+    Get(Outgoing, bool),
     Put(Incoming),
 }
 
@@ -225,9 +240,10 @@ async fn open(
         meta,
         sha256,
         offset,
+        hold,
     } = params;
     let opened = tokio::task::spawn_blocking(move || match direction {
-        Direction::Get => Outgoing::open(&policy, &path, offset).map(Opened::Get),
+        Direction::Get => Outgoing::open(&policy, &path, offset).map(|o| Opened::Get(o, false)),
         Direction::Put => match meta {
             Some(meta) => Incoming::open(&policy, &path, meta, sha256).map(Opened::Put),
             None => Err(TransferError::Short { size: 0, got: 0 }),
@@ -246,7 +262,7 @@ async fn open(
         (_, _, Err(e)) => return Err(ErrorShape::new(e.code(), e.to_string())),
     };
     let result = match &opened {
-        Opened::Get(out) => OpenResult {
+        Opened::Get(out, _) => OpenResult {
             id,
             path: out.path().display().to_string(),
             meta: out.meta(),
@@ -261,7 +277,11 @@ async fn open(
     };
     let (tx, rx) = mpsc::channel(INBOX);
     running.insert(id, tx);
-    info!(transfer = %id, ?direction, path = ?result.path, offset = result.offset, "transfer opened");
+    info!(transfer = %id, ?direction, path = ?result.path, offset = result.offset, hold, "transfer opened");
+    let opened = match opened {
+        Opened::Get(out, _) => Opened::Get(out, hold),
+        put => put,
+    };
     Ok((result, opened, rx))
 }
 
@@ -343,10 +363,11 @@ async fn run_put(
 }
 
 /// Sends a `get`: chunks while the window allows, then `transfer.end` once every
-/// byte is credited.
+/// byte is credited. A `held` get sends nothing before its first credit.
 async fn run_get(
     id: uuid::Uuid,
     out: Outgoing,
+    mut held: bool,
     mut rx: mpsc::Receiver<Msg>,
     text: &mpsc::Sender<String>,
     binary: &mpsc::Sender<Vec<u8>>,
@@ -358,7 +379,10 @@ async fn run_get(
         // What the gateway sent meanwhile (credits, a cancel) first.
         while let Ok(msg) = rx.try_recv() {
             match msg {
-                Msg::Credit(b) => credited = credited.saturating_add(b),
+                Msg::Credit(b) => {
+                    held = false;
+                    credited = credited.saturating_add(b);
+                }
                 Msg::Cancel { .. } => return,
                 Msg::Finish { reply, .. } => {
                     let _ = reply.send(Err(ErrorShape::new(
@@ -369,7 +393,7 @@ async fn run_get(
                 Msg::Chunk(_) => {}
             }
         }
-        if !eof && sent.saturating_sub(credited) < WINDOW_BYTES {
+        if !held && !eof && sent.saturating_sub(credited) < WINDOW_BYTES {
             let Some(file) = out.take() else { return };
             let read = tokio::task::spawn_blocking(move || {
                 let mut file = file;
@@ -410,7 +434,7 @@ async fn run_get(
             }
             continue;
         }
-        if eof && credited >= sent {
+        if !held && eof && credited >= sent {
             let Some(file) = out.take() else { return };
             let path = file.path().display().to_string();
             let (bytes, sha256) = file.finish();
@@ -427,7 +451,10 @@ async fn run_get(
             return;
         }
         match rx.recv().await {
-            Some(Msg::Credit(b)) => credited = credited.saturating_add(b),
+            Some(Msg::Credit(b)) => {
+                held = false;
+                credited = credited.saturating_add(b);
+            }
             Some(Msg::Cancel { .. }) | None => return,
             Some(Msg::Finish { reply, .. }) => {
                 let _ = reply.send(Err(ErrorShape::new(

@@ -61,6 +61,15 @@ impl Progress {
         self.drawn = true;
     }
 
+    /// Erases the line so a message can be printed; the next update draws it again.
+    pub fn interrupt(&mut self) {
+        if self.drawn {
+            clear_line(self.on);
+            self.drawn = false;
+            self.last_draw = None;
+        }
+    }
+
     /// Ends the line (the copy is over, whichever way).
     pub fn finish(&mut self) {
         if self.drawn {

@@ -42,6 +42,13 @@ pub enum Plan {
         remote: String,
         local: PathBuf,
     },
+    /// A node's file → a node (another or the same), through the gateway.
+    Copy {
+        from_node: String,
+        from: String,
+        to_node: String,
+        to: String,
+    },
 }
 
 impl Plan {
@@ -50,6 +57,7 @@ impl Plan {
         match self {
             Plan::Put { .. } => "put",
             Plan::Get { .. } => "get",
+            Plan::Copy { .. } => "copy",
         }
     }
 }
@@ -66,10 +74,31 @@ pub fn plan(src: &str, dst: &str, recursive: bool) -> Result<Plan, String> {
         return Err("SRC and DST must not be empty".into());
     }
     match (Side::parse(src), Side::parse(dst)) {
-        (Side::Remote { .. }, Side::Remote { .. }) => Err(
-            "copying from one node to another is not supported yet: copy to this machine, then to the other node"
-                .into(),
-        ),
+        (
+            Side::Remote {
+                node: from_node,
+                path: from,
+            },
+            Side::Remote {
+                node: to_node,
+                path: to,
+            },
+        ) => {
+            if from.is_empty() || from.ends_with('/') {
+                return Err(format!("{src}: name the file to copy after the colon"));
+            }
+            if to.is_empty() {
+                return Err(format!(
+                    "{dst}: name the destination after the colon (ending in / for a directory)"
+                ));
+            }
+            Ok(Plan::Copy {
+                from_node,
+                from,
+                to_node,
+                to,
+            })
+        }
         (Side::Local(_), Side::Local(_)) => Err(
             "one of SRC and DST must be NODE:PATH (a local path with a colon is written ./a:b)"
                 .into(),
@@ -149,8 +178,17 @@ mod tests {
                 remote: "dir/".into()
             })
         );
-        let e = plan("a:x", "b:y", false).expect_err("node to node");
-        assert!(e.contains("not supported yet"), "{e}");
+        assert_eq!(
+            plan("a:x", "b:y/", false),
+            Ok(Plan::Copy {
+                from_node: "a".into(),
+                from: "x".into(),
+                to_node: "b".into(),
+                to: "y/".into()
+            })
+        );
+        assert!(plan("a:", "b:y", false).is_err());
+        assert!(plan("a:x", "b:", false).is_err());
         let e = plan("a.txt", "b.txt", false).expect_err("local to local");
         assert!(e.contains("NODE:PATH"), "{e}");
         let e = plan("a.txt", "box:b", true).expect_err("-r");

@@ -484,7 +484,7 @@ async function checkListChanged() {
 // --- fleet view, views and selection ----------------------------------------------
 
 /** The gateway tools no node offers, listed in both views. */
-const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job"];
+const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"];
 /** The fleet view's tools that the flat view does not list. */
 const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools"];
 const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];

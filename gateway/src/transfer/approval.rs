@@ -1,0 +1,157 @@
+//! A transfer the token's policy marks `confirm` waits for an operator: the request
+//! shows the source, the destination and the size, and is decided like a call's
+//! (`gsv approvals`, the console, `approvals.decide`).
+
+use super::{Owner, TransferError};
+use crate::approvals::{NewRequest, Verdict};
+use crate::audit::{args_hash, AuditEvent};
+use crate::state::{AgentHandle, Shared};
+use gsv_protocol::transfer::MAX_SOURCE_CHARS;
+use gsv_protocol::EventName;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+/// The question an operator is asked about one transfer.
+pub(super) struct Asked {
+    owner: Owner,
+    /// The agent connection that asked (it hears the request's events too).
+    conn: Option<String>,
+    /// The node whose file tool needs the approval.
+    node: String,
+    tool: &'static str,
+    args: Value,
+    summary: String,
+}
+
+/// The agent's name for its own end, cut for the operator's screen.
+fn local(agent: &AgentHandle, source: Option<&str>) -> String {
+    let named: String = source
+        .unwrap_or("(not named)")
+        .chars()
+        .take(MAX_SOURCE_CHARS)
+        .collect();
+    format!("{} (agent {})", named, agent.name)
+}
+
+impl Asked {
+    /// A put: the agent's file `source` → `node:path`, `size` bytes.
+    pub fn put(
+        owner: &Owner,
+        agent: &AgentHandle,
+        node: &str,
+        path: &str,
+        source: Option<&str>,
+        size: u64,
+    ) -> Asked {
+        let from = local(agent, source);
+        let to = format!("{node}:{path}");
+        Asked {
+            owner: owner.clone(),
+            conn: Some(agent.conn_id.clone()),
+            node: node.to_owned(),
+            tool: "Write",
+            summary: format!("copy {from} → {to} ({size} bytes)"),
+            args: json!({"source": from, "destination": to, "size": size}),
+        }
+    }
+
+    /// A get: `node:path` → the agent's `destination`, `size` bytes.
+    pub fn get(
+        owner: &Owner,
+        agent: &AgentHandle,
+        node: &str,
+        path: &str,
+        destination: Option<&str>,
+        size: u64,
+    ) -> Asked {
+        let from = format!("{node}:{path}");
+        let to = local(agent, destination);
+        Asked {
+            owner: owner.clone(),
+            conn: Some(agent.conn_id.clone()),
+            node: node.to_owned(),
+            tool: "Read",
+            summary: format!("copy {from} → {to} ({size} bytes)"),
+            args: json!({"source": from, "destination": to, "size": size}),
+        }
+    }
+
+    /// A node → node copy; `node`/`tool`: the side that needs the approval (the
+    /// destination's Write when both do).
+    pub fn copy(
+        owner: &Owner,
+        conn: Option<String>,
+        (node, tool): (&str, &'static str),
+        from: &str,
+        to: &str,
+        size: u64,
+    ) -> Asked {
+        Asked {
+            owner: owner.clone(),
+            conn,
+            node: node.to_owned(),
+            tool,
+            summary: format!("copy {from} → {to} ({size} bytes)"),
+            args: json!({"source": from, "destination": to, "size": size}),
+        }
+    }
+}
+
+/// Opens the operator request for `asked` and waits for its decision (at most the
+/// queue's time to live, or until `gone`: the asker left). `Ok` once approved.
+pub(super) async fn wait(
+    shared: &Shared,
+    asked: &Asked,
+    gone: &CancellationToken,
+) -> Result<String, TransferError> {
+    let (request, rx) = shared
+        .approvals
+        .open(NewRequest {
+            agent: asked.owner.name.clone(),
+            token_id: asked.owner.token_id.clone(),
+            node: asked.node.clone(),
+            tool: asked.tool.to_owned(),
+            args_hash: args_hash(&asked.args),
+            summary: asked.summary.clone(),
+            reason: format!(
+                "the token's policy asks for approval of {}__{}",
+                asked.node, asked.tool
+            ),
+            plan: None,
+            nodes: Vec::new(),
+            args: crate::approvals::shown_args(&asked.args),
+        })
+        .await?;
+    tracing::info!(approval = %request.id, summary = ?asked.summary, "transfer waits for approval");
+    shared.audit.record(AuditEvent::ApprovalRequested {
+        agent: &asked.owner.name,
+        request: &request,
+    });
+    let conn = asked.conn.as_deref();
+    shared.notify_operators(EventName::ApprovalRequested, &request, conn);
+    if let Some(hook) = &shared.webhook {
+        hook.notify(&request);
+    }
+    let expired = |state: &str| gsv_protocol::event::ApprovalResolved {
+        id: request.id.clone(),
+        state: state.to_owned(),
+        decided_by: None,
+    };
+    tokio::select! {
+        d = rx => match d {
+            Ok(Verdict::Approve) => Ok(request.id.clone()),
+            Ok(Verdict::Deny) => Err(TransferError::ApprovalDenied { approval: request.id.clone() }),
+            Err(_) => Err(TransferError::ApprovalExpired { approval: request.id.clone() }),
+        },
+        _ = tokio::time::sleep(shared.approvals.ttl) => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &expired("expired"), conn);
+            Err(TransferError::ApprovalExpired { approval: request.id.clone() })
+        }
+        _ = gone.cancelled() => {
+            shared.approvals.expire(&request.id).await;
+            shared.notify_operators(EventName::ApprovalResolved, &expired("expired"), conn);
+            Err(TransferError::Cancelled)
+        }
+    }
+}
