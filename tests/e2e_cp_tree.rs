@@ -263,6 +263,28 @@ async fn policy_and_confinement_refuse_trees() {
     let (code, _out, err) = cp(&gw, &reader, &["-r", "box:there", s(&out_dir)]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read(out_dir.join("sub/f")).expect("read"), b"f");
+    // A `confirm` rule: trees do not wait for approvals, they are refused.
+    let careful = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "box__Write",
+        "--confirm",
+        "box__Read",
+    ]);
+    let (code, _out, err) = cp(&gw, &careful, &["-r", s(&src), "box:dest"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("do not wait for approvals"), "{err}");
+    assert!(!ws.path().join("dest").exists());
+    let (code, _out, err) = cp(
+        &gw,
+        &careful,
+        &["-r", "box:there", s(&local.path().join("c"))],
+    );
+    assert_eq!(code, 5, "{err}");
+    assert!(!local.path().join("c").exists());
 
     // Confined: a tree to or from outside the workspace is refused, nothing made.
     let target = outside.path().join("t");
