@@ -1,6 +1,6 @@
 //! Directory copies (`gsv cp -r`): a tree as a manifest plus one ordinary file
 //! transfer per file, so each file keeps its SHA-256 check and its resume
-//! (`docs/protocol.md` §5.11.6).
+//! (`docs/protocol.md` §5.11, "Directory trees").
 //!
 //! Both ways go in the same order: directories (and the ground cleared for files),
 //! then the files, then the symlinks, then the directories' modes and mtimes, deepest

@@ -1,10 +1,11 @@
 //! Directory copies (`gsv cp -r`): `transfer.list` and `transfer.place`, relayed to the
-//! node after the same policy check as a file transfer of the same direction.
+//! node after the policy check of a file transfer of the same direction.
 //!
 //! A tree is copied as a manifest plus one ordinary transfer per file
-//! (`docs/protocol.md` §5.11.6): these two requests carry the manifest. Listing a
-//! tree reads the node, so it needs `{node}__Read`; making directories and symlinks
-//! and settling their modes writes it, so `{node}__Write`. The gateway does not judge
+//! (`docs/protocol.md` §5.11, "Directory trees"): these two requests carry the
+//! manifest. Listing a tree reads the node, so it needs `{node}__Read`; making
+//! directories and symlinks and settling their modes writes it, so `{node}__Write`,
+//! allowed outright (a `confirm` rule is refused: trees do not wait for approvals). The gateway does not judge
 //! the entries: the node checks every path against its path rules and refuses `..`
 //! and absolute entries itself, so a client talking to the node through any gateway
 //! meets the same checks. Each request leaves one audit row.
