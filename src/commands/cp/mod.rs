@@ -51,7 +51,7 @@ pub async fn run(
     if recursive {
         return tree::run(target, src, dst, json).await;
     }
-    let plan = match plan(src, dst, recursive) {
+    let plan = match plan(src, dst) {
         Ok(p) => p,
         Err(message) => {
             eprintln!("error: invalid_args: {}", safe(&message));
