@@ -364,9 +364,10 @@ pub enum Command {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// Copy a file between this machine and a node: gsv cp report.pdf laptop:docs/
-    /// or gsv cp laptop:logs/app.log . (streamed, SHA-256 checked, put in place
-    /// atomically; run it again to resume an interrupted copy)
+    /// Copy a file between this machine and a node, or between nodes: gsv cp
+    /// report.pdf laptop:docs/, gsv cp laptop:logs/app.log ., gsv cp web-1:app.log
+    /// nas:logs/ (streamed, SHA-256 checked, put in place atomically; run it again to
+    /// resume an interrupted copy)
     Cp {
         #[command(flatten)]
         target: TargetArgs,

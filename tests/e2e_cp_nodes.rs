@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::files::{cp, mode, mtime_ms, s, sha, varied, write_file};
+use common::files::{cp, mode, mtime_ms, s, sha, sha_file, varied, write_file, write_varied};
 use common::{eventually, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::transfer::Place;
@@ -324,6 +324,13 @@ async fn confirm_rules_turn_transfers_into_approval_requests() {
         (req["node"].as_str(), req["tool"].as_str()),
         (Some("beta"), Some("Write"))
     );
+    // The agent's own end is named for the operator.
+    assert!(
+        req["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("up.bin (agent careful)")),
+        "{req}"
+    );
     let id = req["id"].as_str().expect("id").to_owned();
     let (code, _, err) = gw.cli(&["approvals", "deny", &id]);
     assert_eq!(code, 0, "{err}");
@@ -380,38 +387,6 @@ async fn a_transfer_nobody_moves_is_ended_and_frees_its_place() {
         .expect("a new transfer opens");
 }
 
-/// Writes `mib` MiB of varied bytes to `path` in 1 MiB pieces; their SHA-256.
-fn write_varied(path: &Path, mib: usize, seed: u64) -> String {
-    use sha2::{Digest, Sha256};
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    let mut h = Sha256::new();
-    for i in 0..mib {
-        let piece = varied(1024 * 1024, seed.wrapping_add(i as u64));
-        h.update(&piece);
-        f.write_all(&piece).expect("write");
-    }
-    f.flush().expect("flush");
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The SHA-256 of a file, read in pieces.
-fn sha_file(path: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).expect("open");
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    loop {
-        let n = f.read(&mut buf).expect("read");
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_node_to_node_with_hashes_compared() {
     let gw = Gateway::start().await;
@@ -419,7 +394,7 @@ async fn one_gib_node_to_node_with_hashes_compared() {
     let _a = gw.node("alpha", wa.path()).await;
     let _b = gw.node("beta", wb.path()).await;
     let token = gw.agent_token();
-    let want = write_varied(&wa.path().join("gib.bin"), 1024, 31);
+    let want = write_varied(&wa.path().join("gib.bin"), 1 << 30, 31);
     let started = std::time::Instant::now();
     let (code, out, err) = cp(&gw, &token, &["alpha:gib.bin", "beta:gib.bin", "--json"]).await;
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");

@@ -13,10 +13,11 @@
 mod common;
 
 use common::chaos::ChaosProxy;
+use common::files::{s, sha_file, write_varied};
 use common::{Gateway, Proc, TempDir};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,58 +34,6 @@ const FRAMING: u64 = 2 * MIB;
 const COPY_LIMIT: Duration = Duration::from_secs(180);
 /// How long a 1 GiB copy may take in a debug build on a busy machine.
 const GIB_LIMIT: Duration = Duration::from_secs(900);
-
-/// Writes `size` bytes that vary (an xorshift block, every 4 KiB of each MiB stamped
-/// with the MiB's number, so a misplaced chunk changes the hash) to `path`, a MiB at
-/// a time; their SHA-256.
-fn write_varied(path: &Path, size: u64, seed: u64) -> String {
-    let mut x = seed | 1;
-    let mut block = Vec::with_capacity(MIB as usize);
-    while block.len() < MIB as usize {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        block.extend_from_slice(&x.to_le_bytes());
-    }
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    let mut hasher = Sha256::new();
-    let mut left = size;
-    let mut piece = 0u64;
-    let mut buf = block.clone();
-    while left > 0 {
-        let stamp = (piece ^ seed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .to_le_bytes();
-        for at in (0..buf.len()).step_by(4096) {
-            buf[at..at + 8].copy_from_slice(&stamp);
-        }
-        let n = left.min(MIB) as usize;
-        f.write_all(&buf[..n]).expect("write");
-        hasher.update(&buf[..n]);
-        left -= n as u64;
-        piece += 1;
-    }
-    f.flush().expect("flush");
-    hex(hasher)
-}
-
-fn hex(h: Sha256) -> String {
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// SHA-256 of a file, read a MiB at a time.
-fn sha_file(path: &Path) -> String {
-    let mut f = std::fs::File::open(path).expect("open");
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; MIB as usize];
-    loop {
-        let n = f.read(&mut buf).expect("read");
-        if n == 0 {
-            return hex(hasher);
-        }
-        hasher.update(&buf[..n]);
-    }
-}
 
 /// Length of the partial file in `dir`, if there is one.
 fn part_len(dir: &Path) -> Option<u64> {
@@ -109,10 +58,6 @@ async fn copy_under_way(dir: &Path) -> u64 {
         },
     )
     .await
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// Starts `gsv cp ARGS... --json --gateway URL --token TOKEN --data DATA`.
@@ -422,6 +367,47 @@ async fn the_gateway_killed_mid_put_and_mid_get_and_restarted_resumes_by_itself(
             again > 0 && again <= BIG - held + FRAMING,
             "round {round}: after the restart {again} bytes moved; {held} of {BIG} were held before it"
         );
+    }
+}
+
+/// A node → node copy: the destination node's link cut mid-copy, then the gateway
+/// killed and restarted mid-copy; each time `gsv cp` carries on by itself and the
+/// destination takes up what it verified (`resumedFrom`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_to_node_copy_resumes_by_itself_after_a_cut_link_and_a_gateway_restart() {
+    let mut gw = Gateway::start().await;
+    let (wa, wb) = (TempDir::new("cpr-a"), TempDir::new("cpr-b"));
+    let _alpha = gw.node("alpha", wa.path()).await;
+    let proxy = ChaosProxy::start(&gw.addr, common::chaos::seed_from_env()).await;
+    let _beta = node_via(&gw, &proxy.url(), "beta", wb.path()).await;
+    let token = gw.agent_token();
+
+    for round in [1u64, 2] {
+        let name = format!("n{round}.bin");
+        let want = write_varied(&wa.path().join(&name), BIG, 50 + round);
+        let child = spawn_cp(
+            &gw.url(),
+            &token,
+            gw.data.path(),
+            &[&format!("alpha:{name}"), &format!("beta:{name}")],
+        );
+        let held = copy_under_way(wb.path()).await;
+        if round == 1 {
+            proxy.cut_all();
+        } else {
+            gw.kill();
+            gw.restart().await;
+        }
+        let (code, out, err) = finish(child, COPY_LIMIT).await;
+        let v = assert_retried(code, &out, &err, "copy");
+        assert_eq!(v["sha256"], want.as_str());
+        let resumed = v["resumedFrom"].as_u64().expect("resumedFrom");
+        assert!(
+            resumed > 0 && resumed < BIG,
+            "round {round}: resumed from {resumed} ({held} were held at the fault)"
+        );
+        assert_eq!(sha_file(&wb.path().join(&name)), want);
+        assert_eq!(part_len(wb.path()), None, "no partial file left");
     }
 }
 

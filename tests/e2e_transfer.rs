@@ -381,3 +381,81 @@ async fn one_token_cannot_take_a_nodes_whole_transfer_capacity() {
     let v = other.call("transfer.open", put(3)).await;
     assert_eq!(v["ok"], true, "{v}");
 }
+
+/// A hostile node cannot widen its own window: a credit it sends for a transfer it is
+/// sending (a get) is dropped, so the gateway still ends the get once the node is a
+/// window ahead of the agent's credits, and the agent never gets more than a window.
+#[tokio::test]
+async fn a_node_cannot_credit_itself_past_its_window() {
+    let gw = Gateway::start().await;
+    let token = gw.node_token("evil");
+    let tools = json!([
+        common::fake::tool("Read", "filesystem.read"),
+        common::fake::tool("Write", "filesystem.write")
+    ]);
+    let (mut node, r) = Raw::node(&gw.addr, "evil", &token, tools).await;
+    r.expect("the fake node connects");
+    gw.wait_online("evil").await;
+    let mut agent = Agent::connect(&gw, &gw.agent_token()).await;
+    let req = agent
+        .req(
+            "transfer.open",
+            json!({"node": "evil", "path": "x", "direction": "get"}),
+        )
+        .await;
+    // The node answers the open, credits itself far beyond the window, then sends
+    // twice a window of chunks.
+    let asked = loop {
+        let v = node.recv_json().await;
+        if v["type"] == "req" && v["method"] == "transfer.open" {
+            break v;
+        }
+    };
+    let id: uuid::Uuid = serde_json::from_value(asked["params"]["id"].clone()).expect("id");
+    let size = 64 * CHUNK_BYTES as u64;
+    node.send(
+        &json!({"type": "res", "id": asked["id"], "ok": true, "result": {
+            "id": id, "path": "/x", "meta": {"size": size, "mode": 420, "mtimeMs": 0}, "offset": 0}})
+        .to_string(),
+    )
+    .await;
+    node.send(
+        &json!({"type": "event", "event": "transfer.credit", "payload": {"id": id, "bytes": size}, "seq": 1})
+            .to_string(),
+    )
+    .await;
+    let data = vec![7u8; CHUNK_BYTES];
+    let over = 2 * (WINDOW_BYTES as usize / CHUNK_BYTES);
+    for i in 0..over {
+        let frame = Chunk {
+            id,
+            offset: (i * CHUNK_BYTES) as u64,
+            data: &data,
+        }
+        .encode();
+        node.ws
+            .send(Message::Binary(frame.into()))
+            .await
+            .expect("send chunk");
+    }
+    let mut seen = Vec::new();
+    let open = agent.answer(&req, &mut seen).await;
+    assert_eq!(open["ok"], true, "{open}");
+    let mut chunks = agent.early.len();
+    agent.early.clear();
+    let failed = loop {
+        match agent.got().await {
+            Got::Chunk(_) => chunks += 1,
+            Got::Json(v) if v["event"] == "transfer.failed" => break v,
+            Got::Json(v) => panic!("unexpected {v}"),
+        }
+    };
+    assert_eq!(
+        failed["payload"]["error"]["code"], "invalid_frame",
+        "{failed}"
+    );
+    assert!(
+        chunks <= WINDOW_BYTES as usize / CHUNK_BYTES,
+        "{chunks} chunks reached the agent without its credits"
+    );
+}

@@ -3,6 +3,7 @@
 
 use super::Gateway;
 use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
@@ -67,4 +68,59 @@ pub async fn cp(gw: &Gateway, token: &str, args: &[&str]) -> (i32, String, Strin
 
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Writes `size` bytes that vary (an xorshift block, every 4 KiB of each MiB stamped
+/// with the MiB's number, so a misplaced chunk changes the hash) to `path`, a MiB at
+/// a time; their SHA-256.
+pub fn write_varied(path: &Path, size: u64, seed: u64) -> String {
+    let mut x = seed | 1;
+    let mut block = Vec::with_capacity(MIB as usize);
+    while block.len() < MIB as usize {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        block.extend_from_slice(&x.to_le_bytes());
+    }
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let mut hasher = Sha256::new();
+    let mut left = size;
+    let mut piece = 0u64;
+    let mut buf = block.clone();
+    while left > 0 {
+        let stamp = (piece ^ seed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .to_le_bytes();
+        for at in (0..buf.len()).step_by(4096) {
+            buf[at..at + 8].copy_from_slice(&stamp);
+        }
+        let n = left.min(MIB) as usize;
+        f.write_all(&buf[..n]).expect("write");
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+        piece += 1;
+    }
+    f.flush().expect("flush");
+    hex(hasher)
+}
+
+/// Lower-case hex of a finished SHA-256.
+pub fn hex(h: Sha256) -> String {
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a file, read a MiB at a time.
+pub fn sha_file(path: &Path) -> String {
+    let mut f = std::fs::File::open(path).expect("open");
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; MIB as usize];
+    loop {
+        let n = f.read(&mut buf).expect("read");
+        if n == 0 {
+            return hex(hasher);
+        }
+        hasher.update(&buf[..n]);
+    }
 }

@@ -43,7 +43,7 @@ impl AgentClient {
         let earlier = pick_partial(partial::find(&target, node, remote));
         let offset = earlier.as_ref().map_or(0, |f| f.len.min(f.size));
         let mut t = self
-            .open_transfer(node, remote, Direction::Get, None, offset)
+            .open_transfer(node, remote, Direction::Get, None, offset, &target)
             .await?;
         let meta = t.result.meta;
         let resumable = earlier
@@ -57,7 +57,7 @@ impl AgentClient {
                 let _ = std::fs::remove_file(&f.path);
             }
             t = self
-                .open_transfer(node, remote, Direction::Get, None, 0)
+                .open_transfer(node, remote, Direction::Get, None, 0, &target)
                 .await?;
         } else if !resumable {
             if let Some(f) = &earlier {

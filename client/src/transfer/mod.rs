@@ -109,8 +109,8 @@ impl Drop for Open<'_> {
 }
 
 impl AgentClient {
-    /// Sends `transfer.open` and registers the transfer's inbox before any of its
-    /// frames can arrive (the connection's task does it as it reads the answer).
+    /// Sends `transfer.open` (`local`: this machine's end of the copy) and registers
+    /// the transfer's inbox before any of its frames can arrive (the connection's task does it as it reads the answer).
     async fn open_transfer(
         &self,
         node: &str,
@@ -118,6 +118,7 @@ impl AgentClient {
         direction: Direction,
         meta: Option<FileMeta>,
         offset: u64,
+        local: &std::path::Path,
     ) -> Result<Open<'_>, ClientError> {
         let params = AgentOpenParams {
             node: node.to_owned(),
@@ -126,7 +127,8 @@ impl AgentClient {
             meta,
             sha256: None,
             offset,
-            source: None,
+            // This machine's end, for an operator asked to approve the copy.
+            source: Some(local.display().to_string()),
         };
         let (tx, rx) = mpsc::channel(INBOX);
         let req = self.next_id();

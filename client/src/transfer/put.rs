@@ -27,7 +27,7 @@ impl AgentClient {
         let meta = local_meta(&file).map_err(io_error(local))?;
         let target = remote_target(remote, local);
         let mut t = self
-            .open_transfer(node, &target, Direction::Put, Some(meta), 0)
+            .open_transfer(node, &target, Direction::Put, Some(meta), 0, local)
             .await?;
         let id = t.result.id;
         let size = meta.size;

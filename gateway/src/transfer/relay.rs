@@ -129,8 +129,9 @@ struct Ended {
     sha256: String,
 }
 
-/// A `transfer.credit`, `transfer.end` or `transfer.failed` event from a node, sent on
-/// to the agent of the transfer (the last two end it).
+/// A `transfer.credit` (a put's), `transfer.end` (a get's) or `transfer.failed` event
+/// from a node, sent on to the agent of the transfer or handled for a copy's driver
+/// (the last two end it).
 pub fn node_event(
     shared: &Shared,
     node: &NodeHandle,
@@ -150,6 +151,15 @@ pub fn node_event(
         Far::Agent(_) => None,
         Far::Leg(leg) => Some(leg),
     };
+    // A node credits only what it receives (a put) and ends only what it sends (a
+    // get): anything else would let it widen its own window or end a transfer early.
+    let from_receiver = route.direction == Direction::Put;
+    if (event == EventName::TransferCredit && !from_receiver)
+        || (event == EventName::TransferEnd && from_receiver)
+    {
+        tracing::debug!(node = %node.id, event = event.as_str(), "transfer event against the transfer's direction dropped");
+        return;
+    }
     match event {
         EventName::TransferCredit => {
             let Ok(c) = serde_json::from_str::<gsv_protocol::transfer::Credit>(raw) else {
