@@ -371,15 +371,16 @@ pub enum Command {
     Cp {
         #[command(flatten)]
         target: TargetArgs,
-        /// Print {"path","bytes","sha256","direction"} on success
+        /// Print {"path","bytes","sha256","direction"} on success (with -r:
+        /// {"path","files","dirs","symlinks","bytes","direction"})
         #[arg(long)]
         json: bool,
-        /// Copy directories (not supported yet: refused)
+        /// Copy a directory tree like cp -r (modes, mtimes, symlinks as links)
         #[arg(short = 'r', long)]
         recursive: bool,
         /// After a dropped link, a restarting gateway or a node that went away, keep
         /// trying (resuming where the copy stands) until this many seconds pass
-        /// without progress; 0: never retry
+        /// without progress; 0: never retry (single files; -r copies are not retried)
         #[arg(long, value_name = "SECS", default_value_t = crate::commands::cp::DEFAULT_RETRY_FOR_SECS)]
         retry_for: u64,
         /// A local path or NODE:PATH (a local path with a colon: ./a:b)

@@ -167,6 +167,24 @@ fn known() -> Vec<(&'static str, Expected)> {
         ),
         ("transfer::IDLE", v(vec![dur(gsv_gateway::transfer::IDLE)])),
         (
+            "tree::MAX_TREE_ENTRIES",
+            v(vec![count(gsv_protocol::transfer::tree::MAX_TREE_ENTRIES)]),
+        ),
+        (
+            "tree::MAX_TREE_NAME_BYTES",
+            v(vec![bytes(
+                gsv_protocol::transfer::tree::MAX_TREE_NAME_BYTES,
+            )]),
+        ),
+        (
+            "tree::MAX_TREE_DEPTH",
+            v(vec![count(gsv_protocol::transfer::tree::MAX_TREE_DEPTH)]),
+        ),
+        (
+            "tree::MAX_PLACE_ENTRIES",
+            v(vec![count(gsv_protocol::transfer::tree::MAX_PLACE_ENTRIES)]),
+        ),
+        (
             "console::CODE_TTL",
             v(vec![dur(gsv_gateway::console::CODE_TTL)]),
         ),

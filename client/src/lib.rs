@@ -25,4 +25,6 @@ mod transfer;
 pub use agent::{fanout_event, AgentClient, Event};
 pub use error::ClientError;
 pub use tls_options::TlsOptions;
+#[cfg(unix)]
+pub use transfer::TreeCopied;
 pub use transfer::Window;

@@ -140,6 +140,18 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                         let _ = gsv_protocol::NodeId::parse(&copy.to.node);
                     }
                 }
+                Method::TransferList => {
+                    use gsv_protocol::transfer::tree::{AgentListParams, ListParams};
+                    let _ = params::<AgentListParams>(raw);
+                    let _ = params::<ListParams>(raw);
+                }
+                Method::TransferPlace => {
+                    use gsv_protocol::transfer::tree::{check_step, AgentPlaceParams, PlaceParams};
+                    if let Ok(p) = params::<PlaceParams>(raw) {
+                        let _ = check_step(p.step, &p.entries);
+                    }
+                    let _ = params::<AgentPlaceParams>(raw);
+                }
                 Method::JobsList => {
                     let _ = serde_json::from_str::<gsv_protocol::job::JobsListParams>(
                         raw.map_or("{}", RawValue::get),

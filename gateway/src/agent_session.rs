@@ -179,7 +179,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             | Method::TransferFinish
             | Method::TransferCancel
             | Method::TransferCredit
-            | Method::TransferCopy => crate::transfer::request(shared, agent, id, method, params),
+            | Method::TransferCopy
+            | Method::TransferList
+            | Method::TransferPlace => crate::transfer::request(shared, agent, id, method, params),
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools

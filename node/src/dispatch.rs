@@ -94,6 +94,14 @@ impl Dispatcher {
                     Ok(p) => self.transfers.cancel(id, p),
                     Err(e) => self.reply(encode_err(&id, &e)),
                 },
+                Method::TransferList => match decode_params(params.as_deref()) {
+                    Ok(p) => crate::transfer::tree::list(&self.node, &self.out, id, p),
+                    Err(e) => self.reply(encode_err(&id, &e)),
+                },
+                Method::TransferPlace => match decode_params(params.as_deref()) {
+                    Ok(p) => crate::transfer::tree::place(&self.node, &self.out, id, p),
+                    Err(e) => self.reply(encode_err(&id, &e)),
+                },
                 _ => self.reply(encode_err(
                     &id,
                     &ErrorShape::new(

@@ -80,6 +80,14 @@ pub enum Method {
     /// Agent → gateway: copy a file from one node to another (or within one node).
     #[serde(rename = "transfer.copy")]
     TransferCopy,
+    /// Agent → gateway → node: list a directory tree for `gsv cp -r`
+    /// ([`crate::transfer::tree`]).
+    #[serde(rename = "transfer.list")]
+    TransferList,
+    /// Agent → gateway → node: make a tree's directories or symlinks, or settle its
+    /// directories' modes and mtimes.
+    #[serde(rename = "transfer.place")]
+    TransferPlace,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -109,6 +117,8 @@ impl Method {
             Method::TransferCancel => "transfer.cancel",
             Method::TransferCredit => "transfer.credit",
             Method::TransferCopy => "transfer.copy",
+            Method::TransferList => "transfer.list",
+            Method::TransferPlace => "transfer.place",
             Method::Unknown => "unknown",
         }
     }

@@ -11,6 +11,8 @@
 //! SHA-256 of the whole file is checked where it lands, before it is renamed into
 //! place.
 
+pub mod tree;
+
 use serde::{Deserialize, Serialize};
 
 /// Most data bytes in one chunk frame (1 MiB).

@@ -13,9 +13,13 @@ mod get;
 mod partial;
 mod put;
 mod routes;
+#[cfg(unix)]
+mod tree;
 mod window;
 
 pub(crate) use routes::{Inbound, Routes};
+#[cfg(unix)]
+pub use tree::TreeCopied;
 pub use window::Window;
 
 use crate::{AgentClient, ClientError};

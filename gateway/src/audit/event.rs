@@ -101,6 +101,19 @@ pub enum AuditEvent<'a> {
         outcome: &'a str,
         duration_ms: u64,
     },
+    /// A directory copy's `transfer.list` (`tool` `Read`) or `transfer.place` (`tool`
+    /// `Write`) was answered or refused; `entries` it listed or placed.
+    TransferTree {
+        agent: &'a str,
+        token_id: &'a str,
+        node: &'a str,
+        tool: &'a str,
+        method: &'a str,
+        path: &'a str,
+        entries: usize,
+        outcome: &'a str,
+        duration_ms: u64,
+    },
     /// A call waits in the operator queue.
     ApprovalRequested {
         agent: &'a str,
@@ -260,6 +273,15 @@ struct TransferDetail<'a> {
     path: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     sha256: Option<&'a str>,
+    token_id: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TreeDetail<'a> {
+    method: &'a str,
+    path: &'a str,
+    entries: usize,
     token_id: &'a str,
 }
 
@@ -487,6 +509,29 @@ impl AuditEvent<'_> {
                         bytes,
                         path,
                         sha256,
+                        token_id,
+                    })
+                    .on(node);
+                e.tool = Some(tool.to_owned());
+                e.duration_ms = Some(duration_ms);
+                e
+            }
+            TransferTree {
+                agent,
+                token_id,
+                node,
+                tool,
+                method,
+                path,
+                entries,
+                outcome,
+                duration_ms,
+            } => {
+                let mut e = Row::new(AuditKind::Transfer, format!("agent:{agent}"), outcome)
+                    .with(TreeDetail {
+                        method,
+                        path,
+                        entries,
                         token_id,
                     })
                     .on(node);

@@ -38,6 +38,8 @@ pub fn request(
             Method::TransferFinish => answer(&id, finish(&shared, &agent, raw).await),
             Method::TransferCancel => answer(&id, cancel(&shared, &agent, raw).await),
             Method::TransferCopy => answer(&id, copy(&shared, &agent, &id, raw).await),
+            Method::TransferList => answer(&id, super::tree::list(&shared, &agent, raw).await),
+            Method::TransferPlace => answer(&id, super::tree::place(&shared, &agent, raw).await),
             _ => answer(&id, credit(&shared, &agent, raw)),
         };
         let _ = agent.out.send(frame);
@@ -52,7 +54,7 @@ fn answer<T: Serialize>(id: &str, result: Result<T, TransferError>) -> String {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, TransferError> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, TransferError> {
     serde_json::from_str(raw).map_err(TransferError::BadParams)
 }
 

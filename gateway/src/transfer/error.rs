@@ -27,6 +27,10 @@ pub enum TransferError {
     Changed { node: String, path: String },
     #[error("{0}")]
     BadPlace(String),
+    /// A directory copy's request under a `confirm` rule: trees do not wait for
+    /// approvals.
+    #[error("{name} needs an operator's approval for this token, and directory copies (gsv cp -r) do not wait for approvals; copy the tree with a token allowed {name} outright")]
+    TreeNeedsApproval { name: String },
     #[error("node {node} is not connected")]
     NodeOffline { node: String },
     #[error("node {node} does not offer {tool}")]
@@ -61,7 +65,9 @@ impl WireError for TransferError {
             | TransferError::BadNode(_)
             | TransferError::NotAPut { .. }
             | TransferError::NotAGet { .. } => ErrorCode::InvalidArgs,
-            TransferError::Denied { .. } => ErrorCode::Forbidden,
+            TransferError::Denied { .. } | TransferError::TreeNeedsApproval { .. } => {
+                ErrorCode::Forbidden
+            }
             TransferError::Approval(e) => e.code(),
             TransferError::ApprovalDenied { .. } => ErrorCode::Denied,
             TransferError::ApprovalExpired { .. } => ErrorCode::Timeout,

@@ -17,6 +17,7 @@ mod copy;
 mod error;
 mod idle;
 mod relay;
+mod tree;
 
 pub use agent::request;
 pub use copy::{copy, Requester};

@@ -447,6 +447,12 @@ impl PathPolicy {
         }))
     }
 
+    /// What is protected now, for code that goes on below a directory it opened
+    /// through these rules by itself (directory copies, `transfer.list`/`place`).
+    pub(crate) fn protected_snapshot(&self) -> Snapshot {
+        self.protected.snapshot()
+    }
+
     /// The workspace opened as the root to resolve beneath, when confined.
     fn root(&self) -> Result<Option<Root>, AccessError> {
         if !self.confine {

@@ -13,6 +13,7 @@ mod error;
 mod incoming;
 mod outgoing;
 mod session;
+pub(crate) mod tree;
 
 pub use error::TransferError;
 pub use incoming::Incoming;

@@ -1,14 +1,16 @@
-//! `gsv cp SRC DST`: copies one file between this machine and a node, streamed in
+//! `gsv cp SRC DST`: copies a file (or, with `-r`, a directory tree) between this
+//! machine and a node, or a file between two nodes, streamed in
 //! binary frames and checked by SHA-256 (`docs/operations.md`, "Copying files").
 //!
 //! Single files, local ↔ node and node → node (the gateway passes the bytes from one
-//! node to the other; they never come here); `-r` is refused with a usage error that
-//! says so. A copy that fails on a dropped link, a restarting gateway or a node that
-//! went away is tried again by itself ([`retry`]).
+//! node to the other; they never come here); `-r` copies directory trees between this
+//! machine and a node ([`tree`]). A single-file copy that fails on a dropped link, a
+//! restarting gateway or a node that went away is tried again by itself ([`retry`]).
 
 mod progress;
 mod retry;
 mod spec;
+mod tree;
 
 pub use retry::{DEFAULT_RETRY_FOR_SECS, FIRST_DELAY, MAX_DELAY};
 pub use spec::{plan, Plan, Side};
@@ -46,7 +48,10 @@ pub async fn run(
     json: bool,
     retry_for: Duration,
 ) -> u8 {
-    let plan = match plan(src, dst, recursive) {
+    if recursive {
+        return tree::run(target, src, dst, json).await;
+    }
+    let plan = match plan(src, dst) {
         Ok(p) => p,
         Err(message) => {
             eprintln!("error: invalid_args: {}", safe(&message));

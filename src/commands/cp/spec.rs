@@ -62,14 +62,9 @@ impl Plan {
     }
 }
 
-/// Checks `SRC DST [-r]`; the message of a usage error.
-pub fn plan(src: &str, dst: &str, recursive: bool) -> Result<Plan, String> {
-    if recursive {
-        return Err(
-            "-r is not supported yet: gsv cp copies single files for now (copy a directory as an archive, e.g. tar)"
-                .into(),
-        );
-    }
+/// Checks `SRC DST` of a single-file copy (`-r` is [`super::tree::plan`]); the message
+/// of a usage error.
+pub fn plan(src: &str, dst: &str) -> Result<Plan, String> {
     if src.is_empty() || dst.is_empty() {
         return Err("SRC and DST must not be empty".into());
     }
@@ -106,7 +101,7 @@ pub fn plan(src: &str, dst: &str, recursive: bool) -> Result<Plan, String> {
         (Side::Local(local), Side::Remote { node, path }) => {
             if local.as_os_str().to_string_lossy().ends_with('/') || local.is_dir() {
                 return Err(format!(
-                    "{} is a directory: gsv cp copies single files for now (-r is not supported yet)",
+                    "{} is a directory: copy it with -r",
                     local.display()
                 ));
             }
@@ -161,9 +156,9 @@ mod tests {
     }
 
     #[test]
-    fn exactly_one_side_is_a_node_and_no_recursion_yet() {
+    fn at_least_one_side_is_a_node() {
         assert_eq!(
-            plan("box:logs/a.log", "out.log", false),
+            plan("box:logs/a.log", "out.log"),
             Ok(Plan::Get {
                 node: "box".into(),
                 remote: "logs/a.log".into(),
@@ -171,7 +166,7 @@ mod tests {
             })
         );
         assert_eq!(
-            plan("./a:b", "box:dir/", false),
+            plan("./a:b", "box:dir/"),
             Ok(Plan::Put {
                 local: "./a:b".into(),
                 node: "box".into(),
@@ -179,7 +174,7 @@ mod tests {
             })
         );
         assert_eq!(
-            plan("a:x", "b:y/", false),
+            plan("a:x", "b:y/"),
             Ok(Plan::Copy {
                 from_node: "a".into(),
                 from: "x".into(),
@@ -187,13 +182,11 @@ mod tests {
                 to: "y/".into()
             })
         );
-        assert!(plan("a:", "b:y", false).is_err());
-        assert!(plan("a:x", "b:", false).is_err());
-        let e = plan("a.txt", "b.txt", false).expect_err("local to local");
+        assert!(plan("a:", "b:y").is_err());
+        assert!(plan("a:x", "b:").is_err());
+        let e = plan("a.txt", "b.txt").expect_err("local to local");
         assert!(e.contains("NODE:PATH"), "{e}");
-        let e = plan("a.txt", "box:b", true).expect_err("-r");
-        assert!(e.contains("-r is not supported yet"), "{e}");
-        assert!(plan("box:", "out", false).is_err());
-        assert!(plan("/", "box:x", false).is_err());
+        assert!(plan("box:", "out").is_err());
+        assert!(plan("/", "box:x").is_err());
     }
 }

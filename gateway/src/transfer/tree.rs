@@ -1,0 +1,175 @@
+//! Directory copies (`gsv cp -r`): `transfer.list` and `transfer.place`, relayed to the
+//! node after the policy check of a file transfer of the same direction.
+//!
+//! A tree is copied as a manifest plus one ordinary transfer per file
+//! (`docs/protocol.md` §5.11, "Directory trees"): these two requests carry the
+//! manifest. Listing a tree reads the node, so it needs `{node}__Read`; making
+//! directories and symlinks and settling their modes writes it, so `{node}__Write`,
+//! allowed outright (a `confirm` rule is refused: trees do not wait for approvals). The gateway does not judge
+//! the entries: the node checks every path against its path rules and refuses `..`
+//! and absolute entries itself, so a client talking to the node through any gateway
+//! meets the same checks. Each request leaves one audit row.
+
+use super::agent::parse;
+use super::{ask_node, decode, TransferError};
+use crate::audit::AuditEvent;
+use crate::error::WireError;
+use crate::policy::Decision;
+use crate::state::{AgentHandle, Shared};
+use gsv_protocol::names::{NamespacedName, NodeId};
+use gsv_protocol::transfer::tree::{
+    AgentListParams, AgentPlaceParams, ListParams, Listing, PlaceParams, Placed,
+};
+use gsv_protocol::Method;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a node may take to list a tree (up to its bounded size).
+const LIST_ANSWER: Duration = Duration::from_secs(120);
+/// How long a node may take to make or settle one batch of entries.
+const PLACE_ANSWER: Duration = Duration::from_secs(120);
+
+/// `transfer.list`: a tree on a node (`{node}__Read`).
+pub(super) async fn list(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<Listing, TransferError> {
+    let p: AgentListParams = parse(raw)?;
+    let started = Instant::now();
+    let audit = Audit {
+        shared,
+        agent,
+        node: &p.node,
+        tool: "Read",
+        method: Method::TransferList,
+        path: &p.path,
+        started,
+    };
+    let node = admit(shared, agent, &audit)?;
+    let outcome = ask_node(
+        &node,
+        Method::TransferList,
+        &ListParams {
+            path: p.path.clone(),
+        },
+        LIST_ANSWER,
+    )
+    .await
+    .and_then(|raw| decode::<Listing>(&raw));
+    match &outcome {
+        Ok(l) => {
+            tracing::info!(agent = %agent.name, node = %node.id, path = ?l.root, entries = l.entries.len(), "tree listed");
+            audit.record("ok", l.entries.len());
+        }
+        Err(e) => audit.record(e.code().as_str(), 0),
+    }
+    outcome
+}
+
+/// `transfer.place`: directories, symlinks or settled modes on a node
+/// (`{node}__Write`).
+pub(super) async fn place(
+    shared: &Arc<Shared>,
+    agent: &Arc<AgentHandle>,
+    raw: &str,
+) -> Result<Placed, TransferError> {
+    let p: AgentPlaceParams = parse(raw)?;
+    let started = Instant::now();
+    let audit = Audit {
+        shared,
+        agent,
+        node: &p.node,
+        tool: "Write",
+        method: Method::TransferPlace,
+        path: &p.path,
+        started,
+    };
+    let node = admit(shared, agent, &audit)?;
+    let entries = p.entries.len();
+    let params = PlaceParams {
+        path: p.path.clone(),
+        into: p.into,
+        step: p.step,
+        entries: p.entries,
+    };
+    let outcome = ask_node(&node, Method::TransferPlace, &params, PLACE_ANSWER)
+        .await
+        .and_then(|raw| decode::<Placed>(&raw));
+    match &outcome {
+        Ok(placed) => {
+            tracing::info!(agent = %agent.name, node = %node.id, path = ?placed.root, step = ?params.step, done = placed.done, "tree placed");
+            audit.record("ok", placed.done);
+        }
+        Err(e) => {
+            tracing::info!(agent = %agent.name, node = %node.id, path = ?params.path, step = ?params.step, entries, error = %e, "tree place refused");
+            audit.record(e.code().as_str(), 0);
+        }
+    }
+    outcome
+}
+
+/// What one request's audit row says.
+struct Audit<'a> {
+    shared: &'a Shared,
+    agent: &'a AgentHandle,
+    node: &'a str,
+    tool: &'static str,
+    method: Method,
+    path: &'a str,
+    started: Instant,
+}
+
+impl Audit<'_> {
+    fn record(&self, outcome: &str, entries: usize) {
+        self.shared.audit.record(AuditEvent::TransferTree {
+            agent: &self.agent.name,
+            token_id: &self.agent.token_id,
+            node: self.node,
+            tool: self.tool,
+            method: self.method.as_str(),
+            path: self.path,
+            entries,
+            outcome,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        });
+    }
+}
+
+/// The token's policy for the file tool the request stands for, then the node: its
+/// connection and that it offers the tool. A refusal is logged and audited.
+fn admit(
+    shared: &Shared,
+    agent: &AgentHandle,
+    audit: &Audit<'_>,
+) -> Result<Arc<crate::registry::NodeHandle>, TransferError> {
+    let node_id =
+        NodeId::parse(audit.node).map_err(|_| TransferError::BadNode(audit.node.into()))?;
+    let name = NamespacedName::join(node_id.as_str(), audit.tool);
+    let refused = match agent.policy.decide(&name) {
+        Decision::Allow => None,
+        // One approval per request of a tree would ask an operator many times for
+        // one copy; a tree is copied with a token allowed outright.
+        Decision::Confirm => Some(TransferError::TreeNeedsApproval { name }),
+        Decision::Deny => Some(TransferError::Denied { name }),
+    };
+    if let Some(e) = refused {
+        tracing::warn!(agent = %agent.name, node = %node_id, tool = audit.tool, method = audit.method.as_str(), path = ?audit.path, "tree request refused by the token's policy");
+        audit.record(e.code().as_str(), 0);
+        return Err(e);
+    }
+    let node = shared
+        .registry
+        .get(node_id.as_str())
+        .filter(|n| !n.out.is_closed())
+        .ok_or_else(|| TransferError::NodeOffline {
+            node: audit.node.to_owned(),
+        })?;
+    if shared.registry.tool(&node, audit.tool).is_none() {
+        return Err(TransferError::NoTool {
+            node: audit.node.to_owned(),
+            tool: audit.tool,
+        });
+    }
+    Ok(node)
+}
