@@ -167,6 +167,14 @@ fn known() -> Vec<(&'static str, Expected)> {
         ),
         ("transfer::IDLE", v(vec![dur(gsv_gateway::transfer::IDLE)])),
         (
+            "transfer::GRANT_LIFE",
+            v(vec![dur(gsv_gateway::transfer::GRANT_LIFE)]),
+        ),
+        (
+            "transfer::MAX_GRANTS_PER_CONN",
+            v(vec![count(gsv_gateway::transfer::MAX_GRANTS_PER_CONN)]),
+        ),
+        (
             "tree::MAX_TREE_ENTRIES",
             v(vec![count(gsv_protocol::transfer::tree::MAX_TREE_ENTRIES)]),
         ),

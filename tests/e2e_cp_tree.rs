@@ -263,7 +263,8 @@ async fn policy_and_confinement_refuse_trees() {
     let (code, _out, err) = cp(&gw, &reader, &["-r", "box:there", s(&out_dir)]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read(out_dir.join("sub/f")).expect("read"), b"f");
-    // A `confirm` rule: trees do not wait for approvals, they are refused.
+    // A `confirm` rule: one approval for the whole tree, showing what it holds; its
+    // files need none of their own. Denied: nothing is made.
     let careful = gw.token(&[
         "agent",
         "careful",
@@ -274,17 +275,110 @@ async fn policy_and_confinement_refuse_trees() {
         "--confirm",
         "box__Read",
     ]);
-    let (code, _out, err) = cp(&gw, &careful, &["-r", s(&src), "box:dest"]);
-    assert_eq!(code, 5, "{err}");
-    assert!(err.contains("do not wait for approvals"), "{err}");
-    assert!(!ws.path().join("dest").exists());
-    let (code, _out, err) = cp(
-        &gw,
-        &careful,
-        &["-r", "box:there", s(&local.path().join("c"))],
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(common::gsv_bin())
+            .arg("cp")
+            .args(args)
+            .args(["--token", &careful, "--data"])
+            .arg(gw.data.path())
+            .env_remove("GSV_GATEWAY")
+            .env_remove("GSV_AGENT_TOKEN")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn gsv cp")
+    };
+    let requested = || async {
+        common::eventually("approval.requested", Duration::from_secs(20), || async {
+            let e = operator.next_event(Duration::from_millis(100)).await?;
+            (e.event == gsv_protocol::EventName::ApprovalRequested).then_some(e.payload)
+        })
+        .await
+    };
+    let decide = |req: &Value, verdict: &str| {
+        let id = req["id"].as_str().expect("id").to_owned();
+        let (code, _, err) = gw.cli(&["approvals", verdict, &id]);
+        assert_eq!(code, 0, "{err}");
+    };
+    let wait = |child: std::process::Child| async move {
+        let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("wait");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let no_more_requests = || async {
+        let more = operator.next_event(Duration::from_millis(500)).await;
+        assert!(
+            more.is_none_or(|e| e.event != gsv_protocol::EventName::ApprovalRequested),
+            "a second approval request for one tree"
+        );
+    };
+    // In: denied first, then approved.
+    let child = spawn(&["-r", s(&src), "box:dest"]);
+    let req = requested().await;
+    let summary = req["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(summary.starts_with("copy directory "), "{req}");
+    assert!(
+        summary.contains("box:dest") && summary.contains(" files"),
+        "{req}"
     );
+    assert_eq!(
+        (req["node"].as_str(), req["tool"].as_str()),
+        (Some("box"), Some("Write"))
+    );
+    decide(&req, "deny");
+    let (code, err) = wait(child).await;
     assert_eq!(code, 5, "{err}");
-    assert!(!local.path().join("c").exists());
+    assert!(
+        !ws.path().join("dest").exists(),
+        "nothing made before the decision"
+    );
+    let child = spawn(&["-r", s(&src), "box:dest"]);
+    let req = requested().await;
+    decide(&req, "approve");
+    let (code, err) = wait(child).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(ws.path().join("dest").is_dir());
+    no_more_requests().await;
+    // Out: one approval, naming the node's tree and its size.
+    let back = local.path().join("c");
+    let child = spawn(&["-r", "box:there", s(&back)]);
+    let req = requested().await;
+    assert_eq!(
+        (req["node"].as_str(), req["tool"].as_str()),
+        (Some("box"), Some("Read"))
+    );
+    assert!(
+        req["summary"]
+            .as_str()
+            .is_some_and(|t| t.contains("1 files")),
+        "{req}"
+    );
+    decide(&req, "approve");
+    let (code, err) = wait(child).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(back.join("sub/f")).expect("read"), b"f");
+    no_more_requests().await;
+    // A place step that is not part of an approved tree is refused.
+    let mut raw = Raw::open(&gw.addr, "/v1/agent").await;
+    raw.handshake(|nonce| agent_connect(&careful, &nonce))
+        .await
+        .expect("agent connects");
+    raw.send(
+        &json!({"type": "req", "id": "l1", "method": "transfer.place", "params": {
+            "node": "box", "path": "elsewhere", "step": "links",
+            "entries": [{"path": "l", "kind": "symlink", "target": "/etc"}]}})
+        .to_string(),
+    )
+    .await;
+    let v = raw.recv_json().await;
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    assert!(!ws.path().join("elsewhere").exists());
 
     // Confined: a tree to or from outside the workspace is refused, nothing made.
     let target = outside.path().join("t");

@@ -36,14 +36,21 @@ pub struct TreeCopied {
 }
 
 impl AgentClient {
-    /// `transfer.list`: the tree `remote` names on `node` (needs `{node}__Read`).
-    pub async fn list_tree(&self, node: &str, remote: &str) -> Result<Listing, ClientError> {
+    /// `transfer.list`: the tree `remote` names on `node` (needs `{node}__Read`);
+    /// `local`: where it is copied to, named for an operator asked to approve it.
+    pub async fn list_tree(
+        &self,
+        node: &str,
+        remote: &str,
+        local: Option<&Path>,
+    ) -> Result<Listing, ClientError> {
         let raw = self
             .request(
                 Method::TransferList,
                 &AgentListParams {
                     node: node.to_owned(),
                     path: remote.to_owned(),
+                    source: local.map(|l| l.display().to_string()),
                 },
             )
             .await?;
@@ -54,12 +61,13 @@ impl AgentClient {
     /// `transfer.place`: one step of placing a tree at `remote` on `node` (needs
     /// `{node}__Write`), in requests of at most [`MAX_PLACE_ENTRIES`] entries. `into`
     /// (the `dirs` step): go into `remote/into` when `remote` is a directory. Returns
-    /// the top as the node resolved it.
+    /// the top as the node resolved it. `local`: the tree copied, named for an
+    /// operator asked to approve it.
     pub async fn place_tree(
         &self,
         node: &str,
         remote: &str,
-        into: Option<&str>,
+        (into, local): (Option<&str>, Option<&Path>),
         step: PlaceStep,
         entries: &[TreeEntry],
     ) -> Result<Placed, ClientError> {
@@ -80,6 +88,7 @@ impl AgentClient {
                         into: into.take(),
                         step,
                         entries: batch.to_vec(),
+                        source: local.map(|l| l.display().to_string()),
                     },
                 )
                 .await?;
@@ -112,7 +121,13 @@ impl AgentClient {
             .cloned()
             .collect();
         let placed = self
-            .place_tree(node, remote, into.as_deref(), PlaceStep::Dirs, &ground)
+            .place_tree(
+                node,
+                remote,
+                (into.as_deref(), Some(local)),
+                PlaceStep::Dirs,
+                &ground,
+            )
             .await?;
         let root = placed.root;
         let mut base = 0u64;
@@ -130,11 +145,11 @@ impl AgentClient {
         }
         let links: Vec<_> = only(&entries, EntryKind::Symlink);
         if !links.is_empty() {
-            self.place_tree(node, &root, None, PlaceStep::Links, &links)
+            self.place_tree(node, &root, (None, None), PlaceStep::Links, &links)
                 .await?;
         }
         let dirs = only(&entries, EntryKind::Dir);
-        self.place_tree(node, &root, None, PlaceStep::Settle, &dirs)
+        self.place_tree(node, &root, (None, None), PlaceStep::Settle, &dirs)
             .await?;
         copied.root = root;
         copied.bytes = base;
@@ -152,7 +167,7 @@ impl AgentClient {
         local: &Path,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<TreeCopied, ClientError> {
-        let listing = self.list_tree(node, remote).await?;
+        let listing = self.list_tree(node, remote, Some(local)).await?;
         check_manifest(&listing.entries).map_err(|e| {
             ClientError::Protocol(format!("the node's listing of {remote} is refused: {e}"))
         })?;

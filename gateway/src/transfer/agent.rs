@@ -78,7 +78,15 @@ async fn open(
     let tool = tool_of(p.direction);
     let name = NamespacedName::join(node_id.as_str(), tool);
     let who = owner(agent);
-    let decision = agent.policy.decide(&name);
+    let mut decision = agent.policy.decide(&name);
+    // A file of a directory copy an operator approved as a whole.
+    if decision == Decision::Confirm {
+        let grants = &shared.transfers.grants;
+        if let Some(approval) = grants.covering(&agent.conn_id, node_id.as_str(), tool, &p.path) {
+            tracing::info!(agent = %agent.name, node = %node_id, tool, path = ?p.path, approval = %approval, "transfer covered by an approved directory copy");
+            decision = Decision::Allow;
+        }
+    }
     if decision == Decision::Deny {
         let e = TransferError::Denied { name };
         refused(

@@ -23,8 +23,35 @@ pub(super) struct Asked {
     summary: String,
 }
 
+/// What a directory copy holds, for the operator's question.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TreeSize {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub bytes: u64,
+}
+
+impl TreeSize {
+    pub fn of(entries: &[gsv_protocol::transfer::tree::TreeEntry]) -> TreeSize {
+        use gsv_protocol::transfer::tree::EntryKind;
+        let mut t = TreeSize::default();
+        for e in entries {
+            match e.kind {
+                EntryKind::File => {
+                    t.files += 1;
+                    t.bytes = t.bytes.saturating_add(e.size);
+                }
+                EntryKind::Dir => t.dirs += 1,
+                EntryKind::Symlink => t.symlinks += 1,
+            }
+        }
+        t
+    }
+}
+
 /// The agent's name for its own end, cut for the operator's screen.
-fn local(agent: &AgentHandle, source: Option<&str>) -> String {
+pub(super) fn local(agent: &AgentHandle, source: Option<&str>) -> String {
     let named: String = source
         .unwrap_or("(not named)")
         .chars()
@@ -73,6 +100,34 @@ impl Asked {
             tool: "Read",
             summary: format!("copy {from} → {to} ({size} bytes)"),
             args: json!({"source": from, "destination": to, "size": size}),
+        }
+    }
+
+    /// A directory copy (`gsv cp -r`): `from` → `to`, through `node`'s `tool`, with
+    /// the tree's counts.
+    pub fn tree(
+        owner: &Owner,
+        agent: &AgentHandle,
+        (node, tool): (&str, &'static str),
+        (from, to): (String, String),
+        size: TreeSize,
+    ) -> Asked {
+        let TreeSize {
+            files,
+            dirs,
+            symlinks,
+            bytes,
+        } = size;
+        Asked {
+            owner: owner.clone(),
+            conn: Some(agent.conn_id.clone()),
+            node: node.to_owned(),
+            tool,
+            summary: format!(
+                "copy directory {from} → {to} ({files} files, {dirs} directories, {symlinks} symlinks, {bytes} bytes)"
+            ),
+            args: json!({"source": from, "destination": to, "size": bytes,
+                "files": files, "dirs": dirs, "symlinks": symlinks}),
         }
     }
 

@@ -27,9 +27,9 @@ pub enum TransferError {
     Changed { node: String, path: String },
     #[error("{0}")]
     BadPlace(String),
-    /// A directory copy's request under a `confirm` rule: trees do not wait for
-    /// approvals.
-    #[error("{name} needs an operator's approval for this token, and directory copies (gsv cp -r) do not wait for approvals; copy the tree with a token allowed {name} outright")]
+    /// A directory copy's request under a `confirm` rule that is not part of an
+    /// approved copy (the approval is asked for with the tree's directories).
+    #[error("{name} needs an operator's approval for this token: a directory copy asks for it once, with its directories (transfer.place step dirs), and this request is not part of an approved copy")]
     TreeNeedsApproval { name: String },
     #[error("node {node} is not connected")]
     NodeOffline { node: String },

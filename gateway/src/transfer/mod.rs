@@ -15,6 +15,7 @@ mod agent;
 mod approval;
 mod copy;
 mod error;
+mod grant;
 mod idle;
 mod relay;
 mod tree;
@@ -22,6 +23,7 @@ mod tree;
 pub use agent::request;
 pub use copy::{copy, Requester};
 pub use error::TransferError;
+pub use grant::{GRANT_LIFE, MAX_GRANTS_PER_CONN};
 pub use idle::{sweep, IDLE};
 pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
 
@@ -59,6 +61,8 @@ pub struct Transfers {
     routes: DashMap<uuid::Uuid, Arc<Route>>,
     /// Makes the limit check and the insert of a new transfer one step.
     admit: std::sync::Mutex<()>,
+    /// Approved directory copies: their files need no approval of their own.
+    grants: grant::Grants,
 }
 
 /// Whose a transfer is: the token it counts against and is audited for.

@@ -239,6 +239,7 @@ impl Route {
 /// Ends every transfer of the agent connection `conn_id`, cancelling it on its node
 /// (a put's partial file stays there for a resumed copy).
 pub fn agent_gone(shared: &Shared, conn_id: &str) {
+    shared.transfers.grants.drop_conn(conn_id);
     let mine: Vec<Arc<Route>> = shared
         .transfers
         .routes

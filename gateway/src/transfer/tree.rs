@@ -4,13 +4,15 @@
 //! A tree is copied as a manifest plus one ordinary transfer per file
 //! (`docs/protocol.md` §5.11, "Directory trees"): these two requests carry the
 //! manifest. Listing a tree reads the node, so it needs `{node}__Read`; making
-//! directories and symlinks and settling their modes writes it, so `{node}__Write`,
-//! allowed outright (a `confirm` rule is refused: trees do not wait for approvals). The gateway does not judge
+//! directories and symlinks and settling their modes writes it, so `{node}__Write`. A
+//! `confirm` rule asks an operator once per tree ([`super::grant`]). The gateway does not judge
 //! the entries: the node checks every path against its path rules and refuses `..`
 //! and absolute entries itself, so a client talking to the node through any gateway
 //! meets the same checks. Each request leaves one audit row.
 
 use super::agent::parse;
+use super::approval::{self, Asked, TreeSize};
+use super::grant::{Grant, GRANT_LIFE};
 use super::{ask_node, decode, TransferError};
 use crate::audit::AuditEvent;
 use crate::error::WireError;
@@ -18,7 +20,7 @@ use crate::policy::Decision;
 use crate::state::{AgentHandle, Shared};
 use gsv_protocol::names::{NamespacedName, NodeId};
 use gsv_protocol::transfer::tree::{
-    AgentListParams, AgentPlaceParams, ListParams, Listing, PlaceParams, Placed,
+    AgentListParams, AgentPlaceParams, ListParams, Listing, PlaceParams, PlaceStep, Placed,
 };
 use gsv_protocol::Method;
 use std::sync::Arc;
@@ -29,7 +31,9 @@ const LIST_ANSWER: Duration = Duration::from_secs(120);
 /// How long a node may take to make or settle one batch of entries.
 const PLACE_ANSWER: Duration = Duration::from_secs(120);
 
-/// `transfer.list`: a tree on a node (`{node}__Read`).
+/// `transfer.list`: a tree on a node (`{node}__Read`). Under a `confirm` rule the
+/// gateway lists it first to tell the operator what it holds, and hands the listing
+/// out (listed again) only once approved; the approval then covers the tree's files.
 pub(super) async fn list(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
@@ -46,17 +50,48 @@ pub(super) async fn list(
         path: &p.path,
         started,
     };
-    let node = admit(shared, agent, &audit)?;
-    let outcome = ask_node(
-        &node,
-        Method::TransferList,
-        &ListParams {
-            path: p.path.clone(),
-        },
-        LIST_ANSWER,
-    )
-    .await
-    .and_then(|raw| decode::<Listing>(&raw));
+    let (node, decision) = admit(shared, agent, &audit)?;
+    let grants = &shared.transfers.grants;
+    let ask = decision == Decision::Confirm
+        && grants
+            .covering(&agent.conn_id, node.id.as_str(), "Read", &p.path)
+            .is_none();
+    let params = ListParams {
+        path: p.path.clone(),
+    };
+    let listed = || async {
+        ask_node(&node, Method::TransferList, &params, LIST_ANSWER)
+            .await
+            .and_then(|raw| decode::<Listing>(&raw))
+    };
+    let mut outcome = listed().await;
+    if let (true, Ok(first)) = (ask, &outcome) {
+        let size = TreeSize::of(&first.entries);
+        let root = first.root.clone();
+        let from = format!("{}:{}", node.id, root);
+        let to = approval::local(agent, p.source.as_deref());
+        let asked = Asked::tree(
+            &owner(agent),
+            agent,
+            (node.id.as_str(), "Read"),
+            (from, to),
+            size,
+        );
+        outcome = match approval::wait(shared, &asked, agent.out.closed_token()).await {
+            Ok(approval) => {
+                grants.add(Grant {
+                    conn_id: agent.conn_id.clone(),
+                    node: node.id.to_string(),
+                    tool: "Read",
+                    root,
+                    approval,
+                    until: Instant::now() + GRANT_LIFE,
+                });
+                listed().await
+            }
+            Err(e) => Err(e),
+        };
+    }
     match &outcome {
         Ok(l) => {
             tracing::info!(agent = %agent.name, node = %node.id, path = ?l.root, entries = l.entries.len(), "tree listed");
@@ -68,7 +103,9 @@ pub(super) async fn list(
 }
 
 /// `transfer.place`: directories, symlinks or settled modes on a node
-/// (`{node}__Write`).
+/// (`{node}__Write`). Under a `confirm` rule the directories step of a tree asks an
+/// operator once for the whole copy; its other steps and files are covered by that
+/// approval.
 pub(super) async fn place(
     shared: &Arc<Shared>,
     agent: &Arc<AgentHandle>,
@@ -85,7 +122,42 @@ pub(super) async fn place(
         path: &p.path,
         started,
     };
-    let node = admit(shared, agent, &audit)?;
+    let (node, decision) = admit(shared, agent, &audit)?;
+    let grants = &shared.transfers.grants;
+    let mut approved = None;
+    if decision == Decision::Confirm
+        && grants
+            .covering(&agent.conn_id, node.id.as_str(), "Write", &p.path)
+            .is_none()
+    {
+        if p.step != PlaceStep::Dirs {
+            let e = TransferError::TreeNeedsApproval {
+                name: NamespacedName::join(node.id.as_str(), "Write"),
+            };
+            audit.record(e.code().as_str(), 0);
+            return Err(e);
+        }
+        let from = approval::local(agent, p.source.as_deref());
+        let to = match &p.into {
+            Some(into) => format!("{}:{} (or {}/{})", node.id, p.path, p.path, into),
+            None => format!("{}:{}", node.id, p.path),
+        };
+        let size = TreeSize::of(&p.entries);
+        let asked = Asked::tree(
+            &owner(agent),
+            agent,
+            (node.id.as_str(), "Write"),
+            (from, to),
+            size,
+        );
+        match approval::wait(shared, &asked, agent.out.closed_token()).await {
+            Ok(a) => approved = Some(a),
+            Err(e) => {
+                audit.record(e.code().as_str(), 0);
+                return Err(e);
+            }
+        }
+    }
     let entries = p.entries.len();
     let params = PlaceParams {
         path: p.path.clone(),
@@ -100,6 +172,16 @@ pub(super) async fn place(
         Ok(placed) => {
             tracing::info!(agent = %agent.name, node = %node.id, path = ?placed.root, step = ?params.step, done = placed.done, "tree placed");
             audit.record("ok", placed.done);
+            if let Some(approval) = approved {
+                grants.add(Grant {
+                    conn_id: agent.conn_id.clone(),
+                    node: node.id.to_string(),
+                    tool: "Write",
+                    root: placed.root.clone(),
+                    approval,
+                    until: Instant::now() + GRANT_LIFE,
+                });
+            }
         }
         Err(e) => {
             tracing::info!(agent = %agent.name, node = %node.id, path = ?params.path, step = ?params.step, entries, error = %e, "tree place refused");
@@ -107,6 +189,13 @@ pub(super) async fn place(
         }
     }
     outcome
+}
+
+fn owner(agent: &AgentHandle) -> super::Owner {
+    super::Owner {
+        name: agent.name.clone(),
+        token_id: agent.token_id.clone(),
+    }
 }
 
 /// What one request's audit row says.
@@ -136,24 +225,20 @@ impl Audit<'_> {
     }
 }
 
-/// The token's policy for the file tool the request stands for, then the node: its
-/// connection and that it offers the tool. A refusal is logged and audited.
+/// The token's policy for the file tool the request stands for (a denial is logged
+/// and audited), then the node: its connection and that it offers the tool. The
+/// node, and whether the policy allows outright or asks for an approval.
 fn admit(
     shared: &Shared,
     agent: &AgentHandle,
     audit: &Audit<'_>,
-) -> Result<Arc<crate::registry::NodeHandle>, TransferError> {
+) -> Result<(Arc<crate::registry::NodeHandle>, Decision), TransferError> {
     let node_id =
         NodeId::parse(audit.node).map_err(|_| TransferError::BadNode(audit.node.into()))?;
     let name = NamespacedName::join(node_id.as_str(), audit.tool);
-    let refused = match agent.policy.decide(&name) {
-        Decision::Allow => None,
-        // One approval per request of a tree would ask an operator many times for
-        // one copy; a tree is copied with a token allowed outright.
-        Decision::Confirm => Some(TransferError::TreeNeedsApproval { name }),
-        Decision::Deny => Some(TransferError::Denied { name }),
-    };
-    if let Some(e) = refused {
+    let decision = agent.policy.decide(&name);
+    if decision == Decision::Deny {
+        let e = TransferError::Denied { name };
         tracing::warn!(agent = %agent.name, node = %node_id, tool = audit.tool, method = audit.method.as_str(), path = ?audit.path, "tree request refused by the token's policy");
         audit.record(e.code().as_str(), 0);
         return Err(e);
@@ -171,5 +256,5 @@ fn admit(
             tool: audit.tool,
         });
     }
-    Ok(node)
+    Ok((node, decision))
 }

@@ -70,6 +70,10 @@ pub struct ListParams {
 pub struct AgentListParams {
     pub node: String,
     pub path: String,
+    /// Where the agent copies the tree to (its local path), shown to an operator
+    /// asked to approve the copy; cut to [`super::MAX_SOURCE_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Result of `transfer.list`: the tree, parents before their children, the top
@@ -124,6 +128,10 @@ pub struct AgentPlaceParams {
     pub into: Option<String>,
     pub step: PlaceStep,
     pub entries: Vec<TreeEntry>,
+    /// `dirs`: the tree the agent copies (its local path), shown to an operator asked
+    /// to approve the copy; cut to [`super::MAX_SOURCE_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Result of `transfer.place`.
