@@ -450,6 +450,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             ),
         ),
         (
+            "READ_AHEAD_BYTES",
+            v(vec![bytes(gsv_transport::read_ahead::READ_AHEAD_BYTES)]),
+        ),
+        (
             "DEADLINE_SLACK",
             src(
                 "gateway/src/router/delivery.rs",

@@ -275,6 +275,66 @@ async fn ctrl_c_cancels_with_130_and_the_same_command_resumes() {
     assert!(partial_len().is_none());
 }
 
+/// A copy to a node cut by the gateway going away: the node's side of it ends with the
+/// connection (it does not wait for chunks that cannot come, holding the partial
+/// file's lock), so the same command resumes once the node is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_cut_by_a_gateway_restart_resumes_once_the_node_is_back() {
+    let mut gw = Gateway::start().await;
+    let ws = TempDir::new("cp-ws");
+    let local = TempDir::new("cp-local");
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let data = varied(256 * 1024 * 1024, 13);
+    let src = local.path().join("huge.bin");
+    write_file(&src, &data, 0o644, 1_700_000_000_000);
+    let child = std::process::Command::new(common::gsv_bin())
+        .args([
+            "cp",
+            s(&src),
+            "box:huge.bin",
+            "--token",
+            &token,
+            "--data",
+            s(gw.data.path()),
+        ])
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn gsv cp");
+    let partial_len = || {
+        std::fs::read_dir(ws.path())
+            .ok()?
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().contains("gsv-part"))
+            .and_then(|e| e.metadata().ok())
+            .map(|m| m.len())
+    };
+    common::eventually("a partial file", Duration::from_secs(30), || async {
+        partial_len().filter(|&n| n > 0)
+    })
+    .await;
+    gw.restart().await;
+    let out = tokio::task::block_in_place(|| child.wait_with_output()).expect("wait");
+    if out.status.success() {
+        // The copy won the race with the restart: nothing left to resume.
+        return;
+    }
+    assert!(partial_len().is_some(), "the partial file is kept");
+    // The node reconnects with a backoff; until then the copy is refused.
+    let err = common::eventually("the copy resumed", Duration::from_secs(60), || async {
+        let (code, _out, err) = cp(&gw, &token, &[s(&src), "box:huge.bin"]).await;
+        (code == 0).then_some(err)
+    })
+    .await;
+    assert!(!err.contains("in progress"), "{err}");
+    let landed = std::fs::read(ws.path().join("huge.bin")).expect("landed");
+    assert_eq!(sha(&landed), sha(&data));
+    assert!(partial_len().is_none());
+}
+
 /// Small files, many times, through the library: a node sends a `get`'s first chunk
 /// as soon as it has opened the file, which may reach the gateway before the node's
 /// answer and the client before the gateway's; neither may drop it (that hung).

@@ -14,8 +14,8 @@ use hyper_util::rt::TokioIo;
 use std::time::Duration;
 use tokio_tungstenite::WebSocketStream;
 
-/// The upgraded HTTP connection under a WebSocket.
-pub type Io = TokioIo<hyper::upgrade::Upgraded>;
+/// The upgraded HTTP connection under a WebSocket, read ahead while the peer streams.
+pub type Io = gsv_transport::ReadAhead<TokioIo<hyper::upgrade::Upgraded>>;
 /// A server-side WebSocket.
 pub type Ws = WebSocketStream<Io>;
 

@@ -67,7 +67,7 @@ where
         match on_upgrade.await {
             Ok(upgraded) => {
                 let ws = WebSocketStream::from_raw_socket(
-                    TokioIo::new(upgraded),
+                    gsv_transport::ReadAhead::new(TokioIo::new(upgraded)),
                     WsRole::Server,
                     Some(pre_auth_config()),
                 )

@@ -80,10 +80,18 @@ impl<'a> Chunk<'a> {
     /// The frame's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_BYTES + self.data.len());
-        out.push(CHUNK_KIND);
-        out.extend_from_slice(self.id.as_bytes());
-        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(&Chunk::header(self.id, self.offset));
         out.extend_from_slice(self.data);
+        out
+    }
+
+    /// The header of a chunk of transfer `id` at `offset`: a sender that reads the
+    /// data in right behind it builds the frame without copying the data again.
+    pub fn header(id: uuid::Uuid, offset: u64) -> [u8; HEADER_BYTES] {
+        let mut out = [0u8; HEADER_BYTES];
+        out[0] = CHUNK_KIND;
+        out[1..17].copy_from_slice(id.as_bytes());
+        out[17..].copy_from_slice(&offset.to_be_bytes());
         out
     }
 

@@ -1,17 +1,21 @@
-//! Opening a client WebSocket to the gateway: TCP with `TCP_NODELAY`, TLS for
-//! `wss://` with the trust [`crate::tls`] built, and the HTTP upgrade, bounded in time.
+//! Opening a client WebSocket to the gateway: TCP with `TCP_NODELAY` under a
+//! [`ReadAhead`], TLS for `wss://` with the trust [`crate::tls`] built, and the HTTP
+//! upgrade, bounded in time.
 
 use crate::connect_error::ConnectError;
+use crate::read_ahead::ReadAhead;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::error::UrlError;
 use tokio_tungstenite::tungstenite::{self};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-/// The stream under a client's WebSocket: TCP, with TLS for `wss://`.
-pub type MaybeTls = MaybeTlsStream<TcpStream>;
+/// The stream under a client's WebSocket: TCP (read ahead while the gateway
+/// streams), with TLS for `wss://`.
+pub type MaybeTls = MaybeTlsStream<ReadAhead<TcpStream>>;
 /// A client's WebSocket to the gateway.
 pub type ClientWs = WebSocketStream<MaybeTls>;
 
@@ -25,12 +29,19 @@ pub async fn dial(
     timeout: Duration,
 ) -> Result<ClientWs, ConnectError> {
     let request = url.into_client_request()?;
-    let connect = tokio_tungstenite::connect_async_tls_with_config(
-        request,
-        Some(crate::config::client()),
-        true, // disable Nagle: frames are small and latency-bound
-        tls.map(Connector::Rustls),
-    );
+    let connect = async move {
+        let (host, port) = host_port(&request)?;
+        let tcp = TcpStream::connect((host.as_str(), port)).await?;
+        // Nagle off: frames are small and latency-bound.
+        tcp.set_nodelay(true)?;
+        tokio_tungstenite::client_async_tls_with_config(
+            request,
+            ReadAhead::new(tcp),
+            Some(crate::config::client()),
+            tls.map(Connector::Rustls),
+        )
+        .await
+    };
     match tokio::time::timeout(timeout, connect).await {
         Err(_) => Err(ConnectError::DialTimeout(timeout)),
         Ok(Ok((ws, _response))) => Ok(ws),
@@ -59,4 +70,28 @@ pub async fn dial(
             None => Err(e.into()),
         },
     }
+}
+
+/// The host (IPv6 without brackets) and port (by default 80 for `ws://`, 443 for
+/// `wss://`) a request goes to.
+fn host_port(
+    request: &tungstenite::handshake::client::Request,
+) -> Result<(String, u16), tungstenite::Error> {
+    let uri = request.uri();
+    let host = uri
+        .host()
+        .ok_or(tungstenite::Error::Url(UrlError::NoHostName))?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = uri
+        .port_u16()
+        .or(match uri.scheme_str() {
+            Some("wss") => Some(443),
+            Some("ws") => Some(80),
+            _ => None,
+        })
+        .ok_or(tungstenite::Error::Url(UrlError::UnsupportedUrlScheme))?;
+    Ok((host.to_owned(), port))
 }

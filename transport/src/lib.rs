@@ -8,6 +8,7 @@
 //! - [`outbound`]: the queues a driver writes from (the gateway's close-on-full
 //!   queue, and a back-pressure queue for nodes and clients);
 //! - [`config`]: buffer and frame-size settings per side;
+//! - [`read_ahead`]: larger socket reads while a peer streams (transfer chunks);
 //! - [`mod@dial`] and [`mod@handshake`]: how a node or an agent opens a connection
 //!   (`challenge` → `connect` → `hello-ok`), failing with a [`ConnectError`];
 //! - [`tls`]: which gateway certificates a client trusts (system roots, `--ca`,
@@ -22,6 +23,7 @@ pub mod dial;
 pub mod driver;
 pub mod handshake;
 pub mod outbound;
+pub mod read_ahead;
 pub mod tls;
 
 pub use connect_error::ConnectError;
@@ -29,4 +31,5 @@ pub use dial::{dial, ClientWs};
 pub use driver::{Driver, Event};
 pub use handshake::{handshake, CONNECT_ID};
 pub use outbound::{queue, Outbound, Outbox, Paired, Queue, SendError};
+pub use read_ahead::ReadAhead;
 pub use tokio_tungstenite::tungstenite;

@@ -2,7 +2,9 @@
 
 use super::{hex, io_error, Inbound, Window};
 use crate::{AgentClient, ClientError};
-use gsv_protocol::transfer::{Chunk, Direction, FileMeta, FinishParams, Finished, CHUNK_BYTES};
+use gsv_protocol::transfer::{
+    Chunk, Direction, FileMeta, FinishParams, Finished, CHUNK_BYTES, HEADER_BYTES,
+};
 use gsv_protocol::Method;
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -60,17 +62,17 @@ impl AgentClient {
                 take(&mut window, m)?;
             }
             let want = (size - pos).min(window.room()).min(CHUNK_BYTES as u64) as usize;
-            let n = read_full(&mut file, &mut buf[..want]).map_err(io_error(local))?;
+            // The data is read straight into the frame, behind its header.
+            let mut frame = Vec::with_capacity(HEADER_BYTES + want);
+            frame.extend_from_slice(&Chunk::header(id, pos));
+            let n = (&mut file)
+                .take(want as u64)
+                .read_to_end(&mut frame)
+                .map_err(io_error(local))?;
             if n < want {
                 return Err(t.discarding(changed()));
             }
-            hasher.update(&buf[..n]);
-            let frame = Chunk {
-                id,
-                offset: pos,
-                data: &buf[..n],
-            }
-            .encode();
+            hasher.update(&frame[HEADER_BYTES..]);
             self.send_binary(frame).await?;
             window.sent(n as u64);
             pos += n as u64;

@@ -47,6 +47,7 @@ impl Outgoing {
         let mut buf = Vec::new();
         while out.offset < start {
             let want = (start - out.offset).min(CHUNK_BYTES as u64) as usize;
+            buf.clear();
             if out.read_at_most(&mut buf, want)? == 0 {
                 break;
             }
@@ -72,7 +73,15 @@ impl Outgoing {
     /// Reads the next chunk (at most [`CHUNK_BYTES`]) into `buf`; its length, 0 at
     /// the end of the file.
     pub fn next_chunk(&mut self, buf: &mut Vec<u8>) -> Result<usize, TransferError> {
+        buf.clear();
         self.read_at_most(buf, CHUNK_BYTES)
+    }
+
+    /// Reads the next chunk (at most [`CHUNK_BYTES`]) onto the end of `frame` (behind
+    /// a chunk header, so the data is not copied again); its length, 0 at the end of
+    /// the file.
+    pub fn append_chunk(&mut self, frame: &mut Vec<u8>) -> Result<usize, TransferError> {
+        self.read_at_most(frame, CHUNK_BYTES)
     }
 
     /// The bytes sent in all and their SHA-256 (the file may have changed size while
@@ -81,23 +90,19 @@ impl Outgoing {
         (self.offset, hex(self.hasher))
     }
 
+    /// Appends at most `want` bytes to `buf` (fewer only at the end of the file) and
+    /// hashes them.
     fn read_at_most(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<usize, TransferError> {
-        buf.clear();
-        buf.resize(want, 0);
         self.file
             .seek(SeekFrom::Start(self.offset))
             .map_err(|e| TransferError::io(&self.path, e))?;
-        let mut filled = 0;
-        while filled < want {
-            match self.file.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(TransferError::io(&self.path, e)),
-            }
-        }
-        buf.truncate(filled);
-        self.hasher.update(&buf[..]);
+        let from = buf.len();
+        buf.reserve_exact(want);
+        let filled = (&mut self.file)
+            .take(want as u64)
+            .read_to_end(buf)
+            .map_err(|e| TransferError::io(&self.path, e))?;
+        self.hasher.update(&buf[from..]);
         self.offset += filled as u64;
         Ok(filled)
     }
