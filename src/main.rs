@@ -275,8 +275,8 @@ fn main() -> ExitCode {
             retry_for,
             src,
             dst,
-        } => run_client(
-            "warn",
+        } => run_client("warn", {
+            commands::cp::run_below_calls();
             commands::cp::run(
                 target.target(),
                 &src,
@@ -284,8 +284,8 @@ fn main() -> ExitCode {
                 recursive,
                 json,
                 std::time::Duration::from_secs(retry_for),
-            ),
-        ),
+            )
+        }),
         Command::Jobs {
             command:
                 JobsCommand::List {

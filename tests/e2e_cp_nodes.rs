@@ -411,3 +411,48 @@ async fn one_gib_node_to_node_with_hashes_compared() {
     let _ = std::fs::remove_file(wa.path().join("gib.bin"));
     assert_eq!(sha_file(&wb.path().join("gib.bin")), want);
 }
+
+/// `gsv cp` runs below the machine's other work (nice +10), so a copy's reading and
+/// hashing wait for calls and shells on the same machine. Seen while it waits for an
+/// approval.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gsv_cp_runs_below_the_machines_other_work() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cpn-nice");
+    let local = TempDir::new("cpn-nice-local");
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.token(&["agent", "niced", "--allow", "*", "--confirm", "box__Write"]);
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let src = local.path().join("n.bin");
+    std::fs::write(&src, b"nice").expect("write");
+    let mut child = std::process::Command::new(common::gsv_bin())
+        .args(["cp", s(&src), "box:n.bin", "--token", &token, "--data"])
+        .arg(gw.data.path())
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn gsv cp");
+    let req = next_request(&operator).await;
+    let nice_of = |pid: u32| -> i64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        // Fields after the command's closing parenthesis; nice is field 19.
+        let rest = stat.rsplit_once(')').expect("comm").1;
+        rest.split_whitespace()
+            .nth(16)
+            .and_then(|n| n.parse().ok())
+            .expect("nice")
+    };
+    let ours = nice_of(std::process::id());
+    assert_eq!(nice_of(child.id()), (ours + 10).min(19));
+    let id = req["id"].as_str().expect("id").to_owned();
+    let (code, _, err) = gw.cli(&["approvals", "deny", &id]);
+    assert_eq!(code, 0, "{err}");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert_eq!(status.code(), Some(5));
+}
