@@ -265,7 +265,8 @@ impl Handshake {
         limits: Limits,
         credential: Option<String>,
     ) -> Option<Ws> {
-        let mut ws = crate::upgrade::into_session(self.ws).await;
+        let read_ahead = self.role == Role::Node;
+        let mut ws = crate::upgrade::into_session(self.ws, read_ahead).await;
         let mut hello = HelloOk::new(self.protocol, conn_id.to_owned(), limits);
         hello.credential = credential;
         hello.gateway_version = crate::VERSION.to_owned();

@@ -67,7 +67,8 @@ where
         match on_upgrade.await {
             Ok(upgraded) => {
                 let ws = WebSocketStream::from_raw_socket(
-                    gsv_transport::ReadAhead::new(TokioIo::new(upgraded)),
+                    // No reading ahead before the peer is known (see `into_session`).
+                    gsv_transport::ReadAhead::disabled(TokioIo::new(upgraded)),
                     WsRole::Server,
                     Some(pre_auth_config()),
                 )
@@ -91,8 +92,15 @@ where
 /// Rebuilds a stream with the post-handshake config. Only called after the peer's
 /// `connect` was read and before `hello-ok` is sent, when the protocol guarantees the
 /// peer has nothing else in flight.
-pub async fn into_session(ws: Ws) -> Ws {
-    let io = ws.into_inner();
+///
+/// `read_ahead`: read the socket ahead in large reads while the peer streams (nodes:
+/// a node's file chunks come in 1 MiB frames). Not for agents: an agent that floods
+/// requests would get them parsed and dispatched faster than the gateway sheds them
+/// (`e2e_bounds::an_agent_that_never_reads_is_cut_off_as_a_slow_consumer` measured
+/// twice the memory with it).
+pub async fn into_session(ws: Ws, read_ahead: bool) -> Ws {
+    let mut io = ws.into_inner();
+    io.set_enabled(read_ahead);
     WebSocketStream::from_raw_socket(
         io,
         WsRole::Server,

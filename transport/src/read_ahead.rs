@@ -30,6 +30,9 @@ pub struct ReadAhead<S> {
     end: usize,
     /// The last direct read filled the caller's buffer: read ahead next time.
     streaming: bool,
+    /// Off: every read goes straight to the stream (a connection whose peer is not
+    /// trusted to stream, or not yet known).
+    enabled: bool,
 }
 
 impl<S> ReadAhead<S> {
@@ -40,6 +43,24 @@ impl<S> ReadAhead<S> {
             start: 0,
             end: 0,
             streaming: false,
+            enabled: true,
+        }
+    }
+
+    /// The same, reading ahead only once [`ReadAhead::set_enabled`] says so.
+    pub fn disabled(inner: S) -> Self {
+        ReadAhead {
+            enabled: false,
+            ..ReadAhead::new(inner)
+        }
+    }
+
+    /// Turns reading ahead on or off (off: what is already read ahead is still served
+    /// first, then reads go straight to the stream).
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+        if !on {
+            self.streaming = false;
         }
     }
 
@@ -86,7 +107,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for ReadAhead<S> {
             let before = out.filled().len();
             ready!(Pin::new(&mut this.inner).poll_read(cx, out))?;
             let got = out.filled().len() - before;
-            this.streaming = want > 0 && got == want && want < READ_AHEAD_BYTES;
+            this.streaming = this.enabled && want > 0 && got == want && want < READ_AHEAD_BYTES;
             return Poll::Ready(Ok(()));
         }
         let ahead = this
@@ -187,5 +208,33 @@ mod tests {
             assert_eq!(&piece[..n], &[i; 100][..]);
             assert!(!r.holds_buffer());
         }
+    }
+
+    /// Disabled (a gateway's agent connections): a burst is read straight, in the
+    /// caller's pieces, and never buffered.
+    #[tokio::test]
+    async fn a_disabled_read_ahead_never_buffers() {
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 5 % 251) as u8).collect();
+        a.write_all(&data).await.unwrap();
+        let mut r = ReadAhead::disabled(b);
+        let mut got = Vec::new();
+        let mut piece = [0u8; 2048];
+        while got.len() < data.len() {
+            let n = r.read(&mut piece).await.unwrap();
+            assert!(n > 0 && !r.holds_buffer());
+            got.extend_from_slice(&piece[..n]);
+        }
+        assert_eq!(got, data);
+        r.set_enabled(true);
+        a.write_all(&data).await.unwrap();
+        let mut held = false;
+        got.clear();
+        while got.len() < data.len() {
+            let n = r.read(&mut piece).await.unwrap();
+            got.extend_from_slice(&piece[..n]);
+            held |= r.holds_buffer();
+        }
+        assert!(held, "enabled again, a burst is read ahead");
     }
 }
