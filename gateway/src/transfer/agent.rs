@@ -58,7 +58,8 @@ pub(super) fn parse<T: serde::de::DeserializeOwned>(raw: &str) -> Result<T, Tran
     serde_json::from_str(raw).map_err(TransferError::BadParams)
 }
 
-fn owner(agent: &AgentHandle) -> Owner {
+/// Whose a transfer an agent opens is.
+pub(super) fn owner(agent: &AgentHandle) -> Owner {
     Owner {
         name: agent.name.clone(),
         token_id: agent.token_id.clone(),
@@ -87,8 +88,7 @@ async fn open(
             decision = Decision::Allow;
         }
     }
-    if decision == Decision::Deny {
-        let e = TransferError::Denied { name };
+    let refuse = |e: &TransferError| {
         refused(
             shared,
             &who,
@@ -96,7 +96,11 @@ async fn open(
             tool,
             &p.path,
             e.code().as_str(),
-        );
+        )
+    };
+    if decision == Decision::Deny {
+        let e = TransferError::Denied { name };
+        refuse(&e);
         return Err(e);
     }
     let node = super::copy::online(shared, node_id.as_str(), tool)?;
@@ -114,14 +118,7 @@ async fn open(
             size,
         );
         if let Err(e) = approval::wait(shared, &asked, agent.out.closed_token()).await {
-            refused(
-                shared,
-                &who,
-                node_id.as_str(),
-                tool,
-                &p.path,
-                e.code().as_str(),
-            );
+            refuse(&e);
             return Err(e);
         }
     }

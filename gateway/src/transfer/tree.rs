@@ -10,7 +10,7 @@
 //! and absolute entries itself, so a client talking to the node through any gateway
 //! meets the same checks. Each request leaves one audit row.
 
-use super::agent::parse;
+use super::agent::{owner, parse};
 use super::approval::{self, Asked, TreeSize};
 use super::grant::{Grant, GRANT_LIFE};
 use super::{ask_node, decode, TransferError};
@@ -191,13 +191,6 @@ pub(super) async fn place(
     outcome
 }
 
-fn owner(agent: &AgentHandle) -> super::Owner {
-    super::Owner {
-        name: agent.name.clone(),
-        token_id: agent.token_id.clone(),
-    }
-}
-
 /// What one request's audit row says.
 struct Audit<'a> {
     shared: &'a Shared,
@@ -243,18 +236,6 @@ fn admit(
         audit.record(e.code().as_str(), 0);
         return Err(e);
     }
-    let node = shared
-        .registry
-        .get(node_id.as_str())
-        .filter(|n| !n.out.is_closed())
-        .ok_or_else(|| TransferError::NodeOffline {
-            node: audit.node.to_owned(),
-        })?;
-    if shared.registry.tool(&node, audit.tool).is_none() {
-        return Err(TransferError::NoTool {
-            node: audit.node.to_owned(),
-            tool: audit.tool,
-        });
-    }
+    let node = super::copy::online(shared, node_id.as_str(), audit.tool)?;
     Ok((node, decision))
 }
