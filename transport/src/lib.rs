@@ -12,7 +12,8 @@
 //! - [`mod@dial`] and [`mod@handshake`]: how a node or an agent opens a connection
 //!   (`challenge` → `connect` → `hello-ok`), failing with a [`ConnectError`];
 //! - [`tls`]: which gateway certificates a client trusts (system roots, `--ca`,
-//!   `--pin`).
+//!   `--pin`);
+//! - [`writeback`]: a received file's write-out started while it still arrives.
 //!
 //! It does no routing and knows no tools: the gateway, the node and `gsv-client`
 //! build their sessions on top.
@@ -25,6 +26,7 @@ pub mod handshake;
 pub mod outbound;
 pub mod read_ahead;
 pub mod tls;
+pub mod writeback;
 
 pub use connect_error::ConnectError;
 pub use dial::{dial, ClientWs};
@@ -33,3 +35,4 @@ pub use handshake::{handshake, CONNECT_ID};
 pub use outbound::{queue, Outbound, Outbox, Paired, Queue, SendError};
 pub use read_ahead::ReadAhead;
 pub use tokio_tungstenite::tungstenite;
+pub use writeback::Writeback;

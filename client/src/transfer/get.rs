@@ -6,6 +6,7 @@ use super::{hex, io_error, Inbound};
 use crate::{AgentClient, ClientError};
 use gsv_protocol::transfer::{Credit, Direction, FileMeta, Finished, CHUNK_BYTES};
 use gsv_protocol::Method;
+use gsv_transport::Writeback;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -70,6 +71,7 @@ impl AgentClient {
         let part_path = partial::path_for(&target, node, remote, meta.size, meta.mtime_ms);
         let (mut file, mut hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
         let mut pos = start;
+        let mut writeback = Writeback::from(start);
         let mut uncredited = 0u64;
         progress(pos, meta.size);
         let end = loop {
@@ -84,6 +86,7 @@ impl AgentClient {
                     file.write_all(&data).map_err(io_error(&part_path))?;
                     hasher.update(&data);
                     pos += n;
+                    writeback.wrote(&file, pos);
                     uncredited += n;
                     progress(pos, meta.size.max(pos));
                     if uncredited >= CREDIT_EVERY || pos >= meta.size {

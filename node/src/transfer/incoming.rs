@@ -4,6 +4,7 @@
 use super::{hex, TransferError};
 use crate::tools::paths::{Parent, PathPolicy};
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
+use gsv_transport::Writeback;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Timespec, Timestamps};
 use sha2::{Digest, Sha256};
@@ -26,6 +27,7 @@ pub struct Incoming {
     expected: Option<String>,
     offset: u64,
     hasher: Sha256,
+    writeback: Writeback,
 }
 
 impl Incoming {
@@ -74,6 +76,7 @@ impl Incoming {
             expected,
             offset: held,
             hasher,
+            writeback: Writeback::from(held),
         })
     }
 
@@ -113,6 +116,7 @@ impl Incoming {
             .map_err(|e| TransferError::io(&self.path, e))?;
         self.hasher.update(data);
         self.offset = end;
+        self.writeback.wrote(&self.file, end);
         Ok(())
     }
 
