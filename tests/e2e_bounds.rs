@@ -617,6 +617,20 @@ fn fat_echo(raw: Raw, text: String) -> tokio::task::JoinHandle<()> {
 /// real node keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_never_reads_is_cut_off_as_a_slow_consumer() {
+    slow_consumer(false).await;
+}
+
+/// The same from an agent that opened an upload first and sent one of its chunks: a
+/// connection reads ahead after an upload's chunk (larger socket reads), and the flood
+/// that follows must still be read no faster (its first request turns reading ahead
+/// off; with it left on, this test measured some 140 MiB) and cut off within the same
+/// memory bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_never_reads_while_an_upload_is_open_is_cut_off_too() {
+    slow_consumer(true).await;
+}
+
+async fn slow_consumer(upload_open: bool) {
     let gw = Gateway::start().await;
     let pid = gw.proc.0.id();
     let ws = TempDir::new("ws");
@@ -636,8 +650,40 @@ async fn an_agent_that_never_reads_is_cut_off_as_a_slow_consumer() {
     metric_is(&gw, "gsv_connected_agents", 1, Duration::from_secs(10)).await;
 
     let token = gw.token(&["agent", "rude", "--allow", "*"]);
-    let rude = raw_agent(&gw, &token).await;
+    let mut rude = raw_agent(&gw, &token).await;
+    let mut upload = None;
+    if upload_open {
+        let open = json!({
+            "type": "req", "id": "up", "method": "transfer.open",
+            "params": {"node": "steady", "path": "big.bin", "direction": "put",
+                       "meta": {"size": 1u64 << 30, "mode": 420, "mtimeMs": 0}}
+        });
+        rude.send(&open.to_string()).await;
+        let answer = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let v = rude.recv_json().await;
+                if v["id"] == "up" {
+                    return v;
+                }
+            }
+        })
+        .await
+        .expect("transfer.open answered");
+        assert_eq!(answer["ok"], true, "{answer}");
+        let id = answer["result"]["id"].as_str().expect("transfer id");
+        upload = Some(uuid::Uuid::parse_str(id).expect("uuid"));
+    }
     let (mut sink, stream) = rude.ws.split();
+    if let Some(id) = upload {
+        let chunk = gsv_protocol::transfer::Chunk {
+            id,
+            offset: 0,
+            data: &[0x5a; 1024 * 1024],
+        };
+        sink.send(Message::Binary(chunk.encode().into()))
+            .await
+            .expect("chunk sent");
+    }
     metric_is(&gw, "gsv_connected_agents", 2, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let base = rss(pid);

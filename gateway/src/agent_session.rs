@@ -82,6 +82,7 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
         authority,
         out.clone(),
         Arc::new(policy),
+        hs.ws.get_ref().switch(),
     ));
     // Registered before `hello-ok` goes out: a client that hears it is connected gets
     // every event from then on (an operator's `approval.requested` included); events
@@ -111,7 +112,10 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
             &out,
             shared.config.heartbeat,
             &shared.closing,
-            |text| on_frame(&shared, &agent, &in_flight, text),
+            |text| {
+                agent.uploads.text();
+                on_frame(&shared, &agent, &in_flight, text)
+            },
             |frame| crate::transfer::from_agent(&shared, &agent, frame),
         )
         .await;

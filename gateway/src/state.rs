@@ -35,6 +35,8 @@ pub struct AgentHandle {
     pub authority: crate::operator::Authority,
     pub out: Outbound,
     pub policy: Arc<Policy>,
+    /// Its open uploads: its connection reads ahead while there are any.
+    pub uploads: crate::transfer::Uploads,
     seq: AtomicU64,
 }
 
@@ -46,6 +48,7 @@ impl AgentHandle {
         authority: crate::operator::Authority,
         out: Outbound,
         policy: Arc<Policy>,
+        read_ahead: gsv_transport::ReadAheadSwitch,
     ) -> Self {
         AgentHandle {
             conn_id,
@@ -54,6 +57,7 @@ impl AgentHandle {
             authority,
             out,
             policy,
+            uploads: crate::transfer::Uploads::new(read_ahead),
             seq: AtomicU64::new(1),
         }
     }

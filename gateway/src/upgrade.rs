@@ -94,10 +94,11 @@ where
 /// peer has nothing else in flight.
 ///
 /// `read_ahead`: read the socket ahead in large reads while the peer streams (nodes:
-/// a node's file chunks come in 1 MiB frames). Not for agents: an agent that floods
+/// a node's file chunks come in 1 MiB frames). Off for agents: an agent that floods
 /// requests would get them parsed and dispatched faster than the gateway sheds them
 /// (`e2e_bounds::an_agent_that_never_reads_is_cut_off_as_a_slow_consumer` measured
-/// twice the memory with it).
+/// twice the memory with it); an agent's connection reads ahead only while it has an
+/// upload open ([`crate::transfer::Uploads`]).
 pub async fn into_session(ws: Ws, read_ahead: bool) -> Ws {
     let mut io = ws.into_inner();
     io.set_enabled(read_ahead);

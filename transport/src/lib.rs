@@ -33,6 +33,6 @@ pub use dial::{dial, ClientWs};
 pub use driver::{Driver, Event};
 pub use handshake::{handshake, CONNECT_ID};
 pub use outbound::{queue, Outbound, Outbox, Paired, Queue, SendError};
-pub use read_ahead::ReadAhead;
+pub use read_ahead::{ReadAhead, Switch as ReadAheadSwitch};
 pub use tokio_tungstenite::tungstenite;
 pub use writeback::Writeback;

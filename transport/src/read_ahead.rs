@@ -10,14 +10,35 @@
 //! of the socket, until the socket has no more than the caller asked for (or nothing:
 //! the reader waits again), when the buffer is handed out and freed. It costs one
 //! copy of the bytes in memory and saves up to 31 of every 32 system calls.
+//!
+//! Whether a connection may read ahead at all is a [`Switch`] that others hold too:
+//! the gateway turns it on for a node after its handshake, and for an agent only while
+//! that agent has an upload open.
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// One read of the socket while the peer streams.
 pub const READ_AHEAD_BYTES: usize = 64 * 1024;
+
+/// Whether a connection reads ahead; cheap to clone, so the side that knows when a
+/// peer streams can turn it on and off while the connection's reader runs.
+#[derive(Debug, Clone, Default)]
+pub struct Switch(Arc<AtomicBool>);
+
+impl Switch {
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 /// A stream whose small reads are served from one larger read while the peer streams.
 #[derive(Debug)]
@@ -32,7 +53,7 @@ pub struct ReadAhead<S> {
     streaming: bool,
     /// Off: every read goes straight to the stream (a connection whose peer is not
     /// trusted to stream, or not yet known).
-    enabled: bool,
+    enabled: Switch,
 }
 
 impl<S> ReadAhead<S> {
@@ -43,14 +64,14 @@ impl<S> ReadAhead<S> {
             start: 0,
             end: 0,
             streaming: false,
-            enabled: true,
+            enabled: Switch(Arc::new(AtomicBool::new(true))),
         }
     }
 
     /// The same, reading ahead only once [`ReadAhead::set_enabled`] says so.
     pub fn disabled(inner: S) -> Self {
         ReadAhead {
-            enabled: false,
+            enabled: Switch::default(),
             ..ReadAhead::new(inner)
         }
     }
@@ -58,10 +79,16 @@ impl<S> ReadAhead<S> {
     /// Turns reading ahead on or off (off: what is already read ahead is still served
     /// first, then reads go straight to the stream).
     pub fn set_enabled(&mut self, on: bool) {
-        self.enabled = on;
+        self.enabled.set(on);
         if !on {
             self.streaming = false;
         }
+    }
+
+    /// The switch that turns reading ahead on and off from elsewhere (a reader that
+    /// finds it off reads straight again from its next read of the socket).
+    pub fn switch(&self) -> Switch {
+        self.enabled.clone()
     }
 
     pub fn get_ref(&self) -> &S {
@@ -103,11 +130,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for ReadAhead<S> {
             return Poll::Ready(Ok(()));
         }
         let want = out.remaining();
-        if !this.streaming || want >= READ_AHEAD_BYTES {
+        if !this.streaming || want >= READ_AHEAD_BYTES || !this.enabled.is_on() {
+            if !this.enabled.is_on() {
+                // Switched off while streaming: nothing more to keep.
+                this.ahead = None;
+            }
             let before = out.filled().len();
             ready!(Pin::new(&mut this.inner).poll_read(cx, out))?;
             let got = out.filled().len() - before;
-            this.streaming = this.enabled && want > 0 && got == want && want < READ_AHEAD_BYTES;
+            this.streaming =
+                this.enabled.is_on() && want > 0 && got == want && want < READ_AHEAD_BYTES;
             return Poll::Ready(Ok(()));
         }
         let ahead = this
@@ -125,8 +157,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for ReadAhead<S> {
             }
         }
         let got = buf.filled().len();
-        // No more than a direct read would have brought: the burst is over.
-        this.streaming = got > want;
+        // No more than a direct read would have brought: the burst is over (or reading
+        // ahead was switched off meanwhile).
+        this.streaming = got > want && this.enabled.is_on();
         this.start = 0;
         this.end = got;
         this.serve(out);
@@ -236,5 +269,31 @@ mod tests {
             held |= r.holds_buffer();
         }
         assert!(held, "enabled again, a burst is read ahead");
+    }
+
+    /// The switch held elsewhere (the gateway's transfers) turns reading ahead on for
+    /// a burst and off again: the next burst is read straight, and nothing is kept.
+    #[tokio::test]
+    async fn a_shared_switch_turns_reading_ahead_on_and_off() {
+        let (mut a, b) = tokio::io::duplex(1 << 20);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 3 % 251) as u8).collect();
+        let mut r = ReadAhead::disabled(b);
+        let switch = r.switch();
+        /// Reads one burst in 2 KiB pieces: whether a buffer was held meanwhile.
+        async fn burst(r: &mut ReadAhead<tokio::io::DuplexStream>) -> bool {
+            let (mut got, mut held, mut piece) = (0usize, false, [0u8; 2048]);
+            while got < 300_000 {
+                got += r.read(&mut piece).await.unwrap();
+                held |= r.holds_buffer();
+            }
+            held
+        }
+        switch.set(true);
+        a.write_all(&data).await.unwrap();
+        assert!(burst(&mut r).await, "switched on: read ahead");
+        switch.set(false);
+        a.write_all(&data).await.unwrap();
+        assert!(!burst(&mut r).await, "switched off: read straight");
+        assert!(!r.holds_buffer());
     }
 }

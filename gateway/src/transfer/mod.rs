@@ -19,6 +19,7 @@ mod grant;
 mod idle;
 mod relay;
 mod tree;
+mod uploads;
 
 pub use agent::request;
 pub use copy::{copy, Requester};
@@ -26,6 +27,7 @@ pub use error::TransferError;
 pub use grant::{GRANT_LIFE, MAX_GRANTS_PER_CONN};
 pub use idle::{sweep, IDLE};
 pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
+pub use uploads::Uploads;
 
 use crate::audit::AuditEvent;
 use crate::registry::NodeHandle;
@@ -159,6 +161,9 @@ impl Route {
         far: Far,
         asked: String,
     ) -> Route {
+        if let (Far::Agent(agent), Direction::Put) = (&far, direction) {
+            agent.uploads.begin();
+        }
         Route {
             id,
             direction,
@@ -209,6 +214,14 @@ impl Route {
     /// does not (the copy counts once, by its get leg).
     fn counts_for_token(&self) -> bool {
         !matches!(self.far, Far::Leg(_)) || self.direction == Direction::Get
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        if let (Far::Agent(agent), Direction::Put) = (&self.far, self.direction) {
+            agent.uploads.end();
+        }
     }
 }
 

@@ -33,6 +33,7 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
         fail(shared, &route, wrong_way());
         return;
     }
+    agent.uploads.chunk(frame.len());
     if forward(shared, &route, frame, &route.node.out) == Forwarded::Gone {
         fail(shared, &route, gone(&route));
     }
