@@ -380,7 +380,7 @@ pub enum Command {
         recursive: bool,
         /// After a dropped link, a restarting gateway or a node that went away, keep
         /// trying (resuming where the copy stands) until this many seconds pass
-        /// without progress; 0: never retry (single files; -r copies are not retried)
+        /// without progress; 0: never retry
         #[arg(long, value_name = "SECS", default_value_t = crate::commands::cp::DEFAULT_RETRY_FOR_SECS)]
         retry_for: u64,
         /// A local path or NODE:PATH (a local path with a colon: ./a:b)

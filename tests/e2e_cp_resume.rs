@@ -2,7 +2,8 @@
 //! loopback, when the agent's link is cut by a proxy, when the node's link is cut, and
 //! when the gateway is killed and started again, each mid-put and mid-get; the retry
 //! resumes from what was verified (the bytes sent after the fault, counted by the
-//! proxy, are fewer than the file). A node whose link is cut while its put waits lets
+//! proxy, are fewer than the file); a directory copy (`-r`) goes on into the top its
+//! first try made. A node whose link is cut while its put waits lets
 //! go of the partial file; one that does not come back is given up on after
 //! `--retry-for`. A refusal, a corrupt partial copy, an offline node or an absent
 //! gateway at the start are not retried. And 1 GiB each way, with SHA-256 compared.
@@ -205,6 +206,89 @@ async fn the_agents_link_cut_mid_put_and_mid_get_resumes_by_itself() {
         again > 0 && again <= BIG - held + FRAMING,
         "after the cut {again} bytes came down; {held} of {BIG} were here before it"
     );
+    eprintln!("{}", proxy.summary());
+}
+
+/// A small tree beside a [`BIG`] file, in `dir`: its files' paths (relative) and
+/// SHA-256s.
+fn write_tree(dir: &Path, seed: u64) -> Vec<(String, String)> {
+    std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+    let mut files = vec![
+        (
+            "a.txt".to_owned(),
+            write_varied(&dir.join("a.txt"), 1000, seed),
+        ),
+        (
+            "sub/c.txt".to_owned(),
+            write_varied(&dir.join("sub/c.txt"), 5000, seed + 1),
+        ),
+    ];
+    files.push((
+        "big.bin".to_owned(),
+        write_varied(&dir.join("big.bin"), BIG, seed + 2),
+    ));
+    files
+}
+
+/// `top` holds each of `files` with its SHA-256, and no partial file.
+fn assert_tree(top: &Path, files: &[(String, String)]) {
+    for (path, sha) in files {
+        assert_eq!(&sha_file(&top.join(path)), sha, "{path}");
+    }
+    assert_eq!(
+        part_len(top),
+        None,
+        "no partial file left in {}",
+        top.display()
+    );
+}
+
+/// `gsv cp -r` across a cut link, both ways: it tries again by itself, into the top
+/// its first try made (never into `DST/NAME`, which a new `cp -r` would choose now
+/// that `DST` exists), and the file under way resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_copy_cut_mid_file_resumes_by_itself_into_the_same_top() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("cprt-ws");
+    let local = TempDir::new("cprt-local");
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let proxy = ChaosProxy::start(&gw.addr, common::chaos::seed_from_env()).await;
+
+    // Put: ./tree → box:copy (missing, so it becomes the copy).
+    let src = local.path().join("tree");
+    let files = write_tree(&src, 31);
+    let child = spawn_cp(
+        &proxy.url(),
+        &token,
+        gw.data.path(),
+        &["-r", s(&src), "box:copy"],
+    );
+    copy_under_way(&ws.path().join("copy")).await;
+    proxy.cut_all();
+    let (code, out, err) = finish(child, COPY_LIMIT).await;
+    let v = assert_retried(code, &out, &err, "put");
+    assert_eq!(v["files"], 3, "{v}");
+    assert_tree(&ws.path().join("copy"), &files);
+    assert!(!ws.path().join("copy/tree").exists(), "not into copy/NAME");
+
+    // Get: box:tree → ./back (missing, so it becomes the copy).
+    let remote = ws.path().join("tree");
+    let files = write_tree(&remote, 41);
+    let back = local.path().join("back");
+    let child = spawn_cp(
+        &proxy.url(),
+        &token,
+        gw.data.path(),
+        &["-r", "box:tree", s(&back)],
+    );
+    copy_under_way(&back).await;
+    proxy.cut_all();
+    let (code, out, err) = finish(child, COPY_LIMIT).await;
+    let v = assert_retried(code, &out, &err, "get");
+    assert_eq!(v["files"], 3, "{v}");
+    assert_tree(&back, &files);
+    assert!(!back.join("tree").exists(), "not into back/NAME");
     eprintln!("{}", proxy.summary());
 }
 

@@ -18,7 +18,7 @@ use gsv_protocol::transfer::tree::{
     TreeEntry, MAX_PLACE_ENTRIES,
 };
 use gsv_protocol::Method;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a directory copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -104,16 +104,28 @@ impl AgentClient {
     /// `remote/NAME` when `remote` is a directory already, else as `remote`. Modes
     /// and mtimes are kept, symlinks copied as links. `progress(done, total)` counts
     /// the bytes of all the files.
+    ///
+    /// `top` carries the copy's top across tries: `None` on the first, set once the
+    /// node has made it; a later try of the same copy (after a dropped connection)
+    /// goes into exactly that top, never into `top/NAME`, and its files resume.
     pub async fn put_tree(
         &self,
         node: &str,
         local: &Path,
         remote: &str,
+        top: &mut Option<String>,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<TreeCopied, ClientError> {
         let entries = local::walk(local)?;
-        let remote = if remote.is_empty() { "." } else { remote };
-        let into = local::name_of(&local.to_string_lossy());
+        let remote = match top.as_deref() {
+            Some(t) => t,
+            None if remote.is_empty() => ".",
+            None => remote,
+        };
+        let into = match top {
+            Some(_) => None,
+            None => local::name_of(&local.to_string_lossy()),
+        };
         let (mut copied, total) = count(&entries);
         let ground: Vec<_> = entries
             .iter()
@@ -130,6 +142,7 @@ impl AgentClient {
             )
             .await?;
         let root = placed.root;
+        *top = Some(root.clone());
         let mut base = 0u64;
         progress(0, total);
         for e in entries.iter().filter(|e| e.kind == EntryKind::File) {
@@ -160,25 +173,40 @@ impl AgentClient {
     /// -r`: into `local/NAME` when `local` is a directory already, else as `local`.
     /// The node's listing is checked first (no absolute, `..` or repeated entry,
     /// nothing under a file or symlink); no symlink is followed locally.
+    ///
+    /// `top` carries the copy's top across tries, as for [`AgentClient::put_tree`]; a
+    /// later try also leaves alone each file an earlier one finished (a regular file
+    /// there with the listed size and mtime).
     pub async fn get_tree(
         &self,
         node: &str,
         remote: &str,
         local: &Path,
+        top: &mut Option<PathBuf>,
         mut progress: impl FnMut(u64, u64),
     ) -> Result<TreeCopied, ClientError> {
         let listing = self.list_tree(node, remote, Some(local)).await?;
         check_manifest(&listing.entries).map_err(|e| {
             ClientError::Protocol(format!("the node's listing of {remote} is refused: {e}"))
         })?;
-        let into = local::name_of(remote);
-        let top = local::make_top(local, into.as_deref())?;
+        let again = top.is_some();
+        let made = match top.as_deref() {
+            Some(t) => local::make_top(t, None)?,
+            None => local::make_top(local, local::name_of(remote).as_deref())?,
+        };
+        *top = Some(made.clone());
+        let top = made;
         local::make_ground(&top, &listing.entries)?;
         let (mut copied, total) = count(&listing.entries);
         let mut base = 0u64;
         progress(0, total);
         for e in listing.entries.iter().filter(|e| e.kind == EntryKind::File) {
             let target = local::file_target(&top, &e.path)?;
+            if again && local::finished(&target, e) {
+                base += e.size;
+                progress(base, total);
+                continue;
+            }
             let done = self
                 .get_file(
                     node,

@@ -51,7 +51,7 @@ pub async fn run(
     retry_for: Duration,
 ) -> u8 {
     if recursive {
-        return tree::run(target, src, dst, json).await;
+        return tree::run(target, src, dst, json, retry_for).await;
     }
     let plan = match plan(src, dst) {
         Ok(p) => p,
@@ -77,16 +77,7 @@ pub async fn run(
             })
             .await
         },
-        |n: &retry::Notice<'_>| {
-            bar.borrow_mut().interrupt();
-            eprintln!(
-                "gsv cp: {}: {}; trying again in {:.1} s (retry {})",
-                retry::code_of(n.error),
-                safe(&retry::message_of(n.error)),
-                n.delay.as_secs_f64(),
-                n.retry
-            );
-        },
+        |n: &retry::Notice<'_>| say_retry(&bar, n),
     )
     .await;
     match outcome {
@@ -118,17 +109,44 @@ pub async fn run(
             error,
             retries,
             gave_up,
-        } => {
-            bar.borrow_mut().finish();
-            if gave_up {
-                eprintln!(
-                    "gsv cp: giving up after {retries} retries: no progress for {} s (--retry-for); run the same command again to resume",
-                    retry_for.as_secs()
-                );
-            }
-            copy_error(&error)
-        }
+        } => failed(
+            &bar,
+            (&error, retries, gave_up),
+            retry_for,
+            "run the same command again to resume",
+        ),
     }
+}
+
+/// A copy that failed for good: says so (and, when it gave up, `then`: what finishes
+/// it); the exit code.
+fn failed(
+    bar: &RefCell<progress::Progress>,
+    (error, retries, gave_up): (&ClientError, u32, bool),
+    retry_for: Duration,
+    then: &str,
+) -> u8 {
+    bar.borrow_mut().finish();
+    if gave_up {
+        eprintln!(
+            "gsv cp: giving up after {retries} retries: no progress for {} s (--retry-for); {then}",
+            retry_for.as_secs()
+        );
+    }
+    copy_error(error)
+}
+
+/// Says on stderr that a try failed and how long until the next (cutting the progress
+/// line first).
+fn say_retry(bar: &RefCell<progress::Progress>, n: &retry::Notice<'_>) {
+    bar.borrow_mut().interrupt();
+    eprintln!(
+        "gsv cp: {}: {}; trying again in {:.1} s (retry {})",
+        retry::code_of(n.error),
+        safe(&retry::message_of(n.error)),
+        n.delay.as_secs_f64(),
+        n.retry
+    );
 }
 
 /// One try of the copy `plan` on a connected client, resuming from what the node (a

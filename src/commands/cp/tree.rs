@@ -1,13 +1,17 @@
 //! `gsv cp -r SRC DST`: copies a directory tree between this machine and a node, like
 //! `cp -r` (`docs/operations.md`, "Copying directories"): modes and mtimes kept,
 //! symlinks copied as links and never followed, each file checked by SHA-256, a
-//! progress line over the whole tree's bytes, `--json` counts at the end.
+//! progress line over the whole tree's bytes, `--json` counts at the end. A dropped
+//! connection is retried like a single file's copy ([`super::retry`]): the next try
+//! goes into the top the first one made, and the file under way resumes.
 
-use super::progress;
 use super::spec::Side;
-use crate::commands::agent::{client_error, connect, print_json, Target};
+use super::{progress, retry};
+use crate::commands::agent::{print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
+use gsv_client::AgentClient;
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -37,6 +41,8 @@ struct Summary<'a> {
     symlinks: u64,
     bytes: u64,
     direction: &'a str,
+    /// Tries after the first (a dropped connection, a restarting gateway).
+    retries: u32,
 }
 
 /// Checks `SRC DST` for `-r`; the message of a usage error.
@@ -74,8 +80,8 @@ pub fn plan(src: &str, dst: &str) -> Result<TreePlan, String> {
     }
 }
 
-/// `gsv cp -r SRC DST [--json]`. The exit code.
-pub async fn run(target: Target, src: &str, dst: &str, json: bool) -> u8 {
+/// `gsv cp -r SRC DST [--json] [--retry-for SECS]`. The exit code.
+pub async fn run(target: Target, src: &str, dst: &str, json: bool, retry_for: Duration) -> u8 {
     let plan = match plan(src, dst) {
         Ok(p) => p,
         Err(message) => {
@@ -83,49 +89,64 @@ pub async fn run(target: Target, src: &str, dst: &str, json: bool) -> u8 {
             return exit::USAGE;
         }
     };
-    let client = match connect(&target).await {
-        Ok(c) => c,
+    let dialer = match target.resolve() {
+        Ok(d) => d,
         Err(code) => return code,
     };
     let on = progress::stderr_is_terminal();
-    let mut bar = progress::Progress::new(on);
-    let copy = async {
-        match &plan {
-            TreePlan::Put {
-                local,
-                node,
-                remote,
-            } => {
-                client
-                    .put_tree(node, local, remote, |d, t| bar.update(d, t))
-                    .await
+    let bar = RefCell::new(progress::Progress::new(on));
+    // Where the tree goes, once the first try has made its top: later tries go into
+    // it (`put_tree` / `get_tree` set it).
+    let remote_top: Cell<Option<String>> = Cell::new(None);
+    let local_top: Cell<Option<PathBuf>> = Cell::new(None);
+    let outcome = retry::run(
+        &dialer,
+        retry_for,
+        crate::commands::shutdown_signal(),
+        async |client: &AgentClient, attempt: &retry::Attempt| {
+            let report = |d: u64, t: u64| {
+                attempt.at(d);
+                bar.borrow_mut().update(d, t);
+            };
+            match &plan {
+                TreePlan::Put {
+                    local,
+                    node,
+                    remote,
+                } => {
+                    let mut top = remote_top.take();
+                    let copied = client.put_tree(node, local, remote, &mut top, report).await;
+                    remote_top.set(top);
+                    copied
+                }
+                TreePlan::Get {
+                    node,
+                    remote,
+                    local,
+                } => {
+                    let mut top = local_top.take();
+                    let copied = client.get_tree(node, remote, local, &mut top, report).await;
+                    local_top.set(top);
+                    copied
+                }
             }
-            TreePlan::Get {
-                node,
-                remote,
-                local,
-            } => {
-                client
-                    .get_tree(node, remote, local, |d, t| bar.update(d, t))
-                    .await
-            }
-        }
-    };
-    let outcome = tokio::select! {
-        biased;
-        outcome = copy => outcome,
-        _ = crate::commands::shutdown_signal() => {
-            client.flush(Duration::from_secs(3)).await;
+        },
+        |n: &retry::Notice<'_>| super::say_retry(&bar, n),
+    )
+    .await;
+    match outcome {
+        retry::Outcome::Cancelled => {
             progress::clear_line(on);
             eprintln!(
                 "error: cancelled: interrupted; the copy was cancelled and what it copied stays. To finish it, copy SRC/. into the directory it was filling (DST, or DST/NAME if DST existed before): with DST there now, the same command would copy into DST/NAME. Files are copied again; a partly copied one resumes"
             );
-            return exit::INTERRUPTED;
+            exit::INTERRUPTED
         }
-    };
-    bar.finish();
-    match outcome {
-        Ok(done) => {
+        retry::Outcome::Done {
+            value: done,
+            retries,
+        } => {
+            bar.borrow_mut().finish();
             if json {
                 print_json(&Summary {
                     path: &done.root,
@@ -137,11 +158,21 @@ pub async fn run(target: Target, src: &str, dst: &str, json: bool) -> u8 {
                         TreePlan::Put { .. } => "put",
                         TreePlan::Get { .. } => "get",
                     },
+                    retries,
                 });
             }
             exit::OK
         }
-        Err(e) => client_error(&e),
+        retry::Outcome::Failed {
+            error,
+            retries,
+            gave_up,
+        } => super::failed(
+            &bar,
+            (&error, retries, gave_up),
+            retry_for,
+            "copy SRC/. into the directory it was filling to finish it",
+        ),
     }
 }
 

@@ -193,6 +193,14 @@ pub(super) fn make_top(local: &Path, into: Option<&str>) -> Result<PathBuf, Clie
     }
 }
 
+/// Whether `target` is a file an earlier try of this copy finished: a regular file
+/// (not followed if a symlink) with the listed size and mtime, as a finished copy
+/// leaves it.
+pub(super) fn finished(target: &Path, e: &TreeEntry) -> bool {
+    fs::symlink_metadata(target)
+        .is_ok_and(|md| md.is_file() && md.len() == e.size && mtime_ms(&md) == e.mtime_ms)
+}
+
 /// Makes directory `path` (owner-only until settled) unless a real directory is
 /// there; anything else there is in the way.
 fn make_dir(path: &Path) -> Result<(), ClientError> {
