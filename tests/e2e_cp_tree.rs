@@ -1,7 +1,7 @@
 //! End to end: `gsv cp -r` through a real gateway and node on loopback: a tree with
 //! nested directories, modes, mtimes, an empty directory, a relative, a dangling and
-//! an outward symlink copied as links, both ways and again into existing directories
-//! (`cp -r` semantics); an interrupted copy finished; the token's Read/Write policy;
+//! an outward symlink copied as links, both ways, node to node, and again into
+//! existing directories (`cp -r` semantics); an interrupted copy finished; the token's Read/Write policy;
 //! `--confine`; a hostile manifest sent to the node by hand, and a hostile node's
 //! listing refused by the CLI.
 
@@ -735,4 +735,120 @@ async fn an_interrupted_tree_is_finished_by_copying_its_contents_again() {
     assert_eq!(code, 0, "{err}");
     assert!(partial_len().is_none());
     assert_eq!(snapshot(&out), want);
+}
+
+/// `gsv cp -r A:dir B:dest`: the tree goes from one node to another through the
+/// gateway (each file a node → node copy), modes, mtimes and symlinks kept, `cp -r`'s
+/// rule for an existing destination; it needs `A__Read` and `B__Write`, and under
+/// `confirm` rules asks once per side, not per file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_crosses_from_node_to_node_with_one_approval_per_side() {
+    let gw = Gateway::start().await;
+    let near = TempDir::new("cpn-near");
+    let far = TempDir::new("cpn-far");
+    let outside = TempDir::new("cpn-outside");
+    let _box = gw.node("box", near.path()).await;
+    let _far = gw.node("far", far.path()).await;
+    let src = near.path().join("src");
+    make_tree(&src, outside.path());
+    let want = snapshot(&src);
+    let token = gw.agent_token();
+
+    let (code, out, err) = cp(&gw, &token, &["-r", "box:src", "far:dest", "--json"]);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["direction"], "copy");
+    assert_eq!(
+        (&v["files"], &v["dirs"], &v["symlinks"]),
+        (&json!(4), &json!(6), &json!(3)),
+        "{v}"
+    );
+    assert_eq!(snapshot(&far.path().join("dest")), want);
+    // `dest` exists now: like `cp -r`, into `dest/src`.
+    let (code, _out, err) = cp(&gw, &token, &["-r", "box:src", "far:dest"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(snapshot(&far.path().join("dest/src")), want);
+    assert!(empty(outside.path()), "nothing written through evil");
+
+    // Each side's permission: without far__Write nothing is made there, without
+    // box__Read nothing is listed.
+    for allow in ["box__Read", "far__Write"] {
+        let t = gw.token(&["agent", &format!("only-{allow}"), "--allow", allow]);
+        let (code, _out, err) = cp(&gw, &t, &["-r", "box:src", "far:other"]);
+        assert_eq!(code, 5, "{allow}: {err}");
+        assert!(err.starts_with("error: forbidden: "), "{err}");
+        assert!(!far.path().join("other").exists(), "{allow}");
+    }
+
+    // `confirm` on both sides: the listing asks for box__Read, the placing for
+    // far__Write, and the files ask nothing more.
+    let careful = gw.token(&[
+        "agent",
+        "careful-n2n",
+        "--allow",
+        "*",
+        "--confirm",
+        "box__Read",
+        "--confirm",
+        "far__Write",
+    ]);
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let child = std::process::Command::new(common::gsv_bin())
+        .args([
+            "cp",
+            "-r",
+            "box:src",
+            "far:approved",
+            "--token",
+            &careful,
+            "--data",
+        ])
+        .arg(gw.data.path())
+        .env_remove("GSV_GATEWAY")
+        .env_remove("GSV_AGENT_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn gsv cp");
+    for (node, tool) in [("box", "Read"), ("far", "Write")] {
+        let req = common::eventually("approval.requested", Duration::from_secs(20), || async {
+            let e = operator.next_event(Duration::from_millis(100)).await?;
+            (e.event == gsv_protocol::EventName::ApprovalRequested).then_some(e.payload)
+        })
+        .await;
+        assert_eq!(
+            (req["node"].as_str(), req["tool"].as_str()),
+            (Some(node), Some(tool)),
+            "{req}"
+        );
+        let id = req["id"].as_str().expect("id").to_owned();
+        let (code, _, err) = gw.cli(&["approvals", "approve", &id]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let pid = child.id();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    let Ok(out) = waited else {
+        // SAFETY: killing our own child by its pid.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+        panic!("the copy did not finish: its files asked for approvals of their own?");
+    };
+    let out = out.expect("join").expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(snapshot(&far.path().join("approved")), want);
+    let more = operator.next_event(Duration::from_millis(500)).await;
+    assert!(
+        more.is_none_or(|e| e.event != gsv_protocol::EventName::ApprovalRequested),
+        "an approval request per file"
+    );
 }

@@ -11,6 +11,7 @@
 //! cannot write outside the local destination.
 
 mod local;
+mod nodes;
 
 use crate::{AgentClient, ClientError};
 use gsv_protocol::transfer::tree::{
@@ -127,11 +128,7 @@ impl AgentClient {
             None => local::name_of(&local.to_string_lossy()),
         };
         let (mut copied, total) = count(&entries);
-        let ground: Vec<_> = entries
-            .iter()
-            .filter(|e| e.kind != EntryKind::Symlink)
-            .cloned()
-            .collect();
+        let ground = ground(&entries);
         let placed = self
             .place_tree(
                 node,
@@ -240,6 +237,15 @@ fn count(entries: &[TreeEntry]) -> (TreeCopied, u64) {
         }
     }
     (c, total)
+}
+
+/// What the `dirs` step places: the directories, and the files' places cleared.
+fn ground(entries: &[TreeEntry]) -> Vec<TreeEntry> {
+    entries
+        .iter()
+        .filter(|e| e.kind != EntryKind::Symlink)
+        .cloned()
+        .collect()
 }
 
 fn only(entries: &[TreeEntry], kind: EntryKind) -> Vec<TreeEntry> {

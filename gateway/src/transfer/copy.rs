@@ -136,12 +136,32 @@ pub async fn copy(
         p.to.path.push_str(name);
     }
     let who = &asker.owner;
-    let read = asker
-        .policy
-        .decide(&NamespacedName::join(src_id.as_str(), "Read"));
-    let write = asker
-        .policy
-        .decide(&NamespacedName::join(dst_id.as_str(), "Write"));
+    // A `confirm` side already approved as part of a directory copy (its listing on
+    // the source, its placing on the destination) asks no more for each file.
+    let decide = |node: &NodeId, tool: &str, path: &str| {
+        let decision = asker
+            .policy
+            .decide(&NamespacedName::join(node.as_str(), tool));
+        let granted = || {
+            let conn = asker.conn.as_deref()?;
+            shared
+                .transfers
+                .grants
+                .covering(conn, node.as_str(), tool, path)
+        };
+        match decision {
+            Decision::Confirm => match granted() {
+                Some(approval) => {
+                    tracing::info!(agent = %who.name, node = %node, tool, path = ?path, approval = %approval, "copy covered by an approved directory copy");
+                    Decision::Allow
+                }
+                None => decision,
+            },
+            other => other,
+        }
+    };
+    let read = decide(&src_id, "Read", &p.from.path);
+    let write = decide(&dst_id, "Write", &p.to.path);
     for (decision, node, tool, path) in [
         (read, &src_id, "Read", &p.from.path),
         (write, &dst_id, "Write", &p.to.path),

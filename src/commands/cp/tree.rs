@@ -11,6 +11,7 @@ use crate::commands::agent::{print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_client::AgentClient;
+use gsv_protocol::transfer::Place;
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +31,9 @@ pub enum TreePlan {
         remote: String,
         local: PathBuf,
     },
+    /// One node's directory → another node (or elsewhere on the same one), through
+    /// the gateway.
+    Copy { from: Place, to: Place },
 }
 
 /// What `--json` prints on success.
@@ -51,10 +55,22 @@ pub fn plan(src: &str, dst: &str) -> Result<TreePlan, String> {
         return Err("SRC and DST must not be empty".into());
     }
     match (Side::parse(src), Side::parse(dst)) {
-        (Side::Remote { .. }, Side::Remote { .. }) => Err(
-            "copying a directory from one node to another is not supported: copy it to this machine, then to the other node"
-                .into(),
-        ),
+        (
+            Side::Remote { node, path },
+            Side::Remote {
+                node: to_node,
+                path: to,
+            },
+        ) => Ok(TreePlan::Copy {
+            from: Place {
+                node,
+                path: if path.is_empty() { ".".into() } else { path },
+            },
+            to: Place {
+                node: to_node,
+                path: to,
+            },
+        }),
         (Side::Local(_), Side::Local(_)) => Err(
             "one of SRC and DST must be NODE:PATH (a local path with a colon is written ./a:b)"
                 .into(),
@@ -129,6 +145,12 @@ pub async fn run(target: Target, src: &str, dst: &str, json: bool, retry_for: Du
                     local_top.set(top);
                     copied
                 }
+                TreePlan::Copy { from, to } => {
+                    let mut top = remote_top.take();
+                    let copied = client.copy_tree(from, to, &mut top, report).await;
+                    remote_top.set(top);
+                    copied
+                }
             }
         },
         |n: &retry::Notice<'_>| super::say_retry(&bar, n),
@@ -157,6 +179,7 @@ pub async fn run(target: Target, src: &str, dst: &str, json: bool, retry_for: Du
                     direction: match plan {
                         TreePlan::Put { .. } => "put",
                         TreePlan::Get { .. } => "get",
+                        TreePlan::Copy { .. } => "copy",
                     },
                     retries,
                 });
@@ -200,9 +223,19 @@ mod tests {
                 local: "out".into()
             })
         );
-        assert!(plan("a:x", "b:y")
-            .expect_err("node to node")
-            .contains("not supported"));
+        assert_eq!(
+            plan("a:x", "b:"),
+            Ok(TreePlan::Copy {
+                from: Place {
+                    node: "a".into(),
+                    path: "x".into()
+                },
+                to: Place {
+                    node: "b".into(),
+                    path: "".into()
+                }
+            })
+        );
         assert!(plan("a", "b").expect_err("local").contains("NODE:PATH"));
         let e = plan("/definitely/not/here", "box:x").expect_err("no dir");
         assert!(e.contains("not a directory"), "{e}");
