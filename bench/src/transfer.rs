@@ -10,10 +10,10 @@
 //!   each a mux client of one master connection opened first (as `gsv bench ssh`).
 //!
 //! The sides alternate round by round (the order flips), so drift in machine load hits
-//! both alike. Two more figures come from one more gsv upload, not counted in the
-//! throughput: the gateway's RSS growth while it runs (sampled every 20 ms, against
-//! its RSS before: target ≤ 32 MiB), and a small Read call to the same node made over
-//! and over during it (2 ms apart), whose p50 is compared with the same call's p50
+//! both alike. Two more figures come from more gsv uploads (as many as rounds, their
+//! samples pooled), not counted in the throughput: the gateway's RSS growth while they
+//! run (sampled every 20 ms, against its RSS before: target ≤ 32 MiB), and a small Read
+//! call to the same node made over and over during them (2 ms apart), whose p50 is compared with the same call's p50
 //! when nothing else runs (target ≤ 2×). Nothing leaves 127.0.0.1.
 
 use super::fleet::{ProcessRig, TempDir};
@@ -70,7 +70,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
              whole `gsv cp` processes against `gsv gateway` + `gsv node` on 127.0.0.1 \
              (up {:.0} ms, down {:.0} ms, mean); scp: `scp -q` to the harness's sshd on \
              127.0.0.1 through a warm ControlMaster (up {:.0} ms, down {:.0} ms, mean); \
-             {} Read calls to the node idle and {} during one more upload",
+             {} Read calls to the node idle and {} during {} more upload(s)",
             size >> 20,
             m.rounds,
             m.gsv_up.as_secs_f64() * 1e3 / m.rounds as f64,
@@ -79,6 +79,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
             m.scp_down.as_secs_f64() * 1e3 / m.rounds as f64,
             m.idle.n,
             m.busy.n,
+            m.rounds,
         ),
         vec![
             Row::at_least(
@@ -213,16 +214,20 @@ async fn measure(
             }
         })
     };
-    let mut up = cp(rig, &src_s, &format!("{NODE_ID}:bench-busy.bin"))?;
-    let upload = tokio::task::spawn_blocking(move || timed(&mut up, "gsv cp up"));
-    while !upload.is_finished() {
-        let t = Instant::now();
-        probe().await.map_err(|e| format!("probe call: {e}"))?;
-        busy.push(t.elapsed());
-        // A caller that waits a little between calls, not a flood of its own.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    // As many uploads as rounds, their calls pooled: one upload's p50 moves by a third
+    // from run to run on a small machine.
+    for _ in 0..rounds {
+        let mut up = cp(rig, &src_s, &format!("{NODE_ID}:bench-busy.bin"))?;
+        let upload = tokio::task::spawn_blocking(move || timed(&mut up, "gsv cp up"));
+        while !upload.is_finished() {
+            let t = Instant::now();
+            probe().await.map_err(|e| format!("probe call: {e}"))?;
+            busy.push(t.elapsed());
+            // A caller that waits a little between calls, not a flood of its own.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        upload.await.map_err(|e| format!("gsv cp: {e}"))??;
     }
-    upload.await.map_err(|e| format!("gsv cp: {e}"))??;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let rss_growth = peak.load(Ordering::Relaxed).saturating_sub(before);
