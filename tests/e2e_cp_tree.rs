@@ -8,49 +8,18 @@
 mod common;
 
 use common::fake::{agent_connect, tool, Raw};
+use common::files::{s, sha, varied, write_file as file};
 use common::{Gateway, TempDir};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn sha(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// `n` bytes that vary, so a misplaced chunk changes the hash.
-fn varied(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
-
 fn set_mtime(path: &Path, ms: u64) {
     let f = std::fs::File::open(path).expect("open");
     f.set_times(std::fs::FileTimes::new().set_modified(UNIX_EPOCH + Duration::from_millis(ms)))
         .expect("set mtime");
-}
-
-fn file(path: &Path, data: &[u8], mode: u32, mtime: u64) {
-    std::fs::write(path, data).expect("write");
-    set_mtime(path, mtime);
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 fn dir(path: &Path, mode: u32) {

@@ -9,11 +9,10 @@
 //! agent's connection reads ahead only while a put of it is open (each agent put's
 //! [`Route`](super::Route) counts itself in from when it is made until it is dropped)
 //! *and* its last frame was one of that put's chunks, of at least [`READ_AHEAD_BYTES`]
-//! (so what is read ahead is never more than the upload's own data): the first text
-//! frame turns
-//! reading ahead off again, so requests are always read at the pace of a connection
-//! that does not stream, and an agent that opens an upload and then floods requests
-//! gains nothing (`e2e_bounds::an_agent_that_never_reads_while_an_upload_is_open_is_cut_off_too`).
+//! (so what is read ahead is never more than the upload's own data). The first text
+//! frame turns reading ahead off again, so requests are always read at the pace of a
+//! connection that does not stream, and an agent that opens an upload and then floods
+//! requests gains nothing (`e2e_bounds::an_agent_that_never_reads_while_an_upload_is_open_is_cut_off_too`).
 
 use gsv_transport::read_ahead::READ_AHEAD_BYTES;
 use gsv_transport::ReadAheadSwitch;
