@@ -13,8 +13,11 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 /// connected node than 4 KiB, BENCHMARKS.md).
 const SERVER_READ_BUFFER: usize = 2 * 1024;
 const SERVER_WRITE_BUFFER: usize = 4 * 1024;
-/// A node or agent: one connection per process, mostly idle.
-const CLIENT_READ_BUFFER: usize = 4 * 1024;
+/// A node or agent client: one connection per process, so its read buffer costs
+/// nothing that adds up, and a transfer's chunk arriving at a node (a `put`) or at
+/// `gsv cp` (a `get`) is read 128 KiB per system call straight into the frame,
+/// without the extra copy of a read-ahead buffer (BENCHMARKS.md).
+const CLIENT_READ_BUFFER: usize = 128 * 1024;
 
 fn server(max: usize) -> WebSocketConfig {
     WebSocketConfig::default()

@@ -1,10 +1,10 @@
 //! A read-ahead buffer under a WebSocket that exists only while the peer streams.
 //!
 //! tungstenite reads at most its configured read buffer per call (2 KiB on the
-//! gateway, 4 KiB on nodes and clients, [`crate::config`]), so a 1 MiB transfer chunk
-//! costs 256 to 512 `recvfrom` calls on each side of each hop. A larger read buffer
-//! would stay resident on every idle connection (tungstenite zero-fills it before each
-//! read). [`ReadAhead`] keeps nothing while a connection carries small frames: reads
+//! gateway, [`crate::config`]), so a 1 MiB transfer chunk would cost 512 `recvfrom`
+//! calls. A larger read buffer would stay resident on every idle connection
+//! (tungstenite zero-fills it before each read). Nodes and clients, one connection
+//! per process, read 128 KiB at a time instead: a read that large passes through. [`ReadAhead`] keeps nothing while a connection carries small frames: reads
 //! go straight to the socket. A read that fills the caller's whole buffer means more
 //! is waiting, so the next small reads are served from one [`READ_AHEAD_BYTES`] read
 //! of the socket, until the socket has no more than the caller asked for (or nothing:

@@ -1,15 +1,16 @@
 //! `get`: a node's file streamed into a partial file beside the local target, checked
 //! against the node's SHA-256, then given its mode and mtime and renamed into place.
 
+use super::get_writer::{Refused, Writer};
 use super::partial::{self, Found};
 use super::{hex, io_error, Inbound};
 use crate::{AgentClient, ClientError};
 use gsv_protocol::transfer::{Credit, Direction, FileMeta, Finished, CHUNK_BYTES};
 use gsv_protocol::Method;
-use gsv_transport::Writeback;
+use gsv_transport::Received;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Credit the node every time this many bytes were written (and at the end).
@@ -69,27 +70,28 @@ impl AgentClient {
         let id = t.result.id;
         let start = t.result.offset;
         let part_path = partial::path_for(&target, node, remote, meta.size, meta.mtime_ms);
-        let (mut file, mut hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
-        let mut pos = start;
-        let mut writeback = Writeback::from(start);
+        let (file, hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
+        let mut writer =
+            Writer::start(Received::new(file, start), hasher).map_err(io_error(&part_path))?;
+        // `pos`: received and handed to the writer; `written`: on disk and hashed.
+        let (mut pos, mut written) = (start, start);
         let mut uncredited = 0u64;
         progress(pos, meta.size);
         let end = loop {
-            match t.next().await? {
-                Inbound::Chunk { offset, data } => {
-                    let n = data.len() as u64;
-                    if offset != pos {
-                        return Err(ClientError::Protocol(format!(
-                            "chunk at offset {offset}, expected {pos}"
-                        )));
-                    }
-                    file.write_all(&data).map_err(io_error(&part_path))?;
-                    hasher.update(&data);
-                    pos += n;
-                    writeback.wrote(&file, pos);
+            tokio::select! {
+                biased;
+                done = writer.written() => {
+                    let n = match done {
+                        Some(Ok(n)) => n,
+                        Some(Err(e)) => return Err(io_error(&part_path)(e)),
+                        None => return Err(io_error(&part_path)(std::io::Error::other(
+                            "the file's writing thread ended",
+                        ))),
+                    };
+                    written += n;
                     uncredited += n;
-                    progress(pos, meta.size.max(pos));
-                    if uncredited >= CREDIT_EVERY || pos >= meta.size {
+                    progress(written, meta.size.max(written));
+                    if uncredited >= CREDIT_EVERY || written >= meta.size {
                         self.send_unanswered(
                             Method::TransferCredit,
                             &Credit {
@@ -101,11 +103,32 @@ impl AgentClient {
                         uncredited = 0;
                     }
                 }
-                Inbound::End(f) => break f,
-                Inbound::Failed(e) => return Err(ClientError::Remote(e)),
-                Inbound::Credit(_) => {}
+                inbound = t.next() => match inbound? {
+                    Inbound::Chunk { offset, data } => {
+                        if offset != pos {
+                            return Err(ClientError::Protocol(format!(
+                                "chunk at offset {offset}, expected {pos}"
+                            )));
+                        }
+                        pos += data.len() as u64;
+                        if let Err(refused) = writer.push(offset, data) {
+                            return Err(match refused {
+                                Refused::Overflow => ClientError::Protocol(
+                                    "the node sent more than its window".into(),
+                                ),
+                                Refused::Stopped => io_error(&part_path)(std::io::Error::other(
+                                    "the file's writing thread ended",
+                                )),
+                            });
+                        }
+                    }
+                    Inbound::End(f) => break f,
+                    Inbound::Failed(e) => return Err(ClientError::Remote(e)),
+                    Inbound::Credit(_) => {}
+                },
             }
         };
+        let (file, hasher) = writer.finish().await.map_err(io_error(&part_path))?;
         t.done();
         drop(t);
         if end.bytes != pos || end.sha256 != hex(hasher) {
@@ -116,7 +139,7 @@ impl AgentClient {
                 end.bytes, end.sha256
             )));
         }
-        place(file, &part_path, &target, meta).map_err(io_error(&target))?;
+        place(file.into_file(), &part_path, &target, meta).map_err(io_error(&target))?;
         let path = std::path::absolute(&target).unwrap_or(target);
         Ok(Finished {
             path: path.display().to_string(),
@@ -206,6 +229,7 @@ fn place(file: File, part: &Path, target: &Path, meta: FileMeta) -> std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn a_local_directory_takes_the_remote_name() {

@@ -10,6 +10,7 @@
 
 mod copy;
 mod get;
+mod get_writer;
 mod partial;
 mod put;
 mod routes;

@@ -6,6 +6,7 @@ use gsv_protocol::transfer::{
     Chunk, Direction, FileMeta, FinishParams, Finished, CHUNK_BYTES, HEADER_BYTES,
 };
 use gsv_protocol::Method;
+use gsv_transport::Sending;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;
@@ -55,6 +56,8 @@ impl AgentClient {
             tokio::task::yield_now().await;
         }
         progress(pos, size);
+        // Uncached bytes are read straight from the disk ([`Sending`]).
+        let mut file = Sending::new(file);
         let mut window = Window::default();
         while pos < size {
             while window.room() == 0 {
@@ -65,9 +68,8 @@ impl AgentClient {
             // The data is read straight into the frame, behind its header.
             let mut frame = Vec::with_capacity(HEADER_BYTES + want);
             frame.extend_from_slice(&Chunk::header(id, pos));
-            let n = (&mut file)
-                .take(want as u64)
-                .read_to_end(&mut frame)
+            let n = file
+                .read_at(pos, want, &mut frame)
                 .map_err(io_error(local))?;
             if n < want {
                 return Err(t.discarding(changed()));
@@ -82,7 +84,11 @@ impl AgentClient {
             }
         }
         // Nothing more to read, or the file grew.
-        if read_full(&mut file, &mut buf[..1]).map_err(io_error(local))? != 0 {
+        if file
+            .read_at(size, 1, &mut Vec::new())
+            .map_err(io_error(local))?
+            != 0
+        {
             return Err(t.discarding(changed()));
         }
         while !window.settled() {

@@ -4,13 +4,13 @@
 use super::{hex, TransferError};
 use crate::tools::paths::{Parent, PathPolicy};
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
-use gsv_transport::Writeback;
+use gsv_transport::Received;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Timespec, Timestamps};
 use sha2::{Digest, Sha256};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Longest part of the target's name kept in the partial file's name.
@@ -21,13 +21,12 @@ pub struct Incoming {
     dir: OwnedFd,
     name: OsString,
     part: OsString,
-    file: File,
+    out: Received,
     path: PathBuf,
     meta: FileMeta,
     expected: Option<String>,
     offset: u64,
     hasher: Sha256,
-    writeback: Writeback,
 }
 
 impl Incoming {
@@ -70,13 +69,12 @@ impl Incoming {
             dir,
             name,
             part,
-            file,
+            out: Received::new(file, held),
             path,
             meta,
             expected,
             offset: held,
             hasher,
-            writeback: Writeback::from(held),
         })
     }
 
@@ -110,13 +108,11 @@ impl Incoming {
                 got: end,
             });
         }
-        self.file
-            .seek(SeekFrom::Start(offset))
-            .and_then(|_| self.file.write_all(data))
+        self.out
+            .write_at(offset, data)
             .map_err(|e| TransferError::io(&self.path, e))?;
         self.hasher.update(data);
         self.offset = end;
-        self.writeback.wrote(&self.file, end);
         Ok(())
     }
 
@@ -140,7 +136,10 @@ impl Incoming {
         }
         let result = (|| {
             if self.meta.mode != 0 {
-                rustix::fs::fchmod(&self.file, Mode::from_raw_mode(self.meta.mode & 0o7777))?;
+                rustix::fs::fchmod(
+                    self.out.file(),
+                    Mode::from_raw_mode(self.meta.mode & 0o7777),
+                )?;
             }
             if self.meta.mtime_ms != 0 {
                 let t = Timespec {
@@ -148,14 +147,14 @@ impl Incoming {
                     tv_nsec: ((self.meta.mtime_ms % 1000) * 1_000_000) as _,
                 };
                 rustix::fs::futimens(
-                    &self.file,
+                    self.out.file(),
                     &Timestamps {
                         last_access: t,
                         last_modification: t,
                     },
                 )?;
             }
-            self.file.sync_all()?;
+            self.out.file().sync_all()?;
             rustix::fs::renameat(&self.dir, self.part.as_os_str(), &self.dir, &self.name)?;
             Ok::<_, std::io::Error>(())
         })();

@@ -3,15 +3,15 @@
 use super::{hex, TransferError};
 use crate::tools::paths::PathPolicy;
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
+use gsv_transport::Sending;
 use rustix::fs::{FileType, OFlags};
 use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// A regular file being sent, from where the copy stands.
 pub struct Outgoing {
-    file: File,
+    file: Sending,
     path: PathBuf,
     meta: FileMeta,
     offset: u64,
@@ -37,7 +37,7 @@ impl Outgoing {
             mtime_ms: (st.st_mtime.max(0) as u64) * 1000 + (st.st_mtime_nsec as u64) / 1_000_000,
         };
         let mut out = Outgoing {
-            file: File::from(opened.fd),
+            file: Sending::new(File::from(opened.fd)),
             path,
             meta,
             offset: 0,
@@ -93,14 +93,10 @@ impl Outgoing {
     /// Appends at most `want` bytes to `buf` (fewer only at the end of the file) and
     /// hashes them.
     fn read_at_most(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<usize, TransferError> {
-        self.file
-            .seek(SeekFrom::Start(self.offset))
-            .map_err(|e| TransferError::io(&self.path, e))?;
         let from = buf.len();
-        buf.reserve_exact(want);
-        let filled = (&mut self.file)
-            .take(want as u64)
-            .read_to_end(buf)
+        let filled = self
+            .file
+            .read_at(self.offset, want, buf)
             .map_err(|e| TransferError::io(&self.path, e))?;
         self.hasher.update(&buf[from..]);
         self.offset += filled as u64;
