@@ -509,7 +509,7 @@ async fn run(
                     tracing::debug!(error = %e, "ignoring a malformed frame from the gateway")
                 }
             },
-            Wire::Binary(frame) => routes.on_binary(&frame),
+            Wire::Binary(frame) => routes.on_binary(frame),
             Wire::Close(_)
             | Wire::Ended
             | Wire::TooLarge { .. }

@@ -6,6 +6,7 @@
 //! waiting here never exceed the transfer's window.
 
 use gsv_protocol::transfer::{CHUNK_BYTES, WINDOW_BYTES};
+use gsv_transport::tungstenite::Bytes;
 use gsv_transport::Received;
 use sha2::{Digest, Sha256};
 use std::sync::mpsc;
@@ -16,7 +17,7 @@ const QUEUE: usize = WINDOW_BYTES as usize / CHUNK_BYTES + 4;
 
 /// The writing thread of one `get`.
 pub(crate) struct Writer {
-    chunks: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    chunks: Option<mpsc::SyncSender<(u64, Bytes)>>,
     /// Bytes written, chunk by chunk; an error ends the thread.
     written: tmpsc::UnboundedReceiver<std::io::Result<u64>>,
     thread: Option<std::thread::JoinHandle<(Received, Sha256)>>,
@@ -33,7 +34,7 @@ pub(crate) enum Refused {
 impl Writer {
     /// Starts the thread for `file`, whose hash so far is `hasher`.
     pub fn start(file: Received, hasher: Sha256) -> std::io::Result<Writer> {
-        let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(QUEUE);
+        let (tx, rx) = mpsc::sync_channel::<(u64, Bytes)>(QUEUE);
         let (done_tx, done_rx) = tmpsc::unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("gsv-get".into())
@@ -63,7 +64,7 @@ impl Writer {
     }
 
     /// Hands `data` (at `offset`) to the thread without waiting.
-    pub fn push(&self, offset: u64, data: Vec<u8>) -> Result<(), Refused> {
+    pub fn push(&self, offset: u64, data: Bytes) -> Result<(), Refused> {
         let Some(tx) = &self.chunks else {
             return Err(Refused::Stopped);
         };
