@@ -95,7 +95,8 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // Closing the queue ends the thread after what it holds; nobody waits for it.
+        // The thread stops after the write under way: with `written` gone it cannot
+        // report it, and a copy given up (Ctrl-C, a retry) writes nothing more.
         self.chunks = None;
     }
 }
