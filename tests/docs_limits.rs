@@ -450,6 +450,14 @@ fn known() -> Vec<(&'static str, Expected)> {
             ),
         ),
         (
+            "CLIENT_READ_BUFFER",
+            src(
+                "transport/src/config.rs",
+                "CLIENT_READ_BUFFER",
+                Value::Bytes,
+            ),
+        ),
+        (
             "READ_AHEAD_BYTES",
             v(vec![bytes(gsv_transport::read_ahead::READ_AHEAD_BYTES)]),
         ),
