@@ -100,6 +100,14 @@ mod linux {
             })
         }
 
+        /// The same with the alignment taken as one byte: its writes off the real
+        /// alignment are refused by the kernel (tests of the fallback).
+        #[cfg(test)]
+        pub fn misaligned(mut self) -> Direct {
+            self.align = 1;
+            self
+        }
+
         /// How many of `len` bytes at `offset` are whole alignment units: none if
         /// `offset` is not on one.
         pub fn whole(&self, offset: u64, len: usize) -> usize {

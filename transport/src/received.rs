@@ -165,6 +165,37 @@ mod tests {
         assert!(got == data);
     }
 
+    /// A direct write the kernel refuses (here: off the filesystem's alignment) is
+    /// written through the page cache instead, and so is everything after it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_refused_direct_write_falls_back_to_the_page_cache_for_good() {
+        let path = temp("refused");
+        let file = open(&path);
+        let Some(direct) = direct::Direct::probe(&file) else {
+            let _ = std::fs::remove_file(&path);
+            return; // no direct I/O on this filesystem: nothing to refuse
+        };
+        let mut r = Received {
+            file,
+            writeback: Writeback::from(0),
+            direct: Some(direct.misaligned()),
+        };
+        let head = pattern(1, 6);
+        let body = pattern(200_000, 7);
+        r.write_at(0, &head).expect("one byte, buffered");
+        assert!(r.is_direct());
+        r.write_at(1, &body).expect("refused direct, then buffered");
+        assert!(
+            !r.is_direct(),
+            "a refused direct write must turn direct I/O off"
+        );
+        drop(r.into_file());
+        let got = std::fs::read(&path).expect("read back");
+        let _ = std::fs::remove_file(&path);
+        assert!(got == [head, body].concat());
+    }
+
     /// Where the filesystem takes direct I/O, large aligned writes leave nothing in
     /// the page cache (the point of them); elsewhere this only checks the bytes.
     #[cfg(target_os = "linux")]

@@ -135,6 +135,39 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A direct read the kernel refuses (off the filesystem's alignment) is read
+    /// through the page cache instead, and so is everything after it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_refused_direct_read_falls_back_to_the_page_cache_for_good() {
+        let path = std::env::temp_dir().join(format!("gsv-sending-refused-{}", std::process::id()));
+        let data = pattern(3 * 65536 + 10, 4);
+        std::fs::write(&path, &data).expect("write");
+        let file = File::open(&path).expect("open");
+        file.sync_all().expect("sync");
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        let uncached = crate::direct::cached_pages(&file, 0, data.len() as u64) == Some(0);
+        let Some(direct) = Direct::probe(&file).filter(|_| uncached) else {
+            let _ = std::fs::remove_file(&path);
+            // No direct I/O on this filesystem, or no way to see the file is not
+            // cached (a kernel before 6.5): nothing would be read directly.
+            return;
+        };
+        let mut s = Sending {
+            file,
+            direct: Some(direct.misaligned()),
+        };
+        let mut out = Vec::new();
+        let n = s.read_at(1, 2 * 65536, &mut out).expect("read");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(n, 2 * 65536);
+        assert!(out == data[1..1 + n]);
+        assert!(
+            !s.is_direct(),
+            "a refused direct read must turn direct I/O off"
+        );
+    }
+
     /// An uncached file read where the filesystem takes direct I/O stays out of the
     /// page cache.
     #[cfg(target_os = "linux")]
