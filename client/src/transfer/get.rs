@@ -70,9 +70,9 @@ impl AgentClient {
         let id = t.result.id;
         let start = t.result.offset;
         let part_path = partial::path_for(&target, node, remote, meta.size, meta.mtime_ms);
-        let (file, hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
+        let (file, mut hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
         let mut writer =
-            Writer::start(Received::new(file, start), hasher).map_err(io_error(&part_path))?;
+            Writer::start(Received::new(file, start)).map_err(io_error(&part_path))?;
         // `pos`: received and handed to the writer; `written`: on disk and hashed.
         let (mut pos, mut written) = (start, start);
         let mut uncredited = 0u64;
@@ -111,6 +111,7 @@ impl AgentClient {
                             )));
                         }
                         pos += data.len() as u64;
+                        hasher.update(&data);
                         if let Err(refused) = writer.push(offset, data) {
                             return Err(match refused {
                                 Refused::Overflow => ClientError::Protocol(
@@ -128,7 +129,7 @@ impl AgentClient {
                 },
             }
         };
-        let (file, hasher) = writer.finish().await.map_err(io_error(&part_path))?;
+        let file = writer.finish().await.map_err(io_error(&part_path))?;
         t.done();
         drop(t);
         if end.bytes != pos || end.sha256 != hex(hasher) {

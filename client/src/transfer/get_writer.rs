@@ -1,14 +1,14 @@
 //! A `get`'s file written on a thread of its own.
 //!
-//! The connection's reader hands each chunk over and goes back to the socket, while
-//! this thread writes it (straight to the disk where [`Received`] can) and hashes it.
+//! The connection's reader hashes each chunk, hands it over and goes back to the
+//! socket, while this thread writes it (straight to the disk where [`Received`] can):
+//! the hash and the disk work side by side.
 //! A chunk is credited back to the node only once it is written, so the chunks
 //! waiting here never exceed the transfer's window.
 
 use gsv_protocol::transfer::{CHUNK_BYTES, WINDOW_BYTES};
 use gsv_transport::tungstenite::Bytes;
 use gsv_transport::Received;
-use sha2::{Digest, Sha256};
 use std::sync::mpsc;
 use tokio::sync::mpsc as tmpsc;
 
@@ -20,7 +20,7 @@ pub(crate) struct Writer {
     chunks: Option<mpsc::SyncSender<(u64, Bytes)>>,
     /// Bytes written, chunk by chunk; an error ends the thread.
     written: tmpsc::UnboundedReceiver<std::io::Result<u64>>,
-    thread: Option<std::thread::JoinHandle<(Received, Sha256)>>,
+    thread: Option<std::thread::JoinHandle<Received>>,
 }
 
 /// Why a chunk was not taken.
@@ -32,18 +32,17 @@ pub(crate) enum Refused {
 }
 
 impl Writer {
-    /// Starts the thread for `file`, whose hash so far is `hasher`.
-    pub fn start(file: Received, hasher: Sha256) -> std::io::Result<Writer> {
+    /// Starts the thread for `file`.
+    pub fn start(file: Received) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::sync_channel::<(u64, Bytes)>(QUEUE);
         let (done_tx, done_rx) = tmpsc::unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("gsv-get".into())
             .spawn(move || {
-                let (mut file, mut hasher) = (file, hasher);
+                let mut file = file;
                 for (offset, data) in rx {
                     match file.write_at(offset, &data) {
                         Ok(()) => {
-                            hasher.update(&data);
                             if done_tx.send(Ok(data.len() as u64)).is_err() {
                                 break;
                             }
@@ -54,7 +53,7 @@ impl Writer {
                         }
                     }
                 }
-                (file, hasher)
+                file
             })?;
         Ok(Writer {
             chunks: Some(tx),
@@ -79,8 +78,8 @@ impl Writer {
         self.written.recv().await
     }
 
-    /// Every chunk is written: ends the thread and takes back the file and its hash.
-    pub async fn finish(mut self) -> std::io::Result<(Received, Sha256)> {
+    /// Every chunk is written: ends the thread and takes back the file.
+    pub async fn finish(mut self) -> std::io::Result<Received> {
         self.chunks = None;
         let thread = self.thread.take();
         let joined = tokio::task::spawn_blocking(move || thread.map(|t| t.join()))
