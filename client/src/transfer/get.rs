@@ -71,9 +71,8 @@ impl AgentClient {
         let start = t.result.offset;
         let part_path = partial::path_for(&target, node, remote, meta.size, meta.mtime_ms);
         let (file, mut hasher) = open_part(&part_path, start).map_err(io_error(&part_path))?;
-        let mut writer =
-            Writer::start(Received::new(file, start)).map_err(io_error(&part_path))?;
-        // `pos`: received and handed to the writer; `written`: on disk and hashed.
+        let mut writer = Writer::start(Received::new(file, start)).map_err(io_error(&part_path))?;
+        // `pos`: received, hashed and handed to the writer; `written`: on disk.
         let (mut pos, mut written) = (start, start);
         let mut uncredited = 0u64;
         progress(pos, meta.size);
