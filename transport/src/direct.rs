@@ -131,9 +131,18 @@ mod linux {
             Ok(())
         }
 
-        /// Reads up to `want` bytes at `offset` (on an alignment unit) onto the end of
-        /// `out`: through the page cache when they are cached already, else straight
-        /// from the disk. Returns how many were read: fewer only at the end of the file.
+        /// Whether at least half of the `len` bytes at `offset` are in the page cache
+        /// (then a copy from the cache is cheaper than going to the disk), asked
+        /// without reading them: a read would start the kernel's read-ahead. A kernel
+        /// that cannot say is taken to have them cached: the reads stay ordinary.
+        pub fn is_cached(&self, file: &File, offset: u64, len: usize) -> bool {
+            let pages = (len as u64).div_ceil(4096).max(1);
+            cached_pages(file, offset, len as u64).is_none_or(|n| n * 2 >= pages)
+        }
+
+        /// Reads up to `want` bytes at `offset` (on an alignment unit) straight from
+        /// the disk onto the end of `out`. Returns how many were read: fewer only at
+        /// the end of the file.
         pub fn read_at(
             &mut self,
             file: &File,
@@ -142,23 +151,6 @@ mod linux {
             out: &mut Vec<u8>,
         ) -> io::Result<usize> {
             let want = want.min(BUF_BYTES);
-            // Cached (a file written a moment ago): a copy from the cache is cheaper
-            // than going to the disk.
-            if cached(file, offset, want) {
-                self.set(file, false)?;
-                let from = out.len();
-                out.resize(from + want, 0);
-                return match read_full(file, &mut out[from..], offset) {
-                    Ok(n) => {
-                        out.truncate(from + n);
-                        Ok(n)
-                    }
-                    Err(e) => {
-                        out.truncate(from);
-                        Err(e)
-                    }
-                };
-            }
             self.set(file, true)?;
             // Whole units: the file's end may fall inside the last one.
             let len = want.div_ceil(self.align) * self.align;
@@ -189,14 +181,6 @@ mod linux {
 
     /// `cachestat(2)` (Linux 6.5; the same number on every architecture).
     const SYS_CACHESTAT: libc::c_long = 451;
-
-    /// Whether at least half of the `len` bytes at `offset` are in the page cache,
-    /// asked without reading them (a read would start the kernel's read-ahead). A
-    /// kernel that cannot say is taken to have them cached: the reads stay ordinary.
-    fn cached(file: &File, offset: u64, len: usize) -> bool {
-        let pages = (len as u64).div_ceil(4096).max(1);
-        cached_pages(file, offset, len as u64).is_none_or(|n| n * 2 >= pages)
-    }
 
     /// Pages of the `len` bytes at `offset` in the page cache (`cachestat(2)`);
     /// `None` from a kernel without it.
@@ -251,20 +235,6 @@ mod linux {
         }
         Ok(n)
     }
-
-    /// Reads until `buf` is full or the file ends; how many bytes came.
-    fn read_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut n = 0;
-        while n < buf.len() {
-            match file.read_at(&mut buf[n..], offset + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(n)
-    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -284,6 +254,9 @@ mod other {
             match *self {}
         }
         pub fn write_at(&mut self, _file: &File, _offset: u64, _data: &[u8]) -> io::Result<()> {
+            match *self {}
+        }
+        pub fn is_cached(&self, _file: &File, _offset: u64, _len: usize) -> bool {
             match *self {}
         }
         pub fn read_at(

@@ -28,7 +28,9 @@ impl Sending {
     /// end of the file.
     pub fn read_at(&mut self, offset: u64, want: usize, out: &mut Vec<u8>) -> io::Result<usize> {
         if let Some(d) = &mut self.direct {
-            if d.whole(offset, want) >= direct::DIRECT_MIN {
+            // Cached bytes (a file written a moment ago) are cheaper from the cache.
+            if d.whole(offset, want) >= direct::DIRECT_MIN && !d.is_cached(&self.file, offset, want)
+            {
                 match d.read_at(&self.file, offset, want, out) {
                     Ok(n) => return Ok(n),
                     Err(e) if direct::refused(&e) => {
@@ -44,10 +46,6 @@ impl Sending {
             d.off(&self.file);
         }
         read_onto(&self.file, offset, want, out)
-    }
-
-    pub fn file(&self) -> &File {
-        &self.file
     }
 }
 
