@@ -781,9 +781,19 @@ pub struct NodeArgs {
     /// process list
     #[arg(long, env = "GSV_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Directory relative tool paths resolve against [default: the current directory]
+    /// Directory relative tool paths resolve against [default: the current directory;
+    /// with --ssh, the home directory on that host]
     #[arg(long, env = "GSV_WORKSPACE", value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Work on another host over SSH instead of this machine (agentless: nothing is
+    /// installed there): USER@HOST[:PORT], through the system ssh with your config,
+    /// keys, agent and known_hosts; an unknown or changed host key is refused
+    #[arg(long, value_name = "USER@HOST[:PORT]")]
+    pub ssh: Option<String>,
+    /// An extra ssh option for --ssh, as Key=Value (repeatable), e.g.
+    /// UserKnownHostsFile=FILE, IdentityFile=FILE, ProxyJump=BASTION
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE", requires = "ssh")]
+    pub ssh_option: Vec<String>,
     /// Register the Echo tool (tests, benchmarks)
     #[arg(long)]
     pub echo_tool: bool,

@@ -26,6 +26,7 @@ pub mod reconnect;
 pub mod report;
 pub mod sim;
 pub mod ssh_call;
+pub mod sshd;
 pub mod stats;
 pub mod throughput;
 pub mod transfer;

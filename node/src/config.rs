@@ -14,9 +14,25 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Interval between WebSocket pings; two silent intervals mean the gateway is gone.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(DEFAULT_HEARTBEAT_MS);
 
+/// Where a node's tools do their work.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// On the machine the node runs on.
+    #[default]
+    Local,
+    /// On another host, over SSH (`--ssh USER@HOST[:PORT]`, `--ssh-option K=V`); see
+    /// [`crate::remote`].
+    Ssh {
+        target: String,
+        options: Vec<String>,
+    },
+}
+
 /// Everything a node needs to run.
 #[derive(Clone)]
 pub struct NodeConfig {
+    /// Where the tools do their work (this machine unless `--ssh`).
+    pub backend: Backend,
     /// Gateway address in any spelling [`gsv_protocol::endpoint::Gateway::parse`]
     /// accepts; the node dials its `/v1/node` WebSocket.
     pub gateway: String,
@@ -107,6 +123,7 @@ impl NodeConfig {
     /// A configuration with the defaults for everything not given.
     pub fn new(gateway: String, id: NodeId, token: String, workspace: PathBuf) -> Self {
         NodeConfig {
+            backend: Backend::Local,
             gateway,
             id,
             token,

@@ -104,7 +104,7 @@ pub async fn enroll(
     config.login_profile_baseline = None;
     config.accept_login_profile = false;
     let registry = Registry::standard(&config).map_err(NodeError::from)?;
-    let Some(ready) = prepare(config, registry, &shutdown).await? else {
+    let Some(ready) = prepare(config, registry, None, &shutdown).await? else {
         return Err(EnrollError::Stopped);
     };
     let node = ready.node.clone();

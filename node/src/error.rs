@@ -37,6 +37,10 @@ pub enum NodeError {
     /// (pin mismatch, unknown issuer, wrong name).
     #[error("{0} (check --pin / --ca: `gsv gateway` prints its certificate's fingerprint)")]
     Certificate(String),
+    /// The host an SSH-backed node works on refused it on the first attempt (its host
+    /// key is unknown or changed, the login was refused), or `--ssh` is unusable.
+    #[error("{0}")]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 impl NodeError {
@@ -52,6 +56,12 @@ impl NodeError {
             NodeError::Tls(_) | NodeError::Insecure { .. } => 2,
             NodeError::Certificate(_) => 3,
             NodeError::Evicted(_) => 3,
+            NodeError::Remote(crate::remote::RemoteError::BadTarget(_)) => 2,
+            NodeError::Remote(
+                crate::remote::RemoteError::HostKey { .. }
+                | crate::remote::RemoteError::Auth { .. },
+            ) => 3,
+            NodeError::Remote(_) => 4,
         }
     }
 }

@@ -46,6 +46,7 @@ pub mod probe;
 mod recover;
 mod registered;
 pub mod registry;
+pub mod remote;
 pub mod runner;
 pub mod selection;
 pub mod sessions;

@@ -265,12 +265,17 @@ fn parse_env_output(stdout: &[u8]) -> Option<Vec<(OsString, OsString)>> {
 pub struct Probe {
     search_path: OsString,
     state: Mutex<Status>,
+    /// The host the tools work on, when it is not this machine (SSH, container):
+    /// then every fact and binary is the far host's.
+    remote: Option<Arc<crate::remote::RemoteHost>>,
 }
 
 #[derive(Default)]
 struct Status {
     bins: BTreeMap<String, bool>,
     updated_at: u64,
+    /// The far host's facts, as last collected (remote hosts only).
+    facts: Option<gsv_protocol::inventory::Facts>,
 }
 
 impl Probe {
@@ -287,6 +292,25 @@ impl Probe {
         let probe = Probe {
             search_path,
             state: Mutex::new(Status::default()),
+            remote: None,
+        };
+        let mut names: Vec<String> = DEFAULT_BINS.iter().map(|s| (*s).to_owned()).collect();
+        names.extend(extra);
+        probe.probe(&names).await;
+        probe
+    }
+
+    /// A probe of the far host a node works on (SSH, container): binaries on that
+    /// host's login `PATH`, that host's facts. A host that cannot be reached now
+    /// leaves them unknown until the next probe.
+    pub async fn remote(
+        host: Arc<crate::remote::RemoteHost>,
+        extra: impl IntoIterator<Item = String>,
+    ) -> Probe {
+        let probe = Probe {
+            search_path: OsString::new(),
+            state: Mutex::new(Status::default()),
+            remote: Some(host),
         };
         let mut names: Vec<String> = DEFAULT_BINS.iter().map(|s| (*s).to_owned()).collect();
         names.extend(extra);
@@ -310,6 +334,9 @@ impl Probe {
             }
             wanted.into_iter().collect()
         };
+        if let Some(host) = &self.remote {
+            return self.probe_remote(host, &names).await;
+        }
         let search_path = self.search_path.clone();
         let (found, facts) = tokio::task::spawn_blocking(move || {
             let found = names
@@ -342,9 +369,50 @@ impl Probe {
         }
     }
 
+    async fn probe_remote(
+        &self,
+        host: &crate::remote::RemoteHost,
+        names: &[String],
+    ) -> ProbeResult {
+        let found = crate::remote::facts::collect(host, names).await;
+        let mut state = self.lock();
+        match found {
+            Ok(found) => {
+                for (name, present) in found.bins {
+                    let tracked =
+                        state.bins.len() < MAX_TRACKED_BINS || state.bins.contains_key(&name);
+                    if tracked {
+                        state.bins.insert(name, present);
+                    }
+                }
+                state.facts = Some(found.facts);
+                state.updated_at = now_ms();
+            }
+            Err(e) => warn!(host = %host.shown(), error = %e, "could not probe the host"),
+        }
+        ProbeResult {
+            host_bin_status: state.bins.clone(),
+            host_bin_status_updated_at: state.updated_at,
+            login_profile: None,
+            facts: state.facts.clone().map(Box::new),
+        }
+    }
+
     /// The runtime facts to declare in `connect`, with the cached binary status.
     pub fn runtime(&self) -> Runtime {
         let state = self.lock();
+        if self.remote.is_some() {
+            let facts = state.facts.clone().unwrap_or_default();
+            return Runtime {
+                host_os: facts.os.clone(),
+                host_arch: facts.arch.clone(),
+                host_env: Vec::new(),
+                host_bin_status: state.bins.clone(),
+                host_bin_status_updated_at: state.updated_at,
+                login_profile: None,
+                facts: Some(Box::new(facts)),
+            };
+        }
         Runtime {
             host_os: host_os().to_owned(),
             host_arch: std::env::consts::ARCH.to_owned(),

@@ -158,6 +158,27 @@ impl Registry {
         Ok(registry)
     }
 
+    /// The tools of a node that works on `host` (SSH, container): Bash (waiting for
+    /// the command), Read, Write and Edit, done there, with the same guards and
+    /// the owner's choices applied as for [`Registry::standard`].
+    pub fn remote(
+        config: &NodeConfig,
+        host: Arc<crate::remote::RemoteHost>,
+    ) -> Result<Self, RegistryError> {
+        use crate::remote::tools::{RemoteBash, RemoteEdit, RemoteRead, RemoteWrite};
+        let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
+        let mut registry = Registry::new();
+        registry.register(RemoteRead::new(Arc::clone(&host)))?;
+        registry.register(RemoteWrite::new(Arc::clone(&host)))?;
+        registry.register(RemoteEdit::new(Arc::clone(&host)))?;
+        registry.register(RemoteBash::new(host, guard))?;
+        if config.echo_tool {
+            registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
+        }
+        registry.apply(config)?;
+        Ok(registry)
+    }
+
     /// Applies the node owner's choices to the tools registered so far, once (later
     /// calls change nothing; tools registered later go through the same choices):
     /// leaves out the tools `--tools`, `--without` and `--read-only` do not offer

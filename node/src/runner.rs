@@ -9,13 +9,15 @@
 //! the node runs with `--insecure`.
 
 use crate::backoff::Backoff;
-use crate::config::NodeConfig;
+use crate::config::{Backend, NodeConfig};
 use crate::error::is_fatal_refusal;
 use crate::events::EventSender;
 use crate::login_profile::{self, LoginProfileCheck};
 use crate::probe::Probe;
 use crate::registered::{self, ConnectionEnd};
 use crate::registry::Registry;
+use crate::remote::ssh::SshMaster;
+use crate::remote::{Reach, RemoteError, RemoteHost, SshTarget};
 use crate::state::NodeState;
 use gsv_protocol::endpoint::{Gateway, NODE_PATH};
 use gsv_protocol::ErrorCode;
@@ -34,14 +36,86 @@ const MIN_HEARTBEAT: Duration = Duration::from_millis(50);
 /// Runs a node with the standard tool set until `shutdown` is cancelled (then `Ok`) or
 /// a fatal error occurs.
 pub async fn run(config: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
-    let registry = Registry::standard(&config)?;
-    run_with_registry(config, registry, shutdown).await
+    match config.backend.clone() {
+        Backend::Local => {
+            let registry = Registry::standard(&config)?;
+            run_with_registry(config, registry, shutdown).await
+        }
+        Backend::Ssh { target, options } => run_ssh(config, &target, &options, shutdown).await,
+    }
+}
+
+/// [`run`] for a node that works on another host over SSH: the host is reached once
+/// before anything else (an unknown or changed host key, or a refused login, stops
+/// the node with a clear error; an unreachable host is waited for with backoff),
+/// and its home is the workspace unless `--workspace` names one there.
+async fn run_ssh(
+    mut config: NodeConfig,
+    target: &str,
+    options: &[String],
+    shutdown: CancellationToken,
+) -> Result<(), NodeError> {
+    let span = info_span!("node", node_id = %config.id);
+    let host = async {
+        let target = SshTarget::parse(target, options)?;
+        let ssh = which::which("ssh").map_err(|_| {
+            RemoteError::Unsupported("--ssh needs the OpenSSH client (`ssh`) on PATH".into())
+        })?;
+        let shown = target.shown();
+        let host = Arc::new(RemoteHost::new(
+            Reach::Ssh(Box::new(SshMaster::new(target, ssh)?)),
+            config.id.as_str(),
+        )?);
+        let mut backoff = Backoff::default();
+        loop {
+            match host.home().await {
+                Ok(home) => {
+                    info!(host = %shown, %home, "working on the host over SSH");
+                    if config.workspace.as_os_str().is_empty() {
+                        config.workspace = home.into();
+                    }
+                    return Ok(Some(host));
+                }
+                Err(e @ (RemoteError::HostKey { .. } | RemoteError::Auth { .. })) => {
+                    return Err(NodeError::Remote(e))
+                }
+                Err(e) => {
+                    let delay = backoff.next_delay();
+                    warn!(host = %shown, error = %e, retry_in = ?delay, "the host cannot be reached yet");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return Ok(None),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        }
+    }
+    .instrument(span.clone())
+    .await?;
+    let Some(host) = host else {
+        return Ok(());
+    };
+    let registry = Registry::remote(&config, Arc::clone(&host))?;
+    let result = run_with_host(config, registry, Some(Arc::clone(&host)), shutdown).await;
+    host.disconnect().await;
+    result
 }
 
 /// [`run`] with a caller-built tool set (custom tools, tests).
 pub async fn run_with_registry(
     config: NodeConfig,
+    registry: Registry,
+    shutdown: CancellationToken,
+) -> Result<(), NodeError> {
+    run_with_host(config, registry, None, shutdown).await
+}
+
+/// [`run_with_registry`] for the tools of a node that work on `host` (`None`: this
+/// machine).
+async fn run_with_host(
+    config: NodeConfig,
     mut registry: Registry,
+    host: Option<Arc<RemoteHost>>,
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
     // The owner's choices (`--tools`, `--without`, `--read-only`, `--no-approval`)
@@ -49,7 +123,7 @@ pub async fn run_with_registry(
     registry.apply(&config)?;
     let span = info_span!("node", node_id = %config.id);
     async move {
-        let Some(ready) = prepare(config, registry, &shutdown).await? else {
+        let Some(ready) = prepare(config, registry, host, &shutdown).await? else {
             return Ok(());
         };
         info!(url = %ready.url, tools = ?ready.node.registry.names(), "starting node");
@@ -77,15 +151,19 @@ pub(crate) struct Ready {
 pub(crate) async fn prepare(
     mut config: NodeConfig,
     registry: Registry,
+    host: Option<Arc<RemoteHost>>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Ready>, NodeError> {
     let gateway = Gateway::parse(&config.gateway)?;
     let url = gateway.ws_url(NODE_PATH);
-    if let Ok(absolute) = std::path::absolute(&config.workspace) {
-        config.workspace = absolute;
-    }
-    if !config.workspace.is_dir() {
-        warn!(workspace = %config.workspace.display(), "the workspace is not a directory");
+    // A remote host's workspace is a path there, checked there by every tool.
+    if host.is_none() {
+        if let Ok(absolute) = std::path::absolute(&config.workspace) {
+            config.workspace = absolute;
+        }
+        if !config.workspace.is_dir() {
+            warn!(workspace = %config.workspace.display(), "the workspace is not a directory");
+        }
     }
     if config.heartbeat < MIN_HEARTBEAT {
         warn!(heartbeat = ?config.heartbeat, "heartbeat too short; using {MIN_HEARTBEAT:?}");
@@ -111,6 +189,30 @@ pub(crate) async fn prepare(
     } else {
         None
     };
+    if let Some(host) = host {
+        // The far host's facts and binaries; the login-profile check is about this
+        // machine's shell, which runs none of the tools: it is not made.
+        let probe = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(None),
+            probe = Probe::remote(host, registry.required_bins()) => probe,
+        };
+        let env = Arc::new(crate::probe::LoginEnv::new(None, std::ffi::OsStr::new("")));
+        let login_profile = LoginProfileCheck::start(
+            None,
+            false,
+            login_profile::Places::default(),
+            Default::default(),
+            env,
+        );
+        return Ok(Some(ready(
+            config,
+            registry,
+            probe,
+            login_profile,
+            url,
+            tls,
+        )));
+    }
     // The profile files are fingerprinted before the login shell (which the probe
     // runs) reads them: a profile that rewrites itself as it runs is still caught.
     let places = login_profile::Places::of_process();
@@ -139,6 +241,25 @@ pub(crate) async fn prepare(
             Err(e) => return blocking_task_failed(e),
         }
     };
+    Ok(Some(ready(
+        config,
+        registry,
+        probe,
+        login_profile,
+        url,
+        tls,
+    )))
+}
+
+/// The shared state of a node whose host was probed, and what to dial.
+fn ready(
+    config: NodeConfig,
+    registry: Registry,
+    probe: Probe,
+    login_profile: LoginProfileCheck,
+    url: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Ready {
     // The registry's sender: the tools (the session manager) already hold it.
     let events: EventSender = registry.events().clone();
     let protected = Arc::new(crate::tools::protected::Protected::new(
@@ -163,7 +284,7 @@ pub(crate) async fn prepare(
     if let Some((journal, adopted)) = journal {
         crate::recover::restore(&node, &journal, adopted);
     }
-    Ok(Some(Ready { node, url, tls }))
+    Ready { node, url, tls }
 }
 
 /// A start-up task that did not finish: its panic goes on as if it had happened here;

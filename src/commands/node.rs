@@ -17,11 +17,15 @@ impl NodeArgs {
         };
         let id =
             gsv_protocol::NodeId::parse(&id).map_err(|e| format!("error: invalid_args: {e}"))?;
-        let workspace = self
-            .workspace
-            .map(Ok)
-            .unwrap_or_else(std::env::current_dir)
-            .map_err(|e| format!("error: workspace: {e}"))?;
+        // With --ssh the workspace is a path on that host; none given: its home,
+        // found when the node reaches it.
+        let workspace = match (&self.ssh, self.workspace) {
+            (Some(_), w) => w.unwrap_or_default(),
+            (None, w) => w
+                .map(Ok)
+                .unwrap_or_else(std::env::current_dir)
+                .map_err(|e| format!("error: workspace: {e}"))?,
+        };
         self.guards
             .validate()
             .map_err(|e| format!("error: invalid_args: {e}"))?;
@@ -40,6 +44,14 @@ impl NodeArgs {
             }
         };
         let mut config = NodeConfig::new(gateway, id, token, workspace);
+        if let Some(target) = self.ssh {
+            gsv_node::remote::SshTarget::parse(&target, &self.ssh_option)
+                .map_err(|e| format!("error: invalid_args: {e}"))?;
+            config.backend = gsv_node::config::Backend::Ssh {
+                target,
+                options: self.ssh_option,
+            };
+        }
         config.echo_tool = self.echo_tool;
         config.echo_needs_approval = self.echo_needs_approval;
         config.confine = self.confine;

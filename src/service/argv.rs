@@ -29,7 +29,9 @@ pub fn node_argv(
         id: _,
         token: _,
         token_file: _,
-        workspace: _,
+        workspace: given_workspace,
+        ssh,
+        ssh_option,
         node_data: _,
         echo_tool,
         echo_needs_approval,
@@ -69,7 +71,19 @@ pub fn node_argv(
     flag("--id", Some(id));
     flag("--token-file", Some(text(&absolute(token_file)?)?));
     flag("--data", Some(text(&absolute(data)?)?));
-    flag("--workspace", Some(text(&absolute(workspace)?)?));
+    match ssh {
+        // A path on that host, as given; none: the home there.
+        Some(target) => {
+            flag("--ssh", Some(target));
+            for o in ssh_option {
+                flag("--ssh-option", Some(o));
+            }
+            if let Some(w) = given_workspace {
+                flag("--workspace", Some(text(w)?));
+            }
+        }
+        None => flag("--workspace", Some(text(&absolute(workspace)?)?)),
+    }
     if *echo_tool {
         flag("--echo-tool", None);
     }

@@ -99,86 +99,11 @@ impl Bash {
 #[async_trait::async_trait]
 impl Tool for Bash {
     fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "Bash".to_owned(),
-            description: "Run a shell command with the user's shell ($SHELL -c) \
-                          and login environment, in `workdir` (default: the node's workspace). \
-                          By default waits for the command (up to `timeout` ms, default \
-                          300000) and returns its combined stdout and stderr (the last \
-                          200,000 characters), exit code and timing. With `background: true` \
-                          returns at once with a `sessionId`; with `yieldMs` waits that long \
-                          and, if the command is still running, returns `status: \"running\"` \
-                          with a `sessionId`. Manage running commands with the Process tool \
-                          (poll, log, write, kill). Timeouts and kills end the command's whole \
-                          process tree. `pty: true` runs it on a pseudo-terminal, for programs \
-                          that need a TTY. The node refuses obviously destructive commands \
-                          (rm -rf /, mkfs, writes to disks, reboot, fork bombs) and may \
-                          require an operator's approval for others."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "Shell command line to run."
-                    },
-                    "workdir": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "Working directory; relative paths resolve against the node's workspace (default: the workspace)."
-                    },
-                    "timeout": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_CALL_TIMEOUT_MS,
-                        "description": "Milliseconds before the command's process group is killed (SIGTERM, then SIGKILL). Default 300000 when waiting; background commands have no limit unless this is given."
-                    },
-                    "background": {
-                        "type": "boolean",
-                        "description": "Return at once with a sessionId and let the command run (default false)."
-                    },
-                    "yieldMs": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Wait this many milliseconds (clamped to 10-120000); if the command is still running then, continue it in the background and return its sessionId."
-                    },
-                    "pty": {
-                        "type": "boolean",
-                        "description": "Run on a pseudo-terminal (for programs that need a TTY); output then has terminal escapes stripped (default false)."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
-            capability: Capability::ShellExec.as_str().to_owned(),
-            annotations: ToolAnnotations::hints("Run shell command", false, true, false, true),
-            default_timeout_ms: Some(DEFAULT_CALL_TIMEOUT_MS),
-            requires_bins: Vec::new(),
-            requires_approval: false,
-        }
+        def()
     }
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        // Malformed arguments are left to `execute`, which reports them.
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return Ok(());
-        };
-        self.guard.check(command, ctx.approval.as_deref())?;
-        // A pattern approves a command, not a session to type into later: on a
-        // terminal or in the background a pager, shell or REPL would take input that
-        // no pattern saw. Those runs always need an operator in approve-shell mode.
-        let flag = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let interactive = flag("pty") || flag("background");
-        if interactive && self.guard.auto_approves(ctx.approval.as_deref()) {
-            let reason = format!(
-                "the node runs in approve-shell mode and {:?} asks for a {} session: auto-approval never covers those",
-                command.chars().take(300).collect::<String>(),
-                if flag("pty") { "terminal (pty)" } else { "background" }
-            );
-            return Err(crate::guards::ask_operator("command", &reason, command));
-        }
-        Ok(())
+        check_command(&self.guard, args, ctx)
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
@@ -231,6 +156,96 @@ impl Tool for Bash {
             Outcome::Cancelled => cancelled(),
         }
     }
+}
+
+/// Bash's declaration (the same on every kind of node).
+pub(crate) fn def() -> ToolDef {
+    ToolDef {
+        name: "Bash".to_owned(),
+        description: "Run a shell command with the user's shell ($SHELL -c) \
+                      and login environment, in `workdir` (default: the node's workspace). \
+                      By default waits for the command (up to `timeout` ms, default \
+                      300000) and returns its combined stdout and stderr (the last \
+                      200,000 characters), exit code and timing. With `background: true` \
+                      returns at once with a `sessionId`; with `yieldMs` waits that long \
+                      and, if the command is still running, returns `status: \"running\"` \
+                      with a `sessionId`. Manage running commands with the Process tool \
+                      (poll, log, write, kill). Timeouts and kills end the command's whole \
+                      process tree. `pty: true` runs it on a pseudo-terminal, for programs \
+                      that need a TTY. The node refuses obviously destructive commands \
+                      (rm -rf /, mkfs, writes to disks, reboot, fork bombs) and may \
+                      require an operator's approval for others."
+            .to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Shell command line to run."
+                },
+                "workdir": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "Working directory; relative paths resolve against the node's workspace (default: the workspace)."
+                },
+                "timeout": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_CALL_TIMEOUT_MS,
+                    "description": "Milliseconds before the command's process group is killed (SIGTERM, then SIGKILL). Default 300000 when waiting; background commands have no limit unless this is given."
+                },
+                "background": {
+                    "type": "boolean",
+                    "description": "Return at once with a sessionId and let the command run (default false)."
+                },
+                "yieldMs": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Wait this many milliseconds (clamped to 10-120000); if the command is still running then, continue it in the background and return its sessionId."
+                },
+                "pty": {
+                    "type": "boolean",
+                    "description": "Run on a pseudo-terminal (for programs that need a TTY); output then has terminal escapes stripped (default false)."
+                }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+        capability: Capability::ShellExec.as_str().to_owned(),
+        annotations: ToolAnnotations::hints("Run shell command", false, true, false, true),
+        default_timeout_ms: Some(DEFAULT_CALL_TIMEOUT_MS),
+        requires_bins: Vec::new(),
+        requires_approval: false,
+    }
+}
+
+/// Bash's guard, before anything runs: the shell blocklist and `--approve-shell`
+/// (see the module doc), on any kind of node.
+pub(crate) fn check_command(
+    guard: &ShellGuard,
+    args: &Value,
+    ctx: &ToolContext,
+) -> Result<(), ErrorShape> {
+    // Malformed arguments are left to `execute`, which reports them.
+    let Some(command) = args.get("command").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    guard.check(command, ctx.approval.as_deref())?;
+    // A pattern approves a command, not a session to type into later: on a
+    // terminal or in the background a pager, shell or REPL would take input that
+    // no pattern saw. Those runs always need an operator in approve-shell mode.
+    let flag = |k: &str| args.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let interactive = flag("pty") || flag("background");
+    if interactive && guard.auto_approves(ctx.approval.as_deref()) {
+        let reason = format!(
+            "the node runs in approve-shell mode and {:?} asks for a {} session: auto-approval never covers those",
+            command.chars().take(300).collect::<String>(),
+            if flag("pty") { "terminal (pty)" } else { "background" }
+        );
+        return Err(crate::guards::ask_operator("command", &reason, command));
+    }
+    Ok(())
 }
 
 /// How often a command the call waits for reports progress.
@@ -306,16 +321,16 @@ fn progress_tail(output: &str) -> &str {
     &tail[at..]
 }
 
-struct BashRequest {
-    command: String,
-    workdir: Option<String>,
-    timeout_ms: Option<u64>,
-    mode: Mode,
-    pty: bool,
+pub(crate) struct BashRequest {
+    pub(crate) command: String,
+    pub(crate) workdir: Option<String>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) mode: Mode,
+    pub(crate) pty: bool,
 }
 
 impl BashRequest {
-    fn parse(args: &Value) -> Result<BashRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<BashRequest, String> {
         let args = Args::new(
             args,
             &[
@@ -392,8 +407,11 @@ fn cancelled() -> ToolResult {
 
 /// The result of a finished command.
 pub(crate) fn finished_result(session: &Session) -> ToolResult {
-    let s = session.snapshot();
-    let output = session.output();
+    finished_from(&session.snapshot(), session.output())
+}
+
+/// The result of the finished command `s` whose retained output is `output`.
+pub(crate) fn finished_from(s: &Snapshot, output: String) -> ToolResult {
     let mut text = String::new();
     if s.truncated {
         text.push_str(&format!(
@@ -409,15 +427,15 @@ pub(crate) fn finished_result(session: &Session) -> ToolResult {
             text.push_str(&format!(
                 "[timed out after {} ms: {}]",
                 s.duration_ms,
-                describe_end(&s)
+                describe_end(s)
             ));
         } else {
-            text.push_str(&format!("[{}]", describe_end(&s)));
+            text.push_str(&format!("[{}]", describe_end(s)));
         }
     } else if text.is_empty() {
         text.push_str("(no output)");
     }
-    output::with_text(text, &FinishedOutput::new(&s, output))
+    output::with_text(text, &FinishedOutput::new(s, output))
 }
 
 /// Bash's structured content for a command that finished within the call: `{status,

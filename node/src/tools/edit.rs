@@ -99,15 +99,15 @@ impl Tool for Edit {
     }
 }
 
-struct EditRequest {
-    path: String,
+pub(crate) struct EditRequest {
+    pub(crate) path: String,
     old: String,
     new: String,
     replace_all: bool,
 }
 
 impl EditRequest {
-    fn parse(args: &Value) -> Result<EditRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<EditRequest, String> {
         let args = Args::new(args, &["path", "oldString", "newString", "replaceAll"])?;
         let request = EditRequest {
             path: args.required_str("path")?.to_owned(),
@@ -184,17 +184,33 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
             "{shown} was replaced while it was being edited (the file was not changed); try again"
         ));
     }
+    let (out, replacements) = match replaced(&shown, &bytes, request) {
+        Ok(done) => done,
+        Err(refused) => return refused,
+    };
+    if let Err(e) = write_atomic_at(&parent.dir, &parent.name, &out) {
+        return ToolResult::error(describe_write_error(&shown, &e));
+    }
+    edited_result(shown, replacements)
+}
+
+/// `bytes` with the request's replacements made, and how many; or why none was.
+pub(crate) fn replaced(
+    shown: &str,
+    bytes: &[u8],
+    request: &EditRequest,
+) -> Result<(Vec<u8>, usize), ToolResult> {
     let old = request.old.as_bytes();
-    let found: Vec<usize> = memmem::find_iter(&bytes, old).collect();
+    let found: Vec<usize> = memmem::find_iter(bytes, old).collect();
     match found.len() {
-        0 => return ToolResult::error(not_found(&shown, &bytes, &request.old)),
+        0 => return Err(ToolResult::error(not_found(shown, bytes, &request.old))),
         1 => {}
         n if !request.replace_all => {
-            return ToolResult::error(format!(
+            return Err(ToolResult::error(format!(
                 "Found {n} matches of oldString in {shown}; pass replaceAll: true to replace \
                  all of them, or add surrounding context to oldString so it matches exactly \
                  once (the file was not changed)"
-            ))
+            )))
         }
         _ => {}
     }
@@ -207,10 +223,11 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
         at = start + old.len();
     }
     out.extend_from_slice(&bytes[at..]);
-    if let Err(e) = write_atomic_at(&parent.dir, &parent.name, &out) {
-        return ToolResult::error(describe_write_error(&shown, &e));
-    }
-    let replacements = found.len();
+    Ok((out, found.len()))
+}
+
+/// The result of an edit of `shown` that made `replacements` replacements.
+pub(crate) fn edited_result(shown: String, replacements: usize) -> ToolResult {
     output::with_text(
         format!(
             "Replaced {replacements} occurrence{} in {shown}",
@@ -223,7 +240,7 @@ fn edit(policy: &PathPolicy, request: &EditRequest) -> ToolResult {
     )
 }
 
-fn describe_read_error(shown: &str, e: &io::Error) -> String {
+pub(crate) fn describe_read_error(shown: &str, e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound => format!("File not found: {shown}"),
         io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),

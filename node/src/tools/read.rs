@@ -33,7 +33,7 @@ pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
 /// Most text returned by one call, measured as escaped JSON (2 MiB).
 pub const MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
 /// Bytes read up front to recognise images and binaries.
-const SNIFF_BYTES: u64 = 64 * 1024;
+pub(crate) const SNIFF_BYTES: u64 = 64 * 1024;
 /// How often (in lines) a long read checks for cancellation.
 const CANCEL_CHECK_LINES: usize = 4096;
 
@@ -135,15 +135,15 @@ impl Tool for Read {
     }
 }
 
-struct ReadRequest {
-    path: String,
-    offset: usize,
-    limit: Option<usize>,
-    encoding: Encoding,
+pub(crate) struct ReadRequest {
+    pub(crate) path: String,
+    pub(crate) offset: usize,
+    pub(crate) limit: Option<usize>,
+    pub(crate) encoding: Encoding,
 }
 
 impl ReadRequest {
-    fn parse(args: &Value) -> Result<ReadRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<ReadRequest, String> {
         let args = Args::new(args, &["path", "offset", "limit", "encoding"])?;
         let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         Ok(ReadRequest {
@@ -225,21 +225,9 @@ fn read_base64(
 ) -> ToolResult {
     let size = meta.len();
     let offset = request.offset as u64;
-    let limit = match request.limit {
-        Some(limit) if limit > MAX_BASE64_BYTES => {
-            return ToolResult::error(format!(
-                "\"limit\" {limit} is over the base64 limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call"
-            ))
-        }
-        Some(limit) => limit as u64,
-        None if size.saturating_sub(offset) > MAX_BASE64_BYTES as u64 => {
-            return ToolResult::error(format!(
-                "File too large for one base64 read: {shown} is {size} bytes from offset {offset}, \
-                 over the limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call; read it in pieces \
-                 with offset and limit (in bytes)"
-            ))
-        }
-        None => MAX_BASE64_BYTES as u64,
+    let limit = match base64_limit(&shown, size, request) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
     };
     let mut bytes = Vec::new();
     let read = io::Seek::seek(&mut file, io::SeekFrom::Start(offset))
@@ -247,7 +235,35 @@ fn read_base64(
     if let Err(e) = read {
         return ToolResult::error(describe_io_error(&shown, &e));
     }
-    let data = encoding::encode(&bytes);
+    base64_result(shown, offset, size, &bytes)
+}
+
+/// How many bytes a base64 read of a `size`-byte file may return, or why none.
+pub(crate) fn base64_limit(
+    shown: &str,
+    size: u64,
+    request: &ReadRequest,
+) -> Result<u64, ToolResult> {
+    let offset = request.offset as u64;
+    match request.limit {
+        Some(limit) if limit > MAX_BASE64_BYTES => Err(ToolResult::error(format!(
+            "\"limit\" {limit} is over the base64 limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call"
+        ))),
+        Some(limit) => Ok(limit as u64),
+        None if size.saturating_sub(offset) > MAX_BASE64_BYTES as u64 => {
+            Err(ToolResult::error(format!(
+                "File too large for one base64 read: {shown} is {size} bytes from offset {offset}, \
+                 over the limit of {MAX_BASE64_BYTES} bytes (4 MiB) per call; read it in pieces \
+                 with offset and limit (in bytes)"
+            )))
+        }
+        None => Ok(MAX_BASE64_BYTES as u64),
+    }
+}
+
+/// The result of a base64 read of `bytes` from `offset` of a `size`-byte file.
+pub(crate) fn base64_result(shown: String, offset: u64, size: u64, bytes: &[u8]) -> ToolResult {
+    let data = encoding::encode(bytes);
     output::with_text(
         data.clone(),
         &ReadBase64Output {
@@ -261,7 +277,7 @@ fn read_base64(
     )
 }
 
-fn describe_io_error(shown: &str, e: &io::Error) -> String {
+pub(crate) fn describe_io_error(shown: &str, e: &io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound => format!("File not found: {shown}"),
         io::ErrorKind::PermissionDenied => format!("Permission denied: {shown}"),
@@ -271,7 +287,7 @@ fn describe_io_error(shown: &str, e: &io::Error) -> String {
 
 /// Text is valid UTF-8 without NUL bytes. `complete` says whether `head` is the whole
 /// file; if not, a multi-byte character cut at its end is not held against it.
-fn looks_binary(head: &[u8], complete: bool) -> bool {
+pub(crate) fn looks_binary(head: &[u8], complete: bool) -> bool {
     if head.contains(&0) {
         return true;
     }
@@ -304,13 +320,18 @@ fn read_image(
     if bytes.len() as u64 > MAX_IMAGE_BYTES {
         return too_large(bytes.len() as u64);
     }
+    image_result(name, mime, &bytes)
+}
+
+/// The result of reading an image: a line naming it, and the image block.
+pub(crate) fn image_result(name: &str, mime: &str, bytes: &[u8]) -> ToolResult {
     ToolResult {
         content: vec![
             ContentBlock::Text {
                 text: format!("Image file: {name} ({mime}, {} bytes)", bytes.len()),
             },
             ContentBlock::Image {
-                data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+                data: base64::engine::general_purpose::STANDARD.encode(bytes),
                 mime_type: mime.to_owned(),
             },
         ],
@@ -321,7 +342,7 @@ fn read_image(
 
 /// One page of a text file.
 #[derive(Debug, Default, PartialEq)]
-struct Page {
+pub(crate) struct Page {
     /// `{n}\t{line}` lines joined by `\n`.
     content: String,
     /// Lines in `content`.
@@ -335,7 +356,7 @@ struct Page {
 }
 
 impl Page {
-    fn into_result(self, path: String, offset: usize) -> ToolResult {
+    pub(crate) fn into_result(self, path: String, offset: usize) -> ToolResult {
         let next_offset = offset + self.lines;
         let mut text = self.content.clone();
         if self.truncated {
@@ -374,13 +395,24 @@ impl Page {
 /// Streams lines from `reader`: skips `offset`, then collects up to `limit` lines within
 /// [`MAX_TEXT_BYTES`].
 fn read_text(
+    reader: impl BufRead,
+    request: &ReadRequest,
+    cancel: &CancellationToken,
+) -> io::Result<Page> {
+    read_text_from(reader, 0, request, cancel)
+}
+
+/// [`read_text`] of a reader that starts at line `start` (0-based) of the file: the
+/// lines before it were skipped elsewhere (on a remote host).
+pub(crate) fn read_text_from(
     mut reader: impl BufRead,
+    start: usize,
     request: &ReadRequest,
     cancel: &CancellationToken,
 ) -> io::Result<Page> {
     let cancelled = || io::Error::new(io::ErrorKind::Interrupted, "the call was cancelled");
     let mut line = Vec::new();
-    let mut seen = 0usize;
+    let mut seen = start;
     while seen < request.offset {
         if seen % CANCEL_CHECK_LINES == 0 && cancel.is_cancelled() {
             return Err(cancelled());

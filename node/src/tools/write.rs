@@ -96,7 +96,7 @@ impl Tool for Write {
     }
 }
 
-fn parse(args: &Value) -> Result<(String, Vec<u8>), String> {
+pub(crate) fn parse(args: &Value) -> Result<(String, Vec<u8>), String> {
     let args = Args::new(args, &["path", "content", "encoding"])?;
     let path = args.required_str("path")?.to_owned();
     let content = args
@@ -125,7 +125,11 @@ fn write(policy: &PathPolicy, arg: &str, content: &[u8]) -> ToolResult {
     if let Err(e) = write_atomic_at(&parent.dir, &parent.name, content) {
         return ToolResult::error(describe_write_error(&shown, &e));
     }
-    let bytes = content.len();
+    written_result(shown, content.len())
+}
+
+/// The result of writing `bytes` bytes to `shown`.
+pub(crate) fn written_result(shown: String, bytes: usize) -> ToolResult {
     output::with_text(
         format!("Wrote {bytes} bytes to {shown}"),
         &WriteOutput { path: shown, bytes },

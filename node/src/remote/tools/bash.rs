@@ -1,0 +1,249 @@
+//! Bash on a remote host, waiting for the command (the synchronous mode).
+//!
+//! The command runs in a session of its own on the host (`setsid` where the host
+//! has it) with its combined output in a file under the node's private directory
+//! there; the shell that started it waits for it and sends the output's last
+//! characters. A timeout, a cancelled call or a call whose future is dropped kills
+//! the command's whole process group from another shell (SIGTERM, then SIGKILL
+//! after [`KILL_GRACE`]), so nothing it started outlives the call. Background
+//! commands and `yieldMs` are not offered on remote hosts yet (docs/operations.md).
+
+use crate::guards::{blocklist, git_env, ShellGuard};
+use crate::remote::quote::quote;
+use crate::remote::{Lane, RemoteHost, MAX_REPLY};
+use crate::sessions::group::{signal_name, KILL_GRACE};
+use crate::sessions::{Snapshot, Status, MAX_OUTPUT_CHARS, TAIL_CHARS};
+use crate::tool::{Tool, ToolContext};
+use crate::tools::bash::{
+    self, check_command, finished_from, sync_budget, BashRequest, DEFAULT_TIMEOUT_MS,
+};
+use crate::tools::follow::Mode;
+use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::debug;
+
+/// Bash, on the host of an SSH- or container-backed node.
+pub struct RemoteBash {
+    host: Arc<RemoteHost>,
+    guard: ShellGuard,
+}
+
+impl RemoteBash {
+    pub fn new(host: Arc<RemoteHost>, guard: ShellGuard) -> Self {
+        RemoteBash { host, guard }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for RemoteBash {
+    fn def(&self) -> ToolDef {
+        bash::def()
+    }
+
+    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
+        check_command(&self.guard, args, ctx)?;
+        self.host.ready().await.map_err(|e| e.shape())
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        let request = match BashRequest::parse(&args) {
+            Ok(r) => r,
+            Err(message) => return ToolResult::error(format!("Bash: {message}")),
+        };
+        if let Err(blocked) = blocklist::check(&request.command) {
+            return ToolResult::error(format!("Bash: {blocked}"));
+        }
+        if request.pty {
+            return ToolResult::error(
+                "Bash: `pty` is not available on a node that works on another host (SSH or container)",
+            );
+        }
+        if request.mode != Mode::Sync {
+            return ToolResult::error(
+                "Bash: `background` and `yieldMs` are not available yet on a node that works on \
+                 another host (SSH or container); run the command synchronously",
+            );
+        }
+        let workdir = match &request.workdir {
+            Some(dir) => ctx.resolve_path(dir),
+            None => ctx.workspace.clone(),
+        };
+        let workdir_shown = workdir.display().to_string();
+        let (Some(cmd), Some(wd)) = (quote(&request.command), workdir.to_str().and_then(quote))
+        else {
+            return ToolResult::error("Bash: the command or workdir cannot be passed to the host");
+        };
+        let exports: String = if self.guard.auto_approves(ctx.approval.as_deref()) {
+            git_env::auto_approved_overrides()
+                .into_iter()
+                .filter_map(|(k, v)| {
+                    let k = k.to_str()?.to_owned();
+                    Some(match v {
+                        Some(v) => format!("{k}={}; export {k}; ", quote(v.to_str()?)?),
+                        None => format!("unset {k}; "),
+                    })
+                })
+                .collect()
+        } else {
+            String::new()
+        };
+        let id = uuid::Uuid::new_v4().to_string();
+        let cap = MAX_OUTPUT_CHARS * 4;
+        let script = format!(
+            r#"gsv_main() {{
+  gsv_j="$GSV_D/jobs/{id}"
+  mkdir -p "$gsv_j" || {{ gsv_text error "cannot create $gsv_j"; return 0; }}
+  if ! cd {wd} 2>"$gsv_j/err"; then gsv_file cderr "$gsv_j/err"; rm -rf "$gsv_j"; cd /; return 0; fi
+  if command -v setsid >/dev/null 2>&1; then gsv_s=setsid; else gsv_s=; fi
+  ( umask "$gsv_umask"; {exports}exec $gsv_s "${{SHELL:-/bin/sh}}" -c {cmd} ) >"$gsv_j/out" 2>&1 </dev/null &
+  gsv_pid=$!
+  echo "$gsv_pid" >"$gsv_j/pid"
+  wait "$gsv_pid"; gsv_rc=$?
+  cd /
+  gsv_text pid "$gsv_pid"
+  gsv_text rc "$gsv_rc"
+  gsv_size "$gsv_j/out"; gsv_text total "$gsv_n"
+  gsv_tail out "$gsv_j/out" {cap}
+  rm -rf "$gsv_j"
+}}
+gsv_main"#
+        );
+        let timeout = sync_budget(
+            Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+            ctx.remaining(),
+        );
+        let started = now_ms();
+        let clock = std::time::Instant::now();
+        debug!(call_id = %ctx.call_id, session_id = %id, host = %self.host.shown(), "remote command started");
+        let kill = KillOnDrop(Some((Arc::clone(&self.host), id.clone())));
+        let run = self.host.run(Lane::Work, ctx.owner(), &script, MAX_REPLY);
+        tokio::pin!(run);
+        let mut timed_out = false;
+        let reply = tokio::select! {
+            r = &mut run => r,
+            _ = tokio::time::sleep(timeout) => {
+                timed_out = true;
+                kill_group(&self.host, &id).await;
+                // The waiting shell answers once the group is gone.
+                match tokio::time::timeout(KILL_GRACE + Duration::from_secs(5), &mut run).await {
+                    Ok(r) => r,
+                    Err(_) => return ToolResult::error("Bash: the command was killed but the host did not answer"),
+                }
+            }
+            _ = ctx.cancel.cancelled() => {
+                // `kill` fires as the future is dropped.
+                return ToolResult::error("Bash: the call was cancelled; the command's process group was killed");
+            }
+        };
+        kill.disarm();
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => return ToolResult::error(format!("Bash: {e}")),
+        };
+        if let Some(err) = reply.text("cderr") {
+            return ToolResult::error(format!(
+                "Bash: cannot use the working directory {workdir_shown}: {}",
+                err.trim()
+            ));
+        }
+        if let Some(err) = reply.text("error") {
+            return ToolResult::error(format!("Bash: {err}"));
+        }
+        let rc: i32 = reply.text("rc").and_then(|s| s.parse().ok()).unwrap_or(-1);
+        let total: u64 = reply
+            .text("total")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let bytes = reply.get("out").unwrap_or_default();
+        let text = String::from_utf8_lossy(bytes);
+        let chars = text.chars().count();
+        let kept: String = text
+            .chars()
+            .skip(chars.saturating_sub(MAX_OUTPUT_CHARS))
+            .collect();
+        let truncated = chars > MAX_OUTPUT_CHARS || total > bytes.len() as u64;
+        let tail: String = {
+            let n = kept.chars().count();
+            kept.chars().skip(n.saturating_sub(TAIL_CHARS)).collect()
+        };
+        // A shell reports death by signal N as 128+N; only a kill of ours is sure to
+        // be one (a program may exit 130 by itself).
+        let (exit_code, signal) = if timed_out && rc > 128 {
+            (None, Some(signal_name(rc - 128)))
+        } else {
+            (Some(rc), None)
+        };
+        let duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let snapshot = Snapshot {
+            session_id: id,
+            status: if rc == 0 && !timed_out {
+                Status::Completed
+            } else {
+                Status::Failed
+            },
+            pid: reply.text("pid").and_then(|s| s.parse().ok()).unwrap_or(0),
+            command: request.command,
+            workdir: workdir_shown,
+            pty: false,
+            background: false,
+            started_at: started,
+            ended_at: Some(started + duration_ms),
+            duration_ms,
+            exit_code,
+            signal,
+            timed_out,
+            tail,
+            truncated,
+            total_chars: chars as u64,
+            owner: ctx.owner().map(str::to_owned),
+        };
+        finished_from(&snapshot, kept)
+    }
+}
+
+/// Kills the command's process group on the host when dropped armed: a call whose
+/// future is dropped (cancelled, its deadline) takes its command with it.
+struct KillOnDrop(Option<(Arc<RemoteHost>, String)>);
+
+impl KillOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some((host, id)) = self.0.take() {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move { kill_group(&host, &id).await });
+            }
+        }
+    }
+}
+
+/// SIGTERM to the command's process group now, SIGKILL after [`KILL_GRACE`] (on
+/// the host, from a shell of the control lane).
+async fn kill_group(host: &RemoteHost, id: &str) {
+    let grace = KILL_GRACE.as_secs().max(1);
+    let script = format!(
+        r#"gsv_k="$GSV_D/jobs/{id}/pid"
+if [ -f "$gsv_k" ]; then
+  gsv_kp=$(cat "$gsv_k")
+  kill -TERM "-$gsv_kp" 2>/dev/null || kill -TERM "$gsv_kp" 2>/dev/null
+  ( sleep {grace}; kill -KILL "-$gsv_kp" 2>/dev/null || kill -KILL "$gsv_kp" 2>/dev/null ) >/dev/null 2>&1 &
+fi
+:"#
+    );
+    if let Err(e) = host.run(Lane::Control, None, &script, 1024).await {
+        tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

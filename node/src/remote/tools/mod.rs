@@ -1,0 +1,14 @@
+//! The standard tools, done on the far host: the same names, parameters and result
+//! shapes as a local node's (each borrows its declaration and its result builders
+//! from [`crate::tools`]), with the work done by scripts in the host's shell.
+
+mod bash;
+mod edit;
+mod files;
+mod read;
+mod write;
+
+pub use bash::RemoteBash;
+pub use edit::RemoteEdit;
+pub use read::RemoteRead;
+pub use write::RemoteWrite;

@@ -1,0 +1,416 @@
+//! End to end: a node that works on another host over SSH (`gsv node --ssh`), against
+//! a throwaway `sshd` on 127.0.0.1 that the test starts (key auth, its own
+//! known_hosts), through a real gateway: Bash, binary Read/Write, Edit, `--confine`,
+//! a killed master connection, and a changed host key refused.
+
+mod common;
+
+use base64::Engine;
+use common::{eventually, Gateway, Proc, TempDir};
+use gsv_bench::sshd::{SshBins, Sshd};
+use gsv_client::AgentClient;
+use gsv_protocol::{ErrorCode, ToolResult};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The sshd, the known_hosts file that trusts it, and the node's ssh flags.
+struct Host {
+    sshd: Sshd,
+    known: PathBuf,
+}
+
+impl Host {
+    async fn start(dir: &Path) -> Host {
+        let bins = SshBins::find().expect("OpenSSH installed (.ci/run installs it)");
+        let sshd = Sshd::start(&bins, dir).await.expect("sshd starts");
+        let known = dir.join("known_hosts");
+        std::fs::write(&known, sshd.known_hosts_line().expect("host key")).unwrap();
+        Host { sshd, known }
+    }
+
+    /// `--ssh USER@127.0.0.1:PORT` and the options that make ssh use only this test's
+    /// key and known_hosts.
+    fn flags(&self, known: &Path) -> Vec<String> {
+        let mut f = vec![
+            "--ssh".to_owned(),
+            format!("{}@127.0.0.1:{}", self.sshd.user, self.sshd.port),
+        ];
+        for o in [
+            format!("UserKnownHostsFile={}", known.display()),
+            "GlobalKnownHostsFile=/dev/null".to_owned(),
+            format!("IdentityFile={}", self.sshd.client_key.display()),
+            "IdentitiesOnly=yes".to_owned(),
+            "IdentityAgent=none".to_owned(),
+        ] {
+            f.push("--ssh-option".to_owned());
+            f.push(o);
+        }
+        f
+    }
+}
+
+async fn far_node(gw: &Gateway, host: &Host, ws: &Path, extra: &[&str]) -> Proc {
+    node_named(gw, "far", host, ws, extra).await
+}
+
+async fn node_named(gw: &Gateway, id: &str, host: &Host, ws: &Path, extra: &[&str]) -> Proc {
+    let mut args: Vec<String> = host.flags(&host.known);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = gw.spawn_node(id, &gw.node_token(id), ws, &args);
+    gw.wait_online(id).await;
+    node
+}
+
+async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
+    agent
+        .call(&format!("far__{tool}"), args, None)
+        .await
+        .expect("call answered")
+}
+
+fn sc(r: &ToolResult) -> &Value {
+    r.structured_content.as_ref().expect("structuredContent")
+}
+
+#[tokio::test]
+async fn bash_and_the_file_tools_work_on_the_far_host() {
+    let dir = TempDir::new("ssh-backend");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+    let _node = far_node(&gw, &host, &ws, &[]).await;
+    let agent = gw.agent().await;
+
+    // Bash, waiting: combined output, exit code, the workspace as working directory.
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "pwd; echo out; echo err >&2; exit 3"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let s = sc(&r);
+    assert_eq!(s["status"], "failed");
+    assert_eq!(s["exitCode"], 3);
+    let out = s["output"].as_str().unwrap();
+    assert!(out.contains(ws.to_str().unwrap()), "{out}");
+    assert!(out.contains("out") && out.contains("err"), "{out}");
+    let r = call(&agent, "Bash", json!({"command": "true"})).await;
+    assert_eq!(sc(&r)["status"], "completed");
+    assert_eq!(sc(&r)["exitCode"], 0);
+
+    // The node's guards hold before anything reaches the host.
+    let marker = ws.join("ran");
+    let e = agent
+        .call(
+            "far__Bash",
+            json!({"command": format!("touch {}; rm -rf /", marker.display())}),
+            None,
+        )
+        .await
+        .expect_err("blocklisted");
+    assert_eq!(e.remote().map(|s| s.code), Some(ErrorCode::Denied), "{e}");
+    assert!(!marker.exists());
+    for (args, what) in [
+        (json!({"command": "true", "pty": true}), "pty"),
+        (json!({"command": "true", "background": true}), "background"),
+    ] {
+        let r = call(&agent, "Bash", args).await;
+        assert!(
+            r.is_error && r.joined_text().contains(what),
+            "{}",
+            r.joined_text()
+        );
+    }
+
+    // A timeout kills the command's whole process group, children included.
+    let pidfile = ws.join("child.pid");
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": format!("sleep 300 & echo $! > {}; wait", pidfile.display()), "timeout": 1000}),
+    )
+    .await;
+    assert_eq!(sc(&r)["timedOut"], true, "{}", r.joined_text());
+    assert_eq!(sc(&r)["status"], "failed");
+    let child: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(
+        "the timed-out command's child is killed",
+        Duration::from_secs(10),
+        || async { (!Path::new(&format!("/proc/{child}")).exists()).then_some(()) },
+    )
+    .await;
+
+    // Binary Write and Read, inline and through an upload (over 32 KiB).
+    for size in [300usize, 100_000] {
+        let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 256) as u8).collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let r = call(
+            &agent,
+            "Write",
+            json!({"path": "bin/blob.dat", "content": b64, "encoding": "base64"}),
+        )
+        .await;
+        assert!(!r.is_error, "{}", r.joined_text());
+        assert_eq!(sc(&r)["bytes"], size);
+        assert_eq!(std::fs::read(ws.join("bin/blob.dat")).unwrap(), bytes);
+        let r = call(
+            &agent,
+            "Read",
+            json!({"path": "bin/blob.dat", "encoding": "base64"}),
+        )
+        .await;
+        assert!(!r.is_error, "{}", r.joined_text());
+        assert_eq!(sc(&r)["data"], b64.as_str());
+        assert_eq!(sc(&r)["size"], size);
+    }
+    // Text: pages by line, the same shapes as a local node.
+    let text: String = (1..=50).map(|i| format!("line {i}\n")).collect();
+    let r = call(
+        &agent,
+        "Write",
+        json!({"path": "notes.txt", "content": text}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "Read",
+        json!({"path": "notes.txt", "offset": 10, "limit": 2}),
+    )
+    .await;
+    assert_eq!(sc(&r)["content"], "11\tline 11\n12\tline 12");
+    assert_eq!(sc(&r)["lines"], 2);
+    let r = call(&agent, "Read", json!({"path": "notes.txt", "offset": 80})).await;
+    assert!(
+        r.joined_text().contains("the file has 50 lines"),
+        "{}",
+        r.joined_text()
+    );
+    let r = call(&agent, "Read", json!({"path": "missing.txt"})).await;
+    assert!(
+        r.is_error && r.joined_text().contains("File not found"),
+        "{}",
+        r.joined_text()
+    );
+    let r = call(&agent, "Read", json!({"path": "bin/blob.dat"})).await;
+    assert!(
+        r.is_error && r.joined_text().contains("Binary file"),
+        "{}",
+        r.joined_text()
+    );
+
+    // Edit: exactly one match unless replaceAll, made atomically.
+    let r = call(
+        &agent,
+        "Edit",
+        json!({"path": "notes.txt", "oldString": "line 2\n", "newString": "second\n"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["replacements"], 1);
+    let now = std::fs::read_to_string(ws.join("notes.txt")).unwrap();
+    assert!(now.starts_with("line 1\nsecond\nline 3\n"), "{now}");
+    let r = call(
+        &agent,
+        "Edit",
+        json!({"path": "notes.txt", "oldString": "line", "newString": "row"}),
+    )
+    .await;
+    assert!(
+        r.is_error && r.joined_text().contains("Found"),
+        "{}",
+        r.joined_text()
+    );
+
+    // The node's own directory on the host is out of the file tools' reach.
+    let own = format!("{}/.local/state/gsv/far/jobs", home());
+    let r = call(&agent, "Read", json!({"path": format!("{own}/x")})).await;
+    assert!(r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["reason"], "protected", "{}", r.joined_text());
+}
+
+fn home() -> String {
+    std::env::var("HOME").unwrap_or_else(|_| "/root".into())
+}
+
+#[tokio::test]
+async fn confine_refuses_escapes_on_the_far_host() {
+    let dir = TempDir::new("ssh-confine");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    let outside = dir.path().join("secret.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), ws.join("sub/up")).unwrap();
+    let gw = Gateway::start().await;
+    let _node = far_node(&gw, &host, &ws, &["--confine"]).await;
+    let agent = gw.agent().await;
+
+    let denied = |r: &ToolResult| {
+        assert!(r.is_error, "not refused: {}", r.joined_text());
+        assert_eq!(sc(r)["code"], "denied", "{}", r.joined_text());
+        assert_eq!(sc(r)["reason"], "outside_workspace", "{}", r.joined_text());
+    };
+    denied(&call(&agent, "Read", json!({"path": outside.to_str().unwrap()})).await);
+    denied(&call(&agent, "Read", json!({"path": "../secret.txt"})).await);
+    denied(&call(&agent, "Read", json!({"path": "link"})).await);
+    denied(&call(&agent, "Read", json!({"path": "sub/up/secret.txt"})).await);
+    denied(
+        &call(
+            &agent,
+            "Write",
+            json!({"path": "sub/up/new.txt", "content": "x"}),
+        )
+        .await,
+    );
+    denied(
+        &call(
+            &agent,
+            "Write",
+            json!({"path": "nope/../../x.txt", "content": "x"}),
+        )
+        .await,
+    );
+    denied(
+        &call(
+            &agent,
+            "Edit",
+            json!({"path": "link", "oldString": "secret", "newString": "gone"}),
+        )
+        .await,
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
+    assert!(!dir.path().join("new.txt").exists() && !dir.path().join("x.txt").exists());
+    // Inside is fine.
+    let r = call(
+        &agent,
+        "Write",
+        json!({"path": "sub/ok.txt", "content": "ok"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let r = call(&agent, "Read", json!({"path": "sub/ok.txt"})).await;
+    assert_eq!(sc(&r)["content"], "1\tok");
+
+    // --read-only offers no writing tool on an SSH-backed node either.
+    let _ro = node_named(&gw, "ro", &host, &ws, &["--read-only"]).await;
+    let r = call_on(&agent, "ro", "Read", json!({"path": "sub/ok.txt"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    for tool in ["Write", "Edit", "Bash"] {
+        let e = agent
+            .call(
+                &format!("ro__{tool}"),
+                json!({"path": "x", "content": "x", "command": "true"}),
+                None,
+            )
+            .await
+            .expect_err("not offered");
+        assert_eq!(
+            e.remote().map(|s| s.code),
+            Some(ErrorCode::NotFound),
+            "{tool}: {e}"
+        );
+    }
+}
+
+async fn call_on(agent: &AgentClient, node: &str, tool: &str, args: Value) -> ToolResult {
+    agent
+        .call(&format!("{node}__{tool}"), args, None)
+        .await
+        .expect("call answered")
+}
+
+#[tokio::test]
+async fn a_killed_master_connection_is_made_again() {
+    let dir = TempDir::new("ssh-master");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+    let node = far_node(&gw, &host, &ws, &[]).await;
+    let agent = gw.agent().await;
+    let r = call(&agent, "Bash", json!({"command": "echo before"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["status"], "completed", "{}", r.joined_text());
+
+    // The master is the node's `ssh -M -N` child.
+    let master = std::process::Command::new("pgrep")
+        .args(["-P", &node.0.id().to_string(), "-f", "ControlMaster=yes"])
+        .stdout(Stdio::piped())
+        .output()
+        .expect("pgrep");
+    let pid = String::from_utf8_lossy(&master.stdout).trim().to_owned();
+    assert!(
+        !pid.is_empty(),
+        "the node's master connection is a child of it"
+    );
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    eventually(
+        "calls work again after the master was killed",
+        Duration::from_secs(30),
+        || async {
+            let r = agent
+                .call("far__Bash", json!({"command": "echo after"}), None)
+                .await
+                .ok()?;
+            (sc(&r)["status"] == "completed").then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_changed_host_key_is_refused() {
+    let dir = TempDir::new("ssh-hostkey");
+    let host = Host::start(dir.path()).await;
+    // known_hosts names the server with another key: a changed host key.
+    let bins = SshBins::find().unwrap();
+    let other = dir.path().join("other_key");
+    gsv_bench::sshd::keygen(&bins, &other).unwrap();
+    let public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let mut parts = public.split_whitespace();
+    let (kind, key) = (parts.next().unwrap(), parts.next().unwrap());
+    let wrong = dir.path().join("wrong_known_hosts");
+    std::fs::write(
+        &wrong,
+        format!("[127.0.0.1]:{} {kind} {key}\n", host.sshd.port),
+    )
+    .unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+
+    for known in [wrong.clone(), dir.path().join("empty_known_hosts")] {
+        let mut cmd = gw.node_command("far", &gw.node_token("far"), &ws);
+        cmd.args(host.flags(&known))
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null());
+        let child = common::die_with_parent(&mut cmd).spawn().unwrap();
+        let out = tokio::time::timeout(
+            Duration::from_secs(60),
+            tokio::task::spawn_blocking(move || child.wait_with_output()),
+        )
+        .await
+        .expect("the node stops by itself")
+        .unwrap()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains("host key"), "{stderr}");
+    }
+}
