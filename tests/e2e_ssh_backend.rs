@@ -115,17 +115,12 @@ async fn bash_and_the_file_tools_work_on_the_far_host() {
         .expect_err("blocklisted");
     assert_eq!(e.remote().map(|s| s.code), Some(ErrorCode::Denied), "{e}");
     assert!(!marker.exists());
-    for (args, what) in [
-        (json!({"command": "true", "pty": true}), "pty"),
-        (json!({"command": "true", "background": true}), "background"),
-    ] {
-        let r = call(&agent, "Bash", args).await;
-        assert!(
-            r.is_error && r.joined_text().contains(what),
-            "{}",
-            r.joined_text()
-        );
-    }
+    let r = call(&agent, "Bash", json!({"command": "true", "pty": true})).await;
+    assert!(
+        r.is_error && r.joined_text().contains("pty"),
+        "{}",
+        r.joined_text()
+    );
 
     // A timeout kills the command's whole process group, children included.
     let pidfile = ws.join("child.pid");
@@ -413,4 +408,235 @@ async fn a_changed_host_key_is_refused() {
         assert_eq!(out.status.code(), Some(3), "{stderr}");
         assert!(stderr.contains("host key"), "{stderr}");
     }
+}
+
+/// Polls the job until it is no longer running (at most `limit`).
+async fn until_ended(agent: &AgentClient, node: &str, id: &str, limit: Duration) -> Value {
+    eventually("the remote job ends", limit, || async {
+        let r = call_on(
+            agent,
+            node,
+            "Process",
+            json!({"action": "poll", "sessionId": id, "waitMs": 1000}),
+        )
+        .await;
+        let s = r.structured_content.clone()?;
+        (s["status"] != "running").then_some(s)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn background_jobs_are_managed_with_process_and_kept_from_other_tokens() {
+    let dir = TempDir::new("ssh-jobs");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+    let _node = far_node(&gw, &host, &ws, &[]).await;
+    let agent = gw.agent().await;
+    let other = gw.agent().await;
+
+    // yieldMs: a quick command is answered as finished; a slow one goes on.
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "echo quick", "yieldMs": 5000}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "completed", "{}", r.joined_text());
+    assert!(sc(&r)["output"].as_str().unwrap().contains("quick"));
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "echo slow; sleep 2; echo done", "yieldMs": 200}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "running", "{}", r.joined_text());
+    let slow = sc(&r)["sessionId"].as_str().unwrap().to_owned();
+    let s = until_ended(&agent, "far", &slow, Duration::from_secs(20)).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(s["exitCode"], 0);
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "log", "sessionId": slow}),
+    )
+    .await;
+    assert_eq!(sc(&r)["output"], "slow\ndone", "{}", r.joined_text());
+    assert_eq!(sc(&r)["totalLines"], 2);
+
+    // Background with stdin: submit a line, read the answer.
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "read line; echo \"got $line\"", "background": true}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "running", "{}", r.joined_text());
+    let reader = sc(&r)["sessionId"].as_str().unwrap().to_owned();
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "submit", "sessionId": reader, "data": "hello"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["bytes"], 6);
+    let s = until_ended(&agent, "far", &reader, Duration::from_secs(20)).await;
+    assert!(s["tail"].as_str().unwrap().contains("got hello"), "{s}");
+
+    // Another token sees none of it: not listed, and its id is an unknown session.
+    let mine = call(&agent, "Process", json!({"action": "list"})).await;
+    assert!(
+        sc(&mine)["count"].as_u64().unwrap() >= 2,
+        "{}",
+        mine.joined_text()
+    );
+    let theirs = call_on(&other, "far", "Process", json!({"action": "list"})).await;
+    assert_eq!(sc(&theirs)["count"], 0, "{}", theirs.joined_text());
+    for action in ["poll", "log", "kill", "remove"] {
+        let r = call_on(
+            &other,
+            "far",
+            "Process",
+            json!({"action": action, "sessionId": slow}),
+        )
+        .await;
+        assert!(
+            r.is_error && r.joined_text().contains("no session"),
+            "{action}: {}",
+            r.joined_text()
+        );
+    }
+    let r = call_on(
+        &other,
+        "far",
+        "Process",
+        json!({"action": "submit", "sessionId": reader, "data": "x"}),
+    )
+    .await;
+    assert!(
+        r.is_error && r.joined_text().contains("no session"),
+        "{}",
+        r.joined_text()
+    );
+
+    // kill ends the whole group and says how.
+    let pidfile = ws.join("bg-child.pid");
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": format!("sleep 300 & echo $! > {}; wait", pidfile.display()), "background": true}),
+    )
+    .await;
+    let long = sc(&r)["sessionId"].as_str().unwrap().to_owned();
+    eventually(
+        "the job wrote its child's pid",
+        Duration::from_secs(10),
+        || async { pidfile.exists().then_some(()) },
+    )
+    .await;
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "kill", "sessionId": long}),
+    )
+    .await;
+    assert_eq!(sc(&r)["killed"], true, "{}", r.joined_text());
+    assert_eq!(sc(&r)["status"], "failed", "{}", r.joined_text());
+    assert_eq!(sc(&r)["signal"], "SIGTERM", "{}", r.joined_text());
+    let child: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(
+        "the killed job's child is gone",
+        Duration::from_secs(10),
+        || async { (!Path::new(&format!("/proc/{child}")).exists()).then_some(()) },
+    )
+    .await;
+    // A finished job can be removed, then it is gone.
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "remove", "sessionId": long}),
+    )
+    .await;
+    assert_eq!(sc(&r)["removed"], true, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "poll", "sessionId": long}),
+    )
+    .await;
+    assert!(r.is_error, "{}", r.joined_text());
+}
+
+#[tokio::test]
+async fn a_background_job_survives_a_dropped_link_and_a_node_restart() {
+    let dir = TempDir::new("ssh-survive");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+    let mut node = node_named(&gw, "far", &host, &ws, &[]).await;
+    let agent = gw.agent().await;
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "i=0; while [ $i -lt 60 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done", "background": true}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "running", "{}", r.joined_text());
+    let id = sc(&r)["sessionId"].as_str().unwrap().to_owned();
+
+    // The SSH master is killed: the job goes on, and Process still reaches it.
+    let master = std::process::Command::new("pgrep")
+        .args(["-P", &node.0.id().to_string(), "-f", "ControlMaster=yes"])
+        .output()
+        .expect("pgrep");
+    let pid = String::from_utf8_lossy(&master.stdout).trim().to_owned();
+    assert!(!pid.is_empty());
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let seen = eventually(
+        "Process reaches the job again",
+        Duration::from_secs(30),
+        || async {
+            let r = agent
+                .call(
+                    "far__Process",
+                    json!({"action": "poll", "sessionId": id}),
+                    None,
+                )
+                .await
+                .ok()?;
+            r.structured_content
+                .clone()
+                .filter(|s| s["sessionId"] == id.as_str())
+        },
+    )
+    .await;
+    assert_eq!(seen["status"], "running", "{seen}");
+
+    // The node process itself is killed and started again: the job is still there.
+    node.kill();
+    let _node = node_named(&gw, "far", &host, &ws, &[]).await;
+    let r = call(&agent, "Process", json!({"action": "list"})).await;
+    assert!(r.joined_text().contains(&id), "{}", r.joined_text());
+    let s = until_ended(&agent, "far", &id, Duration::from_secs(30)).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    let r = call(
+        &agent,
+        "Process",
+        json!({"action": "log", "sessionId": id, "limit": 100}),
+    )
+    .await;
+    assert_eq!(sc(&r)["totalLines"], 60, "{}", r.joined_text());
+    assert!(sc(&r)["output"].as_str().unwrap().ends_with("tick 59"));
 }

@@ -158,20 +158,26 @@ impl Registry {
         Ok(registry)
     }
 
-    /// The tools of a node that works on `host` (SSH, container): Bash (waiting for
-    /// the command), Read, Write and Edit, done there, with the same guards and
+    /// The tools of a node that works on `host` (SSH, container): Bash, Process,
+    /// Read, Write and Edit, done there, with the same guards and
     /// the owner's choices applied as for [`Registry::standard`].
     pub fn remote(
         config: &NodeConfig,
         host: Arc<crate::remote::RemoteHost>,
     ) -> Result<Self, RegistryError> {
-        use crate::remote::tools::{RemoteBash, RemoteEdit, RemoteRead, RemoteWrite};
+        use crate::remote::tools::{
+            RemoteBash, RemoteEdit, RemoteProcess, RemoteRead, RemoteWrite,
+        };
         let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
+        let per_token = config
+            .sessions_per_token
+            .clamp(1, crate::sessions::Limits::default().max_running);
         let mut registry = Registry::new();
         registry.register(RemoteRead::new(Arc::clone(&host)))?;
         registry.register(RemoteWrite::new(Arc::clone(&host)))?;
         registry.register(RemoteEdit::new(Arc::clone(&host)))?;
-        registry.register(RemoteBash::new(host, guard))?;
+        registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
+        registry.register(RemoteProcess::new(host, guard))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }

@@ -11,6 +11,7 @@ pub mod channel;
 pub mod error;
 pub mod facts;
 pub mod host;
+pub mod jobs;
 pub mod quote;
 pub mod ssh;
 pub mod target;

@@ -132,6 +132,16 @@ impl SshMaster {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
+        // The master goes with the node even when the node is killed outright
+        // (no drop runs then): an orphaned master would hold the login open.
+        #[cfg(target_os = "linux")]
+        // SAFETY: prctl is async-signal-safe and touches only the child being set up.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| RemoteError::io(format!("starting {}", self.ssh.display()), e))?;

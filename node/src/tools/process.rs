@@ -115,104 +115,11 @@ impl Tool for Process {
     /// interactive program (a shell, a pager, a REPL) must not approve what is typed
     /// into it later.
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        match session_input(args) {
-            None => Ok(()),
-            Some(SessionInput::Text(text)) => self
-                .guard
-                .check(text.trim_end_matches(['\n', '\r']), ctx.approval.as_deref()),
-            Some(SessionInput::Keys(keys)) => {
-                if !self.guard.auto_approves(ctx.approval.as_deref()) {
-                    return Ok(());
-                }
-                let shown = keys.join(" ");
-                let reason = format!(
-                    "the node runs in approve-shell mode and keys typed into a session ({shown}) are never auto-approved"
-                );
-                Err(crate::guards::ask_operator(
-                    "input",
-                    &reason,
-                    &format!("send-keys {shown}"),
-                ))
-            }
-        }
+        check_input(&self.guard, args, ctx)
     }
 
     fn def(&self) -> ToolDef {
-        ToolDef {
-            name: "Process".to_owned(),
-            description: "Manage background commands started by Bash (with `background` or \
-                          `yieldMs`). Actions: `list` (newest first; finished sessions are kept \
-                          30 minutes), `poll` (status, exit code and output tail; `waitMs` waits \
-                          for new output or the end), `log` (output by line: `offset`, `limit`), \
-                          `write` / `submit` (send `data` to stdin; submit adds a newline), \
-                          `send-keys` (pty sessions: `data` then named `keys` such as C-c, Enter, \
-                          Up), `kill` (ends the whole process tree), `remove` (forget a finished \
-                          session). Every action but `list` needs `sessionId`."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "action": {
-                        "type": "string",
-                        "enum": ACTIONS,
-                        "description": "What to do."
-                    },
-                    "sessionId": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The session (from Bash or list). Required for every action but list."
-                    },
-                    "data": {
-                        "type": "string",
-                        "description": "write/submit: text for stdin (submit appends a newline). send-keys: text typed before the keys."
-                    },
-                    "keys": {
-                        "type": "array",
-                        "items": {"type": "string", "enum": key_names()},
-                        "maxItems": MAX_KEYS,
-                        "description": "send-keys: named keys pressed in order (C-a..C-z, Enter, Tab, Escape, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, Space)."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "log: first line, 0-based, of the retained output (default 0)."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "log: most lines to return (default 200)."
-                    },
-                    "stream": {
-                        "type": "string",
-                        "enum": ["combined", "stdout", "stderr"],
-                        "description": "log: which output of a piped session (default combined: both, in arrival order)."
-                    },
-                    "raw": {
-                        "type": "boolean",
-                        "description": "log: for pty sessions, the raw terminal stream with escape sequences (default false: escapes stripped)."
-                    },
-                    "waitMs": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": MAX_WAIT_MS,
-                        "description": "poll: wait up to this long for new output or the end of the job before answering (default 0)."
-                    }
-                },
-                "required": ["action"],
-                "additionalProperties": false
-            }),
-            capability: Capability::ProcessManage.as_str().to_owned(),
-            annotations: ToolAnnotations::hints(
-                "Manage background commands",
-                false,
-                true,
-                false,
-                false,
-            ),
-            default_timeout_ms: None,
-            requires_bins: Vec::new(),
-            requires_approval: false,
-        }
+        def()
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
@@ -233,8 +140,116 @@ impl Tool for Process {
     }
 }
 
+/// Process's declaration (the same on every kind of node).
+pub(crate) fn def() -> ToolDef {
+    ToolDef {
+        name: "Process".to_owned(),
+        description: "Manage background commands started by Bash (with `background` or \
+                      `yieldMs`). Actions: `list` (newest first; finished sessions are kept \
+                      30 minutes), `poll` (status, exit code and output tail; `waitMs` waits \
+                      for new output or the end), `log` (output by line: `offset`, `limit`), \
+                      `write` / `submit` (send `data` to stdin; submit adds a newline), \
+                      `send-keys` (pty sessions: `data` then named `keys` such as C-c, Enter, \
+                      Up), `kill` (ends the whole process tree), `remove` (forget a finished \
+                      session). Every action but `list` needs `sessionId`."
+            .to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "enum": ACTIONS,
+                    "description": "What to do."
+                },
+                "sessionId": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The session (from Bash or list). Required for every action but list."
+                },
+                "data": {
+                    "type": "string",
+                    "description": "write/submit: text for stdin (submit appends a newline). send-keys: text typed before the keys."
+                },
+                "keys": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": key_names()},
+                    "maxItems": MAX_KEYS,
+                    "description": "send-keys: named keys pressed in order (C-a..C-z, Enter, Tab, Escape, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, Space)."
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "log: first line, 0-based, of the retained output (default 0)."
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "log: most lines to return (default 200)."
+                },
+                "stream": {
+                    "type": "string",
+                    "enum": ["combined", "stdout", "stderr"],
+                    "description": "log: which output of a piped session (default combined: both, in arrival order)."
+                },
+                "raw": {
+                    "type": "boolean",
+                    "description": "log: for pty sessions, the raw terminal stream with escape sequences (default false: escapes stripped)."
+                },
+                "waitMs": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_WAIT_MS,
+                    "description": "poll: wait up to this long for new output or the end of the job before answering (default 0)."
+                }
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        }),
+        capability: Capability::ProcessManage.as_str().to_owned(),
+        annotations: ToolAnnotations::hints(
+            "Manage background commands",
+            false,
+            true,
+            false,
+            false,
+        ),
+        default_timeout_ms: None,
+        requires_bins: Vec::new(),
+        requires_approval: false,
+    }
+}
+
+/// Process's guard: input to a session is judged like a Bash command (on any kind
+/// of node).
+pub(crate) fn check_input(
+    guard: &ShellGuard,
+    args: &Value,
+    ctx: &ToolContext,
+) -> Result<(), ErrorShape> {
+    match session_input(args) {
+        None => Ok(()),
+        Some(SessionInput::Text(text)) => {
+            guard.check(text.trim_end_matches(['\n', '\r']), ctx.approval.as_deref())
+        }
+        Some(SessionInput::Keys(keys)) => {
+            if !guard.auto_approves(ctx.approval.as_deref()) {
+                return Ok(());
+            }
+            let shown = keys.join(" ");
+            let reason = format!(
+                "the node runs in approve-shell mode and keys typed into a session ({shown}) are never auto-approved"
+            );
+            Err(crate::guards::ask_operator(
+                "input",
+                &reason,
+                &format!("send-keys {shown}"),
+            ))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
+pub(crate) enum Action {
     List,
     Poll,
     Log,
@@ -261,21 +276,21 @@ impl Action {
     }
 }
 
-struct Request {
-    action: Action,
-    action_name: String,
-    session_id: Option<String>,
-    data: String,
-    keys: Vec<String>,
-    offset: usize,
-    limit: usize,
-    stream: LogView,
-    raw: bool,
-    wait_ms: u64,
+pub(crate) struct Request {
+    pub(crate) action: Action,
+    pub(crate) action_name: String,
+    pub(crate) session_id: Option<String>,
+    pub(crate) data: String,
+    pub(crate) keys: Vec<String>,
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+    pub(crate) stream: LogView,
+    pub(crate) raw: bool,
+    pub(crate) wait_ms: u64,
 }
 
 impl Request {
-    fn parse(value: &Value) -> Result<Request, String> {
+    pub(crate) fn parse(value: &Value) -> Result<Request, String> {
         let args = Args::new(
             value,
             &[
@@ -482,10 +497,14 @@ fn status_line(s: &Snapshot) -> String {
 
 /// `{sessions: [...], count}`.
 fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
+    list_of(sessions.iter().map(|s| s.snapshot()).collect())
+}
+
+/// [`list_result`] of sessions described by their snapshots, in order.
+pub(crate) fn list_of(snapshots: Vec<Snapshot>) -> ToolResult {
     let mut text = String::new();
-    let mut items = Vec::with_capacity(sessions.len());
-    for session in sessions {
-        let s = session.snapshot();
+    let mut items = Vec::with_capacity(snapshots.len());
+    for s in snapshots {
         let short: String = s.command.chars().take(80).collect();
         text.push_str(&format!(
             "{}  {:<9}  pid {:<7}  {}\n",
@@ -510,7 +529,7 @@ fn list_result(sessions: &[Arc<Session>]) -> ToolResult {
 }
 
 /// The poll shape (also `kill`'s, with `killed: true`).
-fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
+pub(crate) fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
     let mut text = status_line(s);
     if !s.tail.is_empty() {
         text.push_str("\n--- output (tail) ---\n");
@@ -519,7 +538,7 @@ fn poll_result(s: &Snapshot, killed: Option<bool>) -> ToolResult {
     output::with_text(text, &PollOutput::new(s, killed))
 }
 
-fn log_result(
+pub(crate) fn log_result(
     s: &Snapshot,
     request: &Request,
     view: LogView,
@@ -588,12 +607,22 @@ fn write_result(
     bytes: usize,
     keys: Option<&[String]>,
 ) -> ToolResult {
-    let id = session.id();
+    wrote(session.id(), session.snapshot().status, action, bytes, keys)
+}
+
+/// The answer to `write`, `submit` or `send-keys` that sent `bytes` to session `id`.
+pub(crate) fn wrote(
+    id: &str,
+    status: Status,
+    action: &str,
+    bytes: usize,
+    keys: Option<&[String]>,
+) -> ToolResult {
     output::with_text(
         format!("{action}: sent {bytes} byte(s) to session {id}."),
         &StdinOutput {
             session_id: id,
-            status: session.snapshot().status,
+            status,
             bytes,
             keys,
         },

@@ -1,38 +1,152 @@
-//! Bash on a remote host, waiting for the command (the synchronous mode).
+//! Bash on a remote host, in its three modes.
 //!
-//! The command runs in a session of its own on the host (`setsid` where the host
-//! has it) with its combined output in a file under the node's private directory
-//! there; the shell that started it waits for it and sends the output's last
-//! characters. A timeout, a cancelled call or a call whose future is dropped kills
-//! the command's whole process group from another shell (SIGTERM, then SIGKILL
-//! after [`KILL_GRACE`]), so nothing it started outlives the call. Background
-//! commands and `yieldMs` are not offered on remote hosts yet (docs/operations.md).
+//! Waiting (the default): the command runs in a session of its own on the host
+//! (`setsid` where the host has it) with its combined output in a file under the
+//! node's private directory there; the shell that started it waits for it and sends
+//! the output's last characters. A timeout, a cancelled call or a call whose future
+//! is dropped kills the command's whole process group from another shell (SIGTERM,
+//! then SIGKILL after [`KILL_GRACE`]), so nothing it started outlives the call.
+//!
+//! `background` and `yieldMs`: the command becomes a job on the host
+//! ([`crate::remote::jobs`]), detached from every SSH session, managed with Process,
+//! and counted against the same limits as a local node's sessions (the node's
+//! total, and one token's share).
 
 use crate::guards::{blocklist, git_env, ShellGuard};
+use crate::remote::jobs::{kill_group, now_ms, Job, JobSpec, Jobs, StartError};
 use crate::remote::quote::quote;
 use crate::remote::{Lane, RemoteHost, MAX_REPLY};
 use crate::sessions::group::{signal_name, KILL_GRACE};
-use crate::sessions::{Snapshot, Status, MAX_OUTPUT_CHARS, TAIL_CHARS};
+use crate::sessions::{Limits, SessionError, Snapshot, Status, MAX_OUTPUT_CHARS, TAIL_CHARS};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::bash::{
-    self, check_command, finished_from, sync_budget, BashRequest, DEFAULT_TIMEOUT_MS,
+    self, check_command, finished_from, running_result, sync_budget, BashRequest, DEADLINE_MARGIN,
+    DEFAULT_TIMEOUT_MS,
 };
 use crate::tools::follow::Mode;
 use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tracing::debug;
 
 /// Bash, on the host of an SSH- or container-backed node.
 pub struct RemoteBash {
     host: Arc<RemoteHost>,
+    jobs: Jobs,
     guard: ShellGuard,
+    /// Jobs one token may have running at once (`--sessions-per-token`).
+    per_token: usize,
 }
 
 impl RemoteBash {
-    pub fn new(host: Arc<RemoteHost>, guard: ShellGuard) -> Self {
-        RemoteBash { host, guard }
+    pub fn new(host: Arc<RemoteHost>, guard: ShellGuard, per_token: usize) -> Self {
+        RemoteBash {
+            jobs: Jobs::new(Arc::clone(&host)),
+            host,
+            guard,
+            per_token,
+        }
+    }
+
+    /// `background` and `yieldMs`: the command starts as a job on the host; a
+    /// background call answers at once, a yielding one waits up to `yieldMs` for it
+    /// to end (a job that ended by then is answered as finished and forgotten).
+    async fn detached(
+        &self,
+        request: &BashRequest,
+        ctx: &ToolContext,
+        id: &str,
+        workdir: &str,
+        exports: &str,
+    ) -> ToolResult {
+        if let Err(refused) = self.room_for(ctx).await {
+            return refused;
+        }
+        let spec = JobSpec {
+            id,
+            command: &request.command,
+            workdir,
+            owner: ctx.owner(),
+            timeout: request.timeout_ms.map(Duration::from_millis),
+            exports,
+        };
+        match self.jobs.start(&spec).await {
+            Ok(pid) => {
+                debug!(call_id = %ctx.call_id, session_id = %id, pid, host = %self.host.shown(), "remote job started")
+            }
+            Err(StartError::Workdir { path, problem }) => {
+                return ToolResult::error(format!(
+                    "Bash: cannot use the working directory {path}: {problem}"
+                ))
+            }
+            Err(e) => return ToolResult::error(format!("Bash: {e}")),
+        }
+        if let Mode::Yield(ms) = request.mode {
+            let remaining = ctx.remaining();
+            let budget = Duration::from_millis(ms)
+                .min(remaining.saturating_sub(DEADLINE_MARGIN.min(remaining / 4)));
+            let until = tokio::time::Instant::now() + budget;
+            let mut pause = Duration::from_millis(20);
+            loop {
+                match self.jobs.get(id, false).await {
+                    Ok(Some(job)) if job.status() != Status::Running => {
+                        if let Ok(Some(job)) = self.jobs.get(id, true).await {
+                            let s = job.snapshot();
+                            let _ = self.jobs.remove(id).await;
+                            return finished_from(&s, job.output.unwrap_or_default());
+                        }
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) => return ToolResult::error(format!("Bash: {e}")),
+                }
+                let now = tokio::time::Instant::now();
+                if now >= until || ctx.cancel.is_cancelled() {
+                    break;
+                }
+                tokio::time::sleep(pause.min(until - now)).await;
+                pause = (pause * 2).min(Duration::from_millis(250));
+            }
+        }
+        match self.jobs.get(id, true).await {
+            Ok(Some(job)) => running_result(&job.snapshot()),
+            Ok(None) => ToolResult::error(format!("Bash: the job {id} vanished on the host")),
+            Err(e) => ToolResult::error(format!("Bash: {e}")),
+        }
+    }
+
+    /// Refuses a new job when the host runs as many as a node may, or the caller's
+    /// token has its share running (as a local node's session limits).
+    async fn room_for(&self, ctx: &ToolContext) -> Result<(), ToolResult> {
+        let limits = Limits::default();
+        let jobs = self
+            .jobs
+            .list()
+            .await
+            .map_err(|e| ToolResult::error(format!("Bash: {e}")))?;
+        let running: Vec<&Job> = jobs
+            .iter()
+            .filter(|j| j.status() == Status::Running)
+            .collect();
+        if running.len() >= limits.max_running {
+            let e = SessionError::TooManyRunning {
+                limit: limits.max_running,
+            };
+            return Err(ToolResult::error(format!("Bash: {e}")));
+        }
+        let mine = running
+            .iter()
+            .filter(|j| j.owner.as_deref() == ctx.owner())
+            .count();
+        if ctx.owner().is_some() && mine >= self.per_token {
+            let e = SessionError::TooManyRunningForToken {
+                limit: self.per_token,
+                total: limits.max_running,
+            };
+            return Err(ToolResult::error(format!("Bash: {e}")));
+        }
+        Ok(())
     }
 }
 
@@ -60,12 +174,6 @@ impl Tool for RemoteBash {
                 "Bash: `pty` is not available on a node that works on another host (SSH or container)",
             );
         }
-        if request.mode != Mode::Sync {
-            return ToolResult::error(
-                "Bash: `background` and `yieldMs` are not available yet on a node that works on \
-                 another host (SSH or container); run the command synchronously",
-            );
-        }
         let workdir = match &request.workdir {
             Some(dir) => ctx.resolve_path(dir),
             None => ctx.workspace.clone(),
@@ -90,6 +198,11 @@ impl Tool for RemoteBash {
             String::new()
         };
         let id = uuid::Uuid::new_v4().to_string();
+        if request.mode != Mode::Sync {
+            return self
+                .detached(&request, &ctx, &id, &workdir_shown, &exports)
+                .await;
+        }
         let cap = MAX_OUTPUT_CHARS * 4;
         let script = format!(
             r#"gsv_main() {{
@@ -125,7 +238,9 @@ gsv_main"#
             r = &mut run => r,
             _ = tokio::time::sleep(timeout) => {
                 timed_out = true;
-                kill_group(&self.host, &id).await;
+                if let Err(e) = kill_group(&self.host, &id).await {
+                    tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
+                }
                 // The waiting shell answers once the group is gone.
                 match tokio::time::timeout(KILL_GRACE + Duration::from_secs(5), &mut run).await {
                     Ok(r) => r,
@@ -217,33 +332,12 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some((host, id)) = self.0.take() {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move { kill_group(&host, &id).await });
+                rt.spawn(async move {
+                    if let Err(e) = kill_group(&host, &id).await {
+                        tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
+                    }
+                });
             }
         }
     }
-}
-
-/// SIGTERM to the command's process group now, SIGKILL after [`KILL_GRACE`] (on
-/// the host, from a shell of the control lane).
-async fn kill_group(host: &RemoteHost, id: &str) {
-    let grace = KILL_GRACE.as_secs().max(1);
-    let script = format!(
-        r#"gsv_k="$GSV_D/jobs/{id}/pid"
-if [ -f "$gsv_k" ]; then
-  gsv_kp=$(cat "$gsv_k")
-  kill -TERM "-$gsv_kp" 2>/dev/null || kill -TERM "$gsv_kp" 2>/dev/null
-  ( sleep {grace}; kill -KILL "-$gsv_kp" 2>/dev/null || kill -KILL "$gsv_kp" 2>/dev/null ) >/dev/null 2>&1 &
-fi
-:"#
-    );
-    if let Err(e) = host.run(Lane::Control, None, &script, 1024).await {
-        tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

@@ -81,7 +81,7 @@ pub fn printf_lines(bytes: &[u8], into: &str) -> String {
         }
         out.push_str("'\n");
     }
-    out.push_str(&format!("}} > {into}"));
+    out.push_str(&format!("}} >{into}"));
     out
 }
 

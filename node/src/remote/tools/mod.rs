@@ -5,10 +5,13 @@
 mod bash;
 mod edit;
 mod files;
+mod process;
 mod read;
 mod write;
 
 pub use bash::RemoteBash;
 pub use edit::RemoteEdit;
+pub use files::printf_lines;
+pub use process::RemoteProcess;
 pub use read::RemoteRead;
 pub use write::RemoteWrite;
