@@ -794,6 +794,14 @@ pub struct NodeArgs {
     /// UserKnownHostsFile=FILE, IdentityFile=FILE, ProxyJump=BASTION
     #[arg(long = "ssh-option", value_name = "KEY=VALUE", requires = "ssh")]
     pub ssh_option: Vec<String>,
+    /// Work inside a running container instead of this machine, through its
+    /// engine's exec (the workspace is a path in the container) [default engine:
+    /// docker, else podman, whichever is on PATH]
+    #[arg(long, value_name = "NAME", conflicts_with = "ssh")]
+    pub container: Option<String>,
+    /// The container engine for --container
+    #[arg(long, value_name = "ENGINE", requires = "container", value_parser = ["docker", "podman"])]
+    pub engine: Option<String>,
     /// Register the Echo tool (tests, benchmarks)
     #[arg(long)]
     pub echo_tool: bool,

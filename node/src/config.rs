@@ -26,6 +26,12 @@ pub enum Backend {
         target: String,
         options: Vec<String>,
     },
+    /// Inside a running container, through its engine's `exec` (`--container NAME`,
+    /// `--engine docker|podman`; the engine found on `PATH` when not given).
+    Container {
+        name: String,
+        engine: Option<String>,
+    },
 }
 
 /// Everything a node needs to run.

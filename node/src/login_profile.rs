@@ -388,9 +388,23 @@ pub struct LoginProfileCheck {
     /// not be read (then every file that exists counts as changed).
     baseline: Option<Baseline>,
     status: Mutex<Option<LoginProfileChange>>,
+    /// A node whose tools run on another host makes no check (its own shell runs
+    /// none of them).
+    off: bool,
 }
 
 impl LoginProfileCheck {
+    /// No check: finds nothing, ever (nodes that work on another host).
+    pub fn off() -> LoginProfileCheck {
+        LoginProfileCheck {
+            places: Places::default(),
+            env: Arc::new(LoginEnv::new(None, std::ffi::OsStr::new(""))),
+            baseline: None,
+            status: Mutex::new(None),
+            off: true,
+        }
+    }
+
     /// Compares the profile files (`files`, taken before the login shell ran) and the
     /// login environment's `BASH_ENV` / `ENV` with the baseline in `baseline_file`,
     /// which is recorded when there is none yet or `accept` is set. Without a file
@@ -438,6 +452,7 @@ impl LoginProfileCheck {
             env,
             baseline,
             status: Mutex::new(None),
+            off: false,
         };
         check.judge(&now);
         check
@@ -446,6 +461,9 @@ impl LoginProfileCheck {
     /// Fingerprints everything again and compares it with the baseline; returns (and
     /// keeps) the change, if any (blocking).
     pub fn recheck(&self) -> Option<LoginProfileChange> {
+        if self.off {
+            return None;
+        }
         let mut now = snapshot_files(&self.places);
         add_env_files(&mut now, &self.places, &self.env);
         self.judge(&now)

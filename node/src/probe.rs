@@ -374,7 +374,12 @@ impl Probe {
         host: &crate::remote::RemoteHost,
         names: &[String],
     ) -> ProbeResult {
-        let found = crate::remote::facts::collect(host, names).await;
+        // A host the node cannot reach now (a stopped container, a dropped master
+        // that cannot be made again) is reported as such, not from an old shell.
+        let found = match host.ready().await {
+            Ok(()) => crate::remote::facts::collect(host, names).await,
+            Err(e) => Err(e),
+        };
         let mut state = self.lock();
         match found {
             Ok(found) => {
@@ -385,10 +390,19 @@ impl Probe {
                         state.bins.insert(name, present);
                     }
                 }
-                state.facts = Some(found.facts);
+                let mut facts = found.facts;
+                facts.backend = host.backend().to_owned();
+                facts.backend_state = host.state_word(true).to_owned();
+                state.facts = Some(facts);
                 state.updated_at = now_ms();
             }
-            Err(e) => warn!(host = %host.shown(), error = %e, "could not probe the host"),
+            Err(e) => {
+                warn!(host = %host.shown(), error = %e, "could not probe the host");
+                // What was known stays; the state says the host is not there now.
+                let facts = state.facts.get_or_insert_with(Default::default);
+                facts.backend = host.backend().to_owned();
+                facts.backend_state = host.state_word(false).to_owned();
+            }
         }
         ProbeResult {
             host_bin_status: state.bins.clone(),

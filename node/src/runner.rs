@@ -42,39 +42,71 @@ pub async fn run(config: NodeConfig, shutdown: CancellationToken) -> Result<(), 
             run_with_registry(config, registry, shutdown).await
         }
         Backend::Ssh { target, options } => run_ssh(config, &target, &options, shutdown).await,
+        Backend::Container { name, engine } => {
+            run_container(config, &name, engine.as_deref(), shutdown).await
+        }
     }
 }
 
-/// [`run`] for a node that works on another host over SSH: the host is reached once
-/// before anything else (an unknown or changed host key, or a refused login, stops
-/// the node with a clear error; an unreachable host is waited for with backoff),
-/// and its home is the workspace unless `--workspace` names one there.
+/// [`run`] for a node that works on another host over SSH.
 async fn run_ssh(
-    mut config: NodeConfig,
+    config: NodeConfig,
     target: &str,
     options: &[String],
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
+    let target = SshTarget::parse(target, options)?;
+    let ssh = which::which("ssh").map_err(|_| {
+        RemoteError::Unsupported("--ssh needs the OpenSSH client (`ssh`) on PATH".into())
+    })?;
+    let host = RemoteHost::new(
+        Reach::Ssh(Box::new(SshMaster::new(target, ssh)?)),
+        config.id.as_str(),
+    )?;
+    run_remote(config, host, shutdown).await
+}
+
+/// [`run`] for a node that works inside a container through its engine.
+async fn run_container(
+    config: NodeConfig,
+    name: &str,
+    engine: Option<&str>,
+    shutdown: CancellationToken,
+) -> Result<(), NodeError> {
+    let engine = crate::remote::container::engine(engine)?;
+    let name = crate::remote::container::check_name(name)?;
+    let host = RemoteHost::new(
+        Reach::Container {
+            engine,
+            name: name.to_owned(),
+        },
+        config.id.as_str(),
+    )?;
+    run_remote(config, host, shutdown).await
+}
+
+/// Reaches `host` once before anything else (an unknown or changed host key, or a
+/// refused login, stops the node with a clear error; a host that cannot be reached
+/// yet is waited for with backoff), takes its home as the workspace unless one was
+/// given, and runs the node with the tools that work there.
+async fn run_remote(
+    mut config: NodeConfig,
+    host: RemoteHost,
+    shutdown: CancellationToken,
+) -> Result<(), NodeError> {
     let span = info_span!("node", node_id = %config.id);
-    let host = async {
-        let target = SshTarget::parse(target, options)?;
-        let ssh = which::which("ssh").map_err(|_| {
-            RemoteError::Unsupported("--ssh needs the OpenSSH client (`ssh`) on PATH".into())
-        })?;
-        let shown = target.shown();
-        let host = Arc::new(RemoteHost::new(
-            Reach::Ssh(Box::new(SshMaster::new(target, ssh)?)),
-            config.id.as_str(),
-        )?);
+    let host = Arc::new(host);
+    let shown = host.shown();
+    let reached = async {
         let mut backoff = Backoff::default();
         loop {
             match host.home().await {
                 Ok(home) => {
-                    info!(host = %shown, %home, "working on the host over SSH");
+                    info!(host = %shown, %home, "working on another host");
                     if config.workspace.as_os_str().is_empty() {
                         config.workspace = home.into();
                     }
-                    return Ok(Some(host));
+                    return Ok(true);
                 }
                 Err(e @ (RemoteError::HostKey { .. } | RemoteError::Auth { .. })) => {
                     return Err(NodeError::Remote(e))
@@ -83,7 +115,7 @@ async fn run_ssh(
                     let delay = backoff.next_delay();
                     warn!(host = %shown, error = %e, retry_in = ?delay, "the host cannot be reached yet");
                     tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(None),
+                        _ = shutdown.cancelled() => return Ok(false),
                         _ = tokio::time::sleep(delay) => {}
                     }
                 }
@@ -92,9 +124,9 @@ async fn run_ssh(
     }
     .instrument(span.clone())
     .await?;
-    let Some(host) = host else {
+    if !reached {
         return Ok(());
-    };
+    }
     let registry = Registry::remote(&config, Arc::clone(&host))?;
     let result = run_with_host(config, registry, Some(Arc::clone(&host)), shutdown).await;
     host.disconnect().await;
@@ -196,14 +228,7 @@ pub(crate) async fn prepare(
             _ = shutdown.cancelled() => return Ok(None),
             probe = Probe::remote(host, registry.required_bins()) => probe,
         };
-        let env = Arc::new(crate::probe::LoginEnv::new(None, std::ffi::OsStr::new("")));
-        let login_profile = LoginProfileCheck::start(
-            None,
-            false,
-            login_profile::Places::default(),
-            Default::default(),
-            env,
-        );
+        let login_profile = LoginProfileCheck::off();
         return Ok(Some(ready(
             config,
             registry,

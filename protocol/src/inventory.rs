@@ -134,6 +134,14 @@ pub struct Facts {
     /// Seconds since the host booted, when the node last looked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uptime_secs: Option<u64>,
+    /// Where the node's tools work when not on the node's own machine: `ssh` or
+    /// `container` (absent for a local node).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub backend: String,
+    /// Whether that host can be reached now: `reachable` / `unreachable` (SSH),
+    /// `running` / `not running` (container).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub backend_state: String,
 }
 
 /// The fact keys a selector may name (`fact.KEY`), in the order listings show them.
@@ -147,6 +155,8 @@ pub const FACT_KEYS: &[&str] = &[
     "memoryBytes",
     "version",
     "uptimeSecs",
+    "backend",
+    "backendState",
 ];
 
 impl Facts {
@@ -164,6 +174,8 @@ impl Facts {
             "memoryBytes" => self.memory_bytes.map(|v| v.to_string()),
             "version" => text(&self.version),
             "uptimeSecs" => self.uptime_secs.map(|v| v.to_string()),
+            "backend" => text(&self.backend),
+            "backendState" => text(&self.backend_state),
             _ => None,
         }
     }
@@ -178,6 +190,8 @@ impl Facts {
             &mut self.os_release,
             &mut self.hostname,
             &mut self.version,
+            &mut self.backend,
+            &mut self.backend_state,
         ] {
             crate::handshake::truncate_on_char(s, MAX_FACT_TEXT);
         }
@@ -264,6 +278,8 @@ mod tests {
                 memory_bytes: Some(1),
                 version: "a".into(),
                 uptime_secs: Some(1),
+                backend: "a".into(),
+                backend_state: "a".into(),
             };
             assert!(full.get(key).is_some(), "{key} has no reader");
         }

@@ -19,9 +19,10 @@ impl NodeArgs {
             gsv_protocol::NodeId::parse(&id).map_err(|e| format!("error: invalid_args: {e}"))?;
         // With --ssh the workspace is a path on that host; none given: its home,
         // found when the node reaches it.
-        let workspace = match (&self.ssh, self.workspace) {
-            (Some(_), w) => w.unwrap_or_default(),
-            (None, w) => w
+        let remote = self.ssh.is_some() || self.container.is_some();
+        let workspace = match (remote, self.workspace) {
+            (true, w) => w.unwrap_or_default(),
+            (false, w) => w
                 .map(Ok)
                 .unwrap_or_else(std::env::current_dir)
                 .map_err(|e| format!("error: workspace: {e}"))?,
@@ -50,6 +51,14 @@ impl NodeArgs {
             config.backend = gsv_node::config::Backend::Ssh {
                 target,
                 options: self.ssh_option,
+            };
+        }
+        if let Some(name) = self.container {
+            gsv_node::remote::container::check_name(&name)
+                .map_err(|e| format!("error: invalid_args: {e}"))?;
+            config.backend = gsv_node::config::Backend::Container {
+                name,
+                engine: self.engine,
             };
         }
         config.echo_tool = self.echo_tool;

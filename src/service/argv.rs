@@ -32,6 +32,8 @@ pub fn node_argv(
         workspace: given_workspace,
         ssh,
         ssh_option,
+        container,
+        engine,
         node_data: _,
         echo_tool,
         echo_needs_approval,
@@ -82,7 +84,18 @@ pub fn node_argv(
                 flag("--workspace", Some(text(w)?));
             }
         }
-        None => flag("--workspace", Some(text(&absolute(workspace)?)?)),
+        None => match container {
+            Some(name) => {
+                flag("--container", Some(name));
+                if let Some(e) = engine {
+                    flag("--engine", Some(e));
+                }
+                if let Some(w) = given_workspace {
+                    flag("--workspace", Some(text(w)?));
+                }
+            }
+            None => flag("--workspace", Some(text(&absolute(workspace)?)?)),
+        },
     }
     if *echo_tool {
         flag("--echo-tool", None);

@@ -52,7 +52,12 @@ pub struct RemoteHost {
     per_owner: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// `PATH` of the host user's login shell, found once; put in every shell.
     login_path: tokio::sync::OnceCell<Option<String>>,
+    /// A container's last known state and when it was looked at.
+    container_seen: Mutex<Option<(std::time::Instant, Result<(), String>)>>,
 }
+
+/// How long a container's state, once looked at, is taken as it was.
+const CONTAINER_STATE_TTL: Duration = Duration::from_secs(2);
 
 impl RemoteHost {
     /// A host reached by `reach`, whose private directory for node `id` is
@@ -71,6 +76,7 @@ impl RemoteHost {
             control: Arc::new(Semaphore::new(1)),
             per_owner: Mutex::new(HashMap::new()),
             login_path: tokio::sync::OnceCell::new(),
+            container_seen: Mutex::new(None),
         })
     }
 
@@ -160,7 +166,46 @@ impl RemoteHost {
     pub async fn ready(&self) -> Result<(), RemoteError> {
         match &self.reach {
             Reach::Ssh(m) => m.ensure().await,
-            Reach::Container { .. } => Ok(()),
+            Reach::Container { engine, name } => {
+                let cached = self
+                    .container_seen
+                    .lock()
+                    .ok()
+                    .and_then(|seen| seen.clone())
+                    .filter(|(at, _)| at.elapsed() < CONTAINER_STATE_TTL);
+                let state = match cached {
+                    Some((_, state)) => state,
+                    None => {
+                        let state = container_state(engine, name).await;
+                        if let Ok(mut seen) = self.container_seen.lock() {
+                            *seen = Some((std::time::Instant::now(), state.clone()));
+                        }
+                        state
+                    }
+                };
+                state.map_err(|detail| RemoteError::ContainerDown {
+                    name: name.clone(),
+                    detail,
+                })
+            }
+        }
+    }
+
+    /// `ssh` or `container`: the `backend` fact.
+    pub fn backend(&self) -> &'static str {
+        match &self.reach {
+            Reach::Ssh(_) => "ssh",
+            Reach::Container { .. } => "container",
+        }
+    }
+
+    /// The `backendState` fact for a host that answered (`up`) or not.
+    pub fn state_word(&self, up: bool) -> &'static str {
+        match (&self.reach, up) {
+            (Reach::Ssh(_), true) => "reachable",
+            (Reach::Ssh(_), false) => "unreachable",
+            (Reach::Container { .. }, true) => "running",
+            (Reach::Container { .. }, false) => "not running",
         }
     }
 
@@ -335,6 +380,38 @@ impl Drop for Lease<'_> {
                     idle.push(c);
                 }
             }
+        }
+    }
+}
+
+/// Whether the container runs (`ENGINE inspect -f {{.State.Running}} NAME`), or
+/// what the engine said.
+async fn container_state(engine: &std::path::Path, name: &str) -> Result<(), String> {
+    let mut cmd = Command::new(engine);
+    cmd.args(["inspect", "-f", "{{.State.Running}}", name])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(10), cmd.output()).await {
+        Err(_) => Err(format!(
+            "{} inspect did not answer within 10 s",
+            engine.display()
+        )),
+        Ok(Err(e)) => Err(format!("{}: {e}", engine.display())),
+        Ok(Ok(out)) if out.status.success() => match String::from_utf8_lossy(&out.stdout).trim() {
+            "true" => Ok(()),
+            _ => Err("it exists but is not running".into()),
+        },
+        Ok(Ok(out)) => {
+            let said: String = String::from_utf8_lossy(&out.stderr)
+                .trim()
+                .chars()
+                .take(300)
+                .collect();
+            Err(if said.is_empty() {
+                "the engine does not know it".into()
+            } else {
+                said
+            })
         }
     }
 }

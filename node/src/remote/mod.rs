@@ -8,6 +8,7 @@
 //! the host against the workspace there.
 
 pub mod channel;
+pub mod container;
 pub mod error;
 pub mod facts;
 pub mod host;
