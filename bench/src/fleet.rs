@@ -264,6 +264,16 @@ impl ProcessRig {
     /// Starts both under `dir` (data, workspace, node state) and waits until the node
     /// `node_id` is online; with `echo_tool` the node also offers Echo.
     pub async fn start(dir: &Path, node_id: &str, echo_tool: bool) -> Result<ProcessRig, String> {
+        ProcessRig::start_with(dir, node_id, echo_tool, &[]).await
+    }
+
+    /// [`ProcessRig::start`] with more flags for the node (`--ssh …`, say).
+    pub async fn start_with(
+        dir: &Path,
+        node_id: &str,
+        echo_tool: bool,
+        node_flags: &[std::ffi::OsString],
+    ) -> Result<ProcessRig, String> {
         let data = dir.join("data");
         let workspace = dir.join("workspace");
         for d in [&data, &workspace] {
@@ -294,6 +304,7 @@ impl ProcessRig {
         if echo_tool {
             cmd.arg("--echo-tool");
         }
+        cmd.args(node_flags);
         let node = Proc(
             die_with_parent(&mut cmd)
                 .spawn()

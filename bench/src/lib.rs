@@ -25,6 +25,7 @@ pub mod memory;
 pub mod reconnect;
 pub mod report;
 pub mod sim;
+pub mod ssh_backend;
 pub mod ssh_call;
 pub mod sshd;
 pub mod stats;
@@ -85,6 +86,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "`gsv call laptop__Bash` `true` (whole process) vs `ssh` over a warm ControlMaster",
     ),
     (
+        "ssh-backend",
+        "`gsv call far__Bash true` and a 1 MiB Read through an SSH-backed node vs `ssh … true` / `cat` over a warm ControlMaster",
+    ),
+    (
         "transfer",
         "`gsv cp` of 1 GiB local → node → local vs `scp` over a warm ControlMaster; gateway RSS; calls during it",
     ),
@@ -120,6 +125,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "memory" => memory::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
         "ssh" => ssh_call::run(opts).await,
+        "ssh-backend" => ssh_backend::run(opts).await,
         "transfer" => transfer::run(opts).await,
         _ => Err(format!(
             "unknown scenario {name:?}; known: {}",

@@ -147,6 +147,12 @@ struct Measured {
     ssh_rc: Summary,
 }
 
+/// Spawns `cmd`, waits for it and returns the wall time from spawn to exit; a
+/// non-zero exit is an error. (For the scenarios that time whole processes.)
+pub(crate) fn time_process(cmd: &mut Command, what: &str) -> Result<Duration, String> {
+    time_run(cmd, what)
+}
+
 /// Runs each command `warm` times, then `n` times (the rc-reading ssh, which can be
 /// slow, every third round), interleaved with the order rotating; returns the summaries.
 fn measure(mut c: Commands, n: usize, warm: usize) -> Result<Measured, String> {
@@ -276,7 +282,7 @@ impl SshClient {
     }
 
     /// `ssh [options] EXTRA… 127.0.0.1 REMOTE…`.
-    fn command(&self, extra: &[&str], remote: &[&str]) -> Command {
+    pub(crate) fn command(&self, extra: &[&str], remote: &[&str]) -> Command {
         let mut cmd = Command::new(&self.ssh);
         cmd.args(&self.args)
             .args(extra)
@@ -287,7 +293,7 @@ impl SshClient {
     }
 
     /// `ssh [options] 127.0.0.1 true`: what each sample runs.
-    fn true_command(&self) -> Command {
+    pub(crate) fn true_command(&self) -> Command {
         self.command(&[], &["true"])
     }
 

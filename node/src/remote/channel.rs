@@ -44,11 +44,17 @@ gsv_emit() { printf '#%s %s\n' "$1" "$3"; cat "$2" /dev/zero 2>/dev/null | head 
 gsv_file() { gsv_size "$2"; gsv_emit "$1" "$2" "$gsv_n"; }
 gsv_head() { gsv_size "$2"; [ "$gsv_n" -gt "$3" ] && gsv_n=$3; gsv_emit "$1" "$2" "$gsv_n"; }
 gsv_tail() {
-  gsv_size "$2"; [ "$gsv_n" -gt "$3" ] && gsv_n=$3
-  printf '#%s %s\n' "$1" "$gsv_n"
-  { tail -c "$gsv_n" "$2" 2>/dev/null; cat /dev/zero; } | head -c "$gsv_n"
+  gsv_size "$2"
+  if [ "$gsv_n" -le "$3" ]; then gsv_emit "$1" "$2" "$gsv_n"; return; fi
+  printf '#%s %s\n' "$1" "$3"
+  { tail -c "$3" "$2" 2>/dev/null; cat /dev/zero; } | head -c "$3"
 }
-gsv_text() { printf '%s' "$2" > "$GSV_D/t.$$"; gsv_file "$1" "$GSV_D/t.$$"; rm -f "$GSV_D/t.$$"; }
+gsv_text() {
+  case $2 in
+    *[!\ -~]*) printf '%s' "$2" > "$GSV_D/t.$$"; gsv_file "$1" "$GSV_D/t.$$"; rm -f "$GSV_D/t.$$" ;;
+    *) printf '#%s %s\n%s' "$1" "${#2}" "$2" ;;
+  esac
+}
 gsv_real() {
   gsv_r=$(realpath "$1" 2>/dev/null) || gsv_r=$(readlink -f "$1" 2>/dev/null) || return 1
   [ -n "$gsv_r" ]
@@ -69,13 +75,17 @@ gsv_check() {
     gsv_refuse unresolvable "Cannot resolve $1 on the host (it needs realpath or readlink -f)"; return 1
   fi
   gsv_c="${gsv_r%/}$gsv_rest"; [ -n "$gsv_c" ] || gsv_c=/
-  if gsv_real "$GSV_D"; then
-    case "$gsv_c/" in "$gsv_r"/*) gsv_refuse protected "$1"; return 1;; esac
+  if [ -z "$gsv_dr" ] && gsv_real "$GSV_D"; then gsv_dr=$gsv_r; fi
+  if [ -n "$gsv_dr" ]; then
+    case "$gsv_c/" in "$gsv_dr"/*) gsv_refuse protected "$1"; return 1;; esac
   fi
   if [ "$3" = 1 ]; then
-    gsv_real "$2" || { gsv_refuse unresolvable "Cannot resolve the workspace $2 on the host"; return 1; }
-    if [ "$gsv_r" != / ]; then
-      case "$gsv_c/" in "$gsv_r"/*) ;; *) gsv_refuse outside "Refused: $1 resolves to $gsv_c, outside the workspace $gsv_r (this node is confined to its workspace)"; return 1;; esac
+    if [ "$gsv_wk" != "$2" ] || [ -z "$gsv_wr" ]; then
+      gsv_real "$2" || { gsv_refuse unresolvable "Cannot resolve the workspace $2 on the host"; return 1; }
+      gsv_wk=$2; gsv_wr=$gsv_r
+    fi
+    if [ "$gsv_wr" != / ]; then
+      case "$gsv_c/" in "$gsv_wr"/*) ;; *) gsv_refuse outside "Refused: $1 resolves to $gsv_c, outside the workspace $gsv_wr (this node is confined to its workspace)"; return 1;; esac
     fi
     gsv_p=$gsv_c
   fi

@@ -344,8 +344,12 @@ impl RemoteHost {
     fn prelude(&self, path: Option<&str>) -> String {
         // The login's umask is kept for the commands and files the tools make; the
         // channel's own files (job output) are private.
+        // SHLVL: bash counts a shell started under sshd with SHLVL below 2 as the
+        // remote shell itself and reads ~/.bashrc; the commands' `$SHELL -c` must not
+        // pay for that on every call, as a local node's do not.
         let mut p = format!(
-            "gsv_umask=$(umask)\numask 077\nGSV_D={}\nmkdir -p \"$GSV_D/jobs\" || exit 97\ncd / || exit 97\n",
+            "gsv_umask=$(umask)\numask 077\nGSV_D={}\nmkdir -p \"$GSV_D/jobs\" || exit 97\ncd / || exit 97\n\
+             [ \"${{SHLVL:-0}}\" -ge 1 ] 2>/dev/null || SHLVL=1; export SHLVL\n",
             self.state_dir
         );
         if let Some(q) = path.and_then(quote) {

@@ -207,7 +207,7 @@ impl Tool for RemoteBash {
         let script = format!(
             r#"gsv_main() {{
   gsv_j="$GSV_D/jobs/{id}"
-  mkdir -p "$gsv_j" || {{ gsv_text error "cannot create $gsv_j"; return 0; }}
+  mkdir "$gsv_j" || {{ gsv_text error "cannot create $gsv_j"; return 0; }}
   if ! cd {wd} 2>"$gsv_j/err"; then gsv_file cderr "$gsv_j/err"; rm -rf "$gsv_j"; cd /; return 0; fi
   if command -v setsid >/dev/null 2>&1; then gsv_s=setsid; else gsv_s=; fi
   ( umask "$gsv_umask"; {exports}exec $gsv_s "${{SHELL:-/bin/sh}}" -c {cmd} ) >"$gsv_j/out" 2>&1 </dev/null &
@@ -217,8 +217,7 @@ impl Tool for RemoteBash {
   cd /
   gsv_text pid "$gsv_pid"
   gsv_text rc "$gsv_rc"
-  gsv_size "$gsv_j/out"; gsv_text total "$gsv_n"
-  gsv_tail out "$gsv_j/out" {cap}
+  gsv_tail out "$gsv_j/out" {cap}; gsv_text total "$gsv_n"
   rm -rf "$gsv_j"
 }}
 gsv_main"#

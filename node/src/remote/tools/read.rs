@@ -64,8 +64,8 @@ impl Tool for RemoteRead {
                 let cap = MAX_TEXT_BYTES + 1;
                 format!(
                     "gsv_size \"$gsv_p\"; gsv_text size \"$gsv_n\"\n\
-                     gsv_head head \"$gsv_p\" {SNIFF_BYTES}\n\
                      if [ {first} -eq 1 ]; then gsv_head body \"$gsv_p\" {cap}; else\n\
+                     gsv_head head \"$gsv_p\" {SNIFF_BYTES}\n\
                      tail -n +{first} \"$gsv_p\" 2>/dev/null | head -c {cap} > \"$GSV_D/r.$$\"\n\
                      gsv_file body \"$GSV_D/r.$$\"\n\
                      [ -s \"$GSV_D/r.$$\" ] || gsv_text lines \"$(awk 'END {{ print NR }}' \"$gsv_p\" 2>/dev/null)\"\n\
@@ -99,7 +99,15 @@ impl Tool for RemoteRead {
             let data = &data[..data.len().min(limit as usize)];
             return base64_result(shown, request.offset as u64, size, data);
         }
-        let head = reply.get("head").unwrap_or_default();
+        // From the start, the page's bytes are the file's first bytes: no separate
+        // look at them was sent.
+        let head = match reply.get("head") {
+            Some(h) => h,
+            None => {
+                let body = reply.get("body").unwrap_or_default();
+                &body[..body.len().min(SNIFF_BYTES as usize)]
+            }
+        };
         let name = std::path::Path::new(&shown)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
