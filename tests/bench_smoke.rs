@@ -140,3 +140,23 @@ fn unknown_scenario_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn ssh_backend_smoke() {
+    // An SSH-backed node against the harness's own sshd, as `gsv bench ssh`.
+    let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !(sshd && have_ssh()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have openssh-server and openssh-client installed"
+        );
+        eprintln!(
+            "skipping: install openssh-server and openssh-client to run `gsv bench ssh-backend`"
+        );
+        return;
+    }
+    let v = bench("ssh-backend");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(4));
+}

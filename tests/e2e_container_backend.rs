@@ -310,3 +310,56 @@ fn real_engine() -> Option<(String, String)> {
     }
     None
 }
+
+#[tokio::test]
+async fn glob_and_grep_fall_back_to_find_and_grep_without_rg() {
+    let dir = TempDir::new("container-fallback");
+    let fake = Fake::new(dir.path(), "docker");
+    // The "container" has the usual programs but no rg.
+    let tools = dir.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    for name in [
+        "sh", "mkdir", "realpath", "readlink", "basename", "dirname", "wc", "cat", "head", "tail",
+        "rm", "find", "grep", "awk", "ls", "mktemp", "cp", "chmod", "mv", "date", "uname",
+        "getconf", "sleep", "tr", "env", "mkfifo", "setsid", "true", "false",
+    ] {
+        if let Some(p) = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(name))
+            .find(|p| p.exists())
+        {
+            std::os::unix::fs::symlink(p, tools.join(name)).unwrap();
+        }
+    }
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/a.rs"), "fn alpha() {}\n").unwrap();
+    std::fs::write(ws.join("src/b.txt"), "alpha\n").unwrap();
+    let gw = Gateway::start().await;
+    let mut env = fake.env();
+    env.push(("FAKE_ENGINE_PATH", tools.as_path()));
+    let _node = gw.spawn_node_with_env(
+        "box",
+        &gw.node_token("box"),
+        &ws,
+        &["--container", "web"],
+        &env,
+        &[],
+    );
+    gw.wait_online("box").await;
+    let agent = gw.agent().await;
+    let r = call(&agent, "Glob", json!({"pattern": "**/*.rs"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["count"], 1, "{}", r.joined_text());
+    assert!(r.joined_text().contains("no rg"), "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "Grep",
+        json!({"pattern": "alph[a]", "include": "*.rs"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["count"], 1, "{}", r.joined_text());
+    assert_eq!(sc(&r)["matches"][0]["line"], 1);
+    assert!(r.joined_text().contains("no rg"), "{}", r.joined_text());
+}

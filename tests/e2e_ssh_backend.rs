@@ -226,6 +226,39 @@ async fn bash_and_the_file_tools_work_on_the_far_host() {
         r.joined_text()
     );
 
+    // Glob and Grep through the host's rg: ignore rules, hidden files, the same shapes.
+    std::fs::create_dir_all(ws.join("src/.hidden")).unwrap();
+    std::fs::write(ws.join("src/alpha.rs"), "fn alpha() {}\nfn beta() {}\n").unwrap();
+    std::fs::write(ws.join("src/skipped.rs"), "fn alpha_too() {}\n").unwrap();
+    std::fs::write(ws.join("src/.hidden/h.rs"), "fn alpha_hidden() {}\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "skipped.rs\n").unwrap();
+    let r = call(&agent, "Glob", json!({"pattern": "src/**/*.rs"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let alpha = ws.join("src/alpha.rs").display().to_string();
+    assert_eq!(sc(&r)["matches"], json!([alpha]), "{}", r.joined_text());
+    assert_eq!(sc(&r)["ignoredSkipped"], 1, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "Glob",
+        json!({"pattern": "src/**/*.rs", "noIgnore": true}),
+    )
+    .await;
+    assert_eq!(sc(&r)["count"], 2, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "Grep",
+        json!({"pattern": "fn alpha", "path": "src"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["count"], 1, "{}", r.joined_text());
+    assert_eq!(sc(&r)["matches"][0]["path"], alpha.as_str());
+    assert_eq!(sc(&r)["matches"][0]["line"], 1);
+    assert_eq!(sc(&r)["matches"][0]["content"], "fn alpha() {}");
+    assert_eq!(sc(&r)["ignoredSkipped"], 1, "{}", r.joined_text());
+    let r = call(&agent, "Grep", json!({"pattern": "fn (", "path": "src"})).await;
+    assert!(r.is_error, "{}", r.joined_text());
+
     // The node's own directory on the host is out of the file tools' reach.
     let own = format!("{}/.local/state/gsv/far/jobs", home());
     let r = call(&agent, "Read", json!({"path": format!("{own}/x")})).await;

@@ -166,7 +166,7 @@ impl Registry {
         host: Arc<crate::remote::RemoteHost>,
     ) -> Result<Self, RegistryError> {
         use crate::remote::tools::{
-            RemoteBash, RemoteEdit, RemoteProcess, RemoteRead, RemoteWrite,
+            RemoteBash, RemoteEdit, RemoteGlob, RemoteGrep, RemoteProcess, RemoteRead, RemoteWrite,
         };
         let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
         let per_token = config
@@ -176,6 +176,8 @@ impl Registry {
         registry.register(RemoteRead::new(Arc::clone(&host)))?;
         registry.register(RemoteWrite::new(Arc::clone(&host)))?;
         registry.register(RemoteEdit::new(Arc::clone(&host)))?;
+        registry.register(RemoteGlob::new(Arc::clone(&host)))?;
+        registry.register(RemoteGrep::new(Arc::clone(&host)))?;
         registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
         registry.register(RemoteProcess::new(host, guard))?;
         if config.echo_tool {

@@ -140,15 +140,15 @@ impl Tool for Glob {
     }
 }
 
-struct GlobRequest {
-    pattern: String,
-    path: Option<String>,
+pub(crate) struct GlobRequest {
+    pub(crate) pattern: String,
+    pub(crate) path: Option<String>,
     /// Walk without ignore rules.
-    no_ignore: bool,
+    pub(crate) no_ignore: bool,
 }
 
 impl GlobRequest {
-    fn parse(args: &Value) -> Result<GlobRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<GlobRequest, String> {
         let args = Args::new(args, &["pattern", "path", "noIgnore"])?;
         let pattern = args.required_str("pattern")?.to_owned();
         let path = match args.str("path")? {
@@ -165,17 +165,17 @@ impl GlobRequest {
 
 /// A pattern split into the directory to walk and the glob to match below it.
 #[derive(Debug, PartialEq)]
-struct Plan {
+pub(crate) struct Plan {
     /// Leading literal components, joined (`""` when the pattern starts with a glob).
-    prefix: String,
+    pub(crate) prefix: String,
     /// The rest, matched against paths relative to `prefix`.
-    rest: String,
+    pub(crate) rest: String,
     /// Whether the pattern names hidden entries.
-    hidden: bool,
+    pub(crate) hidden: bool,
     /// Whether the pattern mentions `.git`.
-    git_dir: bool,
+    pub(crate) git_dir: bool,
     /// Most components below the walk root, when the pattern has no `**`.
-    max_depth: Option<usize>,
+    pub(crate) max_depth: Option<usize>,
 }
 
 fn has_meta(component: &str) -> bool {
@@ -183,7 +183,7 @@ fn has_meta(component: &str) -> bool {
 }
 
 /// Splits a relative pattern (without a leading `/`).
-fn plan(pattern: &str) -> Plan {
+pub(crate) fn plan(pattern: &str) -> Plan {
     let mut components: Vec<&str> = pattern
         .split('/')
         .filter(|c| !c.is_empty() && *c != ".")
@@ -287,7 +287,7 @@ fn glob(policy: &PathPolicy, request: &GlobRequest, cancel: &CancellationToken) 
     render(pattern, &base, matches, total, truncated, ignored)
 }
 
-fn render(
+pub(crate) fn render(
     pattern: &str,
     base: &Path,
     matches: Vec<String>,

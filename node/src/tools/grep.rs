@@ -168,16 +168,16 @@ impl Tool for Grep {
     }
 }
 
-struct GrepRequest {
-    pattern: String,
-    path: Option<String>,
-    include: Option<String>,
+pub(crate) struct GrepRequest {
+    pub(crate) pattern: String,
+    pub(crate) path: Option<String>,
+    pub(crate) include: Option<String>,
     /// Walk without ignore rules.
-    no_ignore: bool,
+    pub(crate) no_ignore: bool,
 }
 
 impl GrepRequest {
-    fn parse(args: &Value) -> Result<GrepRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<GrepRequest, String> {
         let args = Args::new(args, &["pattern", "path", "include", "noIgnore"])?;
         let optional = |name: &str| match args.str(name)? {
             Some("") => Err(format!("{name:?} must not be empty")),
@@ -194,10 +194,10 @@ impl GrepRequest {
 
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Hit {
-    path: PathBuf,
-    line: u64,
-    content: String,
+pub(crate) struct Hit {
+    pub(crate) path: PathBuf,
+    pub(crate) line: u64,
+    pub(crate) content: String,
 }
 
 /// Runs one search (blocking).
@@ -266,7 +266,7 @@ fn grep(policy: &PathPolicy, request: &GrepRequest, cancel: &CancellationToken) 
 }
 
 /// The `include` glob, matched against file names.
-fn include_matcher(include: &str) -> Result<GlobMatcher, String> {
+pub(crate) fn include_matcher(include: &str) -> Result<GlobMatcher, String> {
     if include.contains('/') {
         return Err(format!(
             "include {include:?} contains '/': it is matched against file names only; \
@@ -280,7 +280,7 @@ fn include_matcher(include: &str) -> Result<GlobMatcher, String> {
         .map_err(|e| format!("Invalid include glob {include:?}: {e}"))
 }
 
-fn render(
+pub(crate) fn render(
     pattern: &str,
     base: &Path,
     hits: Vec<Hit>,
@@ -513,7 +513,7 @@ impl Sink for FileSink<'_> {
 
 /// A matched line without its terminator, decoded lossily and cut to
 /// [`MAX_LINE_CHARS`] characters.
-fn cut_line(bytes: &[u8]) -> String {
+pub(crate) fn cut_line(bytes: &[u8]) -> String {
     let line = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     // Only the head can be returned: decode a bounded prefix (4 bytes per char at most).

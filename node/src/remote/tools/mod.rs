@@ -7,6 +7,7 @@ mod edit;
 mod files;
 mod process;
 mod read;
+mod search;
 mod write;
 
 pub use bash::RemoteBash;
@@ -14,4 +15,5 @@ pub use edit::RemoteEdit;
 pub use files::printf_lines;
 pub use process::RemoteProcess;
 pub use read::RemoteRead;
+pub use search::{RemoteGlob, RemoteGrep};
 pub use write::RemoteWrite;
