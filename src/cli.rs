@@ -799,6 +799,11 @@ pub struct NodeArgs {
     /// docker, else podman, whichever is on PATH]
     #[arg(long, value_name = "NAME", conflicts_with = "ssh")]
     pub container: Option<String>,
+    /// With --ssh or --container: run each waiting Bash command in the pane of this
+    /// tmux session on that host (made if missing), where an operator can attach
+    /// (`tmux attach -t SESSION`) and watch; one command at a time
+    #[arg(long, value_name = "SESSION")]
+    pub tmux: Option<String>,
     /// The container engine for --container
     #[arg(long, value_name = "ENGINE", requires = "container", value_parser = ["docker", "podman"])]
     pub engine: Option<String>,

@@ -673,3 +673,100 @@ async fn a_background_job_survives_a_dropped_link_and_a_node_restart() {
     assert_eq!(sc(&r)["totalLines"], 60, "{}", r.joined_text());
     assert!(sc(&r)["output"].as_str().unwrap().ends_with("tick 59"));
 }
+
+#[tokio::test]
+async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
+    let dir = TempDir::new("ssh-tmux");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    // A tmux server of this test's own (TMUX_TMPDIR, sent through ssh's SetEnv).
+    let tmux_dir = dir.path().join("tmux");
+    std::fs::create_dir_all(&tmux_dir).unwrap();
+    let set_env = format!("SetEnv=TMUX_TMPDIR={}", tmux_dir.display());
+    let gw = Gateway::start().await;
+    let _node = node_named(
+        &gw,
+        "far",
+        &host,
+        &ws,
+        &["--tmux", "work", "--ssh-option", &set_env],
+    )
+    .await;
+    let agent = gw.agent().await;
+
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "echo hello-from-pane; exit 3"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["exitCode"], 3, "{}", r.joined_text());
+    assert_eq!(sc(&r)["output"], "hello-from-pane\n", "{}", r.joined_text());
+    // The operator's view: the command line and its output, in the pane.
+    let r = call(
+        &agent,
+        "term_capture",
+        json!({"target": "work", "lines": 50}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let screen = sc(&r)["text"].as_str().unwrap().to_owned();
+    assert!(
+        screen.contains("$ echo hello-from-pane; exit 3"),
+        "{screen}"
+    );
+    assert!(screen.contains("hello-from-pane"), "{screen}");
+
+    // A timeout ends the command in the pane, which then takes the next one.
+    let r = call(
+        &agent,
+        "Bash",
+        json!({"command": "sleep 30", "timeout": 1000}),
+    )
+    .await;
+    assert_eq!(sc(&r)["timedOut"], true, "{}", r.joined_text());
+    let r = call(&agent, "Bash", json!({"command": "echo again"})).await;
+    assert_eq!(sc(&r)["output"], "again\n", "{}", r.joined_text());
+
+    // A pane busy with another program is never typed into.
+    let r = call(
+        &agent,
+        "term_send",
+        json!({"target": "work", "text": "cat", "enter": true}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let busy = eventually("the pane runs cat", Duration::from_secs(10), || async {
+        let r = call(&agent, "Bash", json!({"command": "echo never"})).await;
+        (r.is_error && r.joined_text().contains("busy")).then_some(r)
+    })
+    .await;
+    assert!(busy.joined_text().contains("cat"), "{}", busy.joined_text());
+    let r = call(
+        &agent,
+        "term_send",
+        json!({"target": "work", "keys": ["C-c"]}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    eventually(
+        "the pane takes commands again",
+        Duration::from_secs(10),
+        || async {
+            let r = call(&agent, "Bash", json!({"command": "echo back"})).await;
+            (sc_opt(&r)?["output"] == "back\n").then_some(())
+        },
+    )
+    .await;
+    let _ = std::process::Command::new("tmux")
+        .env("TMUX_TMPDIR", &tmux_dir)
+        .env_remove("TMUX")
+        .args(["kill-server"])
+        .output();
+}
+
+fn sc_opt(r: &ToolResult) -> Option<&Value> {
+    r.structured_content.as_ref()
+}

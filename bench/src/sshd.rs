@@ -212,7 +212,7 @@ fn sshd_config(port: u16, host_key: &Path, authorized: &Path, dir: &Path) -> Str
          X11Forwarding no\n\
          AllowTcpForwarding no\n\
          MaxSessions 100\n\
-         AcceptEnv SHLVL\n\
+         AcceptEnv SHLVL TMUX_TMPDIR\n\
          Subsystem sftp internal-sftp\n\
          LogLevel ERROR\n",
         host = host_key.display(),

@@ -39,6 +39,9 @@ pub enum Backend {
 pub struct NodeConfig {
     /// Where the tools do their work (this machine unless `--ssh`).
     pub backend: Backend,
+    /// `--tmux SESSION` with `--ssh` or `--container`: waiting Bash commands run in
+    /// that tmux session's pane on the host, where an operator can watch them.
+    pub remote_tmux: Option<String>,
     /// Gateway address in any spelling [`gsv_protocol::endpoint::Gateway::parse`]
     /// accepts; the node dials its `/v1/node` WebSocket.
     pub gateway: String,
@@ -130,6 +133,7 @@ impl NodeConfig {
     pub fn new(gateway: String, id: NodeId, token: String, workspace: PathBuf) -> Self {
         NodeConfig {
             backend: Backend::Local,
+            remote_tmux: None,
             gateway,
             id,
             token,

@@ -136,7 +136,7 @@ impl Registry {
         registry.register(tools::proc::ProcKill::new(Arc::clone(&sessions)))?;
         let process = tools::process::Process::with_guard(sessions, guard.clone());
         registry.register(process)?;
-        registry.register(tools::term::TermCapture)?;
+        registry.register(tools::term::TermCapture::local())?;
         registry.register(tools::term::TermSend::with_guard(guard))?;
         let net = tools::net::NetEnv::system();
         registry.register(tools::net::NetDiagnose::new(net.clone()))?;
@@ -179,7 +179,10 @@ impl Registry {
         registry.register(RemoteGlob::new(Arc::clone(&host)))?;
         registry.register(RemoteGrep::new(Arc::clone(&host)))?;
         registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
-        registry.register(RemoteProcess::new(host, guard))?;
+        registry.register(RemoteProcess::new(Arc::clone(&host), guard.clone()))?;
+        let tmux = Arc::new(crate::remote::tmux::RemoteTmux::new(host));
+        registry.register(tools::term::TermCapture::with_runner(tmux.clone()))?;
+        registry.register(tools::term::TermSend::with_runner(guard, tmux))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }

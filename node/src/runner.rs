@@ -95,7 +95,11 @@ async fn run_remote(
     shutdown: CancellationToken,
 ) -> Result<(), NodeError> {
     let span = info_span!("node", node_id = %config.id);
-    let host = Arc::new(host);
+    let session = match config.remote_tmux.as_deref() {
+        Some(s) => Some(crate::remote::tmux::check_session(s)?.to_owned()),
+        None => None,
+    };
+    let host = Arc::new(host.with_tmux(session));
     let shown = host.shown();
     let reached = async {
         let mut backoff = Backoff::default();

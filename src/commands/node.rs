@@ -53,6 +53,16 @@ impl NodeArgs {
                 options: self.ssh_option,
             };
         }
+        if let Some(session) = self.tmux {
+            if !remote {
+                return Err(
+                    "error: invalid_args: --tmux SESSION works with --ssh or --container (a local node's commands run on its own machine; use term_capture/term_send for local panes)".into(),
+                );
+            }
+            gsv_node::remote::tmux::check_session(&session)
+                .map_err(|e| format!("error: invalid_args: {e}"))?;
+            config.remote_tmux = Some(session);
+        }
         if let Some(name) = self.container {
             gsv_node::remote::container::check_name(&name)
                 .map_err(|e| format!("error: invalid_args: {e}"))?;

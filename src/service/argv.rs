@@ -34,6 +34,7 @@ pub fn node_argv(
         ssh_option,
         container,
         engine,
+        tmux,
         node_data: _,
         echo_tool,
         echo_needs_approval,
@@ -73,6 +74,9 @@ pub fn node_argv(
     flag("--id", Some(id));
     flag("--token-file", Some(text(&absolute(token_file)?)?));
     flag("--data", Some(text(&absolute(data)?)?));
+    if let Some(session) = tmux {
+        flag("--tmux", Some(session));
+    }
     match ssh {
         // A path on that host, as given; none: the home there.
         Some(target) => {

@@ -54,6 +54,10 @@ pub struct RemoteHost {
     login_path: tokio::sync::OnceCell<Option<String>>,
     /// A container's last known state and when it was looked at.
     container_seen: Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    /// `--tmux SESSION`: the session whose pane waiting Bash commands are typed into.
+    tmux: Option<String>,
+    /// One command at a time in that pane.
+    pane: tokio::sync::Mutex<()>,
 }
 
 /// How long a container's state, once looked at, is taken as it was.
@@ -77,7 +81,26 @@ impl RemoteHost {
             per_owner: Mutex::new(HashMap::new()),
             login_path: tokio::sync::OnceCell::new(),
             container_seen: Mutex::new(None),
+            tmux: None,
+            pane: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Waiting Bash commands go to the pane of tmux session `session` on the host
+    /// (`--tmux`); see [`super::tmux`].
+    pub fn with_tmux(mut self, session: Option<String>) -> Self {
+        self.tmux = session;
+        self
+    }
+
+    /// The `--tmux` session, if any.
+    pub fn tmux_session(&self) -> Option<&str> {
+        self.tmux.as_deref()
+    }
+
+    /// The lock that keeps the `--tmux` pane to one command at a time.
+    pub fn pane(&self) -> &tokio::sync::Mutex<()> {
+        &self.pane
     }
 
     /// How people name the host in messages.

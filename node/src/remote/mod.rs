@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod quote;
 pub mod ssh;
 pub mod target;
+pub mod tmux;
 pub mod tools;
 
 pub use error::RemoteError;

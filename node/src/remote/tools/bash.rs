@@ -222,6 +222,38 @@ impl Tool for RemoteBash {
 }}
 gsv_main"#
         );
+        // With `--tmux`, the command is typed into the session's pane instead, one at
+        // a time, and its output read from the copy the pane's script keeps.
+        let session = self.host.tmux_session().map(str::to_owned);
+        let _pane = match &session {
+            Some(_) => Some(self.host.pane().lock().await),
+            None => None,
+        };
+        let script = match &session {
+            None => script,
+            Some(s) => {
+                let (Some(pane), Some(text)) = (
+                    crate::remote::tmux::pane_script(s),
+                    quote(&format!("{exports}{}", request.command)),
+                ) else {
+                    return ToolResult::error("Bash: the command cannot be passed to the host");
+                };
+                format!(
+                    r#"gsv_main() {{
+  gsv_j="$GSV_D/jobs/{id}"
+  mkdir "$gsv_j" || {{ gsv_text error "cannot create $gsv_j"; return 0; }}
+  if ! cd {wd} 2>"$gsv_j/err"; then gsv_file cderr "$gsv_j/err"; rm -rf "$gsv_j"; cd /; return 0; fi
+  cd /
+  printf '%s' {text} > "$gsv_j/cmd"
+  printf '%s' {wd} > "$gsv_j/wd"
+{pane}
+  gsv_tail out "$gsv_j/out" {cap}; gsv_text total "$gsv_n"
+  rm -rf "$gsv_j"
+}}
+gsv_main"#
+                )
+            }
+        };
         let timeout = sync_budget(
             Duration::from_millis(request.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
             ctx.remaining(),

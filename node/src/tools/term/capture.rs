@@ -10,13 +10,14 @@
 //! Result: `{target, text, lineCount, truncated}` ([`TermCaptureOutput`]). It reads any
 //! pane of the node user's tmux servers: what a Bash call as that user could read too.
 
-use super::{tmux, Socket, Target, TmuxError};
+use super::{LocalTmux, Socket, Target, TmuxError, TmuxRun};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// The most scrollback lines one capture asks for.
 pub const MAX_LINES: u64 = 10_000;
@@ -24,7 +25,21 @@ pub const MAX_LINES: u64 = 10_000;
 pub const MAX_CAPTURE_BYTES: usize = 256 * 1024;
 
 /// The term_capture tool.
-pub struct TermCapture;
+pub struct TermCapture {
+    runner: Arc<dyn TmuxRun>,
+}
+
+impl TermCapture {
+    /// term_capture of the node's own tmux.
+    pub fn local() -> Self {
+        TermCapture::with_runner(Arc::new(LocalTmux))
+    }
+
+    /// term_capture of the tmux `runner` reaches (a remote host's).
+    pub fn with_runner(runner: Arc<dyn TmuxRun>) -> Self {
+        TermCapture { runner }
+    }
+}
 
 /// term_capture's structured content.
 #[derive(Debug, Serialize)]
@@ -57,7 +72,7 @@ impl Request {
     }
 }
 
-async fn capture(req: &Request) -> Result<TermCaptureOutput, TmuxError> {
+async fn capture(runner: &dyn TmuxRun, req: &Request) -> Result<TermCaptureOutput, TmuxError> {
     let start = format!("-{}", req.lines);
     let mut args = vec!["capture-pane", "-p", "-J"];
     if req.escapes {
@@ -67,7 +82,7 @@ async fn capture(req: &Request) -> Result<TermCaptureOutput, TmuxError> {
     if req.lines > 0 {
         args.extend(["-S", start.as_str()]);
     }
-    let (raw, cut) = tmux(req.socket.as_ref(), &args).await?;
+    let (raw, cut) = runner.run(req.socket.as_ref(), &args).await?;
     let text = String::from_utf8_lossy(&raw);
     let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
     while lines.last().is_some_and(|l| l.is_empty()) {
@@ -139,7 +154,7 @@ impl Tool for TermCapture {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("term_capture: {message}")),
         };
-        match capture(&req).await {
+        match capture(self.runner.as_ref(), &req).await {
             Ok(out) => output::with_text(out.text.clone(), &out),
             Err(e) => ToolResult::error(format!("term_capture: {e}")),
         }

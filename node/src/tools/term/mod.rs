@@ -160,6 +160,40 @@ fn word(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
+/// Where tmux runs: on the node itself ([`LocalTmux`]), or on the host a node works
+/// on ([`crate::remote`]). The tools build the same checked argv either way.
+#[async_trait::async_trait]
+pub trait TmuxRun: Send + Sync {
+    /// `tmux -L SOCKET ARGS…` (`default` without a socket): its output (cut to
+    /// [`MAX_TMUX_OUTPUT`]) and whether it was cut.
+    async fn run(
+        &self,
+        socket: Option<&Socket>,
+        args: &[&str],
+    ) -> Result<(Vec<u8>, bool), TmuxError>;
+}
+
+/// tmux on the node's own machine.
+pub struct LocalTmux;
+
+#[async_trait::async_trait]
+impl TmuxRun for LocalTmux {
+    async fn run(
+        &self,
+        socket: Option<&Socket>,
+        args: &[&str],
+    ) -> Result<(Vec<u8>, bool), TmuxError> {
+        tmux(socket, args).await
+    }
+}
+
+impl Socket {
+    /// The server name given to `tmux -L`.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Runs `tmux [-L socket] ARGS…` and returns its standard output (cut to
 /// [`MAX_TMUX_OUTPUT`]) and whether it was cut. A non-zero exit is
 /// [`TmuxError::Failed`] with tmux's own message.

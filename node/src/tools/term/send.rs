@@ -19,7 +19,7 @@
 //!
 //! Result: `{target, sent}` ([`TermSendOutput`]); term_capture shows the effect.
 
-use super::{tmux, Socket, Target, TmuxError};
+use super::{LocalTmux, Socket, Target, TmuxError, TmuxRun};
 use crate::guards::{ask_operator, ShellGuard};
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -27,6 +27,7 @@ use crate::tools::output;
 use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// The longest `text`, in bytes.
 pub const MAX_TEXT_BYTES: usize = 8 * 1024;
@@ -68,12 +69,18 @@ pub const KEYS: &[(&str, &str)] = &[
 /// The term_send tool.
 pub struct TermSend {
     guard: ShellGuard,
+    runner: Arc<dyn TmuxRun>,
 }
 
 impl TermSend {
     /// term_send under the node's shell guard.
     pub fn with_guard(guard: ShellGuard) -> Self {
-        TermSend { guard }
+        TermSend::with_runner(guard, Arc::new(LocalTmux))
+    }
+
+    /// term_send under `guard`, into the tmux `runner` reaches (a remote host's).
+    pub fn with_runner(guard: ShellGuard, runner: Arc<dyn TmuxRun>) -> Self {
+        TermSend { guard, runner }
     }
 }
 
@@ -183,13 +190,15 @@ fn tmux_literal(text: &str) -> String {
     }
 }
 
-async fn send(req: &Request) -> Result<TermSendOutput, TmuxError> {
+async fn send(runner: &dyn TmuxRun, req: &Request) -> Result<TermSendOutput, TmuxError> {
     let target = req.target.tmux();
     let socket = req.socket.as_ref();
     let mut sent = Vec::new();
     if let Some(text) = &req.text {
         let literal = tmux_literal(text);
-        tmux(socket, &["send-keys", "-l", "-t", target, "--", &literal]).await?;
+        runner
+            .run(socket, &["send-keys", "-l", "-t", target, "--", &literal])
+            .await?;
         sent.push(format!("text:{text}"));
     }
     let mut keys = req.keys.clone();
@@ -199,7 +208,7 @@ async fn send(req: &Request) -> Result<TermSendOutput, TmuxError> {
     if !keys.is_empty() {
         let mut args = vec!["send-keys", "-t", target, "--"];
         args.extend(keys.iter().copied());
-        tmux(socket, &args).await?;
+        runner.run(socket, &args).await?;
         sent.extend(keys.iter().map(|k| (*k).to_owned()));
     }
     tracing::info!(
@@ -298,7 +307,7 @@ impl Tool for TermSend {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("term_send: {message}")),
         };
-        match send(&req).await {
+        match send(self.runner.as_ref(), &req).await {
             Ok(out) => output::structured(&out),
             Err(e) => ToolResult::error(format!("term_send: {e}")),
         }
