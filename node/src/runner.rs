@@ -132,7 +132,19 @@ async fn run_remote(
         return Ok(());
     }
     let registry = Registry::remote(&config, Arc::clone(&host))?;
+    let keep = config.keep_sessions_on_exit;
+    let watching = CancellationToken::new();
+    let watcher = tokio::spawn(crate::remote::watch::watch(
+        Arc::clone(&host),
+        registry.events().clone(),
+        watching.clone(),
+    ));
     let result = run_with_host(config, registry, Some(Arc::clone(&host)), shutdown).await;
+    watching.cancel();
+    let _ = watcher.await;
+    if !keep {
+        crate::remote::watch::end_all(&host).await;
+    }
     host.disconnect().await;
     result
 }

@@ -104,6 +104,44 @@ pub struct Gateway {
     extra: Vec<String>,
     /// Whether it serves TLS (its gateway.addr says `https://`).
     pub tls: bool,
+    /// With `GSV_E2E_BACKEND=ssh`: the throwaway sshd every node this test starts
+    /// works through (`gsv node --ssh`), so a suite written for local nodes runs
+    /// again, unchanged, against SSH-backed ones.
+    pub far: Option<FarHost>,
+}
+
+/// A throwaway sshd on 127.0.0.1 and the `gsv node` flags that work through it.
+pub struct FarHost {
+    _sshd: gsv_bench::sshd::Sshd,
+    pub flags: Vec<String>,
+}
+
+/// The far host of `GSV_E2E_BACKEND=ssh`, under `dir`; `None` otherwise.
+async fn far_host(dir: &Path) -> Option<FarHost> {
+    if std::env::var("GSV_E2E_BACKEND").ok().as_deref() != Some("ssh") {
+        return None;
+    }
+    let bins = gsv_bench::sshd::SshBins::find().expect("OpenSSH for GSV_E2E_BACKEND=ssh");
+    let sshd = gsv_bench::sshd::Sshd::start(&bins, dir)
+        .await
+        .expect("sshd starts");
+    let known = dir.join("far_known_hosts");
+    std::fs::write(&known, sshd.known_hosts_line().expect("host key")).expect("known_hosts");
+    let mut flags = vec![
+        "--ssh".to_owned(),
+        format!("{}@127.0.0.1:{}", sshd.user, sshd.port),
+    ];
+    for o in [
+        format!("UserKnownHostsFile={}", known.display()),
+        "GlobalKnownHostsFile=/dev/null".to_owned(),
+        format!("IdentityFile={}", sshd.client_key.display()),
+        "IdentitiesOnly=yes".to_owned(),
+        "IdentityAgent=none".to_owned(),
+    ] {
+        flags.push("--ssh-option".to_owned());
+        flags.push(o);
+    }
+    Some(FarHost { _sshd: sshd, flags })
 }
 
 fn spawn_gateway(data: &Path, listen: &str, extra: &[String]) -> Proc {
@@ -168,6 +206,7 @@ impl Gateway {
         let addr = wait_addr(data.path(), None).await;
         let tls = std::fs::read_to_string(data.path().join("gateway.addr"))
             .is_ok_and(|s| s.trim().starts_with("https://"));
+        let far = far_host(data.path()).await;
         Gateway {
             data,
             node_data: TempDir::new("nodedata"),
@@ -175,6 +214,7 @@ impl Gateway {
             proc,
             extra,
             tls,
+            far,
         }
     }
 
@@ -202,6 +242,7 @@ impl Gateway {
         let addr = wait_addr(data.path(), None).await;
         let tls = std::fs::read_to_string(data.path().join("gateway.addr"))
             .is_ok_and(|s| s.trim().starts_with("https://"));
+        let far = far_host(data.path()).await;
         Gateway {
             data,
             node_data: TempDir::new("nodedata"),
@@ -209,6 +250,7 @@ impl Gateway {
             proc,
             extra,
             tls,
+            far,
         }
     }
 
@@ -371,6 +413,9 @@ impl Gateway {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        if let Some(far) = &self.far {
+            cmd.args(&far.flags);
+        }
         cmd
     }
 

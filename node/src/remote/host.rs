@@ -58,6 +58,8 @@ pub struct RemoteHost {
     tmux: Option<String>,
     /// One command at a time in that pane.
     pane: tokio::sync::Mutex<()>,
+    /// Woken when a job starts, for the watcher ([`super::watch`]).
+    job_started: tokio::sync::Notify,
 }
 
 /// How long a container's state, once looked at, is taken as it was.
@@ -83,6 +85,7 @@ impl RemoteHost {
             container_seen: Mutex::new(None),
             tmux: None,
             pane: tokio::sync::Mutex::new(()),
+            job_started: tokio::sync::Notify::new(),
         })
     }
 
@@ -96,6 +99,11 @@ impl RemoteHost {
     /// The `--tmux` session, if any.
     pub fn tmux_session(&self) -> Option<&str> {
         self.tmux.as_deref()
+    }
+
+    /// Notified when a job starts on the host.
+    pub fn job_started(&self) -> &tokio::sync::Notify {
+        &self.job_started
     }
 
     /// The lock that keeps the `--tmux` pane to one command at a time.

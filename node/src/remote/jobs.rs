@@ -190,6 +190,7 @@ gsv_main"#,
         if let Some(err) = reply.text("error") {
             return Err(RemoteError::Protocol(err).into());
         }
+        self.host.job_started().notify_one();
         Ok(reply.text("pid").and_then(|p| p.parse().ok()).unwrap_or(0))
     }
 

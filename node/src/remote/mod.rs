@@ -18,6 +18,7 @@ pub mod ssh;
 pub mod target;
 pub mod tmux;
 pub mod tools;
+pub mod watch;
 
 pub use error::RemoteError;
 pub use host::{Lane, Reach, RemoteHost, MAX_REPLY};

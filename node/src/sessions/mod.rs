@@ -43,6 +43,7 @@ pub mod pty;
 pub(crate) mod record;
 pub mod session;
 mod spawn;
+pub(crate) use spawn::exited_payload;
 pub mod supervise;
 
 pub use error::SessionError;
