@@ -396,7 +396,8 @@ async fn a_killed_master_connection_is_made_again() {
                 .call("far__Bash", json!({"command": "echo after"}), None)
                 .await
                 .ok()?;
-            (sc(&r)["status"] == "completed").then_some(())
+            // A call that met the old master's last moments may fail; the next one works.
+            (sc_opt(&r)?["status"] == "completed").then_some(())
         },
     )
     .await;

@@ -168,7 +168,22 @@ impl Registry {
         use crate::remote::tools::{
             RemoteBash, RemoteEdit, RemoteGlob, RemoteGrep, RemoteProcess, RemoteRead, RemoteWrite,
         };
-        let guard = ShellGuard::with_approve_shell(&config.approve_shell)?;
+        // exec is not offered there; with `--approve-exec` entries Bash still waits
+        // for an operator as on a local node (it is no way around the allowlist).
+        let guard = if config.approve_exec.is_empty() {
+            ShellGuard::with_approve_shell(&config.approve_shell)?
+        } else {
+            tracing::warn!("--approve-exec: exec is not offered on a node that works on another host; Bash commands wait for an operator as they do with it");
+            ShellGuard::for_approve_exec(&config.approve_shell)?
+        };
+        for (flag, given) in [
+            ("--fetch-allow", !config.fetch_allow.is_empty()),
+            ("--protect", !config.protect.is_empty()),
+        ] {
+            if given {
+                tracing::warn!(flag, "has no effect on a node that works on another host (the tool it shapes is not offered, or the path is on this machine)");
+            }
+        }
         let per_token = config
             .sessions_per_token
             .clamp(1, crate::sessions::Limits::default().max_running);
@@ -596,5 +611,46 @@ mod tests {
             r.register(Fake(def("Last", "shell.exec"))),
             Err(RegistryError::TooMany)
         );
+    }
+
+    #[tokio::test]
+    async fn a_remote_nodes_bash_keeps_the_approve_exec_posture() {
+        use crate::remote::{Reach, RemoteHost};
+        use crate::tool::{Tool, ToolContext};
+        let mut config = NodeConfig::new(
+            "http://127.0.0.1:1".into(),
+            gsv_protocol::NodeId::parse("far").unwrap(),
+            "t".into(),
+            "/".into(),
+        );
+        // No engine is run: the guard answers before the host is asked anything.
+        let host = || {
+            Arc::new(
+                RemoteHost::new(
+                    Reach::Container {
+                        engine: "/nonexistent/engine".into(),
+                        name: "c".into(),
+                    },
+                    "far",
+                )
+                .unwrap(),
+            )
+        };
+        let ctx = ToolContext::new("/", "1");
+        let args = serde_json::json!({"command": "true"});
+        let plain = Registry::remote(&config, host()).unwrap();
+        let bash = plain.get("Bash").unwrap();
+        let e = bash.check(&args, &ctx).await.unwrap_err();
+        assert_ne!(e.code, gsv_protocol::ErrorCode::ApprovalRequired, "{e:?}");
+        config.approve_exec = vec!["/usr/bin/true".into()];
+        let strict = Registry::remote(&config, host()).unwrap();
+        let e = strict
+            .get("Bash")
+            .unwrap()
+            .check(&args, &ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, gsv_protocol::ErrorCode::ApprovalRequired, "{e:?}");
+        assert!(strict.get("exec").is_none());
     }
 }

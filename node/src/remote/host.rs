@@ -196,7 +196,12 @@ impl RemoteHost {
     /// host that cannot be reached answers `node_offline` before anything runs.
     pub async fn ready(&self) -> Result<(), RemoteError> {
         match &self.reach {
-            Reach::Ssh(m) => m.ensure().await,
+            Reach::Ssh(m) => {
+                if m.ensure().await? {
+                    self.forget_idle();
+                }
+                Ok(())
+            }
             Reach::Container { engine, name } => {
                 let cached = self
                     .container_seen
@@ -329,7 +334,9 @@ impl RemoteHost {
     async fn open(&self) -> Result<Channel, RemoteError> {
         let cmd = match &self.reach {
             Reach::Ssh(master) => {
-                master.ensure().await?;
+                if master.ensure().await? {
+                    self.forget_idle();
+                }
                 master.shell_command()
             }
             Reach::Container { engine, name } => {
@@ -387,6 +394,13 @@ impl RemoteHost {
             p.push_str(&format!("PATH={q}; export PATH\n"));
         }
         p
+    }
+
+    /// Drops the idle shells (those of a master connection that is gone).
+    fn forget_idle(&self) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.clear();
+        }
     }
 
     /// Drops every idle shell and, for SSH, stops the master (the next call starts

@@ -70,11 +70,13 @@ impl SshMaster {
 
     /// Makes sure the master is up: starts it if it is not (or not any more), unless
     /// the last attempt failed within its backoff, whose error is returned again.
-    pub async fn ensure(&self) -> Result<(), RemoteError> {
+    /// `true` when it was started by this call (sessions of an earlier master are
+    /// gone with it).
+    pub async fn ensure(&self) -> Result<bool, RemoteError> {
         let mut state = self.state.lock().await;
         if let Some(child) = state.child.as_mut() {
             if matches!(child.try_wait(), Ok(None)) && self.control.exists() {
-                return Ok(());
+                return Ok(false);
             }
             warn!(host = %self.target.shown(), "the SSH master connection dropped");
             state.child = None;
@@ -90,7 +92,7 @@ impl SshMaster {
                 state.child = Some(child);
                 state.failed = None;
                 state.backoff = None;
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 let backoff = state.backoff.get_or_insert_with(|| {
