@@ -616,7 +616,7 @@ mod tests {
     #[tokio::test]
     async fn a_remote_nodes_bash_keeps_the_approve_exec_posture() {
         use crate::remote::{Reach, RemoteHost};
-        use crate::tool::{Tool, ToolContext};
+        use crate::tool::ToolContext;
         let mut config = NodeConfig::new(
             "http://127.0.0.1:1".into(),
             gsv_protocol::NodeId::parse("far").unwrap(),
