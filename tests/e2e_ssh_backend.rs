@@ -259,6 +259,26 @@ async fn bash_and_the_file_tools_work_on_the_far_host() {
     let r = call(&agent, "Grep", json!({"pattern": "fn (", "path": "src"})).await;
     assert!(r.is_error, "{}", r.joined_text());
 
+    // The host's clock, in the local tool's shape.
+    let r = call(&agent, "time", json!({})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let unix_ms = sc(&r)["unixMs"].as_i64().unwrap();
+    assert!((unix_ms - now_ms).abs() < 60_000, "{}", r.joined_text());
+    assert!(
+        sc(&r)["uptimeSeconds"].as_f64().unwrap() > 0.0,
+        "{}",
+        r.joined_text()
+    );
+    assert!(
+        sc(&r)["utc"].as_str().unwrap().ends_with('Z'),
+        "{}",
+        r.joined_text()
+    );
+
     // The node's own directory on the host is out of the file tools' reach.
     let own = format!("{}/.local/state/gsv/far/jobs", home());
     let r = call(&agent, "Read", json!({"path": format!("{own}/x")})).await;

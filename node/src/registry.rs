@@ -166,7 +166,8 @@ impl Registry {
         host: Arc<crate::remote::RemoteHost>,
     ) -> Result<Self, RegistryError> {
         use crate::remote::tools::{
-            RemoteBash, RemoteEdit, RemoteGlob, RemoteGrep, RemoteProcess, RemoteRead, RemoteWrite,
+            RemoteBash, RemoteEdit, RemoteGlob, RemoteGrep, RemoteProcess, RemoteRead, RemoteTime,
+            RemoteWrite,
         };
         // exec is not offered there; with `--approve-exec` entries Bash still waits
         // for an operator as on a local node (it is no way around the allowlist).
@@ -193,6 +194,7 @@ impl Registry {
         registry.register(RemoteEdit::new(Arc::clone(&host)))?;
         registry.register(RemoteGlob::new(Arc::clone(&host)))?;
         registry.register(RemoteGrep::new(Arc::clone(&host)))?;
+        registry.register(RemoteTime::new(Arc::clone(&host)))?;
         registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
         registry.register(RemoteProcess::new(Arc::clone(&host), guard.clone()))?;
         let tmux = Arc::new(crate::remote::tmux::RemoteTmux::new(host));

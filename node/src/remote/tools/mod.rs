@@ -8,6 +8,7 @@ mod files;
 mod process;
 mod read;
 mod search;
+mod time;
 mod write;
 
 pub use bash::RemoteBash;
@@ -16,4 +17,5 @@ pub use files::printf_lines;
 pub use process::RemoteProcess;
 pub use read::RemoteRead;
 pub use search::{RemoteGlob, RemoteGrep};
+pub use time::RemoteTime;
 pub use write::RemoteWrite;
