@@ -751,6 +751,24 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
     let r = call(&agent, "Bash", json!({"command": "echo again"})).await;
     assert_eq!(sc(&r)["output"], "again\n", "{}", r.joined_text());
 
+    // One token's long command in the pane does not hold up another's: that one runs
+    // outside the pane meanwhile.
+    let other = gw.agent().await;
+    let long = call(&agent, "Bash", json!({"command": "sleep 4; echo long"}));
+    let quick = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let started = std::time::Instant::now();
+        let r = call_on(&other, "far", "Bash", json!({"command": "echo quick"})).await;
+        (r, started.elapsed())
+    };
+    let (long, (quick, took)) = tokio::join!(long, quick);
+    assert_eq!(sc(&long)["output"], "long\n", "{}", long.joined_text());
+    assert_eq!(sc(&quick)["output"], "quick\n", "{}", quick.joined_text());
+    assert!(
+        took < Duration::from_secs(3),
+        "waited {took:?} behind the pane"
+    );
+
     // A pane busy with another program is never typed into.
     let r = call(
         &agent,

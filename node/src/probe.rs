@@ -397,7 +397,7 @@ impl Probe {
                 state.updated_at = now_ms();
             }
             Err(e) => {
-                warn!(host = %host.shown(), error = %e, "could not probe the host");
+                warn!(host = %host.shown(), error = ?e, "could not probe the host");
                 // What was known stays; the state says the host is not there now.
                 let facts = state.facts.get_or_insert_with(Default::default);
                 facts.backend = host.backend().to_owned();

@@ -117,7 +117,7 @@ async fn run_remote(
                 }
                 Err(e) => {
                     let delay = backoff.next_delay();
-                    warn!(host = %shown, error = %e, retry_in = ?delay, "the host cannot be reached yet");
+                    warn!(host = %shown, error = ?e, retry_in = ?delay, "the host cannot be reached yet");
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(false),
                         _ = tokio::time::sleep(delay) => {}

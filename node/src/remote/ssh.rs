@@ -100,7 +100,7 @@ impl SshMaster {
                 });
                 let delay = backoff.ceiling();
                 backoff.next_delay();
-                warn!(host = %self.target.shown(), error = %e, retry_in = ?delay, "SSH master connection failed");
+                warn!(host = %self.target.shown(), error = ?e, retry_in = ?delay, "SSH master connection failed");
                 state.failed = Some((clone_error(&e), Instant::now() + delay));
                 Err(e)
             }

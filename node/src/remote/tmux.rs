@@ -6,7 +6,8 @@
 //! prints the command line, runs it with its output shown in the pane and copied to
 //! a file (`tee`), and records its exit status; the node waits for that status, so
 //! the output it returns is exactly what the command printed, not a reading of the
-//! screen. One command at a time: the pane is one terminal. A pane busy with
+//! screen. One command at a time: the pane is one terminal, and a call that finds it
+//! taken by another call's command runs outside it instead. A pane busy with
 //! something else than a shell (an editor, a pager, a REPL an operator started) is
 //! never typed into.
 

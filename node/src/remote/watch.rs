@@ -44,7 +44,7 @@ pub async fn watch(host: Arc<RemoteHost>, events: EventSender, stop: Cancellatio
         let listed = match jobs.list().await {
             Ok(l) => l,
             Err(e) => {
-                debug!(error = %e, "could not look at the host's jobs");
+                debug!(error = ?e, "could not look at the host's jobs");
                 continue;
             }
         };
@@ -89,7 +89,7 @@ pub async fn end_all(host: &Arc<RemoteHost>) {
     }
     for job in &running {
         if let Err(e) = jobs.kill(&job.id).await {
-            warn!(session_id = %job.id, error = %e, "could not end a job on the host");
+            warn!(session_id = %job.id, error = ?e, "could not end a job on the host");
         }
     }
     let until = tokio::time::Instant::now() + END_WAIT;

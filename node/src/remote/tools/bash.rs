@@ -224,11 +224,19 @@ gsv_main"#
         );
         // With `--tmux`, the command is typed into the session's pane instead, one at
         // a time, and its output read from the copy the pane's script keeps.
-        let session = self.host.tmux_session().map(str::to_owned);
-        let _pane = match &session {
-            Some(_) => Some(self.host.pane().lock().await),
+        // The pane is one terminal: while it runs another call's command, this one
+        // runs outside it as without `--tmux` (no token can hold every waiting
+        // command of the node behind a long one of its own).
+        let pane = match self.host.tmux_session() {
+            Some(s) => self
+                .host
+                .pane()
+                .try_lock()
+                .ok()
+                .map(|guard| (s.to_owned(), guard)),
             None => None,
         };
+        let session = pane.as_ref().map(|(s, _)| s.clone());
         let script = match &session {
             None => script,
             Some(s) => {
@@ -270,7 +278,7 @@ gsv_main"#
             _ = tokio::time::sleep(timeout) => {
                 timed_out = true;
                 if let Err(e) = kill_group(&self.host, &id).await {
-                    tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
+                    tracing::warn!(session_id = %id, error = ?e, "could not kill a command on the host");
                 }
                 // The waiting shell answers once the group is gone.
                 match tokio::time::timeout(KILL_GRACE + Duration::from_secs(5), &mut run).await {
@@ -365,7 +373,7 @@ impl Drop for KillOnDrop {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
                     if let Err(e) = kill_group(&host, &id).await {
-                        tracing::warn!(session_id = %id, error = %e, "could not kill a command on the host");
+                        tracing::warn!(session_id = %id, error = ?e, "could not kill a command on the host");
                     }
                 });
             }

@@ -2,7 +2,7 @@
 //! same walker and ignore rules as a local node's, the same regex syntax), and a
 //! stated fallback otherwise: `find` for Glob (no ignore rules, results by path, not
 //! by time) and `grep -E` for Grep (POSIX extended regular expressions, no ignore
-//! rules). Glob matching itself is done here with the local tool's matcher, on the
+//! rules). Grep does not follow symlinks there (a local node's does). Glob matching itself is done here with the local tool's matcher, on the
 //! paths the host lists. Results have the local tools' shapes; a fallback says so in
 //! its text.
 
@@ -246,9 +246,10 @@ impl Tool for RemoteGrep {
             }
             None => (String::new(), String::new()),
         };
-        // Links are followed as on a local node, except on a confined node, where a
-        // link could lead out of the workspace.
-        let follow = if ctx.confine { "" } else { " -L" };
+        // Links are not followed on a remote host (unlike a local node's Grep): the
+        // host's rg cannot be told to keep out of the node's own directory there
+        // (other tokens' job output) behind a link, nor out of the workspace.
+        let follow = "";
         let no_ignore = if request.no_ignore {
             " --no-ignore"
         } else {
