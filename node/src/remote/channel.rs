@@ -232,6 +232,16 @@ impl Channel {
         self.stderr_tail()
     }
 
+    /// The shell's output ended `when`: what the local program said about it.
+    fn ended_early(&self, when: &str) -> RemoteError {
+        let said = self.stderr_tail();
+        RemoteError::Protocol(if said.is_empty() {
+            format!("the host's shell ended {when}")
+        } else {
+            format!("the host's shell ended {when}: {said}")
+        })
+    }
+
     async fn send(&mut self, bytes: &[u8]) -> Result<(), RemoteError> {
         let write = async {
             self.stdin.write_all(bytes).await?;
@@ -255,12 +265,7 @@ impl Channel {
                 .await
                 .map_err(|e| RemoteError::io("reading the host's shell", e))?;
             if n == 0 {
-                let said = self.stderr_tail();
-                return Err(RemoteError::Protocol(if said.is_empty() {
-                    "the host's shell ended before it was ready".into()
-                } else {
-                    said
-                }));
+                return Err(self.ended_early("before it was ready"));
             }
             if line.strip_suffix(b"\n").unwrap_or(&line) == want.as_bytes() {
                 return Ok(());
@@ -286,12 +291,7 @@ impl Channel {
                 .await
                 .map_err(|e| RemoteError::io("reading the host's shell", e))?;
             if n == 0 {
-                let said = self.stderr_tail();
-                return Err(RemoteError::Protocol(if said.is_empty() {
-                    "the host's shell ended mid-request".into()
-                } else {
-                    format!("the host's shell ended mid-request: {said}")
-                }));
+                return Err(self.ended_early("mid-request"));
             }
             let (tag, len) = parse_header(&line)?;
             if tag == "end" {

@@ -53,6 +53,20 @@ impl RemoteProcess {
         }
     }
 
+    /// The job `id`, visible to the caller and still running (input and kills go
+    /// only to those).
+    async fn running(&self, id: &str, ctx: &ToolContext) -> Result<Job, String> {
+        let job = self.visible(id, ctx, false).await?;
+        if job.status() != Status::Running {
+            return Err(SessionError::Exited {
+                id: id.to_owned(),
+                status: job.status().as_str().to_owned(),
+            }
+            .to_string());
+        }
+        Ok(job)
+    }
+
     async fn run(&self, request: Request, ctx: &ToolContext) -> Result<ToolResult, String> {
         if request.action == Action::List {
             let jobs = self.jobs.list().await.map_err(|e| e.to_string())?;
@@ -108,14 +122,7 @@ impl RemoteProcess {
                 Ok(log_result(&s, &request, LogView::Combined, log))
             }
             Action::Write | Action::Submit => {
-                let job = self.visible(&id, ctx, false).await?;
-                if job.status() != Status::Running {
-                    return Err(SessionError::Exited {
-                        id,
-                        status: job.status().as_str().to_owned(),
-                    }
-                    .to_string());
-                }
+                self.running(&id, ctx).await?;
                 let mut data = request.data.clone().into_bytes();
                 if request.action == Action::Submit {
                     data.push(b'\n');
@@ -138,14 +145,7 @@ impl RemoteProcess {
             }
             Action::SendKeys => Err(SessionError::NotPty(id).to_string()),
             Action::Kill => {
-                let job = self.visible(&id, ctx, false).await?;
-                if job.status() != Status::Running {
-                    return Err(SessionError::Exited {
-                        id,
-                        status: job.status().as_str().to_owned(),
-                    }
-                    .to_string());
-                }
+                self.running(&id, ctx).await?;
                 self.jobs.kill(&id).await.map_err(|e| e.to_string())?;
                 let until =
                     tokio::time::Instant::now() + (KILL_GRACE + KILL_SETTLE).min(ctx.remaining());
