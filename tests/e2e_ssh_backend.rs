@@ -1,7 +1,8 @@
 //! End to end: a node that works on another host over SSH (`gsv node --ssh`), against
 //! a throwaway `sshd` on 127.0.0.1 that the test starts (key auth, its own
 //! known_hosts), through a real gateway: Bash, binary Read/Write, Edit, `--confine`,
-//! a killed master connection, and a changed host key refused.
+//! fs_list, fs_stat and the git tools, a killed master connection, and a changed host
+//! key refused.
 
 mod common;
 
@@ -808,4 +809,190 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
 
 fn sc_opt(r: &ToolResult) -> Option<&Value> {
     r.structured_content.as_ref()
+}
+
+/// The `git` CLI in `dir` with no user or system configuration; panics on failure.
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Ann")
+        .env("GIT_AUTHOR_EMAIL", "ann@example.com")
+        .env("GIT_COMMITTER_NAME", "Ann")
+        .env("GIT_COMMITTER_EMAIL", "ann@example.com")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+fn listed(r: &ToolResult) -> Vec<String> {
+    sc(r)["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("entries: {}", r.joined_text()))
+        .iter()
+        .map(|e| e["path"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn fs_list_fs_stat_and_git_work_on_the_far_host() {
+    let dir = TempDir::new("ssh-structured");
+    let host = Host::start(dir.path()).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+    std::fs::create_dir_all(ws.join("build")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(ws.join("src/deep/lib.rs"), "// lib\n").unwrap();
+    std::fs::write(ws.join("src/deep/keep.log"), "kept\n").unwrap();
+    std::fs::write(ws.join("src/deep/.gitignore"), "!keep.log\n").unwrap();
+    std::fs::write(ws.join("build/out.o"), [0u8, 1, 2]).unwrap();
+    std::fs::write(ws.join("app.log"), "log\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "*.log\nbuild/\n").unwrap();
+    std::fs::write(ws.join(".env"), "X=1\n").unwrap();
+    let png = [
+        0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d,
+    ];
+    std::fs::write(ws.join("logo.png"), png).unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "src/main.rs", ".gitignore"]);
+    git(&ws, &["commit", "-q", "-m", "first"]);
+    std::fs::write(ws.join("src/main.rs"), "fn main() { run(); }\n").unwrap();
+    let gw = Gateway::start().await;
+    let _node = far_node(&gw, &host, &ws, &["--confine"]).await;
+    let agent = gw.agent().await;
+
+    // fs_list: one level, hidden and ignored entries left out (and counted), the link
+    // listed as a link and never entered.
+    let r = call(&agent, "fs_list", json!({})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(
+        listed(&r),
+        ["logo.png", "out", "src"],
+        "{}",
+        r.joined_text()
+    );
+    assert_eq!(sc(&r)["ignoredSkipped"], 2, "{}", r.joined_text());
+    let out = &sc(&r)["entries"][1];
+    assert_eq!(out["kind"], "symlink");
+    assert_eq!(out["linkTarget"], outside.to_str().unwrap());
+    let r = call(&agent, "fs_list", json!({"depth": 5})).await;
+    assert_eq!(
+        listed(&r),
+        [
+            "logo.png",
+            "out",
+            "src",
+            "src/deep",
+            "src/deep/keep.log",
+            "src/deep/lib.rs",
+            "src/main.rs"
+        ],
+        "a deeper .gitignore's negation keeps keep.log; build/ is left out whole"
+    );
+    assert_eq!(sc(&r)["ignoredSkipped"], 3, "{}", r.joined_text());
+    let r = call(
+        &agent,
+        "fs_list",
+        json!({"depth": 5, "hidden": true, "ignored": true, "glob": "**/*.{o,log}"}),
+    )
+    .await;
+    assert_eq!(listed(&r), ["app.log", "build/out.o", "src/deep/keep.log"]);
+    let r = call(&agent, "fs_list", json!({"hidden": true})).await;
+    assert!(
+        listed(&r).contains(&".env".to_owned()),
+        "{}",
+        r.joined_text()
+    );
+
+    // fs_stat: magic bytes, text, a link as a link (even one pointing out), owner.
+    let r = call(&agent, "fs_stat", json!({"path": "logo.png"})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["mime"], "image/png");
+    assert_eq!(sc(&r)["size"], png.len());
+    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(ws.join("logo.png")).unwrap());
+    assert_eq!(sc(&r)["owner"]["uid"].as_u64(), Some(u64::from(uid)));
+    let r = call(&agent, "fs_stat", json!({"path": "src/main.rs"})).await;
+    assert_eq!(sc(&r)["mime"], "text/plain");
+    assert_eq!(sc(&r)["mode"].as_str().map(str::len), Some(4));
+    let r = call(&agent, "fs_stat", json!({"path": "out"})).await;
+    assert_eq!(
+        (sc(&r)["kind"].as_str(), sc(&r)["linkTarget"].as_str()),
+        (Some("symlink"), outside.to_str())
+    );
+    let r = call(&agent, "fs_stat", json!({"path": "src"})).await;
+    assert_eq!(sc(&r)["mime"], "inode/directory");
+    let r = call(&agent, "fs_stat", json!({"path": "missing"})).await;
+    assert!(
+        r.is_error && r.joined_text().starts_with("Not found"),
+        "{}",
+        r.joined_text()
+    );
+
+    // Confined: outside the workspace and the node's own directory on the host are
+    // refused, whichever way they are named.
+    let state = format!("{}/.local/state/gsv/open", home());
+    for (tool, args) in [
+        ("fs_stat", json!({"path": "out/secret.txt"})),
+        ("fs_stat", json!({"path": "../outside"})),
+        ("fs_list", json!({"path": "out"})),
+        ("fs_list", json!({"path": ".."})),
+        ("fs_list", json!({"path": outside.to_str().unwrap()})),
+        ("git_status", json!({"path": "out"})),
+        ("git_log", json!({"path": ".."})),
+    ] {
+        let r = call(&agent, tool, args.clone()).await;
+        assert!(r.is_error, "{tool} {args}: {}", r.joined_text());
+        assert_eq!(
+            sc(&r)["code"],
+            "denied",
+            "{tool} {args}: {}",
+            r.joined_text()
+        );
+    }
+    let _open = node_named(&gw, "open", &host, &ws, &[]).await;
+    for (tool, args) in [
+        ("fs_stat", json!({"path": state})),
+        ("fs_list", json!({"path": state})),
+    ] {
+        let r = call_on(&agent, "open", tool, args.clone()).await;
+        assert!(r.is_error, "{tool} {args}: {}", r.joined_text());
+        assert_eq!(
+            sc(&r)["reason"],
+            "protected",
+            "{tool} {args}: {}",
+            r.joined_text()
+        );
+    }
+
+    // git: status, log, diff and show answer from the host's git.
+    let r = call(&agent, "git_status", json!({})).await;
+    assert!(!r.is_error, "{}", r.joined_text());
+    assert_eq!(sc(&r)["branch"]["head"], "main");
+    let files: Vec<&str> = sc(&r)["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.contains(&"src/main.rs") && files.contains(&"logo.png"),
+        "{files:?}"
+    );
+    let r = call(&agent, "git_log", json!({})).await;
+    assert_eq!(
+        sc(&r)["commits"][0]["subject"],
+        "first",
+        "{}",
+        r.joined_text()
+    );
+    let r = call(&agent, "git_diff", json!({})).await;
+    assert!(r.joined_text().contains("run();"), "{}", r.joined_text());
+    let r = call(&agent, "git_show", json!({"rev": "HEAD"})).await;
+    assert!(r.joined_text().contains("fn main() {}"), "{}", r.joined_text());
 }

@@ -110,10 +110,10 @@ impl Registry {
         registry.register(tools::fs_list::FsList)?;
         registry.register(tools::fs_stat::FsStat)?;
         registry.register(tools::time::Time)?;
-        registry.register(tools::git::status::GitStatus)?;
-        registry.register(tools::git::log::GitLog)?;
-        registry.register(tools::git::diff::GitDiff)?;
-        registry.register(tools::git::show::GitShow)?;
+        registry.register(tools::git::status::GitStatus::default())?;
+        registry.register(tools::git::log::GitLog::default())?;
+        registry.register(tools::git::diff::GitDiff::default())?;
+        registry.register(tools::git::show::GitShow::default())?;
         registry.register(tools::git::clone::GitClone)?;
         registry.register(tools::git::commit::GitCommit)?;
         registry.register(tools::git::push::GitPush)?;
@@ -166,8 +166,8 @@ impl Registry {
         host: Arc<crate::remote::RemoteHost>,
     ) -> Result<Self, RegistryError> {
         use crate::remote::tools::{
-            RemoteBash, RemoteEdit, RemoteGlob, RemoteGrep, RemoteProcess, RemoteRead, RemoteTime,
-            RemoteWrite,
+            RemoteBash, RemoteEdit, RemoteFsList, RemoteFsStat, RemoteGlob, RemoteGrep,
+            RemoteProcess, RemoteRead, RemoteTime, RemoteWrite,
         };
         // exec is not offered there; with `--approve-exec` entries Bash still waits
         // for an operator as on a local node (it is no way around the allowlist).
@@ -194,7 +194,13 @@ impl Registry {
         registry.register(RemoteEdit::new(Arc::clone(&host)))?;
         registry.register(RemoteGlob::new(Arc::clone(&host)))?;
         registry.register(RemoteGrep::new(Arc::clone(&host)))?;
+        registry.register(RemoteFsList::new(Arc::clone(&host)))?;
+        registry.register(RemoteFsStat::new(Arc::clone(&host)))?;
         registry.register(RemoteTime::new(Arc::clone(&host)))?;
+        registry.register(tools::git::status::GitStatus::on(Arc::clone(&host)))?;
+        registry.register(tools::git::log::GitLog::on(Arc::clone(&host)))?;
+        registry.register(tools::git::diff::GitDiff::on(Arc::clone(&host)))?;
+        registry.register(tools::git::show::GitShow::on(Arc::clone(&host)))?;
         registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
         registry.register(RemoteProcess::new(Arc::clone(&host), guard.clone()))?;
         let tmux = Arc::new(crate::remote::tmux::RemoteTmux::new(host));

@@ -60,6 +60,8 @@ pub struct RemoteHost {
     pane: tokio::sync::Mutex<()>,
     /// Woken when a job starts, for the watcher ([`super::watch`]).
     job_started: tokio::sync::Notify,
+    /// Things found once about the host (its git is recent enough).
+    notes: Mutex<std::collections::HashSet<&'static str>>,
 }
 
 /// How long a container's state, once looked at, is taken as it was.
@@ -86,6 +88,7 @@ impl RemoteHost {
             tmux: None,
             pane: tokio::sync::Mutex::new(()),
             job_started: tokio::sync::Notify::new(),
+            notes: Mutex::new(Default::default()),
         })
     }
 
@@ -99,6 +102,18 @@ impl RemoteHost {
     /// The `--tmux` session, if any.
     pub fn tmux_session(&self) -> Option<&str> {
         self.tmux.as_deref()
+    }
+
+    /// Whether `what` was noted about the host ([`RemoteHost::note`]).
+    pub fn noted(&self, what: &'static str) -> bool {
+        self.notes.lock().is_ok_and(|n| n.contains(what))
+    }
+
+    /// Notes `what` about the host, for as long as the node runs.
+    pub fn note(&self, what: &'static str) {
+        if let Ok(mut n) = self.notes.lock() {
+            n.insert(what);
+        }
     }
 
     /// Notified when a job starts on the host.

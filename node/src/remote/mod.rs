@@ -13,6 +13,7 @@ pub mod error;
 pub mod facts;
 pub mod host;
 pub mod jobs;
+pub mod program;
 pub mod quote;
 pub mod ssh;
 pub mod target;

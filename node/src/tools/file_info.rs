@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::Read as _;
 
 /// Bytes read to recognise a file's type.
-const SNIFF_BYTES: u64 = 8 * 1024;
+pub const SNIFF_BYTES: u64 = 8 * 1024;
 
 /// What an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -113,27 +113,46 @@ pub fn mime_of(kind: Kind, file: Option<OwnedFd>) -> Option<String> {
         .take(SNIFF_BYTES)
         .read_to_end(&mut head)
         .ok()?;
+    Some(mime_of_head(&head))
+}
+
+/// The MIME type of a regular file whose first bytes (at most [`SNIFF_BYTES`]) are
+/// `head` (see [`mime_of`]).
+pub fn mime_of_head(head: &[u8]) -> String {
+    let head = &head[..head.len().min(SNIFF_BYTES as usize)];
     if head.is_empty() {
-        return Some("inode/x-empty".to_owned());
+        return "inode/x-empty".to_owned();
     }
-    if let Some(kind) = infer::get(&head) {
-        return Some(kind.mime_type().to_owned());
+    if let Some(kind) = infer::get(head) {
+        return kind.mime_type().to_owned();
     }
     let complete = (head.len() as u64) < SNIFF_BYTES;
     let text = !head.contains(&0)
-        && match std::str::from_utf8(&head) {
+        && match std::str::from_utf8(head) {
             Ok(_) => true,
             // A character cut at the end of a partial read is not held against it.
             Err(e) => !complete && e.error_len().is_none(),
         };
-    Some(
-        if text {
-            "text/plain"
-        } else {
-            "application/octet-stream"
-        }
-        .to_owned(),
-    )
+    if text {
+        "text/plain"
+    } else {
+        "application/octet-stream"
+    }
+    .to_owned()
+}
+
+/// The kind of an entry from its `find -printf %y` letter.
+pub fn kind_of_letter(letter: &str) -> Kind {
+    match letter {
+        "f" => Kind::File,
+        "d" => Kind::Dir,
+        "l" => Kind::Symlink,
+        "p" => Kind::Fifo,
+        "s" => Kind::Socket,
+        "c" => Kind::Char,
+        "b" => Kind::Block,
+        _ => Kind::Unknown,
+    }
 }
 
 #[cfg(test)]

@@ -139,16 +139,16 @@ impl Tool for FsList {
     }
 }
 
-struct ListRequest {
-    path: String,
+pub(crate) struct ListRequest {
+    pub(crate) path: String,
     glob: Option<GlobMatcher>,
-    hidden: bool,
-    ignored: bool,
-    depth: usize,
+    pub(crate) hidden: bool,
+    pub(crate) ignored: bool,
+    pub(crate) depth: usize,
 }
 
 impl ListRequest {
-    fn parse(args: &Value) -> Result<ListRequest, String> {
+    pub(crate) fn parse(args: &Value) -> Result<ListRequest, String> {
         let args = Args::new(args, &["path", "glob", "hidden", "ignored", "depth"])?;
         let path = match args.str("path")? {
             Some("") => return Err("\"path\" must not be empty".to_owned()),
@@ -175,7 +175,7 @@ impl ListRequest {
     }
 
     /// Whether the entry at `relative` is wanted (by `glob`).
-    fn wants(&self, relative: &Path) -> bool {
+    pub(crate) fn wants(&self, relative: &Path) -> bool {
         !relative.as_os_str().is_empty() && self.glob.as_ref().is_none_or(|g| g.is_match(relative))
     }
 }
@@ -291,7 +291,12 @@ fn count_ignored(
     })
 }
 
-fn render(root: &Path, entries: Vec<ListedEntry>, truncated: bool, ignored: Count) -> ToolResult {
+pub(crate) fn render(
+    root: &Path,
+    entries: Vec<ListedEntry>,
+    truncated: bool,
+    ignored: Count,
+) -> ToolResult {
     let path = root.display().to_string();
     let count = entries.len();
     let mut text = if entries.is_empty() {

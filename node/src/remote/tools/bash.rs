@@ -14,6 +14,7 @@
 
 use crate::guards::{blocklist, git_env, ShellGuard};
 use crate::remote::jobs::{kill_group, now_ms, Job, JobSpec, Jobs, StartError};
+use crate::remote::program::KillOnDrop;
 use crate::remote::quote::quote;
 use crate::remote::{Lane, RemoteHost, MAX_REPLY};
 use crate::sessions::group::{signal_name, KILL_GRACE};
@@ -269,7 +270,7 @@ gsv_main"#
         let started = now_ms();
         let clock = std::time::Instant::now();
         debug!(call_id = %ctx.call_id, session_id = %id, host = %self.host.shown(), "remote command started");
-        let kill = KillOnDrop(Some((Arc::clone(&self.host), id.clone())));
+        let kill = KillOnDrop::armed(Arc::clone(&self.host), id.clone());
         let run = self.host.run(Lane::Work, ctx.owner(), &script, MAX_REPLY);
         tokio::pin!(run);
         let mut timed_out = false;
@@ -354,29 +355,5 @@ gsv_main"#
             owner: ctx.owner().map(str::to_owned),
         };
         finished_from(&snapshot, kept)
-    }
-}
-
-/// Kills the command's process group on the host when dropped armed: a call whose
-/// future is dropped (cancelled, its deadline) takes its command with it.
-struct KillOnDrop(Option<(Arc<RemoteHost>, String)>);
-
-impl KillOnDrop {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some((host, id)) = self.0.take() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    if let Err(e) = kill_group(&host, &id).await {
-                        tracing::warn!(session_id = %id, error = ?e, "could not kill a command on the host");
-                    }
-                });
-            }
-        }
     }
 }

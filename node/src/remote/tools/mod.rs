@@ -5,6 +5,7 @@
 mod bash;
 mod edit;
 mod files;
+mod fs;
 mod process;
 mod read;
 mod search;
@@ -13,7 +14,8 @@ mod write;
 
 pub use bash::RemoteBash;
 pub use edit::RemoteEdit;
-pub use files::printf_lines;
+pub use files::{check_line, printf_lines};
+pub use fs::{RemoteFsList, RemoteFsStat};
 pub use process::RemoteProcess;
 pub use read::RemoteRead;
 pub use search::{RemoteGlob, RemoteGrep};

@@ -43,7 +43,17 @@ pub const DIFF_OPTIONS: &[&str] = &[
 ];
 
 /// The git_diff tool.
-pub struct GitDiff;
+#[derive(Default)]
+pub struct GitDiff {
+    host: super::Host,
+}
+
+impl GitDiff {
+    /// GitDiff on the host of an SSH- or container-backed node.
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        GitDiff { host: Some(host) }
+    }
+}
 
 /// git_diff's structured content.
 #[derive(Debug, Serialize)]
@@ -301,7 +311,7 @@ impl Tool for GitDiff {
                 "git_diff: revTo needs rev, and compares two commits (not with staged)",
             );
         }
-        let repo = match super::open(path, &ctx).await {
+        let repo = match super::open_on(path, &ctx, &self.host).await {
             Ok(repo) => repo,
             Err(e) => return e.into_result("git_diff"),
         };

@@ -29,7 +29,17 @@ pub const FORMAT: &str = "--format=%H%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x
 pub const FIELDS: usize = 10;
 
 /// The git_log tool.
-pub struct GitLog;
+#[derive(Default)]
+pub struct GitLog {
+    host: super::Host,
+}
+
+impl GitLog {
+    /// GitLog on the host of an SSH- or container-backed node.
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        GitLog { host: Some(host) }
+    }
+}
 
 /// git_log's structured content.
 #[derive(Debug, Serialize)]
@@ -175,7 +185,7 @@ impl Tool for GitLog {
             Ok(p) => p,
             Err(message) => return ToolResult::error(format!("git_log: {message}")),
         };
-        let repo = match super::open(path, &ctx).await {
+        let repo = match super::open_on(path, &ctx, &self.host).await {
             Ok(repo) => repo,
             Err(e) => return e.into_result("git_log"),
         };

@@ -21,6 +21,7 @@ pub mod clone;
 pub mod commit;
 pub mod diff;
 pub mod log;
+pub mod on_host;
 pub mod pull;
 pub mod push;
 pub mod remote;
@@ -77,6 +78,22 @@ impl RepoError {
             RepoError::Access(e) => e.into_result(),
             other => ToolResult::error(format!("{tool}: {other}")),
         }
+    }
+}
+
+/// Which machine the read-only git tools work on: the node's own (`None`), or the
+/// host of an SSH- or container-backed node.
+pub type Host = Option<std::sync::Arc<crate::remote::RemoteHost>>;
+
+/// [`open`] on this machine, or [`on_host::open`] on the node's far host.
+pub async fn open_on(
+    path: Option<&str>,
+    ctx: &ToolContext,
+    host: &Host,
+) -> Result<Repo, RepoError> {
+    match host {
+        Some(host) => on_host::open(path, ctx, host).await,
+        None => open(path, ctx).await,
     }
 }
 

@@ -26,9 +26,11 @@
 //! passes.
 
 use crate::guards::git_env::{config_env, GIT_SETTINGS, READ_TOOL_SETTINGS};
+use crate::remote::{program, RemoteHost};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use thiserror::Error;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
@@ -37,12 +39,18 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_OUTPUT: usize = 8 * 1024 * 1024;
 /// Most stderr kept from one git run, for the error message.
 pub const MAX_STDERR: usize = 4096;
+/// Longest one git run on a far host may take (the call's own deadline, which cancels
+/// it, is usually shorter).
+const HOST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Why a git run failed.
 #[derive(Debug, Error)]
 pub enum GitError {
     #[error("cannot run git: {0}")]
     Spawn(#[source] std::io::Error),
+    /// Running git on the host of an SSH- or container-backed node failed.
+    #[error("cannot run git on the host: {0}")]
+    Host(String),
     #[error("git {command} failed: {stderr}")]
     Failed { command: String, stderr: String },
     #[error("git was cancelled")]
@@ -97,6 +105,21 @@ pub struct Git {
     /// More environment variables, set last.
     vars: Vec<(String, String)>,
     cancel: CancellationToken,
+    /// Set when git runs on the host of an SSH- or container-backed node.
+    on: Option<OnHost>,
+}
+
+/// The far host git runs on, and the caller whose share of its shells the runs use.
+#[derive(Clone)]
+pub struct OnHost {
+    pub host: Arc<RemoteHost>,
+    pub owner: Option<String>,
+}
+
+impl std::fmt::Debug for OnHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.host.shown())
+    }
 }
 
 impl Git {
@@ -109,7 +132,15 @@ impl Git {
             settings: Vec::new(),
             vars: Vec::new(),
             cancel,
+            on: None,
         }
+    }
+
+    /// The same git, run on a far host ([`crate::remote::program`]): found in the
+    /// host's system directories, with the same environment but that `PATH`.
+    pub fn on_host(mut self, on: OnHost) -> Self {
+        self.on = Some(on);
+        self
     }
 
     /// The same git with `settings` forced after every other setting.
@@ -134,14 +165,23 @@ impl Git {
 
     /// Refuses a git older than [`MIN_VERSION`] (checked once per node process).
     pub async fn check_version(&self) -> Result<(), GitError> {
-        if VERSION_OK.get().is_some() {
+        let known = match &self.on {
+            Some(on) => on.host.noted("git-version"),
+            None => VERSION_OK.get().is_some(),
+        };
+        if known {
             return Ok(());
         }
         let out = self.run(&["version"]).await?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         match parse_version(&text) {
             Some(v) if v >= MIN_VERSION => {
-                let _ = VERSION_OK.set(());
+                match &self.on {
+                    Some(on) => on.host.note("git-version"),
+                    None => {
+                        let _ = VERSION_OK.set(());
+                    }
+                }
                 Ok(())
             }
             _ => Err(GitError::TooOld(text.trim().to_owned())),
@@ -174,6 +214,9 @@ impl Git {
 
     /// Runs `git --no-pager <args>`, accepting the exit codes in `ok`.
     pub async fn run_status(&self, args: &[&str], ok: &[i32]) -> Result<Output, GitError> {
+        if let Some(on) = &self.on {
+            return self.run_on_host(on, args, ok).await;
+        }
         let mut cmd = tokio::process::Command::new("git");
         cmd.arg("--no-pager")
             .args(args)
@@ -234,6 +277,56 @@ impl Git {
                 command: args.first().copied().unwrap_or_default().to_owned(),
                 stderr: String::from_utf8_lossy(&err).trim().to_owned(),
             }),
+        }
+    }
+
+    /// [`Git::run_status`] on a far host.
+    async fn run_on_host(
+        &self,
+        on: &OnHost,
+        args: &[&str],
+        ok: &[i32],
+    ) -> Result<Output, GitError> {
+        let text = |s: &std::ffi::OsStr| {
+            s.to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| GitError::Host(format!("{s:?} is not UTF-8")))
+        };
+        let mut env = Vec::new();
+        for (k, v) in self.env() {
+            if k != "PATH" {
+                env.push((text(&k)?, text(&v)?));
+            }
+        }
+        env.insert(0, ("PATH".to_owned(), program::SYSTEM_PATH.to_owned()));
+        let program = program::Program {
+            name: "git".into(),
+            args: std::iter::once("--no-pager")
+                .chain(args.iter().copied())
+                .map(str::to_owned)
+                .collect(),
+            env,
+            dir: text(self.dir.as_os_str())?,
+            timeout: HOST_TIMEOUT,
+            max_stdout: MAX_OUTPUT,
+            max_stderr: MAX_STDERR,
+        };
+        let out = program::run(&on.host, on.owner.as_deref(), &program, &self.cancel)
+            .await
+            .map_err(|e| match e {
+                program::ProgramError::Cancelled(_) => GitError::Cancelled,
+                other => GitError::Host(other.to_string()),
+            })?;
+        if ok.contains(&out.status) {
+            Ok(Output {
+                stdout: out.stdout,
+                truncated: out.truncated,
+            })
+        } else {
+            Err(GitError::Failed {
+                command: args.first().copied().unwrap_or_default().to_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
         }
     }
 

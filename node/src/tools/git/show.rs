@@ -19,7 +19,17 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// The git_show tool.
-pub struct GitShow;
+#[derive(Default)]
+pub struct GitShow {
+    host: super::Host,
+}
+
+impl GitShow {
+    /// GitShow on the host of an SSH- or container-backed node.
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        GitShow { host: Some(host) }
+    }
+}
 
 /// git_show's structured content.
 #[derive(Debug, Serialize)]
@@ -90,7 +100,7 @@ impl Tool for GitShow {
             Ok(p) => p,
             Err(message) => return ToolResult::error(format!("git_show: {message}")),
         };
-        let repo = match super::open(path, &ctx).await {
+        let repo = match super::open_on(path, &ctx, &self.host).await {
             Ok(repo) => repo,
             Err(e) => return e.into_result("git_show"),
         };

@@ -20,7 +20,17 @@ use serde_json::{json, Value};
 pub const MAX_FILES: usize = 2000;
 
 /// The git_status tool.
-pub struct GitStatus;
+#[derive(Default)]
+pub struct GitStatus {
+    host: super::Host,
+}
+
+impl GitStatus {
+    /// GitStatus on the host of an SSH- or container-backed node.
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        GitStatus { host: Some(host) }
+    }
+}
 
 /// git_status's structured content.
 #[derive(Debug, Default, Serialize)]
@@ -229,7 +239,7 @@ impl Tool for GitStatus {
             Ok(path) => path,
             Err(message) => return ToolResult::error(format!("git_status: {message}")),
         };
-        let repo = match super::open(path, &ctx).await {
+        let repo = match super::open_on(path, &ctx, &self.host).await {
             Ok(repo) => repo,
             Err(e) => return e.into_result("git_status"),
         };
