@@ -994,5 +994,9 @@ async fn fs_list_fs_stat_and_git_work_on_the_far_host() {
     let r = call(&agent, "git_diff", json!({})).await;
     assert!(r.joined_text().contains("run();"), "{}", r.joined_text());
     let r = call(&agent, "git_show", json!({"rev": "HEAD"})).await;
-    assert!(r.joined_text().contains("fn main() {}"), "{}", r.joined_text());
+    assert!(
+        r.joined_text().contains("fn main() {}"),
+        "{}",
+        r.joined_text()
+    );
 }
