@@ -223,6 +223,20 @@ pub struct GatewayArgs {
     /// operator accepts them. Without it they are callable at once, only flagged
     #[arg(long)]
     pub pin_tools: bool,
+    /// Cluster mode: join the gateway replicas that share this NATS server
+    /// (nats://HOST:PORT, repeatable; JetStream must be on). Without it the gateway
+    /// runs on its own
+    #[arg(long, value_name = "URL")]
+    pub cluster: Vec<String>,
+    /// NATS credentials file (JWT and NKey seed) for --cluster
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_creds: Option<PathBuf>,
+    /// PEM CA certificates NATS's TLS certificate must chain to (turns TLS on)
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_ca: Option<PathBuf>,
+    /// This replica's name (default: made at the first start and kept in the data dir)
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub replica: Option<String>,
 }
 
 impl GatewayArgs {
@@ -263,6 +277,20 @@ impl GatewayArgs {
         };
         c.mcp_allowed_hosts = self.mcp_allowed_host.clone();
         c.pin_tools = self.pin_tools;
+        if !self.cluster.is_empty() {
+            c.cluster = Some(gsv_gateway::cluster::ClusterConfig {
+                urls: self
+                    .cluster
+                    .iter()
+                    .flat_map(|u| u.split(','))
+                    .map(|u| u.trim().to_owned())
+                    .filter(|u| !u.is_empty())
+                    .collect(),
+                creds: self.cluster_creds.clone(),
+                ca: self.cluster_ca.clone(),
+                replica: self.replica.clone(),
+            });
+        }
         c
     }
 }

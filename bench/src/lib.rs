@@ -22,6 +22,7 @@ pub mod latency;
 pub mod mcp;
 pub mod mcp_listing;
 pub mod memory;
+pub mod nats;
 pub mod reconnect;
 pub mod report;
 pub mod sim;

@@ -94,6 +94,9 @@ pub struct GatewayConfig {
     /// Hide the tools a node offers beyond what was accepted for its id from every
     /// agent until an operator accepts them (`crate::offers`).
     pub pin_tools: bool,
+    /// Cluster mode: how this replica reaches NATS (`--cluster`); `None` for one
+    /// gateway on its own.
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl GatewayConfig {
@@ -128,6 +131,7 @@ impl GatewayConfig {
             pending_bytes_per_token: DEFAULT_PENDING_BYTES_PER_TOKEN,
             pending_bytes_max: DEFAULT_PENDING_BYTES_MAX,
             pin_tools: false,
+            cluster: None,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod budget;
+pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod console;

@@ -43,20 +43,32 @@ pub async fn watch(shared: Arc<Shared>) {
             }
             Err(_) => continue,
         };
-        let mut ids = Vec::with_capacity(revoked.len());
+        let mut ended = Vec::with_capacity(revoked.len());
         for (id, at, kind) in revoked {
             since = since.max(at + 1);
-            close_token(&shared, &id);
-            // A join token is marked revoked when it is redeemed: no sessions to end.
-            if kind == "agent" {
-                ids.push(id);
-            }
+            ended.push((id, kind));
         }
-        // Agents' process sessions end too (nodes ignore ids that own none).
-        if !ids.is_empty() {
-            shared.revoked_recent.invalidate().await;
-            crate::session_end::end_everywhere(&shared, ids);
+        cut(&shared, ended).await;
+    }
+}
+
+/// Ends what the revoked tokens `(id, kind)` hold on this gateway: their node and
+/// agent connections, console sessions and jobs, and agents' process sessions on every
+/// node. Also used when a revocation made on another replica arrives
+/// ([`crate::cluster::tokens`]).
+pub(crate) async fn cut(shared: &Shared, revoked: Vec<(String, String)>) {
+    let mut ids = Vec::with_capacity(revoked.len());
+    for (id, kind) in revoked {
+        close_token(shared, &id);
+        // A join token is marked revoked when it is redeemed: no sessions to end.
+        if kind == "agent" {
+            ids.push(id);
         }
+    }
+    // Agents' process sessions end too (nodes ignore ids that own none).
+    if !ids.is_empty() {
+        shared.revoked_recent.invalidate().await;
+        crate::session_end::end_everywhere(shared, ids);
     }
 }
 

@@ -36,6 +36,8 @@ pub enum GatewayError {
     Tls(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 /// A gateway that is serving.
@@ -119,7 +121,18 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         )?;
         shared.webhook = Some(hook);
     }
+    if let Some(cluster) = shared.config.cluster.clone() {
+        let replica =
+            crate::cluster::replica_name(cluster.replica.as_deref(), &shared.config.data_dir)?;
+        tracing::info!(replica = %replica, nats = %cluster.urls.join(","), "cluster mode: joining");
+        shared.cluster = Some(Arc::new(
+            crate::cluster::Cluster::connect(&cluster, replica).await?,
+        ));
+    }
     let shared = Arc::new(shared);
+    if let Some(cluster) = shared.cluster.clone() {
+        tokio::spawn(crate::cluster::tokens::replicate(shared.clone(), cluster));
+    }
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));
     tokio::spawn(crate::transfer::sweep(shared.clone()));

@@ -124,6 +124,8 @@ pub struct Shared {
     /// Where new approval requests are announced to operators away from the gateway
     /// (`--approval-webhook`).
     pub webhook: Option<crate::webhook::Webhook>,
+    /// The cluster this replica belongs to (`--cluster`), if any.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The file transfers open now (`transfer.*`).
     pub transfers: crate::transfer::Transfers,
     /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
@@ -204,6 +206,7 @@ impl Shared {
             tools_epoch: tokio::sync::watch::Sender::new(0),
             running_jobs: DashMap::new(),
             webhook: None,
+            cluster: None,
             transfers: Default::default(),
             fanouts: DashMap::new(),
             console,

@@ -1,0 +1,528 @@
+//! Tokens shared by every replica: each one made or revoked on any replica (by
+//! `gsv token create`/`revoke` on its data dir, the console, a node's enrollment, the
+//! replica's own admin token) is written to the JetStream stream [`STREAM`], and every
+//! replica applies the stream to its own store.
+//!
+//! - **Out**: every [`POLL`] the replica looks for tokens added to its store since it
+//!   last looked (by SQLite row id, so a row written late by another process is never
+//!   skipped) and for revocations, and publishes each as one message:
+//!   `gsv.tokens.ID.created` (the whole row: kind, subject, hash of the secret —
+//!   never the secret —, policy, role) and `gsv.tokens.ID.revoked`. The message id
+//!   (`Nats-Msg-Id`) is `ID.created` / `ID.revoked`, so JetStream drops the copies
+//!   other replicas publish of rows they imported; the stream keeps the last message
+//!   of each subject, so a replica that joins later replays every token and every
+//!   revocation.
+//! - **In**: an ordered consumer reads the stream from its start and applies each
+//!   message: an unknown token is inserted with its audit row (`token_created`, actor
+//!   `ACTOR@REPLICA`), a revocation marks the token revoked (`token_revoked`) and cuts
+//!   at once what the token holds on this replica ([`crate::revocation::cut`]).
+//!   Applying is idempotent and monotonic: a token is never un-revoked, a row never
+//!   overwritten.
+//!
+//! What is not shared yet: labels, approvals, jobs and the audit log (each replica
+//! keeps its own hash chain, which records the tokens it imported).
+
+use super::Cluster;
+use crate::audit::{self, AuditEvent};
+use crate::operator::OperatorRole;
+use crate::policy::PolicySpec;
+use crate::state::Shared;
+use crate::token::TokenKind;
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The stream of token records.
+pub const STREAM: &str = "GSV_TOKENS";
+/// How often the replica looks for new tokens and revocations in its store.
+const POLL: Duration = Duration::from_millis(250);
+/// Rows read per look.
+const BATCH: i64 = 500;
+/// Longest wait for JetStream to acknowledge one message.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+
+/// A token as it travels: the stored row (the secret's hash, never the secret).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Created {
+    pub id: String,
+    pub kind: String,
+    pub subject: String,
+    /// The secret's hash, hex.
+    pub hash: String,
+    pub policy: Option<String>,
+    pub created_at: i64,
+    pub role: Option<String>,
+    /// The replica that published it.
+    pub origin: String,
+}
+
+/// A revocation as it travels.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Revoked {
+    pub id: String,
+    pub revoked_at: i64,
+    pub origin: String,
+}
+
+/// Runs both directions until the gateway shuts down.
+pub async fn replicate(shared: Arc<Shared>, cluster: Arc<Cluster>) {
+    let imported: Arc<Mutex<HashSet<String>>> = Arc::default();
+    tokio::select! {
+        _ = shared.shutdown.cancelled() => {}
+        _ = publish_loop(&shared, &cluster, &imported) => {}
+        _ = apply_loop(&shared, &cluster, &imported) => {}
+    }
+}
+
+/// The stream, made if missing.
+async fn stream(cluster: &Cluster) -> Result<stream::Stream, String> {
+    cluster
+        .jetstream()
+        .get_or_create_stream(stream::Config {
+            name: STREAM.to_owned(),
+            subjects: vec!["gsv.tokens.>".to_owned()],
+            max_messages_per_subject: 1,
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Out: publishes the store's new tokens and revocations.
+async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<HashSet<String>>) {
+    let mut last_rowid: i64 = 0;
+    let mut revoked_since: i64 = 0;
+    let mut published_revocations: HashSet<String> = HashSet::new();
+    let mut stream_made = false;
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !cluster.connected() {
+            continue;
+        }
+        if !stream_made {
+            match stream(cluster).await {
+                Ok(_) => stream_made = true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster: cannot make the token stream; will try again");
+                    continue;
+                }
+            }
+        }
+        let from = last_rowid;
+        let since = revoked_since.saturating_sub(60_000);
+        let read = shared
+            .store
+            .blocking(move |store| store.with_conn(|c| read_changes(c, from, since)))
+            .await;
+        let (created, revoked) = match read {
+            Ok(Ok(changes)) => changes,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cluster: cannot read tokens to publish");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let skip = imported.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut failed = false;
+        for (rowid, mut row) in created {
+            if !skip.contains(&row.id) {
+                row.origin = cluster.replica.clone();
+                let subject = format!("gsv.tokens.{}.created", row.id);
+                if let Err(e) =
+                    publish(cluster, &subject, &format!("{}.created", row.id), &row).await
+                {
+                    tracing::warn!(error = %e, "cluster: cannot publish a token; will try again");
+                    failed = true;
+                    break;
+                }
+            }
+            last_rowid = rowid;
+        }
+        if failed {
+            continue;
+        }
+        for (id, at) in revoked {
+            if published_revocations.contains(&id) {
+                continue;
+            }
+            let message = Revoked {
+                id: id.clone(),
+                revoked_at: at,
+                origin: cluster.replica.clone(),
+            };
+            let subject = format!("gsv.tokens.{id}.revoked");
+            if let Err(e) = publish(cluster, &subject, &format!("{id}.revoked"), &message).await {
+                tracing::warn!(error = %e, "cluster: cannot publish a revocation; will try again");
+                break;
+            }
+            revoked_since = revoked_since.max(at);
+            published_revocations.insert(id);
+        }
+    }
+}
+
+async fn publish<T: Serialize>(
+    cluster: &Cluster,
+    subject: &str,
+    message_id: &str,
+    body: &T,
+) -> Result<(), String> {
+    let payload = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    let ack = cluster
+        .jetstream()
+        .send_publish(
+            subject.to_owned(),
+            jetstream::message::PublishMessage::build()
+                .payload(payload.into())
+                .message_id(message_id),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(ACK_WAIT, ack).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no acknowledgement from JetStream".into()),
+    }
+}
+
+type Changes = (Vec<(i64, Created)>, Vec<(String, i64)>);
+
+/// Tokens stored after row `from`, and tokens revoked at or after `since`.
+fn read_changes(
+    c: &mut rusqlite::Connection,
+    from: i64,
+    since: i64,
+) -> Result<Changes, crate::store::StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT rowid, id, kind, subject, hash, policy, created_at, role FROM tokens \
+         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+    )?;
+    let created = stmt
+        .query_map(params![from, BATCH], |r| {
+            let hash: Vec<u8> = r.get(4)?;
+            Ok((
+                r.get::<_, i64>(0)?,
+                Created {
+                    id: r.get(1)?,
+                    kind: r.get(2)?,
+                    subject: r.get(3)?,
+                    hash: hash.iter().map(|b| format!("{b:02x}")).collect(),
+                    policy: r.get(5)?,
+                    created_at: r.get(6)?,
+                    role: r.get(7)?,
+                    origin: String::new(),
+                },
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut stmt = c.prepare(
+        "SELECT id, revoked_at FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?1",
+    )?;
+    let revoked = stmt
+        .query_map(params![since], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((created, revoked))
+}
+
+/// In: applies the stream, from its start, for as long as the replica runs. The
+/// consumer is made again (from the message after the last one applied) when it
+/// fails and whenever the client reconnected, since a restarted server has lost it.
+async fn apply_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<HashSet<String>>) {
+    let mut next: u64 = 1;
+    loop {
+        if let Err(e) = apply_stream(shared, cluster, imported, &mut next).await {
+            tracing::warn!(error = %e, "cluster: reading the token stream failed; starting again");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn apply_stream(
+    shared: &Arc<Shared>,
+    cluster: &Cluster,
+    imported: &Mutex<HashSet<String>>,
+    next: &mut u64,
+) -> Result<(), String> {
+    if !cluster.connected() {
+        return Ok(());
+    }
+    let connects = cluster.connects();
+    let stream = stream(cluster).await?;
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: "gsv.tokens.>".to_owned(),
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: *next,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut check = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let message = tokio::select! {
+            m = messages.next() => m,
+            _ = check.tick() => {
+                if cluster.connects() != connects {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        let Some(message) = message else {
+            return Ok(());
+        };
+        let message = message.map_err(|e| e.to_string())?;
+        if let Ok(info) = message.info() {
+            *next = info.stream_sequence + 1;
+        }
+        let subject = message.subject.as_str();
+        if subject.ends_with(".created") {
+            match serde_json::from_slice::<Created>(&message.payload) {
+                Ok(row) if row.origin != cluster.replica => {
+                    if let Ok(mut s) = imported.lock() {
+                        s.insert(row.id.clone());
+                    }
+                    let inserted = shared
+                        .store
+                        .blocking(move |store| store.with_conn(|c| insert(c, &row)))
+                        .await;
+                    if let Ok(Err(e)) = inserted {
+                        tracing::warn!(error = %e, "cluster: a token from another replica was not applied");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(subject, error = %e, "cluster: unreadable token record skipped")
+                }
+            }
+        } else if subject.ends_with(".revoked") {
+            match serde_json::from_slice::<Revoked>(&message.payload) {
+                Ok(rev) => {
+                    let applied = shared
+                        .store
+                        .blocking(move |store| store.with_conn(|c| revoke(c, &rev)))
+                        .await;
+                    match applied {
+                        Ok(Ok(Some(cut))) => crate::revocation::cut(shared, vec![cut]).await,
+                        Ok(Ok(None)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "cluster: a revocation from another replica was not applied")
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(subject, error = %e, "cluster: unreadable revocation skipped")
+                }
+            }
+        }
+    }
+}
+
+/// Why a record from the stream is not applied.
+fn bad(what: &str) -> crate::store::StoreError {
+    crate::store::StoreError::Policy(format!("token record from the cluster: {what}"))
+}
+
+/// Inserts a token made on another replica, with its audit row, unless it is known.
+fn insert(c: &mut rusqlite::Connection, row: &Created) -> Result<(), crate::store::StoreError> {
+    if row.id.is_empty() || row.id.len() > 64 || !row.id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad("malformed id"));
+    }
+    let kind = TokenKind::parse(&row.kind).ok_or_else(|| bad("unknown kind"))?;
+    let role = match &row.role {
+        Some(r) => Some(OperatorRole::parse(r).ok_or_else(|| bad("unknown role"))?),
+        None => None,
+    };
+    let policy: Option<PolicySpec> = match &row.policy {
+        Some(p) => Some(serde_json::from_str(p).map_err(|_| bad("unreadable policy"))?),
+        None => None,
+    };
+    if (kind == TokenKind::Operator) != role.is_some() {
+        return Err(bad(
+            "an operator token needs a role, and only an operator token has one",
+        ));
+    }
+    let hash = hex(&row.hash).ok_or_else(|| bad("malformed hash"))?;
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let known = tx
+        .query_row(
+            "SELECT 1 FROM tokens WHERE id = ?1",
+            params![row.id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    if known {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO tokens (id, kind, subject, hash, policy, created_at, role) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            row.id,
+            row.kind,
+            row.subject,
+            hash,
+            row.policy,
+            row.created_at,
+            row.role
+        ],
+    )?;
+    let actor = format!("replica:{}", row.origin);
+    let event = AuditEvent::TokenIssued {
+        actor: &actor,
+        token_id: &row.id,
+        kind,
+        subject: &row.subject,
+        policy: policy.as_ref(),
+        role,
+    };
+    audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
+    tx.commit()?;
+    tracing::info!(token_id = %row.id, origin = %row.origin, "cluster: token from another replica applied");
+    Ok(())
+}
+
+/// Marks a token revoked on another replica as revoked here, with its audit row;
+/// the token's `(id, kind)` when it was active here.
+fn revoke(
+    c: &mut rusqlite::Connection,
+    rev: &Revoked,
+) -> Result<Option<(String, String)>, crate::store::StoreError> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let kind: Option<String> = tx
+        .query_row(
+            "SELECT kind FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
+            params![rev.id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(kind) = kind else {
+        return Ok(None);
+    };
+    tx.execute(
+        "UPDATE tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+        params![rev.id, rev.revoked_at],
+    )?;
+    let actor = format!("replica:{}", rev.origin);
+    let event = AuditEvent::TokenRevoked {
+        actor: &actor,
+        token_id: &rev.id,
+    };
+    audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
+    tx.commit()?;
+    tracing::info!(token_id = %rev.id, origin = %rev.origin, "cluster: revocation from another replica applied");
+    Ok(Some((rev.id.clone(), kind)))
+}
+
+fn hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || s.len() > 256 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (crate::store::Store, std::path::PathBuf) {
+        let d = std::env::temp_dir().join(format!("gsv-cluster-{}", uuid::Uuid::new_v4()));
+        (crate::store::Store::open(&d).unwrap(), d)
+    }
+
+    fn record(id: &str) -> Created {
+        Created {
+            id: id.to_owned(),
+            kind: "agent".into(),
+            subject: "bot".into(),
+            hash: "00".repeat(32),
+            policy: Some(r#"{"allow":["*"]}"#.into()),
+            created_at: 1,
+            role: None,
+            origin: "b".into(),
+        }
+    }
+
+    fn count(s: &crate::store::Store) -> i64 {
+        s.with_conn(|c| Ok(c.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
+            .unwrap()
+    }
+
+    #[test]
+    fn hostile_records_are_refused_and_good_ones_applied_once() {
+        let (s, dir) = store();
+        let before = count(&s);
+        let mut bad = vec![record("not-hex!"), record(&"a".repeat(65))];
+        let mut r = record("aa01");
+        r.kind = "root".into();
+        bad.push(r);
+        let mut r = record("aa02");
+        r.kind = "operator".into();
+        bad.push(r);
+        let mut r = record("aa03");
+        r.hash = "xyz".into();
+        bad.push(r);
+        let mut r = record("aa04");
+        r.policy = Some("{not json".into());
+        bad.push(r);
+        for r in &bad {
+            assert!(s.with_conn(|c| insert(c, r)).is_err(), "{r:?}");
+        }
+        assert_eq!(count(&s), before, "nothing applied");
+        let good = record("aa05");
+        s.with_conn(|c| insert(c, &good)).unwrap();
+        s.with_conn(|c| insert(c, &good)).unwrap();
+        assert_eq!(count(&s), before + 1, "applied once");
+        // A revocation applies once, and a token is never un-revoked.
+        let rev = Revoked {
+            id: "aa05".into(),
+            revoked_at: 5,
+            origin: "c".into(),
+        };
+        assert_eq!(
+            s.with_conn(|c| revoke(c, &rev)).unwrap(),
+            Some(("aa05".into(), "agent".into()))
+        );
+        assert_eq!(s.with_conn(|c| revoke(c, &rev)).unwrap(), None);
+        s.with_conn(|c| insert(c, &good)).unwrap();
+        let revoked: Option<i64> = s
+            .with_conn(|c| {
+                Ok(
+                    c.query_row("SELECT revoked_at FROM tokens WHERE id = 'aa05'", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .unwrap();
+        assert_eq!(revoked, Some(5));
+        let unknown = Revoked {
+            id: "ffff".into(),
+            revoked_at: 5,
+            origin: "c".into(),
+        };
+        assert_eq!(s.with_conn(|c| revoke(c, &unknown)).unwrap(), None);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn hashes_travel_as_hex() {
+        assert_eq!(hex("00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(hex("0"), None);
+        assert_eq!(hex("zz"), None);
+    }
+}

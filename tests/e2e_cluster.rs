@@ -1,0 +1,106 @@
+//! End to end: gateway replicas joined by a real `nats-server` with JetStream (cluster
+//! mode, issue 24, first part): a token made on one replica works on the others, a
+//! revocation on one cuts the token's connections on another, and a token made while
+//! NATS is down reaches the other replicas once it is back.
+
+mod common;
+
+use common::{eventually, Gateway, TempDir};
+use gsv_bench::nats::NatsServer;
+use gsv_client::AgentClient;
+use serde_json::json;
+use std::time::Duration;
+
+/// How long replication may take in these tests (it takes well under a second).
+const SPREAD: Duration = Duration::from_secs(15);
+
+async fn replica(nats: &NatsServer, name: &str) -> Gateway {
+    Gateway::start_with(&["--cluster", &nats.url(), "--replica", name]).await
+}
+
+/// The id part of `gsv_KIND_ID_SECRET`.
+fn token_id(token: &str) -> String {
+    token.split('_').nth(2).expect("token id").to_owned()
+}
+
+/// An agent connected to `gw` with `token`, once `gw` accepts it.
+async fn accepted(gw: &Gateway, token: &str, what: &str) -> AgentClient {
+    eventually(what, SPREAD, || async {
+        AgentClient::connect_with(&gw.url(), token, &gw.tls_options())
+            .await
+            .ok()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tokens_made_or_revoked_on_one_replica_hold_on_every_replica() {
+    let dir = TempDir::new("cluster-tokens");
+    let mut nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+
+    // A token unknown everywhere is refused (the replicas do not accept just anything).
+    let bogus = "gsv_agent_00112233445566778899aabbccddeeff_secret";
+    assert!(AgentClient::connect_with(&c.url(), bogus, &c.tls_options())
+        .await
+        .is_err());
+
+    // An agent token made on A works on C; a node token made on B lets a node join C.
+    let agent_token = a.agent_token();
+    let agent = accepted(&c, &agent_token, "A's agent token accepted by C").await;
+    let node_token = b.node_token("n1");
+    let _ = accepted(&a, &agent_token, "A's agent token accepted by A").await;
+    // The node's token must have reached C before the node dials it.
+    eventually("B's node token known to C", SPREAD, || async {
+        let (code, out, _) = c.cli(&["token", "list"]);
+        (code == 0 && out.contains(&token_id(&node_token))).then_some(())
+    })
+    .await;
+    let ws = TempDir::new("cluster-ws");
+    let _node = c.spawn_node("n1", &node_token, ws.path(), &[]);
+    c.wait_online("n1").await;
+    let r = agent
+        .call("n1__Echo", json!({"text": "through C"}), Some(30_000))
+        .await
+        .expect("call through C");
+    assert!(r.joined_text().contains("through C"), "{}", r.joined_text());
+
+    // The same agent token, connected to A, is cut there when B revokes it.
+    let on_a = accepted(&a, &agent_token, "agent on A").await;
+    let (code, _, err) = b.cli(&["token", "revoke", &token_id(&agent_token)]);
+    assert_eq!(code, 0, "revoke on B: {err}");
+    eventually("A cuts the token revoked on B", SPREAD, || async {
+        on_a.call("n1__Echo", json!({"text": "x"}), Some(2_000))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    eventually("C refuses the token revoked on B", SPREAD, || async {
+        AgentClient::connect_with(&c.url(), &agent_token, &c.tls_options())
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+
+    // NATS down: each replica keeps serving with what it has; a token made on A
+    // meanwhile reaches B once NATS is back (JetStream kept the stream on disk).
+    nats.kill();
+    let later = a.agent_token();
+    let _ = accepted(&a, &later, "a token made on A while NATS is down, on A").await;
+    nats.restart().await.expect("nats-server restarts");
+    let _ = accepted(&b, &later, "the token made during the outage, on B").await;
+
+    // The replica that imported a token recorded it in its audit log.
+    let (code, out, err) = c.cli(&["audit", "tail", "-n", "200", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "C's audit chain is intact: {err}");
+    assert!(
+        out.contains("replica:a") && out.contains(&token_id(&agent_token)),
+        "C's audit log names the token and the replica it came from: {out}"
+    );
+}
