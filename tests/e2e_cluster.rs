@@ -104,3 +104,133 @@ async fn tokens_made_or_revoked_on_one_replica_hold_on_every_replica() {
         "C's audit log names the token and the replica it came from: {out}"
     );
 }
+
+#[tokio::test]
+async fn calls_reach_a_node_held_by_another_replica() {
+    let dir = TempDir::new("cluster-calls");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+
+    // The node connects to A; the agent to B.
+    let ws = TempDir::new("cluster-calls-ws");
+    let node_token = a.node_token("far");
+    let mut node = a.spawn_node("far", &node_token, ws.path(), &[]);
+    a.wait_online("far").await;
+    let agent_token = a.agent_token();
+    let agent = accepted(&b, &agent_token, "A's agent token on B").await;
+    let r = eventually("a call from B reaches the node on A", SPREAD, || async {
+        agent
+            .call("far__Echo", json!({"text": "across"}), Some(10_000))
+            .await
+            .ok()
+    })
+    .await;
+    assert!(r.joined_text().contains("across"), "{}", r.joined_text());
+
+    // Progress events come back before the result, named by the agent's own id.
+    let cmd = "for i in 1 2 3; do echo step$i; sleep 1; done";
+    let r = agent
+        .call_with_id("p1", "far__Bash", json!({"command": cmd}), None)
+        .await
+        .expect("Bash across replicas");
+    assert!(r.joined_text().contains("step3"), "{}", r.joined_text());
+    let mut progress = Vec::new();
+    while let Some(e) = agent.next_event(Duration::from_millis(100)).await {
+        if e.event == gsv_protocol::EventName::CallProgress {
+            progress.push(e.payload);
+        }
+    }
+    assert!(
+        !progress.is_empty(),
+        "no call.progress event across replicas"
+    );
+    assert!(progress.iter().all(|p| p["callId"] == "p1"), "{progress:?}");
+
+    // A cancel on B stops the call on A's node; a deadline holds too.
+    let agent = std::sync::Arc::new(agent);
+    let caller = agent.clone();
+    let started = std::time::Instant::now();
+    let call = tokio::spawn(async move {
+        caller
+            .call_with_id(
+                "long",
+                "far__Echo",
+                json!({"text": "x", "delayMs": 60000}),
+                None,
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    agent.cancel("long").await.expect("cancel");
+    let err = call.await.expect("join").expect_err("cancelled");
+    assert_eq!(
+        err.remote().map(|s| s.code),
+        Some(gsv_protocol::ErrorCode::Cancelled),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let err = agent
+        .call(
+            "far__Echo",
+            json!({"text": "x", "delayMs": 60000}),
+            Some(500),
+        )
+        .await
+        .expect_err("deadline");
+    assert_eq!(
+        err.remote().map(|s| s.code),
+        Some(gsv_protocol::ErrorCode::Timeout),
+        "{err}"
+    );
+
+    // The token's policy holds across replicas: a token allowed only Echo cannot run
+    // Bash on A's node from B.
+    let echo_only = a.token(&["agent", "echo-only", "--allow", "far__Echo"]);
+    let limited = accepted(&b, &echo_only, "the Echo-only token on B").await;
+    let r = limited
+        .call("far__Echo", json!({"text": "ok"}), Some(10_000))
+        .await
+        .expect("Echo allowed");
+    assert!(r.joined_text().contains("ok"));
+    let err = limited
+        .call("far__Bash", json!({"command": "true"}), Some(10_000))
+        .await
+        .expect_err("Bash not allowed");
+    assert_eq!(
+        err.remote().map(|s| s.code),
+        Some(gsv_protocol::ErrorCode::Forbidden),
+        "{err}"
+    );
+
+    // A node no replica holds is answered as on one gateway.
+    let err = agent
+        .call("nowhere__Echo", json!({"text": "x"}), Some(5_000))
+        .await
+        .expect_err("no such node");
+    assert_eq!(
+        err.remote().map(|s| s.code),
+        Some(gsv_protocol::ErrorCode::NotFound),
+        "{err}"
+    );
+
+    // The node moves to B, with the credential it enrolled with on A (shared like
+    // every token): calls from an agent on A follow it there.
+    node.kill();
+    let mut cmd = a.node_command_via(&b.url(), "far", &node_token, ws.path());
+    cmd.arg("--echo-tool");
+    let _moved = common::Proc(common::die_with_parent(&mut cmd).spawn().expect("node"));
+    b.wait_online("far").await;
+    let on_a = accepted(&a, &agent_token, "the agent token on A").await;
+    let r = eventually(
+        "a call from A reaches the node now on B",
+        SPREAD,
+        || async {
+            on_a.call("far__Echo", json!({"text": "moved"}), Some(10_000))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert!(r.joined_text().contains("moved"), "{}", r.joined_text());
+}

@@ -69,8 +69,13 @@ impl NatsServer {
 
     async fn spawn(&mut self, port: &str) -> Result<(), String> {
         let log = self.dir.join("server.log");
+        // Results of up to gsv's 16 MiB frames cross between replicas in one message.
+        let conf = self.dir.join("nats.conf");
+        std::fs::write(&conf, "max_payload: 33554432\n").map_err(|e| format!("nats conf: {e}"))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"])
+        cmd.arg("-c")
+            .arg(&conf)
+            .args(["-a", "127.0.0.1", "-p", port, "-js", "-sd"])
             .arg(self.dir.join("store"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -235,6 +235,7 @@ pub async fn run(
             asker: caller.asker,
             fanout: Some(&group),
             job: None,
+            from_replica: None,
         };
         let args = &params.args;
         let timeout_ms = params.timeout_ms;

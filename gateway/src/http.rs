@@ -178,6 +178,7 @@ async fn sessions(
         asker: None,
         fanout: None,
         job: None,
+        from_replica: None,
     };
     Ok(Json(crate::process_sessions::gather(&shared, &caller).await).into_response())
 }

@@ -438,6 +438,9 @@ pub struct Registry {
     pub unaccepted: Unaccepted,
     /// Woken whenever a node connection is registered.
     arrivals: tokio::sync::Notify,
+    /// Told of every node id that comes online (`true`) or goes offline (`false`),
+    /// once someone watches ([`Registry::watch`]: cluster mode).
+    watcher: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(NodeId, bool)>>,
     /// Per node id: the instance and the highest reliable event `seq` received from
     /// it, to drop events a node sends again after a reconnect.
     event_seqs: DashMap<NodeId, (String, u64)>,
@@ -447,9 +450,24 @@ impl Registry {
     /// Makes `handle` the node's current connection; returns the one it replaces.
     pub fn insert(&self, handle: Arc<NodeHandle>) -> Option<Arc<NodeHandle>> {
         self.offline.remove(handle.id.as_str());
+        let id = handle.id.clone();
         let old = self.nodes.insert(handle.id.clone(), handle);
         self.arrivals.notify_waiters();
+        if let Some(w) = self.watcher.get() {
+            let _ = w.send((id, true));
+        }
         old
+    }
+
+    /// Every node id that comes online or goes offline from now on, after the ones
+    /// online now; `None` when someone already watches.
+    pub fn watch(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(NodeId, bool)>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.watcher.set(tx.clone()).ok()?;
+        for id in self.nodes.iter().map(|e| e.key().clone()) {
+            let _ = tx.send((id, true));
+        }
+        Some(rx)
     }
 
     /// Woken when any node connects. Create the `notified()` future (and `enable` it)
@@ -486,6 +504,9 @@ impl Registry {
             .nodes
             .remove_if(handle.id.as_str(), |_, h| h.conn_id == handle.conn_id);
         if let Some((id, h)) = removed {
+            if let Some(w) = self.watcher.get() {
+                let _ = w.send((id.clone(), false));
+            }
             self.offline.insert(
                 id,
                 OfflineNode {

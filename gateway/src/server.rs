@@ -131,7 +131,11 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     }
     let shared = Arc::new(shared);
     if let Some(cluster) = shared.cluster.clone() {
-        tokio::spawn(crate::cluster::tokens::replicate(shared.clone(), cluster));
+        tokio::spawn(crate::cluster::tokens::replicate(
+            shared.clone(),
+            cluster.clone(),
+        ));
+        tokio::spawn(crate::cluster::calls::serve(shared.clone(), cluster));
     }
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));

@@ -10,6 +10,7 @@
 //! client reconnects with backoff): a replica whose NATS is down keeps serving what
 //! it holds, and catches up from the streams when NATS is back.
 
+pub mod calls;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -131,6 +132,10 @@ impl Cluster {
     /// Whether the replica is connected to NATS now.
     pub fn connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    pub(crate) fn client(&self) -> async_nats::Client {
+        self.client.clone()
     }
 
     pub(crate) fn jetstream(&self) -> &async_nats::jetstream::Context {

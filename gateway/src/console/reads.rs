@@ -196,6 +196,7 @@ pub(super) fn caller<'a>(
         asker: None,
         fanout: None,
         job: None,
+        from_replica: None,
     }
 }
 

@@ -190,6 +190,7 @@ pub async fn run(
         asker: None,
         fanout: None,
         job: None,
+        from_replica: None,
     };
     // One message per node at most (a fan-out reaches at most MAX_FANOUT_NODES).
     let (tx, mut rx) = mpsc::unbounded_channel::<(String, NodeStatus)>();

@@ -762,6 +762,7 @@ impl McpHandler {
                 asker: Some(&asker),
                 fanout: None,
                 job: None,
+                from_replica: None,
             };
             let call = router::call(self.shared(), &caller, params, cancel);
             tokio::pin!(call);

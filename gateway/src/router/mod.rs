@@ -61,6 +61,9 @@ pub struct Caller<'a> {
     /// The job this call is (`async`): how it is sent is recorded in the job, so a
     /// restarted gateway can ask the node for it again ([`crate::reattach`]).
     pub job: Option<&'a str>,
+    /// The replica that forwarded this call (cluster mode): it is routed here or not at
+    /// all, never forwarded again.
+    pub from_replica: Option<&'a str>,
 }
 
 /// A call that needs approval, as put to the caller's user.
@@ -94,6 +97,7 @@ impl<'a> Caller<'a> {
             asker: None,
             fanout: None,
             job: None,
+            from_replica: None,
         }
     }
 
@@ -227,6 +231,15 @@ async fn route(
         .map_err(RouteError::Budget)?;
     let node_id = name.node.as_str();
     let Some(node) = shared.registry.get(node_id) else {
+        // Cluster mode: another replica may hold the node (a call forwarded here is
+        // routed here or not at all).
+        if let (Some(cluster), None) = (&shared.cluster, caller.from_replica) {
+            if let Some(routed) =
+                crate::cluster::calls::forward(cluster, caller, node_id, params, &cancel).await
+            {
+                return routed;
+            }
+        }
         if let Some(since) = shared.registry.offline_since(node_id) {
             return Err(RouteError::NodeOffline {
                 node: node_id.to_owned(),

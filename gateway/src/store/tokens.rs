@@ -110,6 +110,48 @@ impl Store {
         }))
     }
 
+    /// The active token with this id, without its secret: for a call another replica
+    /// authenticated and forwarded (cluster mode). `Ok(None)` when it is unknown or
+    /// revoked here.
+    pub fn active_by_id(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        let row = self
+            .conn()
+            .query_row(
+                "SELECT kind, subject, policy, role FROM tokens WHERE id = ?1 AND revoked_at IS NULL",
+                params![id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                },
+            )
+            .optional()?;
+        let Some((kind, subject, policy, role)) = row else {
+            return Ok(None);
+        };
+        let Some(kind) = TokenKind::parse(&kind) else {
+            return Ok(None);
+        };
+        let policy = policy
+            .map(|p| serde_json::from_str::<PolicySpec>(&p))
+            .transpose()
+            .map_err(|e| StoreError::Policy(e.to_string()))?;
+        let role = role.as_deref().and_then(OperatorRole::parse);
+        if (kind == TokenKind::Operator) != role.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(TokenRecord {
+            id: id.to_owned(),
+            kind,
+            subject,
+            policy,
+            role,
+        }))
+    }
+
     /// Exchanges a join token for a node credential, once. Refused when the node id
     /// already has an active credential (revoke it first to enroll again) — the join
     /// token then stays usable — or when the join token was used meanwhile.
