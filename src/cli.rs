@@ -786,7 +786,8 @@ impl OperatorRoleArg {
 /// `gsv node`'s flags.
 #[derive(Args, Clone)]
 pub struct NodeArgs {
-    /// Gateway URL (http(s):// or ws(s)://)
+    /// Gateway URL (http(s):// or ws(s)://); replicas of one cluster as URL1,URL2:
+    /// the node moves to the next one when its connection fails
     #[arg(long, env = "GSV_GATEWAY", value_name = "URL", required = true)]
     pub gateway: Option<String>,
     /// This node's id

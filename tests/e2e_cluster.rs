@@ -234,3 +234,66 @@ async fn calls_reach_a_node_held_by_another_replica() {
     .await;
     assert!(r.joined_text().contains("moved"), "{}", r.joined_text());
 }
+
+#[tokio::test]
+async fn a_node_and_an_agent_move_to_a_live_replica_when_theirs_dies() {
+    let dir = TempDir::new("cluster-failover");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let mut a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+
+    // The node knows two replicas and connects to the first.
+    let ws = TempDir::new("cluster-failover-ws");
+    let node_token = a.node_token("mover");
+    let mut cmd = a.node_command_via(
+        &format!("{},{}", a.url(), b.url()),
+        "mover",
+        &node_token,
+        ws.path(),
+    );
+    cmd.arg("--echo-tool");
+    let _node = common::Proc(common::die_with_parent(&mut cmd).spawn().expect("node"));
+    a.wait_online("mover").await;
+    let agent_token = a.agent_token();
+    let agent = accepted(&c, &agent_token, "the agent token on C").await;
+    eventually("a call from C reaches the node on A", SPREAD, || async {
+        agent
+            .call("mover__Echo", json!({"text": "before"}), Some(5_000))
+            .await
+            .ok()
+    })
+    .await;
+
+    // A dies (kill -9): the node moves to B by itself, and calls from C reach it there.
+    let b_url = b.url();
+    let a_url = a.url();
+    a.kill();
+    let started = std::time::Instant::now();
+    let r = eventually(
+        "the node is reached on B after A died",
+        Duration::from_secs(20),
+        || async {
+            agent
+                .call("mover__Echo", json!({"text": "after"}), Some(5_000))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert!(r.joined_text().contains("after"), "{}", r.joined_text());
+    let moved_in = started.elapsed();
+    assert!(moved_in < Duration::from_secs(20), "took {moved_in:?}");
+    b.wait_online("mover").await;
+
+    // An agent given both addresses connects to the live one.
+    let both = format!("{a_url},{b_url}");
+    let on_b = AgentClient::connect_with(&both, &agent_token, &b.tls_options())
+        .await
+        .expect("the agent reaches B when A is dead");
+    let r = on_b
+        .call("mover__Echo", json!({"text": "via B"}), Some(10_000))
+        .await
+        .expect("call via B");
+    assert!(r.joined_text().contains("via B"));
+}

@@ -84,6 +84,27 @@ impl AgentClient {
         token: &str,
         tls: &TlsOptions,
     ) -> Result<AgentClient, ClientError> {
+        // `URL1,URL2`: replicas of one cluster, tried in order; the next one only when
+        // a replica cannot be reached (a refusal is every replica's answer).
+        let mut last = None;
+        for one in gateway.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+            match AgentClient::connect_one(one, token, tls).await {
+                Err(e @ ClientError::Unreachable { .. }) => last = Some(e),
+                other => return other,
+            }
+        }
+        match last {
+            Some(e) => Err(e),
+            None => AgentClient::connect_one(gateway, token, tls).await,
+        }
+    }
+
+    /// [`AgentClient::connect_with`] for one gateway address.
+    async fn connect_one(
+        gateway: &str,
+        token: &str,
+        tls: &TlsOptions,
+    ) -> Result<AgentClient, ClientError> {
         let gateway = Gateway::parse(gateway)?;
         let url = gateway.ws_url(AGENT_PATH);
         let trust = if gateway.tls {

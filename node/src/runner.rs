@@ -176,7 +176,7 @@ async fn run_with_host(
         };
         info!(url = %ready.url, tools = ?ready.node.registry.names(), "starting node");
         let result =
-            reconnect_loop(Arc::clone(&ready.node), &ready.url, ready.tls, &shutdown).await;
+            reconnect_loop(Arc::clone(&ready.node), &ready.urls, ready.tls, &shutdown).await;
         ready.node.registry.shutdown().await;
         result
     }
@@ -188,7 +188,11 @@ async fn run_with_host(
 /// the TLS trust for it.
 pub(crate) struct Ready {
     pub node: Arc<NodeState>,
+    /// The first gateway's node endpoint (what enrollment dials).
     pub url: String,
+    /// Every gateway replica's node endpoint, in the order given (`--gateway
+    /// URL1,URL2`): the node moves to the next one when its connection fails.
+    pub urls: Vec<String>,
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
@@ -202,7 +206,27 @@ pub(crate) async fn prepare(
     host: Option<Arc<RemoteHost>>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Ready>, NodeError> {
-    let gateway = Gateway::parse(&config.gateway)?;
+    // `--gateway URL1,URL2`: replicas of one cluster; each is checked like one.
+    let gateways = config
+        .gateway
+        .split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(Gateway::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    let gateway = match gateways.first() {
+        Some(g) => g.clone(),
+        None => Gateway::parse(&config.gateway)?,
+    };
+    let urls: Vec<String> = gateways.iter().map(|g| g.ws_url(NODE_PATH)).collect();
+    for other in gateways.iter().skip(1) {
+        if !other.tls && !other.is_loopback() && !config.insecure {
+            return Err(NodeError::Insecure {
+                url: other.ws_url(NODE_PATH),
+            });
+        }
+    }
+    let any_tls = gateways.iter().any(|g| g.tls);
     let url = gateway.ws_url(NODE_PATH);
     // A remote host's workspace is a path there, checked there by every tool.
     if host.is_none() {
@@ -224,10 +248,10 @@ pub(crate) async fn prepare(
         }
         warn!(%url, "--insecure: the node token travels unencrypted");
     }
-    if !gateway.tls && (config.ca.is_some() || config.pin.is_some()) {
+    if !any_tls && (config.ca.is_some() || config.pin.is_some()) {
         warn!(%url, "--ca / --pin are ignored: the gateway address is not https:// or wss://");
     }
-    let tls = if gateway.tls {
+    let tls = if any_tls {
         let (ca, pin) = (config.ca.clone(), config.pin.clone());
         let config =
             tokio::task::spawn_blocking(move || tls::client_config(ca.as_deref(), pin.as_deref()))
@@ -250,7 +274,7 @@ pub(crate) async fn prepare(
             registry,
             probe,
             login_profile,
-            url,
+            (url, urls),
             tls,
         )));
     }
@@ -287,7 +311,7 @@ pub(crate) async fn prepare(
         registry,
         probe,
         login_profile,
-        url,
+        (url, urls),
         tls,
     )))
 }
@@ -298,7 +322,7 @@ fn ready(
     registry: Registry,
     probe: Probe,
     login_profile: LoginProfileCheck,
-    url: String,
+    (url, urls): (String, Vec<String>),
     tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Ready {
     // The registry's sender: the tools (the session manager) already hold it.
@@ -325,7 +349,12 @@ fn ready(
     if let Some((journal, adopted)) = journal {
         crate::recover::restore(&node, &journal, adopted);
     }
-    Ready { node, url, tls }
+    Ready {
+        node,
+        url,
+        urls,
+        tls,
+    }
 }
 
 /// A start-up task that did not finish: its panic goes on as if it had happened here;
@@ -346,15 +375,30 @@ enum Attempt {
 
 async fn reconnect_loop(
     node: Arc<NodeState>,
-    url: &str,
+    urls: &[String],
     tls: Option<Arc<rustls::ClientConfig>>,
     shutdown: &CancellationToken,
 ) -> Result<(), NodeError> {
     let mut backoff = Backoff::default();
     let mut registered_once = false;
     let mut failures: u32 = 0;
+    // Which replica to dial: the next one after any connection that failed or ended.
+    let mut turn: usize = 0;
     loop {
-        match attempt(&node, url, tls.clone(), shutdown).await {
+        let url = urls
+            .get(turn % urls.len().max(1))
+            .map(String::as_str)
+            .unwrap_or_default();
+        turn = turn.wrapping_add(1);
+        let tls = if url.starts_with("wss://") {
+            tls.clone()
+        } else {
+            None
+        };
+        if urls.len() > 1 {
+            info!(%url, "dialling the gateway");
+        }
+        match attempt(&node, url, tls, shutdown).await {
             Attempt::Shutdown | Attempt::Served(ConnectionEnd::Shutdown) => {
                 info!("node stopped");
                 return Ok(());
