@@ -297,3 +297,86 @@ async fn a_node_and_an_agent_move_to_a_live_replica_when_theirs_dies() {
         .expect("call via B");
     assert!(r.joined_text().contains("via B"));
 }
+
+/// The id of the approval request waiting on `gw` for `node`, once there is one.
+async fn waiting_approval(gw: &Gateway, node: &str) -> String {
+    eventually("the approval request is listed", SPREAD, || async {
+        let (_, out, _) = gw.cli(&["approvals", "list", "--json"]);
+        let list: serde_json::Value = serde_json::from_str(&out).ok()?;
+        list.as_array()?
+            .iter()
+            .find(|a| a["node"] == node && a["state"] == "pending")
+            .and_then(|a| a["id"].as_str().map(str::to_owned))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another() {
+    let dir = TempDir::new("cluster-approvals");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+    let ws = TempDir::new("cluster-approvals-ws");
+    let _node = a.spawn_node("gated", &a.node_token("gated"), ws.path(), &[]);
+    a.wait_online("gated").await;
+    let token = a.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "gated__Echo",
+    ]);
+    let agent = std::sync::Arc::new(accepted(&b, &token, "the token on B").await);
+    eventually("B reaches the node on A", SPREAD, || async {
+        agent.call("gated__time", json!({}), Some(5_000)).await.ok()
+    })
+    .await;
+
+    // The call waits on A (the replica that routes it); an operator on C approves.
+    let caller = agent.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .call(
+                "gated__Echo",
+                json!({"text": "approved on C"}),
+                Some(60_000),
+            )
+            .await
+    });
+    let id = waiting_approval(&a, "gated").await;
+    let (code, out, err) = c.cli(&["approvals", "approve", &id]);
+    assert_eq!(code, 0, "approve on C: {out} {err}");
+    let r = call.await.expect("join").expect("the approved call runs");
+    assert!(
+        r.joined_text().contains("approved on C"),
+        "{}",
+        r.joined_text()
+    );
+    // Deciding it again, anywhere, is refused as on one gateway.
+    let (code, _, _) = b.cli(&["approvals", "deny", &id]);
+    assert_ne!(code, 0, "a decided request cannot be decided again");
+
+    // Denied on B: the call fails `denied`.
+    let caller = agent.clone();
+    let call = tokio::spawn(async move {
+        caller
+            .call("gated__Echo", json!({"text": "never"}), Some(60_000))
+            .await
+    });
+    let id = waiting_approval(&a, "gated").await;
+    let (code, out, err) = b.cli(&["approvals", "deny", &id]);
+    assert_eq!(code, 0, "deny on B: {out} {err}");
+    let err = call.await.expect("join").expect_err("denied");
+    assert_eq!(
+        err.remote().map(|s| s.code),
+        Some(gsv_protocol::ErrorCode::Denied),
+        "{err}"
+    );
+
+    // An id no replica has is not found.
+    let (code, _, _) = c.cli(&["approvals", "approve", "000000000000"]);
+    assert_ne!(code, 0);
+}

@@ -265,6 +265,24 @@ impl Approvals {
         Ok(row)
     }
 
+    /// Whether this gateway opened request `id` (its row is in this store).
+    pub async fn knows(&self, id: &str) -> bool {
+        let id = id.to_owned();
+        self.blocking(move |s| {
+            s.with_conn(|c| {
+                Ok(
+                    c.query_row("SELECT 1 FROM approvals WHERE id = ?1", params![id], |_| {
+                        Ok(())
+                    })
+                    .optional()?
+                    .is_some(),
+                )
+            })
+        })
+        .await
+        .unwrap_or(false)
+    }
+
     /// Marks a request expired (its call stopped waiting). Idempotent.
     pub async fn expire(&self, id: &str) {
         self.waiters.remove(id);

@@ -135,7 +135,11 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
-        tokio::spawn(crate::cluster::calls::serve(shared.clone(), cluster));
+        tokio::spawn(crate::cluster::calls::serve(
+            shared.clone(),
+            cluster.clone(),
+        ));
+        tokio::spawn(crate::cluster::approvals::serve(shared.clone(), cluster));
     }
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));

@@ -10,6 +10,7 @@
 //! client reconnects with backoff): a replica whose NATS is down keeps serving what
 //! it holds, and catches up from the streams when NATS is back.
 
+pub mod approvals;
 pub mod calls;
 pub mod tokens;
 
