@@ -380,3 +380,95 @@ async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another()
     let (code, _, _) = c.cli(&["approvals", "approve", "000000000000"]);
     assert_ne!(code, 0);
 }
+
+async fn cluster_state(gw: &Gateway) -> Option<serde_json::Value> {
+    let (status, body) = common::http_get(&gw.addr, "/v1/cluster", Some(&gw.admin_token())).await;
+    (status == 200)
+        .then(|| serde_json::from_str(&body).ok())
+        .flatten()
+}
+
+#[tokio::test]
+async fn without_nats_replicas_serve_their_own_nodes_say_degraded_and_recover() {
+    let dir = TempDir::new("cluster-degraded");
+    let mut nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let ws = TempDir::new("cluster-degraded-ws");
+    let _node = a.spawn_node("kept", &a.node_token("kept"), ws.path(), &[]);
+    a.wait_online("kept").await;
+    let token = a.agent_token();
+    let on_a = accepted(&a, &token, "the token on A").await;
+    let on_b = accepted(&b, &token, "the token on B").await;
+
+    // Both replicas hear each other; A says it holds one node.
+    eventually("A sees both replicas, ok", SPREAD, || async {
+        let s = cluster_state(&a).await?;
+        let names: Vec<&str> = s["replicas"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        (s["state"] == "ok" && names == ["a", "b"]).then_some(())
+    })
+    .await;
+    eventually("B hears that A holds one node", SPREAD, || async {
+        let s = cluster_state(&b).await?;
+        let a_seen = s["replicas"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == "a")?
+            .clone();
+        (a_seen["nodes"] == 1).then_some(())
+    })
+    .await;
+    eventually("B reaches A's node", SPREAD, || async {
+        on_b.call("kept__Echo", json!({"text": "x"}), Some(5_000))
+            .await
+            .ok()
+    })
+    .await;
+
+    // NATS dies: each replica says degraded and keeps serving the nodes it holds;
+    // a call from B to A's node is answered at once, not held.
+    nats.kill();
+    eventually("A says degraded", SPREAD, || async {
+        (cluster_state(&a).await?["state"] == "degraded").then_some(())
+    })
+    .await;
+    let r = on_a
+        .call("kept__Echo", json!({"text": "local"}), Some(10_000))
+        .await
+        .expect("A still serves its own node");
+    assert!(r.joined_text().contains("local"));
+    let started = std::time::Instant::now();
+    let err = on_b
+        .call("kept__Echo", json!({"text": "x"}), Some(30_000))
+        .await
+        .expect_err("B cannot reach A's node without NATS");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered at once: {err}"
+    );
+    let (status, metrics) = common::http_get(&a.addr, "/metrics", Some(&a.admin_token())).await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("gsv_cluster_connected 0"), "{metrics}");
+
+    // NATS is back: ok again, and calls cross replicas again.
+    nats.restart().await.expect("nats-server restarts");
+    eventually("A says ok again", Duration::from_secs(30), || async {
+        (cluster_state(&a).await?["state"] == "ok").then_some(())
+    })
+    .await;
+    let r = eventually(
+        "B reaches A's node again",
+        Duration::from_secs(30),
+        || async {
+            on_b.call("kept__Echo", json!({"text": "again"}), Some(5_000))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert!(r.joined_text().contains("again"));
+}

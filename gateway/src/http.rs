@@ -43,7 +43,8 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/jobs", get(jobs_list))
         .route("/v1/jobs/{id}", get(job_show))
         .route("/v1/approvals", get(approvals_list))
-        .route("/v1/approvals/{id}", post(approvals_decide));
+        .route("/v1/approvals/{id}", post(approvals_decide))
+        .route("/v1/cluster", get(cluster_status));
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
@@ -68,6 +69,9 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .metrics
         .unauthenticated_connections
         .set(shared.admission.unauthenticated() as i64);
+    if let Some(cluster) = &shared.cluster {
+        shared.metrics.set_cluster_connected(cluster.connected());
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -253,6 +257,29 @@ async fn job_show(
     let principal = authorize(&shared, &headers, peer).await?;
     let job = crate::jobs::get(&shared, job_reader(&principal), &id).await?;
     Ok(Json(job).into_response())
+}
+
+/// `GET /v1/cluster`: this replica, its state (`ok`, or `degraded` without NATS) and
+/// the replicas it hears (admin and operators).
+async fn cluster_status(
+    State(shared): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    if !authorize(&shared, &headers, peer)
+        .await?
+        .authority()
+        .reads_all()
+    {
+        return Err(HttpError::OperatorOnly {
+            what: "the cluster's state",
+        }
+        .into());
+    }
+    let Some(cluster) = &shared.cluster else {
+        return Err(HttpError::NotClustered.into());
+    };
+    Ok(Json(cluster.status(shared.registry.online_count())).into_response())
 }
 
 async fn approvals_list(

@@ -41,6 +41,8 @@ pub struct Metrics {
     pub shed_connections: Family<ShedLabels, Counter>,
     /// Set from the admission counts when metrics are read.
     pub unauthenticated_connections: Gauge,
+    /// 1 while this replica is connected to NATS (cluster mode).
+    pub cluster_connected: Gauge,
 }
 
 impl Default for Metrics {
@@ -63,6 +65,12 @@ impl Metrics {
         let resumed_calls = Counter::default();
         let shed_connections = Family::<ShedLabels, Counter>::default();
         let unauthenticated_connections = Gauge::default();
+        let cluster_connected = Gauge::default();
+        registry.register(
+            "cluster_connected",
+            "1 while this replica is connected to NATS (cluster mode), else 0",
+            cluster_connected.clone(),
+        );
         registry.register(
             "connected_nodes",
             "Nodes connected now",
@@ -125,7 +133,13 @@ impl Metrics {
             resumed_calls,
             shed_connections,
             unauthenticated_connections,
+            cluster_connected,
         }
+    }
+
+    /// Records whether this replica is connected to NATS.
+    pub fn set_cluster_connected(&self, connected: bool) {
+        self.cluster_connected.set(i64::from(connected));
     }
 
     /// Counts a connection closed at accept (`reason`: which cap).

@@ -30,8 +30,8 @@ struct Decide {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-enum Decided {
-    Ok(ApprovalRequest),
+enum Answer {
+    Ok(Box<ApprovalRequest>),
     NotFound,
     AlreadyDecided,
     Expired,
@@ -68,14 +68,14 @@ pub async fn decide_elsewhere(
         .ok()?;
     let id = id.to_owned();
     Some(
-        match serde_json::from_slice::<Decided>(&reply.payload).ok()? {
-            Decided::Ok(request) => Ok(request),
-            Decided::NotFound => Err(ApprovalError::NotFound { id }),
-            Decided::AlreadyDecided => Err(ApprovalError::AlreadyDecided { id }),
-            Decided::Expired => Err(ApprovalError::Expired { id }),
-            Decided::Failed(message) => Err(ApprovalError::Store(
-                crate::store::StoreError::Policy(message),
-            )),
+        match serde_json::from_slice::<Answer>(&reply.payload).ok()? {
+            Answer::Ok(request) => Ok(*request),
+            Answer::NotFound => Err(ApprovalError::NotFound { id }),
+            Answer::AlreadyDecided => Err(ApprovalError::AlreadyDecided { id }),
+            Answer::Expired => Err(ApprovalError::Expired { id }),
+            Answer::Failed(message) => Err(ApprovalError::Store(crate::store::StoreError::Policy(
+                message,
+            ))),
         },
     )
 }
@@ -109,14 +109,14 @@ async fn answer(shared: &Shared, cluster: &Cluster, message: async_nats::Message
         return;
     }
     let by = format!("{}@{}", ask.by, ask.origin);
-    let decided = match shared.decide_here(&ask.id, ask.verdict, &by).await {
-        Ok(request) => Decided::Ok(request),
-        Err(ApprovalError::NotFound { .. }) => Decided::NotFound,
-        Err(ApprovalError::AlreadyDecided { .. }) => Decided::AlreadyDecided,
-        Err(ApprovalError::Expired { .. }) => Decided::Expired,
-        Err(e) => Decided::Failed(e.to_string()),
+    let answer = match shared.decide_here(&ask.id, ask.verdict, &by).await {
+        Ok(request) => Answer::Ok(Box::new(request)),
+        Err(ApprovalError::NotFound { .. }) => Answer::NotFound,
+        Err(ApprovalError::AlreadyDecided { .. }) => Answer::AlreadyDecided,
+        Err(ApprovalError::Expired { .. }) => Answer::Expired,
+        Err(e) => Answer::Failed(e.to_string()),
     };
-    if let Ok(payload) = serde_json::to_vec(&decided) {
+    if let Ok(payload) = serde_json::to_vec(&answer) {
         let _ = cluster.client().publish(reply, payload.into()).await;
     }
 }

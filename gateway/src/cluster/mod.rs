@@ -12,6 +12,7 @@
 
 pub mod approvals;
 pub mod calls;
+pub mod presence;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -56,6 +57,9 @@ pub struct Cluster {
     /// How many times the client has (re)connected: a consumer made before the last
     /// reconnection may be gone with a restarted server.
     connects: Arc<AtomicU64>,
+    /// The replicas heard from, with when and how many nodes they hold
+    /// ([`presence`]).
+    peers: dashmap::DashMap<String, (std::time::Instant, usize)>,
 }
 
 impl Cluster {
@@ -127,6 +131,7 @@ impl Cluster {
             client,
             js,
             connects,
+            peers: dashmap::DashMap::new(),
         })
     }
 

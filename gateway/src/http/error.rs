@@ -31,6 +31,9 @@ pub enum HttpError {
     /// per node in `GET /v1/sessions`, never as the response's status).
     #[error("{0}")]
     BadNodeResult(serde_json::Error),
+    /// `GET /v1/cluster` on a gateway that runs on its own.
+    #[error("this gateway is not in cluster mode (gsv gateway --cluster)")]
+    NotClustered,
 }
 
 impl WireError for HttpError {
@@ -43,6 +46,7 @@ impl WireError for HttpError {
                 ErrorCode::InvalidArgs
             }
             HttpError::BadNodeResult(_) => ErrorCode::Internal,
+            HttpError::NotClustered => ErrorCode::NotFound,
         }
     }
 }
