@@ -128,6 +128,22 @@ async fn calls_reach_a_node_held_by_another_replica() {
     .await;
     assert!(r.joined_text().contains("across"), "{}", r.joined_text());
 
+    // B lists the node A holds, saying so; `gsv nodes` on B too.
+    let far = eventually("B lists the node A holds", SPREAD, || async {
+        let listed = agent.list_nodes().await.ok()?;
+        listed.into_iter().find(|n| n.id == "far")
+    })
+    .await;
+    assert!(far.online);
+    assert_eq!(far.replica.as_deref(), Some("a"));
+    let (code, out, err) = b.cli(&["nodes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("far ") && l.contains("replica=a")),
+        "{out}"
+    );
+
     // Progress events come back before the result, named by the agent's own id.
     let cmd = "for i in 1 2 3; do echo step$i; sleep 1; done";
     let r = agent
@@ -202,6 +218,14 @@ async fn calls_reach_a_node_held_by_another_replica() {
         Some(gsv_protocol::ErrorCode::Forbidden),
         "{err}"
     );
+
+    // Lists across replicas keep the token's view: a token that may call nothing on
+    // `far` does not see it, from any replica.
+    let blind = a.token(&["agent", "blind", "--allow", "elsewhere__*"]);
+    let blind = accepted(&b, &blind, "the blind token on B").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let listed = blind.list_nodes().await.expect("nodes.list");
+    assert!(listed.iter().all(|n| n.id != "far"), "{listed:?}");
 
     // A node no replica holds is answered as on one gateway.
     let err = agent

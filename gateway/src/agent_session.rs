@@ -160,11 +160,33 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
             }
             Method::NodesList => {
-                let frame = match list_nodes(shared, &agent.policy, params.as_deref()) {
-                    Ok(result) => encode_ok(&id, &result),
-                    Err(e) => encode_err(&id, &e),
-                };
-                let _ = agent.out.send(frame);
+                let result = list_nodes(shared, &agent.policy, params.as_deref());
+                match (result, shared.cluster.clone()) {
+                    // Cluster mode: the other replicas' nodes too (a short wait for
+                    // them, off the connection's reading).
+                    (Ok(mut result), Some(cluster)) => {
+                        let agent = Arc::clone(agent);
+                        let select = decode::<NodesListParams>(params.as_deref())
+                            .ok()
+                            .and_then(|p| p.select);
+                        tokio::spawn(async move {
+                            let remote = crate::cluster::listing::gather(
+                                &cluster,
+                                &agent.token_id,
+                                select.as_deref(),
+                            )
+                            .await;
+                            result.nodes = crate::cluster::listing::merge(result.nodes, remote);
+                            let _ = agent.out.send(encode_ok(&id, &result));
+                        });
+                    }
+                    (Ok(result), None) => {
+                        let _ = agent.out.send(encode_ok(&id, &result));
+                    }
+                    (Err(e), _) => {
+                        let _ = agent.out.send(encode_err(&id, &e));
+                    }
+                }
             }
             Method::NodesShow => {
                 let frame = match decode::<NodeIdParams>(params.as_deref()) {

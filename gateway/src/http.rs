@@ -89,18 +89,28 @@ async fn nodes(
     headers: HeaderMap,
     query: Result<axum::extract::Query<NodesListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<NodesListResult>, ApiError> {
-    let policy = authorize(&shared, &headers, peer).await?.policy();
+    let principal = authorize(&shared, &headers, peer).await?;
+    let policy = principal.policy();
     let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
     let selector = params
         .select
         .as_deref()
         .map(crate::inventory::parse_selector)
         .transpose()?;
-    let nodes = crate::inventory::visible_nodes(
+    let mut nodes = crate::inventory::visible_nodes(
         &shared,
         &crate::agent_session::viewer(&policy),
         selector.as_ref(),
     );
+    if let Some(cluster) = &shared.cluster {
+        let remote = crate::cluster::listing::gather(
+            cluster,
+            principal.token_id(),
+            params.select.as_deref(),
+        )
+        .await;
+        nodes = crate::cluster::listing::merge(nodes, remote);
+    }
     Ok(Json(NodesListResult {
         nodes,
         gateway_version: crate::VERSION.to_owned(),

@@ -50,6 +50,8 @@ pub fn selected(summary: &NodeSummary, selector: Option<&Selector>) -> bool {
 /// `summary` with the labels operators gave its node.
 pub fn with_labels(shared: &Shared, mut summary: NodeSummary) -> NodeSummary {
     summary.labels = (*shared.labels.get(&summary.id)).clone();
+    // Cluster mode: this replica holds it (or, offline, last knew of it).
+    summary.replica = shared.cluster.as_ref().map(|c| c.replica.clone());
     summary
 }
 

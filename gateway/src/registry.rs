@@ -333,6 +333,7 @@ impl NodeHandle {
             version: self.version.clone(),
             unaccepted: None,
             labels: Default::default(),
+            replica: None,
         }
     }
 }
@@ -424,6 +425,7 @@ impl OfflineNode {
             version: self.version.clone(),
             unaccepted: None,
             labels: Default::default(),
+            replica: None,
         }
     }
 }

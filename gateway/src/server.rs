@@ -143,7 +143,11 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
-        tokio::spawn(crate::cluster::presence::run(shared.clone(), cluster));
+        tokio::spawn(crate::cluster::presence::run(
+            shared.clone(),
+            cluster.clone(),
+        ));
+        tokio::spawn(crate::cluster::listing::serve(shared.clone(), cluster));
     }
     tokio::spawn(crate::revocation::watch(shared.clone()));
     tokio::spawn(crate::jobs::keep(shared.clone()));

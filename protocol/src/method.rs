@@ -298,6 +298,10 @@ pub struct NodeSummary {
     /// has none, and from older gateways.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: crate::inventory::Labels,
+    /// Cluster mode: the gateway replica the node is connected to (the one that
+    /// answered, for an offline node). Absent from a gateway on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 /// Params of `nodes.list` (also the query of `GET /v1/nodes`): `{}` lists every node

@@ -349,6 +349,7 @@ mod tests {
             version: String::new(),
             unaccepted: None,
             labels: Default::default(),
+            replica: None,
         }
     }
 

@@ -46,11 +46,17 @@ pub fn compact_labels(labels: &Labels) -> String {
 }
 
 /// What `gsv nodes` appends to a node's line for its labels: two spaces and
-/// [`compact_labels`], or nothing when it has none.
+/// [`compact_labels`], or nothing when it has none; then, in cluster mode,
+/// `  replica=NAME` (the gateway replica that holds the node).
 pub fn labels_mark(n: &NodeSummary) -> String {
-    match n.labels.is_empty() {
+    let labels = match n.labels.is_empty() {
         true => String::new(),
         false => format!("  {}", compact_labels(&n.labels)),
+    };
+    // Cluster mode: the replica that holds it.
+    match &n.replica {
+        Some(r) => format!("{labels}  replica={}", safe(r)),
+        None => labels,
     }
 }
 
@@ -341,6 +347,7 @@ mod tests {
             version: version.into(),
             unaccepted,
             labels: Default::default(),
+            replica: None,
         }
     }
 

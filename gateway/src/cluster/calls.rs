@@ -22,7 +22,6 @@ use super::Cluster;
 use crate::registry::ProgressSink;
 use crate::router::{Caller, RouteError};
 use crate::state::Shared;
-use crate::token::TokenKind;
 use futures_util::{FutureExt, StreamExt};
 use gsv_protocol::event::CallProgress;
 use gsv_protocol::method::ToolsCallParams;
@@ -281,36 +280,9 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         .store
         .blocking(move |store| store.active_by_id(&token_id))
         .await;
-    let record = match found {
-        Ok(Ok(Some(r))) => r,
-        Ok(Ok(None)) => {
-            return Answer::Err(ErrorShape::new(
-                ErrorCode::Unauthorized,
-                "the caller's token is unknown or revoked on the replica that holds the node",
-            ))
-        }
-        _ => {
-            return Answer::Err(ErrorShape::new(
-                ErrorCode::Internal,
-                "cannot read the caller's token",
-            ))
-        }
-    };
-    let policy = match record.kind {
-        TokenKind::Admin => crate::policy::Policy::full_access(),
-        TokenKind::Operator => crate::policy::Policy::view_only(),
-        TokenKind::Agent => {
-            match crate::policy::Policy::compile(&record.policy.clone().unwrap_or_default()) {
-                Ok(p) => p,
-                Err(e) => return Answer::Err(ErrorShape::new(ErrorCode::Internal, e.to_string())),
-            }
-        }
-        TokenKind::Node | TokenKind::Join => {
-            return Answer::Err(ErrorShape::new(
-                ErrorCode::Unauthorized,
-                "a node token cannot call tools",
-            ))
-        }
+    let (record, policy) = match super::caller_policy(found) {
+        Ok(found) => found,
+        Err(shape) => return Answer::Err(shape),
     };
     let cancel = CancellationToken::new();
     // A cancel from the forwarding replica (or its giving up) cancels the call here.

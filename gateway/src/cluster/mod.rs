@@ -12,6 +12,7 @@
 
 pub mod approvals;
 pub mod calls;
+pub mod listing;
 pub mod presence;
 pub mod tokens;
 
@@ -152,6 +153,48 @@ impl Cluster {
     pub(crate) fn connects(&self) -> u64 {
         self.connects.load(Ordering::SeqCst)
     }
+}
+
+/// The token another replica authenticated (looked up here by id, [`crate::store::Store::active_by_id`])
+/// and the policy its calls and listings are judged by here.
+pub(crate) fn caller_policy(
+    found: Result<
+        Result<Option<crate::store::TokenRecord>, crate::store::StoreError>,
+        tokio::task::JoinError,
+    >,
+) -> Result<(crate::store::TokenRecord, crate::policy::Policy), gsv_protocol::ErrorShape> {
+    use crate::token::TokenKind;
+    use gsv_protocol::{ErrorCode, ErrorShape};
+    let record = match found {
+        Ok(Ok(Some(r))) => r,
+        Ok(Ok(None)) => {
+            return Err(ErrorShape::new(
+                ErrorCode::Unauthorized,
+                "the caller's token is unknown or revoked on the replica that holds the node",
+            ))
+        }
+        _ => {
+            return Err(ErrorShape::new(
+                ErrorCode::Internal,
+                "cannot read the caller's token",
+            ))
+        }
+    };
+    let policy = match record.kind {
+        TokenKind::Admin => crate::policy::Policy::full_access(),
+        TokenKind::Operator => crate::policy::Policy::view_only(),
+        TokenKind::Agent => {
+            crate::policy::Policy::compile(&record.policy.clone().unwrap_or_default())
+                .map_err(|e| ErrorShape::new(ErrorCode::Internal, e.to_string()))?
+        }
+        TokenKind::Node | TokenKind::Join => {
+            return Err(ErrorShape::new(
+                ErrorCode::Unauthorized,
+                "a node token cannot call tools",
+            ))
+        }
+    };
+    Ok((record, policy))
 }
 
 /// This replica's name: the one given, else the one kept in `data_dir/replica`

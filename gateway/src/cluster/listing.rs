@@ -1,0 +1,204 @@
+//! Node lists across replicas: `nodes.list` and `GET /v1/nodes` on any replica show
+//! the nodes every replica holds, each with the replica it is connected to.
+//!
+//! The replica asked sends the caller's token id and selector on `gsv.nodes.list`
+//! with a reply inbox ([`gather`]); every other replica answers ([`serve`]) with the
+//! *online* nodes it holds that this token may see there (its own policy check and
+//! the selector, exactly as for its own callers). Answers are collected until every
+//! replica heard from lately ([`super::presence`]) has answered, or [`WAIT`] has
+//! passed, then merged with the local list ([`merge`]): a node online elsewhere
+//! replaces this replica's memory of it as offline.
+
+use super::Cluster;
+use crate::state::Shared;
+use futures_util::StreamExt;
+use gsv_protocol::method::NodeSummary;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+const SUBJECT: &str = "gsv.nodes.list";
+/// Longest wait for the other replicas' lists.
+const WAIT: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ask {
+    token_id: String,
+    select: Option<String>,
+    origin: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Listed {
+    replica: String,
+    nodes: Vec<NodeSummary>,
+}
+
+/// The online nodes the other replicas hold that `token_id` may see (`select`
+/// applied there).
+pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> Vec<NodeSummary> {
+    if !cluster.connected() {
+        return Vec::new();
+    }
+    // Every replica heard from lately is waited for; none heard yet (this replica
+    // just started) still gets a short wait.
+    let peers = cluster.live_peers();
+    let wait = if peers == 0 { WAIT / 2 } else { WAIT };
+    let client = cluster.client();
+    let inbox = client.new_inbox();
+    let Ok(mut replies) = client.subscribe(inbox.clone()).await else {
+        return Vec::new();
+    };
+    let ask = Ask {
+        token_id: token_id.to_owned(),
+        select: select.map(str::to_owned),
+        origin: cluster.replica.clone(),
+    };
+    let Ok(payload) = serde_json::to_vec(&ask) else {
+        return Vec::new();
+    };
+    if client
+        .publish_with_reply(SUBJECT, inbox, payload.into())
+        .await
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let mut nodes = Vec::new();
+    let mut answered = 0;
+    let deadline = tokio::time::sleep(wait);
+    tokio::pin!(deadline);
+    while peers == 0 || answered < peers {
+        tokio::select! {
+            _ = &mut deadline => break,
+            m = replies.next() => match m {
+                Some(m) => {
+                    if let Ok(listed) = serde_json::from_slice::<Listed>(&m.payload) {
+                        answered += 1;
+                        nodes.extend(listed.nodes.into_iter().map(|mut n| {
+                            n.replica = Some(listed.replica.clone());
+                            n
+                        }));
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+    nodes
+}
+
+/// This replica's list with the others' merged in: one entry per node, an online one
+/// over an offline one; online nodes first, then offline, each by id.
+pub fn merge(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
+    let mut by_id: BTreeMap<String, NodeSummary> = BTreeMap::new();
+    for n in local.into_iter().chain(remote) {
+        match by_id.get(&n.id) {
+            Some(kept) if kept.online || !n.online => {}
+            _ => {
+                by_id.insert(n.id.clone(), n);
+            }
+        }
+    }
+    let (mut online, offline): (Vec<_>, Vec<_>) = by_id.into_values().partition(|n| n.online);
+    online.extend(offline);
+    online
+}
+
+/// Answers the other replicas' list requests with the online nodes held here.
+pub async fn serve(shared: Arc<Shared>, cluster: Arc<Cluster>) {
+    loop {
+        if let Ok(mut sub) = cluster.client().subscribe(SUBJECT).await {
+            while let Some(message) = sub.next().await {
+                let shared = Arc::clone(&shared);
+                let cluster = Arc::clone(&cluster);
+                tokio::spawn(async move { answer(&shared, &cluster, message).await });
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Message) {
+    let Some(reply) = message.reply.clone() else {
+        return;
+    };
+    let Ok(ask) = serde_json::from_slice::<Ask>(&message.payload) else {
+        return;
+    };
+    if ask.origin == cluster.replica {
+        return;
+    }
+    let token_id = ask.token_id.clone();
+    let found = shared
+        .store
+        .blocking(move |store| store.active_by_id(&token_id))
+        .await;
+    // A token this replica does not accept sees nothing here.
+    let nodes = match super::caller_policy(found) {
+        Ok((_, policy)) => {
+            let selector = ask
+                .select
+                .as_deref()
+                .and_then(|s| crate::inventory::parse_selector(s).ok());
+            crate::inventory::visible_nodes(
+                shared,
+                &crate::agent_session::viewer(&policy),
+                selector.as_ref(),
+            )
+            .into_iter()
+            .filter(|n| n.online)
+            .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    let listed = Listed {
+        replica: cluster.replica.clone(),
+        nodes,
+    };
+    if let Ok(payload) = serde_json::to_vec(&listed) {
+        let _ = cluster.client().publish(reply, payload.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, online: bool, replica: &str) -> NodeSummary {
+        NodeSummary {
+            id: id.into(),
+            online,
+            since: 1,
+            host_role: gsv_protocol::HostRole::Execution,
+            capabilities: vec![],
+            tools: vec![],
+            runtime: Default::default(),
+            conn_id: None,
+            remote_addr: None,
+            version: String::new(),
+            unaccepted: None,
+            labels: Default::default(),
+            replica: Some(replica.into()),
+        }
+    }
+
+    #[test]
+    fn online_elsewhere_replaces_offline_here() {
+        let merged = merge(
+            vec![node("b", false, "a"), node("c", true, "a")],
+            vec![
+                node("b", true, "x"),
+                node("a", true, "x"),
+                node("c", false, "y"),
+            ],
+        );
+        let seen: Vec<(&str, bool, &str)> = merged
+            .iter()
+            .map(|n| (n.id.as_str(), n.online, n.replica.as_deref().unwrap()))
+            .collect();
+        assert_eq!(seen, [("a", true, "x"), ("b", true, "x"), ("c", true, "a")]);
+    }
+}
