@@ -160,3 +160,19 @@ fn ssh_backend_smoke() {
     let v = bench("ssh-backend");
     assert_eq!(v["rows"].as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn cluster_smoke() {
+    // `--quick`: 3 replicas and a nats-server (installed by .ci/run), 60 nodes, 300
+    // calls, one replica killed; the rows must all be there.
+    let v = bench("cluster");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 5, "{v}");
+    assert!(
+        rows[0]["figure"]
+            .as_str()
+            .unwrap()
+            .contains("another replica"),
+        "{v}"
+    );
+}

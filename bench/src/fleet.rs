@@ -71,10 +71,19 @@ pub fn bench_caps() -> gsv_gateway::admission::Caps {
 
 /// Mints `n` node credentials (`sim-00001`…) in the store of `data`.
 pub fn mint_nodes(data: &Path, n: usize) -> Result<Vec<(String, String)>, String> {
+    mint_nodes_named(data, "sim", n)
+}
+
+/// Mints `n` node credentials (`PREFIX-00001`…) in the store of `data`.
+pub fn mint_nodes_named(
+    data: &Path,
+    prefix: &str,
+    n: usize,
+) -> Result<Vec<(String, String)>, String> {
     let store = Store::open(data).map_err(|e| format!("store: {e}"))?;
     (1..=n)
         .map(|i| {
-            let id = format!("sim-{i:05}");
+            let id = format!("{prefix}-{i:05}");
             let (token, _) = store
                 .create_token(TokenKind::Node, &id, None)
                 .map_err(|e| format!("token for {id}: {e}"))?;
@@ -106,6 +115,15 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts `gsv gateway --listen LISTEN --data DATA` and waits for its address file.
     pub async fn spawn(data: &Path, listen: &str) -> Result<GatewayProcess, String> {
+        GatewayProcess::spawn_with(data, listen, &[]).await
+    }
+
+    /// [`GatewayProcess::spawn`] with more flags (`--cluster …`).
+    pub async fn spawn_with(
+        data: &Path,
+        listen: &str,
+        extra: &[String],
+    ) -> Result<GatewayProcess, String> {
         let addr_file = data.join(gsv_gateway::datadir::ADDR_FILE);
         let _ = std::fs::remove_file(&addr_file);
         let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
@@ -117,6 +135,7 @@ impl GatewayProcess {
                 "--max-unauth-conns-per-source",
                 &BENCH_MAX_UNAUTH.to_string(),
             ])
+            .args(extra)
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -13,6 +13,7 @@
 
 pub mod bash_spawn;
 pub mod cli;
+pub mod cluster;
 pub mod console;
 pub mod exec_spawn;
 pub mod fanout;
@@ -79,6 +80,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "gateway RSS per connected node at 1,000 and 8,000 simulated nodes",
     ),
     (
+        "cluster",
+        "6 gateway replicas over NATS: calls across replicas vs within one, RSS per node, a killed replica's nodes back elsewhere",
+    ),
+    (
         "reconnect",
         "8,000 simulated nodes registered again after a gateway kill and restart",
     ),
@@ -124,6 +129,7 @@ pub async fn run(name: &str, opts: &BenchOptions) -> Result<Report, String> {
         "throughput" => throughput::run(opts).await,
         "fanout" => fanout::run(opts).await,
         "memory" => memory::run(opts).await,
+        "cluster" => cluster::run(opts).await,
         "reconnect" => reconnect::run(opts).await,
         "ssh" => ssh_call::run(opts).await,
         "ssh-backend" => ssh_backend::run(opts).await,

@@ -50,6 +50,11 @@ impl NatsServer {
         Ok(server)
     }
 
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.0.id())
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)

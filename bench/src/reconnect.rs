@@ -37,7 +37,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let url = gw.node_url();
     for (id, token) in creds {
         tokio::spawn(sim::reconnecting_node(
-            url.clone(),
+            vec![url.clone()],
             template.clone(),
             id,
             token,

@@ -254,9 +254,11 @@ pub struct Counters {
 }
 
 /// A node that reconnects for ever (jittered backoff: 0–500 ms first, doubling, cap
-/// 5 s) until `stop`. The first connect waits for a permit of `sem`.
+/// 5 s) until `stop`, to the next of `urls` after each connection that failed or
+/// ended (gateway replicas, as `gsv node --gateway URL1,URL2` does). The first
+/// connect waits for a permit of `sem`.
 pub async fn reconnecting_node(
-    url: String,
+    urls: Vec<String>,
     template: Arc<NodeTemplate>,
     id: String,
     token: String,
@@ -273,14 +275,19 @@ pub async fn reconnecting_node(
     };
     let mut first = Some(sem);
     let mut attempt = 0u32;
+    let mut turn = 0usize;
     while !stop.is_cancelled() {
+        let Some(url) = urls.get(turn % urls.len().max(1)) else {
+            return;
+        };
+        turn += 1;
         let permit = match first.take() {
             Some(s) => s.acquire_owned().await.ok(),
             None => None,
         };
         let r = tokio::select! {
             _ = stop.cancelled() => break,
-            r = connect_node(&url, &template, &id, &token) => r,
+            r = connect_node(url, &template, &id, &token) => r,
         };
         drop(permit);
         match r {

@@ -59,6 +59,9 @@ pub async fn watch(shared: Arc<Shared>) {
 pub(crate) async fn cut(shared: &Shared, revoked: Vec<(String, String)>) {
     let mut ids = Vec::with_capacity(revoked.len());
     for (id, kind) in revoked {
+        if let Some(cluster) = &shared.cluster {
+            cluster.calls.forget(&id);
+        }
         close_token(shared, &id);
         // A join token is marked revoked when it is redeemed: no sessions to end.
         if kind == "agent" {

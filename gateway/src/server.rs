@@ -147,6 +147,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
+        tokio::spawn(crate::cluster::calls::listen(cluster.clone()));
         tokio::spawn(crate::cluster::listing::serve(shared.clone(), cluster));
     }
     tokio::spawn(crate::revocation::watch(shared.clone()));

@@ -13,24 +13,29 @@
 //! there is refused) and routes the call through its own router as if the caller were
 //! connected to it: policy, tool, schema, approval, the node's ledger and the audit row
 //! are A's, exactly as on one gateway. A call routed from another replica is never
-//! forwarded again. Progress events come back on `gsv.progress.KEY`, before the
-//! answer; a cancel (or B's caller going away) is sent on `gsv.cancel.KEY`. B waits at
-//! most the call's timeout plus a margin; the answer is the node's raw result or the
-//! error shape A's router gave.
+//! forwarded again. Progress events come back on `gsv.progress.B.KEY` (B listens on
+//! `gsv.progress.B.>` once, [`listen`]) before the answer, which says how many there
+//! were, so B hands them all to its caller first; a cancel (or B's caller going away)
+//! is sent on `gsv.cancel.KEY` (every replica listens on `gsv.cancel.>` once and
+//! cancels the call it runs under that key). B waits at most the call's timeout plus a
+//! margin; the answer is the node's raw result or the error shape A's router gave. A
+//! keeps the policy of a token it looked up for [`POLICY_TTL`]; a revocation applied
+//! on A forgets it at once.
 
 use super::Cluster;
 use crate::registry::ProgressSink;
 use crate::router::{Caller, RouteError};
 use crate::state::Shared;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use gsv_protocol::event::CallProgress;
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The queue group holders subscribe in: one request, one holder.
@@ -50,9 +55,10 @@ struct Forwarded {
     name: String,
     args: Box<RawValue>,
     timeout_ms: Option<u64>,
-    /// Names this call's progress and cancel subjects.
+    /// Names this call's cancel subject.
     key: String,
-    progress: bool,
+    /// Where to publish the call's progress events, if the caller wants them.
+    progress_to: Option<String>,
     origin: String,
 }
 
@@ -60,8 +66,46 @@ struct Forwarded {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 enum Answer {
-    Ok(Box<RawValue>),
-    Err(ErrorShape),
+    Ok {
+        result: Box<RawValue>,
+        progress: usize,
+    },
+    Err {
+        error: ErrorShape,
+        progress: usize,
+    },
+}
+
+impl Answer {
+    fn err(error: ErrorShape) -> Answer {
+        Answer::Err { error, progress: 0 }
+    }
+}
+
+/// How long the holder keeps a forwarded caller's policy (a revocation applied here
+/// forgets it at once).
+pub const POLICY_TTL: Duration = Duration::from_secs(30);
+
+/// A token's record and the policy it is judged by.
+type Judged = Arc<(crate::store::TokenRecord, crate::policy::Policy)>;
+
+/// What one replica keeps for calls crossing replicas.
+#[derive(Default)]
+pub struct CallBook {
+    /// Calls forwarded from here that want progress: their sink and how many events
+    /// reached it.
+    progress: dashmap::DashMap<String, (ProgressSink, Arc<AtomicUsize>)>,
+    /// Calls running here for another replica, by key.
+    running: dashmap::DashMap<String, CancellationToken>,
+    /// Callers' tokens looked up here, with when.
+    policies: dashmap::DashMap<String, (Instant, Judged)>,
+}
+
+impl CallBook {
+    /// Forgets a token's policy (it was revoked).
+    pub fn forget(&self, token_id: &str) {
+        self.policies.remove(token_id);
+    }
 }
 
 /// Sends a call for a node this replica does not hold to the replica that does.
@@ -85,17 +129,27 @@ pub async fn forward(
         args: params.args.clone(),
         timeout_ms: params.timeout_ms,
         key: key.clone(),
-        progress: caller.progress.is_some(),
+        progress_to: caller
+            .progress
+            .as_ref()
+            .map(|_| format!("gsv.progress.{}.{key}", cluster.replica)),
         origin: cluster.replica.clone(),
     };
     let payload = match serde_json::to_vec(&request) {
         Ok(p) => p,
         Err(e) => return Some(Err(internal(format!("cannot encode the call: {e}")))),
     };
-    let mut progress = match &caller.progress {
-        Some(_) => client.subscribe(format!("gsv.progress.{key}")).await.ok(),
-        None => None,
-    };
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let _progress = caller.progress.clone().map(|sink| {
+        cluster
+            .calls
+            .progress
+            .insert(key.clone(), (sink, Arc::clone(&delivered)));
+        Forget {
+            book: &cluster.calls,
+            key: key.clone(),
+        }
+    });
     let wait = Duration::from_millis(
         params
             .timeout_ms
@@ -112,20 +166,10 @@ pub async fn forward(
             .payload(payload.into())
             .timeout(Some(wait)),
     );
-    tokio::pin!(sent);
-    let answer = loop {
-        tokio::select! {
-            r = &mut sent => break r,
-            _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
-            Some(m) = next_progress(&mut progress) => relay(caller.progress.as_ref(), &m.payload),
-        }
+    let answer = tokio::select! {
+        r = sent => r,
+        _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
     };
-    // Progress sent before the answer arrives first.
-    if let Some(sub) = progress.as_mut() {
-        while let Some(Some(m)) = sub.next().now_or_never() {
-            relay(caller.progress.as_ref(), &m.payload);
-        }
-    }
     let message = match answer {
         Ok(m) => m,
         Err(e) => {
@@ -142,30 +186,89 @@ pub async fn forward(
         }
     };
     guard.disarm();
-    Some(match serde_json::from_slice::<Answer>(&message.payload) {
-        Ok(Answer::Ok(raw)) => Ok(raw),
-        Ok(Answer::Err(shape)) => Err(RouteError::Node(shape)),
-        Err(e) => Err(internal(format!(
-            "unreadable answer from another replica: {e}"
-        ))),
-    })
-}
-
-async fn next_progress(sub: &mut Option<async_nats::Subscriber>) -> Option<async_nats::Message> {
-    match sub {
-        Some(s) => s.next().await,
-        None => std::future::pending().await,
+    let (outcome, sent_progress) = match serde_json::from_slice::<Answer>(&message.payload) {
+        Ok(Answer::Ok { result, progress }) => (Ok(result), progress),
+        Ok(Answer::Err { error, progress }) => (Err(RouteError::Node(error)), progress),
+        Err(e) => (
+            Err(internal(format!(
+                "unreadable answer from another replica: {e}"
+            ))),
+            0,
+        ),
+    };
+    // The progress the holder sent before its answer reaches the caller first (it
+    // travels on another subject; a bounded wait).
+    let waited = std::time::Instant::now();
+    while caller.progress.is_some()
+        && delivered.load(Ordering::SeqCst) < sent_progress
+        && waited.elapsed() < Duration::from_millis(200)
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
-}
-
-fn relay(sink: Option<&ProgressSink>, payload: &[u8]) {
-    if let (Some(sink), Ok(p)) = (sink, serde_json::from_slice::<CallProgress>(payload)) {
-        let _ = sink.try_send(p);
-    }
+    Some(outcome)
 }
 
 fn internal(message: String) -> RouteError {
     RouteError::Node(ErrorShape::new(ErrorCode::Internal, message))
+}
+
+/// Removes a forwarded call's progress sink when the call ends.
+struct Forget<'a> {
+    book: &'a CallBook,
+    key: String,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.book.progress.remove(&self.key);
+    }
+}
+
+/// The replica's two standing subscriptions for calls crossing replicas: the progress
+/// of calls forwarded from here, and cancels of calls running here.
+pub async fn listen(cluster: Arc<Cluster>) {
+    let progress = {
+        let cluster = Arc::clone(&cluster);
+        async move {
+            let prefix = format!("gsv.progress.{}.", cluster.replica);
+            loop {
+                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
+                    while let Some(m) = sub.next().await {
+                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
+                            continue;
+                        };
+                        let Some(entry) = cluster.calls.progress.get(key) else {
+                            continue;
+                        };
+                        if let Ok(p) = serde_json::from_slice::<CallProgress>(&m.payload) {
+                            let _ = entry.0.try_send(p);
+                        }
+                        entry.1.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let cancels = {
+        let cluster = Arc::clone(&cluster);
+        async move {
+            loop {
+                if let Ok(mut sub) = cluster.client().subscribe("gsv.cancel.>").await {
+                    while let Some(m) = sub.next().await {
+                        let Some(key) = m.subject.as_str().strip_prefix("gsv.cancel.") else {
+                            continue;
+                        };
+                        if let Some(cancel) = cluster.calls.running.get(key) {
+                            cancel.cancel();
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    tokio::join!(progress, cancels);
 }
 
 /// Publishes on the cancel subject when dropped armed.
@@ -251,7 +354,7 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
     };
     let answer = match serde_json::from_slice::<Forwarded>(&message.payload) {
         Ok(call) => run(&shared, &cluster, call).await,
-        Err(e) => Answer::Err(ErrorShape::new(
+        Err(e) => Answer::err(ErrorShape::new(
             ErrorCode::InvalidFrame,
             format!("unreadable call from another replica: {e}"),
         )),
@@ -267,7 +370,7 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
                 payload.len()
             ),
         );
-        payload = serde_json::to_vec(&Answer::Err(shape)).unwrap_or_default();
+        payload = serde_json::to_vec(&Answer::err(shape)).unwrap_or_default();
     }
     if let Err(e) = client.publish(reply, payload.into()).await {
         tracing::warn!(error = %e, "cluster: cannot answer a forwarded call");
@@ -275,51 +378,40 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
 }
 
 async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer {
-    let token_id = call.token_id.clone();
-    let found = shared
-        .store
-        .blocking(move |store| store.active_by_id(&token_id))
-        .await;
-    let (record, policy) = match super::caller_policy(found) {
-        Ok(found) => found,
-        Err(shape) => return Answer::Err(shape),
+    let judged = match judge(shared, cluster, &call.token_id).await {
+        Ok(j) => j,
+        Err(shape) => return Answer::err(shape),
     };
-    let cancel = CancellationToken::new();
+    let (record, policy) = (&judged.0, &judged.1);
     // A cancel from the forwarding replica (or its giving up) cancels the call here.
-    let watcher = match cluster
-        .client()
-        .subscribe(format!("gsv.cancel.{}", call.key))
-        .await
-    {
-        Ok(mut sub) => {
-            let cancel = cancel.clone();
-            Some(tokio::spawn(async move {
-                if sub.next().await.is_some() {
-                    cancel.cancel();
+    let cancel = CancellationToken::new();
+    cluster
+        .calls
+        .running
+        .insert(call.key.clone(), cancel.clone());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let (progress, relay) = match call.progress_to {
+        Some(subject) => {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<CallProgress>(64);
+            let client = cluster.client();
+            let sent = Arc::clone(&sent);
+            let task = tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    if let Ok(bytes) = serde_json::to_vec(&p) {
+                        if client.publish(subject.clone(), bytes.into()).await.is_ok() {
+                            sent.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
                 }
-            }))
+            });
+            (Some(tx), Some(task))
         }
-        Err(_) => None,
-    };
-    let (progress, relay) = if call.progress {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<CallProgress>(64);
-        let client = cluster.client();
-        let subject = format!("gsv.progress.{}", call.key);
-        let task = tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                if let Ok(bytes) = serde_json::to_vec(&p) {
-                    let _ = client.publish(subject.clone(), bytes.into()).await;
-                }
-            }
-        });
-        (Some(tx), Some(task))
-    } else {
-        (None, None)
+        None => (None, None),
     };
     let caller = Caller {
         name: &record.subject,
         token_id: &record.id,
-        policy: &policy,
+        policy,
         agent: None,
         progress,
         asker: None,
@@ -335,16 +427,40 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
     };
     let outcome = crate::router::call(shared, &caller, params, cancel).await;
     drop(caller);
+    cluster.calls.running.remove(&call.key);
     if let Some(relay) = relay {
         // Every progress event is published before the answer (bounded: the sink's
         // last copy goes with the call's ledger entry).
         let _ = tokio::time::timeout(Duration::from_secs(2), relay).await;
     }
-    if let Some(w) = watcher {
-        w.abort();
-    }
+    let progress = sent.load(Ordering::SeqCst);
     match outcome {
-        Ok(raw) => Answer::Ok(raw),
-        Err(shape) => Answer::Err(shape),
+        Ok(result) => Answer::Ok { result, progress },
+        Err(error) => Answer::Err { error, progress },
     }
+}
+
+/// The forwarded caller's token and policy: kept from an earlier call for
+/// [`POLICY_TTL`], else looked up in this replica's store.
+async fn judge(
+    shared: &Arc<Shared>,
+    cluster: &Cluster,
+    token_id: &str,
+) -> Result<Judged, ErrorShape> {
+    if let Some(kept) = cluster.calls.policies.get(token_id) {
+        if kept.0.elapsed() < POLICY_TTL {
+            return Ok(Arc::clone(&kept.1));
+        }
+    }
+    let id = token_id.to_owned();
+    let found = shared
+        .store
+        .blocking(move |store| store.active_by_id(&id))
+        .await;
+    let judged = Arc::new(super::caller_policy(found)?);
+    cluster
+        .calls
+        .policies
+        .insert(token_id.to_owned(), (Instant::now(), Arc::clone(&judged)));
+    Ok(judged)
 }

@@ -61,6 +61,8 @@ pub struct Cluster {
     /// The replicas heard from, with when and how many nodes they hold
     /// ([`presence`]).
     peers: dashmap::DashMap<String, (std::time::Instant, usize)>,
+    /// Calls crossing replicas ([`calls`]).
+    pub(crate) calls: calls::CallBook,
 }
 
 impl Cluster {
@@ -133,6 +135,7 @@ impl Cluster {
             js,
             connects,
             peers: dashmap::DashMap::new(),
+            calls: calls::CallBook::default(),
         })
     }
 

@@ -1,0 +1,304 @@
+//! `gsv bench cluster`: gateway replicas joined by a real `nats-server` on this
+//! machine, each on its own loopback address, with simulated nodes spread over them.
+//!
+//! Measured, in one run: how long the fleet takes to register; Echo calls from an
+//! agent on every replica to random nodes, those that cross replicas (over NATS
+//! request-reply) against those that stay on one (the baseline, same run, same
+//! calls); each replica's RSS growth per node it holds; the NATS server's RSS; and,
+//! after `kill -9` of one replica, how long until every one of its nodes is
+//! registered on another (each simulated node knows every replica, as `gsv node
+//! --gateway URL1,URL2,…` does).
+//!
+//! Simulated nodes live in this one process, so the fleet is bounded by its open-file
+//! limit (about 17,000 with room); `--nodes` sets it.
+
+use super::fleet::{mint_agent, mint_nodes_named, raise_nofile, rss_kib, GatewayProcess, TempDir};
+use super::nats::NatsServer;
+use super::report::{Report, Row};
+use super::sim::{self, Counters, NodeTemplate, Ws};
+use super::stats::summarize;
+use super::BenchOptions;
+use futures_util::{SinkExt, StreamExt};
+use gsv_protocol::frame::encode_req;
+use gsv_protocol::Method;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+/// Cross-replica p50 may be at most this multiple of same-replica p50.
+pub const TARGET_CROSS: f64 = 1.5;
+/// Gateway RSS per node held, KiB.
+pub const TARGET_KIB: f64 = 16.0;
+/// Seconds until a killed replica's nodes are all back elsewhere.
+pub const TARGET_BACK_S: f64 = 20.0;
+
+struct Sizes {
+    replicas: usize,
+    nodes: usize,
+    calls: usize,
+}
+
+pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
+    let sizes = if opts.quick {
+        Sizes {
+            replicas: 3,
+            nodes: 60,
+            calls: 300,
+        }
+    } else {
+        Sizes {
+            replicas: 6,
+            nodes: opts
+                .nodes
+                .as_ref()
+                .and_then(|n| n.first().copied())
+                .unwrap_or(12_000),
+            calls: opts.rounds.unwrap_or(10_000),
+        }
+    };
+    let limit = raise_nofile();
+    if limit < sizes.nodes as u64 + 2_000 {
+        return Err(format!(
+            "open-file limit {limit} is too low for {} simulated nodes in one process",
+            sizes.nodes
+        ));
+    }
+    let dir = TempDir::new(opts, "cluster")?;
+    let mut nats = NatsServer::start(&dir.0).await?;
+    let stop = CancellationToken::new();
+    let outcome = measure(&sizes, &dir, &mut nats, &stop).await;
+    stop.cancel();
+    outcome
+}
+
+async fn measure(
+    s: &Sizes,
+    dir: &TempDir,
+    nats: &mut NatsServer,
+    stop: &CancellationToken,
+) -> Result<Report, String> {
+    // Each replica's own data dir, its share of the node credentials minted there.
+    let per = s.nodes.div_ceil(s.replicas);
+    let mut datas = Vec::new();
+    let mut creds = Vec::new();
+    for r in 0..s.replicas {
+        let data = dir.0.join(format!("r{r}"));
+        std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
+        let n = per.min(s.nodes.saturating_sub(r * per));
+        creds.push(mint_nodes_named(&data, &format!("r{r}"), n)?);
+        datas.push(data);
+    }
+    let agent_token = mint_agent(&datas[0])?;
+    let mut replicas = Vec::new();
+    for (r, data) in datas.iter().enumerate() {
+        let extra = vec![
+            "--cluster".to_owned(),
+            nats.url(),
+            "--replica".to_owned(),
+            format!("r{r}"),
+        ];
+        replicas
+            .push(GatewayProcess::spawn_with(data, &format!("127.0.0.{}:0", r + 2), &extra).await?);
+    }
+    let idle: Vec<u64> = replicas
+        .iter()
+        .map(|g| g.rss_kib())
+        .collect::<Result<_, _>>()?;
+    let node_urls: Vec<String> = replicas.iter().map(|g| g.node_url()).collect();
+
+    // Register the fleet: each node dials its own replica first, then the next ones.
+    let template = Arc::new(NodeTemplate::standard(&dir.0)?);
+    let counters = Arc::new(Counters::default());
+    let sem = Arc::new(tokio::sync::Semaphore::new(200));
+    let started = Instant::now();
+    for (r, list) in creds.iter().enumerate() {
+        let urls: Vec<String> = (0..s.replicas)
+            .map(|k| node_urls[(r + k) % s.replicas].clone())
+            .collect();
+        for (id, token) in list {
+            tokio::spawn(sim::reconnecting_node(
+                urls.clone(),
+                template.clone(),
+                id.clone(),
+                token.clone(),
+                sem.clone(),
+                counters.clone(),
+                stop.clone(),
+            ));
+        }
+    }
+    wait_hello(&counters, s.nodes, Duration::from_secs(600)).await?;
+    let registration = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut per_node = Vec::new();
+    for (r, g) in replicas.iter().enumerate() {
+        let held = creds[r].len().max(1) as f64;
+        per_node.push((g.rss_kib()? as f64 - idle[r] as f64) / held);
+    }
+    let worst_kib = per_node.iter().copied().fold(0.0, f64::max);
+    let nats_kib = nats.pid().map(rss_kib).transpose()?.unwrap_or(0);
+
+    // Calls: an agent on each replica (the token was minted on r0 and shared), half to
+    // nodes of its own replica, half to another's, alternating.
+    let mut agents = Vec::new();
+    for g in &replicas {
+        let ws = wait_agent(&g.url(), &agent_token).await?;
+        agents.push(ws);
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut same = Vec::new();
+    let mut cross = Vec::new();
+    let warmup = s.calls / 10 + s.replicas * 4;
+    for i in 0..(warmup + s.calls) {
+        let a = i % s.replicas;
+        let cross_call = (i / s.replicas) % 2 == 1;
+        let target = if cross_call {
+            (a + 1 + (next() as usize % (s.replicas - 1))) % s.replicas
+        } else {
+            a
+        };
+        let list = &creds[target];
+        let (node, _) = &list[next() as usize % list.len()];
+        let frame = encode_req(
+            &i.to_string(),
+            Method::ToolsCall,
+            &json!({"name": format!("{node}__Echo"), "args": {"text": "ping"}}),
+        );
+        let t = Instant::now();
+        call(&mut agents[a], &frame).await?;
+        if i >= warmup {
+            if cross_call {
+                cross.push(t.elapsed());
+            } else {
+                same.push(t.elapsed());
+            }
+        }
+    }
+    let same_s = summarize(&same);
+    let cross_s = summarize(&cross);
+
+    // kill -9 one replica: its nodes move to the next one.
+    let victim = 1 % s.replicas;
+    let moved = creds[victim].len();
+    let before = counters.hello.load(Ordering::SeqCst);
+    let killed = Instant::now();
+    replicas[victim].kill();
+    wait_hello(&counters, before + moved, Duration::from_secs(120)).await?;
+    let back = killed.elapsed();
+
+    let rows = vec![
+        Row::at_most(
+            "Echo call to a node on another replica, p50",
+            cross_s.p50_us,
+            format!(
+                "the same call to a node on the agent's own replica, p50 (p99: cross {:.0} µs, same {:.0} µs; {} + {} calls)",
+                cross_s.p99_us, same_s.p99_us, cross_s.n, same_s.n
+            ),
+            same_s.p50_us,
+            "µs",
+            TARGET_CROSS,
+        ),
+        Row::at_most(
+            "gateway RSS growth per node held, worst replica",
+            worst_kib,
+            format!("{TARGET_KIB} KiB budget (replicas: {})", per_node.iter().map(|k| format!("{k:.1}")).collect::<Vec<_>>().join(", ")),
+            TARGET_KIB,
+            "KiB",
+            1.0,
+        ),
+        Row::at_most(
+            format!("all {moved} nodes of a killed replica registered elsewhere"),
+            back.as_secs_f64(),
+            format!("{TARGET_BACK_S} s budget"),
+            TARGET_BACK_S,
+            "s",
+            1.0,
+        ),
+        Row::at_most(
+            format!("{} nodes registered over {} replicas", s.nodes, s.replicas),
+            registration.as_secs_f64(),
+            "information only (no target): the time from the first dial to the last hello-ok, 200 dials at a time",
+            registration.as_secs_f64().max(f64::MIN_POSITIVE),
+            "s",
+            1.0,
+        ),
+        Row::at_most(
+            "nats-server RSS",
+            nats_kib as f64 / 1024.0,
+            "information only (no target)",
+            (nats_kib as f64 / 1024.0).max(f64::MIN_POSITIVE),
+            "MiB",
+            1.0,
+        ),
+    ];
+    Ok(Report::new(
+        "cluster",
+        format!(
+            "{} `gsv gateway --cluster` replicas (each on its own 127.0.0.x) and one nats-server with JetStream; {} simulated nodes (standard tools + Echo) minted on their replica's data dir, each knowing every replica; an agent on each replica; {} Echo calls, alternately to a node of the agent's replica and of another; then kill -9 of one replica",
+            s.replicas, s.nodes, s.calls
+        ),
+        rows,
+    ))
+}
+
+/// Waits until `counters` has counted `n` hello-oks.
+async fn wait_hello(counters: &Counters, n: usize, cap: Duration) -> Result<(), String> {
+    let started = Instant::now();
+    while counters.hello.load(Ordering::SeqCst) < n {
+        if started.elapsed() > cap {
+            return Err(format!(
+                "only {} of {n} node registrations after {cap:?} ({} failed dials)",
+                counters.hello.load(Ordering::SeqCst),
+                counters.failed.load(Ordering::SeqCst)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// An agent connection once the replica accepts the (shared) token.
+async fn wait_agent(url: &str, token: &str) -> Result<Ws, String> {
+    let started = Instant::now();
+    loop {
+        match sim::connect_agent(url, token).await {
+            Ok(ws) => return Ok(ws),
+            Err(e) if started.elapsed() > Duration::from_secs(60) => {
+                return Err(format!("the agent token never reached {url}: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// One call and its answer; a failed call is an error of the run.
+async fn call(ws: &mut Ws, frame: &str) -> Result<(), String> {
+    ws.send(Message::text(frame.to_owned()))
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .map_err(|_| "no answer in 30 s".to_owned())?;
+        match next {
+            Some(Ok(Message::Text(t))) if t.as_str().contains("\"type\":\"res\"") => {
+                return if t.as_str().contains("\"ok\":true") {
+                    Ok(())
+                } else {
+                    Err(format!("call failed: {}", t.as_str()))
+                };
+            }
+            Some(Ok(_)) => {}
+            other => return Err(format!("agent connection: {other:?}")),
+        }
+    }
+}
