@@ -29,7 +29,7 @@ use crate::policy::PolicySpec;
 use crate::state::Shared;
 use crate::token::TokenKind;
 use async_nats::jetstream::{self, consumer, stream};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -130,10 +130,10 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<
             }
             Err(_) => continue,
         };
-        let skip = imported.lock().map(|s| s.clone()).unwrap_or_default();
+        let known = |id: &str| imported.lock().map(|s| s.contains(id)).unwrap_or(false);
         let mut failed = false;
         for (rowid, mut row) in created {
-            if !skip.contains(&row.id) {
+            if !known(&row.id) {
                 row.origin = cluster.replica.clone();
                 let subject = format!("gsv.tokens.{}.created", row.id);
                 if let Err(e) =
@@ -268,42 +268,72 @@ async fn apply_stream(
         .map_err(|e| e.to_string())?;
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
     let mut check = tokio::time::interval(Duration::from_millis(500));
+    // A message read while gathering a batch of tokens, not a token itself.
+    let mut held: Option<async_nats::jetstream::Message> = None;
     loop {
-        let message = tokio::select! {
-            m = messages.next() => m,
-            _ = check.tick() => {
-                if cluster.connects() != connects {
+        let message = match held.take() {
+            Some(m) => m,
+            None => {
+                let next_message = tokio::select! {
+                    m = messages.next() => m,
+                    _ = check.tick() => {
+                        if cluster.connects() != connects {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                };
+                let Some(message) = next_message else {
                     return Ok(());
-                }
-                continue;
+                };
+                message.map_err(|e| e.to_string())?
             }
         };
-        let Some(message) = message else {
-            return Ok(());
-        };
-        let message = message.map_err(|e| e.to_string())?;
         if let Ok(info) = message.info() {
             *next = info.stream_sequence + 1;
         }
         let subject = message.subject.as_str();
         if subject.ends_with(".created") {
-            match serde_json::from_slice::<Created>(&message.payload) {
-                Ok(row) if row.origin != cluster.replica => {
-                    if let Ok(mut s) = imported.lock() {
-                        s.insert(row.id.clone());
-                    }
-                    let inserted = shared
-                        .store
-                        .blocking(move |store| store.with_conn(|c| insert(c, &row)))
-                        .await;
-                    if let Ok(Err(e)) = inserted {
-                        tracing::warn!(error = %e, "cluster: a token from another replica was not applied");
+            // Tokens come in bursts (a replica joining, a fleet enrolled): the ones
+            // already here are applied together, in one transaction.
+            let mut batch = Vec::new();
+            let take = |batch: &mut Vec<Created>, m: &async_nats::jetstream::Message| {
+                match serde_json::from_slice::<Created>(&m.payload) {
+                    Ok(row) if row.origin != cluster.replica => batch.push(row),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(subject = %m.subject, error = %e, "cluster: unreadable token record skipped")
                     }
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(subject, error = %e, "cluster: unreadable token record skipped")
+            };
+            take(&mut batch, &message);
+            while batch.len() < BATCH as usize {
+                match messages.next().now_or_never() {
+                    Some(Some(Ok(m))) => {
+                        if let Ok(info) = m.info() {
+                            *next = info.stream_sequence + 1;
+                        }
+                        if m.subject.as_str().ends_with(".created") {
+                            take(&mut batch, &m);
+                        } else {
+                            held = Some(m);
+                            break;
+                        }
+                    }
+                    Some(Some(Err(e))) => return Err(e.to_string()),
+                    Some(None) => break,
+                    None => break,
                 }
+            }
+            if let Ok(mut s) = imported.lock() {
+                s.extend(batch.iter().map(|r| r.id.clone()));
+            }
+            let applied = shared
+                .store
+                .blocking(move |store| store.with_conn(|c| insert_all(c, &batch)))
+                .await;
+            if let Ok(Err(e)) = applied {
+                tracing::warn!(error = %e, "cluster: tokens from another replica were not applied");
             }
         } else if subject.ends_with(".revoked") {
             match serde_json::from_slice::<Revoked>(&message.payload) {
@@ -335,7 +365,44 @@ fn bad(what: &str) -> crate::store::StoreError {
 }
 
 /// Inserts a token made on another replica, with its audit row, unless it is known.
+#[cfg(test)]
 fn insert(c: &mut rusqlite::Connection, row: &Created) -> Result<(), crate::store::StoreError> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    insert_in(&tx, row)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// [`insert_in`] for each of `rows`, in one transaction; a row that is refused is
+/// logged and skipped, the others are applied.
+fn insert_all(
+    c: &mut rusqlite::Connection,
+    rows: &[Created],
+) -> Result<(), crate::store::StoreError> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut applied = 0;
+    for row in rows {
+        match insert_in(&tx, row) {
+            Ok(true) => applied += 1,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(token_id = %row.id, error = %e, "cluster: a token from another replica was not applied")
+            }
+        }
+    }
+    tx.commit()?;
+    if applied > 0 {
+        tracing::info!(applied, "cluster: tokens from other replicas applied");
+    }
+    Ok(())
+}
+
+/// Inserts one token made on another replica and its audit row in `tx`, unless it is
+/// known; whether it was new.
+fn insert_in(
+    tx: &rusqlite::Transaction<'_>,
+    row: &Created,
+) -> Result<bool, crate::store::StoreError> {
     if row.id.is_empty() || row.id.len() > 64 || !row.id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad("malformed id"));
     }
@@ -354,7 +421,6 @@ fn insert(c: &mut rusqlite::Connection, row: &Created) -> Result<(), crate::stor
         ));
     }
     let hash = hex(&row.hash).ok_or_else(|| bad("malformed hash"))?;
-    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let known = tx
         .query_row(
             "SELECT 1 FROM tokens WHERE id = ?1",
@@ -364,7 +430,7 @@ fn insert(c: &mut rusqlite::Connection, row: &Created) -> Result<(), crate::stor
         .optional()?
         .is_some();
     if known {
-        return Ok(());
+        return Ok(false);
     }
     tx.execute(
         "INSERT INTO tokens (id, kind, subject, hash, policy, created_at, role) \
@@ -388,10 +454,9 @@ fn insert(c: &mut rusqlite::Connection, row: &Created) -> Result<(), crate::stor
         policy: policy.as_ref(),
         role,
     };
-    audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
-    tx.commit()?;
-    tracing::info!(token_id = %row.id, origin = %row.origin, "cluster: token from another replica applied");
-    Ok(())
+    audit::append_in(tx, &[(gsv_protocol::now_ms(), event.into())])?;
+    tracing::debug!(token_id = %row.id, origin = %row.origin, "cluster: token from another replica applied");
+    Ok(true)
 }
 
 /// Marks a token revoked on another replica as revoked here, with its audit row;
