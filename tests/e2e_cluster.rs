@@ -496,3 +496,82 @@ async fn without_nats_replicas_serve_their_own_nodes_say_degraded_and_recover() 
     .await;
     assert!(r.joined_text().contains("again"));
 }
+
+#[tokio::test]
+async fn a_call_whose_replica_dies_fails_soon_and_the_next_one_reaches_the_node() {
+    let dir = TempDir::new("cluster-midcall");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let mut a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+    let ws = TempDir::new("cluster-midcall-ws");
+    let node_token = a.node_token("busy");
+    let mut cmd = a.node_command_via(
+        &format!("{},{}", a.url(), b.url()),
+        "busy",
+        &node_token,
+        ws.path(),
+    );
+    cmd.arg("--echo-tool");
+    let _node = common::Proc(common::die_with_parent(&mut cmd).spawn().expect("node"));
+    a.wait_online("busy").await;
+    let agent = std::sync::Arc::new(accepted(&c, &a.agent_token(), "the agent token on C").await);
+    eventually("C reaches the node on A", SPREAD, || async {
+        agent
+            .call("busy__Echo", json!({"text": "x"}), Some(5_000))
+            .await
+            .ok()
+    })
+    .await;
+    // Every replica has heard every other by now.
+    eventually("C hears A", SPREAD, || async {
+        let s = cluster_state(&c).await?;
+        s["replicas"]
+            .as_array()?
+            .iter()
+            .any(|r| r["name"] == "a")
+            .then_some(())
+    })
+    .await;
+
+    // A long call through C to the node on A; A dies meanwhile.
+    let caller = agent.clone();
+    let started = std::time::Instant::now();
+    let call = tokio::spawn(async move {
+        caller
+            .call(
+                "busy__Echo",
+                json!({"text": "slow", "delayMs": 8000}),
+                Some(60_000),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    a.kill();
+    let err = call.await.expect("join").expect_err("the holder died");
+    let waited = started.elapsed();
+    let shape = err.remote().cloned().expect("an error from the gateway");
+    assert_eq!(
+        shape.code,
+        gsv_protocol::ErrorCode::NodeDisconnected,
+        "{shape:?}"
+    );
+    assert!(shape.retryable, "{shape:?}");
+    assert!(
+        waited < Duration::from_secs(20),
+        "answered at {waited:?}, not at the 60 s deadline"
+    );
+    // The node moved to B: the next call reaches it there.
+    let r = eventually(
+        "the node is reached on B",
+        Duration::from_secs(20),
+        || async {
+            agent
+                .call("busy__Echo", json!({"text": "again"}), Some(5_000))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert!(r.joined_text().contains("again"));
+}

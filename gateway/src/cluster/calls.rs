@@ -59,7 +59,17 @@ struct Forwarded {
     key: String,
     /// Where to publish the call's progress events, if the caller wants them.
     progress_to: Option<String>,
+    /// Where the holder says, first, that it holds the call (its name).
+    #[serde(default)]
+    holder_to: Option<String>,
     origin: String,
+}
+
+/// The holder's first word on a forwarded call: its name, so the forwarding replica
+/// can stop waiting if it dies.
+#[derive(Debug, Serialize, Deserialize)]
+struct Holder {
+    holder: String,
 }
 
 /// What the holder answers.
@@ -99,6 +109,8 @@ pub struct CallBook {
     running: dashmap::DashMap<String, CancellationToken>,
     /// Callers' tokens looked up here, with when.
     policies: dashmap::DashMap<String, (Instant, Judged)>,
+    /// Calls forwarded from here: the replica that said it holds each.
+    holders: dashmap::DashMap<String, String>,
 }
 
 impl CallBook {
@@ -133,6 +145,7 @@ pub async fn forward(
             .progress
             .as_ref()
             .map(|_| format!("gsv.progress.{}.{key}", cluster.replica)),
+        holder_to: Some(format!("gsv.holder.{}.{key}", cluster.replica)),
         origin: cluster.replica.clone(),
     };
     let payload = match serde_json::to_vec(&request) {
@@ -166,9 +179,35 @@ pub async fn forward(
             .payload(payload.into())
             .timeout(Some(wait)),
     );
-    let answer = tokio::select! {
-        r = sent => r,
-        _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
+    let _holder = Forget {
+        book: &cluster.calls,
+        key: key.clone(),
+    };
+    tokio::pin!(sent);
+    // The replica that holds the call is watched: if it stops saying hello (it died,
+    // or lost NATS), the call fails now, retryable, instead of at its deadline.
+    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    let answer = loop {
+        tokio::select! {
+            r = &mut sent => break r,
+            _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
+            _ = watch.tick() => {
+                let gone = cluster
+                    .calls
+                    .holders
+                    .get(&key)
+                    .filter(|h| cluster.gone(h.value()))
+                    .map(|h| h.value().clone());
+                if let Some(holder) = gone {
+                    let mut shape = ErrorShape::new(
+                        ErrorCode::NodeDisconnected,
+                        format!("the gateway replica {holder} that held the node stopped answering during the call; its outcome is unknown (the node may have run it)"),
+                    );
+                    shape.retryable = true;
+                    return Some(Err(RouteError::Node(shape)));
+                }
+            }
+        }
     };
     let message = match answer {
         Ok(m) => m,
@@ -221,6 +260,7 @@ struct Forget<'a> {
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
         self.book.progress.remove(&self.key);
+        self.book.holders.remove(&self.key);
     }
 }
 
@@ -268,7 +308,26 @@ pub async fn listen(cluster: Arc<Cluster>) {
             }
         }
     };
-    tokio::join!(progress, cancels);
+    let holders = {
+        let cluster = Arc::clone(&cluster);
+        async move {
+            let prefix = format!("gsv.holder.{}.", cluster.replica);
+            loop {
+                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
+                    while let Some(m) = sub.next().await {
+                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
+                            continue;
+                        };
+                        if let Ok(h) = serde_json::from_slice::<Holder>(&m.payload) {
+                            cluster.calls.holders.insert(key.to_owned(), h.holder);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    tokio::join!(progress, cancels, holders);
 }
 
 /// Publishes on the cancel subject when dropped armed.
@@ -383,6 +442,17 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         Err(shape) => return Answer::err(shape),
     };
     let (record, policy) = (&judged.0, &judged.1);
+    if let Some(subject) = &call.holder_to {
+        let hello = Holder {
+            holder: cluster.replica.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&hello) {
+            let _ = cluster
+                .client()
+                .publish(subject.clone(), bytes.into())
+                .await;
+        }
+    }
     // A cancel from the forwarding replica (or its giving up) cancels the call here.
     let cancel = CancellationToken::new();
     cluster

@@ -76,6 +76,16 @@ impl Cluster {
         }
     }
 
+    /// Whether replica `name` was heard from once and then not for [`GONE`] (one
+    /// never heard from is not taken for gone; this one never is).
+    pub fn gone(&self, name: &str) -> bool {
+        name != self.replica
+            && self
+                .peers
+                .get(name)
+                .is_some_and(|e| e.value().0.elapsed() >= GONE)
+    }
+
     /// The other replicas heard from lately.
     pub fn live_peers(&self) -> usize {
         self.peers
