@@ -436,6 +436,15 @@ async fn without_nats_replicas_serve_their_own_nodes_say_degraded_and_recover() 
         (s["state"] == "ok" && names == ["a", "b"]).then_some(())
     })
     .await;
+    // Each replica has a slot of its own (their call ids never meet).
+    let (sa, sb) = (
+        cluster_state(&a).await.expect("A's state")["slot"].clone(),
+        cluster_state(&b).await.expect("B's state")["slot"].clone(),
+    );
+    assert!(
+        sa.is_u64() && sb.is_u64() && sa != sb,
+        "slots {sa} and {sb}"
+    );
     eventually("B hears that A holds one node", SPREAD, || async {
         let s = cluster_state(&b).await?;
         let a_seen = s["replicas"]

@@ -78,8 +78,28 @@ static NEXT_CALL: std::sync::LazyLock<AtomicU64> = std::sync::LazyLock::new(|| {
     AtomicU64::new(gsv_protocol::now_ms().saturating_mul(1000).max(1))
 });
 
+/// Cluster mode: this replica's ids are all ≡ `slot` (mod `stride`), so no two
+/// replicas ever give out the same id ([`crate::cluster::slot`]).
+static PARTITION: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+
+/// Gives this process's call ids from now on the residue `slot` modulo `stride`
+/// (once; before the first call). Ids still grow with time: a restarted replica starts
+/// above the previous process's ids unless that one averaged over 1,000 / `stride`
+/// calls per millisecond.
+pub fn partition_call_ids(slot: u64, stride: u64) {
+    if stride == 0 || slot >= stride || PARTITION.set((slot, stride)).is_err() {
+        return;
+    }
+    let current = NEXT_CALL.load(Ordering::Relaxed);
+    NEXT_CALL.store(
+        current - current % stride + stride + slot,
+        Ordering::Relaxed,
+    );
+}
+
 fn next_call_id() -> u64 {
-    NEXT_CALL.fetch_add(1, Ordering::Relaxed)
+    let stride = PARTITION.get().map_or(1, |p| p.1);
+    NEXT_CALL.fetch_add(stride, Ordering::Relaxed)
 }
 
 /// The calls of one connection: pending ones, and the ids of the last few the caller
@@ -790,5 +810,25 @@ impl Registry {
     /// Every online node handle (for shutdown).
     pub fn all(&self) -> Vec<Arc<NodeHandle>> {
         self.nodes.iter().map(|e| e.value().clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod partition_tests {
+    use super::*;
+
+    #[test]
+    fn partitioned_ids_keep_their_residue_and_grow() {
+        let before = next_call_id();
+        partition_call_ids(5, 64);
+        let ids: Vec<u64> = (0..4).map(|_| next_call_id()).collect();
+        assert!(ids[0] > before);
+        for w in ids.windows(2) {
+            assert_eq!(w[1] - w[0], 64);
+        }
+        assert!(ids.iter().all(|id| id % 64 == 5), "{ids:?}");
+        // Only the first partition counts.
+        partition_call_ids(7, 64);
+        assert_eq!(next_call_id() % 64, 5);
     }
 }

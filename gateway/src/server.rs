@@ -125,9 +125,25 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         let replica =
             crate::cluster::replica_name(cluster.replica.as_deref(), &shared.config.data_dir)?;
         tracing::info!(replica = %replica, nats = %cluster.urls.join(","), "cluster mode: joining");
-        shared.cluster = Some(Arc::new(
-            crate::cluster::Cluster::connect(&cluster, replica).await?,
-        ));
+        let joined = crate::cluster::Cluster::connect(&cluster, replica).await?;
+        // Call ids no other replica gives out, before the first call.
+        match crate::cluster::slot::claim(
+            &joined,
+            &shared.config.data_dir,
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        {
+            Some(slot) => {
+                crate::registry::partition_call_ids(slot, crate::cluster::slot::SLOTS);
+                let _ = joined.slot.set(slot);
+                tracing::info!(slot, "cluster: replica slot");
+            }
+            None => tracing::warn!(
+                "cluster: no replica slot (NATS unreachable at this first start): this replica's call ids may meet another's until it restarts with NATS up"
+            ),
+        }
+        shared.cluster = Some(Arc::new(joined));
     }
     let shared = Arc::new(shared);
     if let Some(cluster) = shared.cluster.clone() {

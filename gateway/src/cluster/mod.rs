@@ -14,6 +14,7 @@ pub mod approvals;
 pub mod calls;
 pub mod listing;
 pub mod presence;
+pub mod slot;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -63,6 +64,8 @@ pub struct Cluster {
     peers: dashmap::DashMap<String, (std::time::Instant, usize)>,
     /// Calls crossing replicas ([`calls`]).
     pub(crate) calls: calls::CallBook,
+    /// This replica's slot ([`slot`]), once claimed.
+    pub slot: std::sync::OnceLock<u64>,
 }
 
 impl Cluster {
@@ -136,6 +139,7 @@ impl Cluster {
             connects,
             peers: dashmap::DashMap::new(),
             calls: calls::CallBook::default(),
+            slot: std::sync::OnceLock::new(),
         })
     }
 

@@ -44,6 +44,9 @@ pub struct ReplicaSeen {
 pub struct ClusterStatus {
     /// This replica's name.
     pub replica: String,
+    /// Its slot ([`super::slot`]), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u64>,
     /// `ok` (connected to NATS) or `degraded` (not: serving its own nodes only).
     pub state: String,
     /// Every replica heard from lately, this one included, by name.
@@ -71,6 +74,7 @@ impl Cluster {
         replicas.sort_by(|a, b| a.name.cmp(&b.name));
         ClusterStatus {
             replica: self.replica.clone(),
+            slot: self.slot.get().copied(),
             state: if self.connected() { "ok" } else { "degraded" }.to_owned(),
             replicas,
         }
