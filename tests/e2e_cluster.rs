@@ -136,6 +136,12 @@ async fn calls_reach_a_node_held_by_another_replica() {
     .await;
     assert!(far.online);
     assert_eq!(far.replica.as_deref(), Some("a"));
+    // And its tools.
+    let tools = agent.list_tools().await.expect("tools.list on B");
+    assert!(
+        tools.iter().any(|t| t.name == "far__Echo" && t.online),
+        "far__Echo not listed on B"
+    );
     let (code, out, err) = b.cli(&["nodes"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -226,6 +232,11 @@ async fn calls_reach_a_node_held_by_another_replica() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let listed = blind.list_nodes().await.expect("nodes.list");
     assert!(listed.iter().all(|n| n.id != "far"), "{listed:?}");
+    let tools = blind.list_tools().await.expect("tools.list");
+    assert!(
+        tools.iter().all(|t| t.node != "far"),
+        "far's tools shown to a blind token"
+    );
 
     // A node no replica holds is answered as on one gateway.
     let err = agent

@@ -157,7 +157,22 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
             Method::ToolsList => {
                 let tools = shared.registry.tool_entries(|n| agent.policy.visible(n));
-                let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
+                match shared.cluster.clone() {
+                    // Cluster mode: the other replicas' tools too.
+                    Some(cluster) => {
+                        let agent = Arc::clone(agent);
+                        tokio::spawn(async move {
+                            let remote =
+                                crate::cluster::listing::gather_tools(&cluster, &agent.token_id)
+                                    .await;
+                            let tools = crate::cluster::listing::merge_tools(tools, remote);
+                            let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
+                        });
+                    }
+                    None => {
+                        let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
+                    }
+                }
             }
             Method::NodesList => {
                 let result = list_nodes(shared, &agent.policy, params.as_deref());

@@ -160,8 +160,13 @@ async fn tools(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Json<ToolsListResult>, ApiError> {
-    let policy = authorize(&shared, &headers, peer).await?.policy();
-    let tools = shared.registry.tool_entries(|n| policy.visible(n));
+    let principal = authorize(&shared, &headers, peer).await?;
+    let policy = principal.policy();
+    let mut tools = shared.registry.tool_entries(|n| policy.visible(n));
+    if let Some(cluster) = &shared.cluster {
+        let remote = crate::cluster::listing::gather_tools(cluster, principal.token_id()).await;
+        tools = crate::cluster::listing::merge_tools(tools, remote);
+    }
     Ok(Json(ToolsListResult { tools }))
 }
 

@@ -1,5 +1,6 @@
-//! Node lists across replicas: `nodes.list` and `GET /v1/nodes` on any replica show
-//! the nodes every replica holds, each with the replica it is connected to.
+//! Node and tool lists across replicas: `nodes.list`, `GET /v1/nodes`, `tools.list`
+//! and `GET /v1/tools` on any replica show the nodes (each with the replica it is
+//! connected to) and tools every replica holds.
 //!
 //! The replica asked sends the caller's token id and selector on `gsv.nodes.list`
 //! with a reply inbox ([`gather`]); every other replica answers ([`serve`]) with the
@@ -12,7 +13,7 @@
 use super::Cluster;
 use crate::state::Shared;
 use futures_util::StreamExt;
-use gsv_protocol::method::NodeSummary;
+use gsv_protocol::method::{NodeSummary, ToolEntry};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,17 +29,67 @@ struct Ask {
     token_id: String,
     select: Option<String>,
     origin: String,
+    /// `tools` for tool entries; nodes otherwise.
+    #[serde(default)]
+    what: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Listed {
     replica: String,
+    #[serde(default)]
     nodes: Vec<NodeSummary>,
+    #[serde(default)]
+    tools: Vec<ToolEntry>,
 }
 
 /// The online nodes the other replicas hold that `token_id` may see (`select`
 /// applied there).
 pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> Vec<NodeSummary> {
+    ask(cluster, token_id, select, None)
+        .await
+        .into_iter()
+        .flat_map(|listed| {
+            let replica = listed.replica;
+            listed.nodes.into_iter().map(move |mut n| {
+                n.replica = Some(replica.clone());
+                n
+            })
+        })
+        .collect()
+}
+
+/// The tools of the online nodes the other replicas hold that `token_id` may see.
+pub async fn gather_tools(cluster: &Cluster, token_id: &str) -> Vec<ToolEntry> {
+    ask(cluster, token_id, None, Some("tools"))
+        .await
+        .into_iter()
+        .flat_map(|listed| listed.tools)
+        .collect()
+}
+
+/// This replica's tool list with the others' merged in: one entry per name, an online
+/// one over an offline one, by name.
+pub fn merge_tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
+    let mut by_name: BTreeMap<String, ToolEntry> = BTreeMap::new();
+    for t in local.into_iter().chain(remote) {
+        match by_name.get(&t.name) {
+            Some(kept) if kept.online || !t.online => {}
+            _ => {
+                by_name.insert(t.name.clone(), t);
+            }
+        }
+    }
+    by_name.into_values().collect()
+}
+
+/// Asks every other replica and gathers their answers.
+async fn ask(
+    cluster: &Cluster,
+    token_id: &str,
+    select: Option<&str>,
+    what: Option<&str>,
+) -> Vec<Listed> {
     if !cluster.connected() {
         return Vec::new();
     }
@@ -51,12 +102,13 @@ pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> 
     let Ok(mut replies) = client.subscribe(inbox.clone()).await else {
         return Vec::new();
     };
-    let ask = Ask {
+    let question = Ask {
         token_id: token_id.to_owned(),
         select: select.map(str::to_owned),
         origin: cluster.replica.clone(),
+        what: what.map(str::to_owned),
     };
-    let Ok(payload) = serde_json::to_vec(&ask) else {
+    let Ok(payload) = serde_json::to_vec(&question) else {
         return Vec::new();
     };
     if client
@@ -66,7 +118,7 @@ pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> 
     {
         return Vec::new();
     }
-    let mut nodes = Vec::new();
+    let mut answers = Vec::new();
     let mut answered = 0;
     let deadline = tokio::time::sleep(wait);
     tokio::pin!(deadline);
@@ -77,17 +129,14 @@ pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> 
                 Some(m) => {
                     if let Ok(listed) = serde_json::from_slice::<Listed>(&m.payload) {
                         answered += 1;
-                        nodes.extend(listed.nodes.into_iter().map(|mut n| {
-                            n.replica = Some(listed.replica.clone());
-                            n
-                        }));
+                        answers.push(listed);
                     }
                 }
                 None => break,
             }
         }
     }
-    nodes
+    answers
 }
 
 /// This replica's list with the others' merged in: one entry per node, an online one
@@ -137,7 +186,18 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
         .blocking(move |store| store.active_by_id(&token_id))
         .await;
     // A token this replica does not accept sees nothing here.
+    let wants_tools = ask.what.as_deref() == Some("tools");
+    let mut tools = Vec::new();
     let nodes = match super::caller_policy(found) {
+        Ok((_, policy)) if wants_tools => {
+            tools = shared
+                .registry
+                .tool_entries(|n| policy.visible(n))
+                .into_iter()
+                .filter(|t| t.online)
+                .collect();
+            Vec::new()
+        }
         Ok((_, policy)) => {
             let selector = ask
                 .select
@@ -157,6 +217,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
     let listed = Listed {
         replica: cluster.replica.clone(),
         nodes,
+        tools,
     };
     if let Ok(payload) = serde_json::to_vec(&listed) {
         let _ = cluster.client().publish(reply, payload.into()).await;
