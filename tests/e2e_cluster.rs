@@ -142,6 +142,17 @@ async fn calls_reach_a_node_held_by_another_replica() {
         tools.iter().any(|t| t.name == "far__Echo" && t.online),
         "far__Echo not listed on B"
     );
+    // `nodes.show` on B for the node A holds: its tools, and which replica holds it.
+    let (code, out, err) = b.cli(&["nodes", "show", "far", "--json"]);
+    assert_eq!(code, 0, "nodes show on B: {out} {err}");
+    let detail: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(detail["node"]["replica"], "a", "{detail}");
+    assert!(
+        detail["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "Echo")),
+        "{detail}"
+    );
     let (code, out, err) = b.cli(&["nodes"]);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -204,14 +204,39 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 }
             }
             Method::NodesShow => {
-                let frame = match decode::<NodeIdParams>(params.as_deref()) {
-                    Ok(p) => match show_node(shared, &agent.policy, &p.id) {
-                        Ok(detail) => encode_ok(&id, &detail),
-                        Err(e) => encode_err(&id, &e.to_shape()),
-                    },
-                    Err(e) => encode_err(&id, &e.to_shape()),
+                let p = match decode::<NodeIdParams>(params.as_deref()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = agent.out.send(encode_err(&id, &e.to_shape()));
+                        return;
+                    }
                 };
-                let _ = agent.out.send(frame);
+                let local = show_node(shared, &agent.policy, &p.id);
+                match (local, shared.cluster.clone()) {
+                    // Cluster mode: a node not online here may be online elsewhere.
+                    (local, Some(cluster)) if !local.as_ref().is_ok_and(|d| d.node.online) => {
+                        let agent = Arc::clone(agent);
+                        tokio::spawn(async move {
+                            let elsewhere = crate::cluster::listing::show_elsewhere(
+                                &cluster,
+                                &agent.token_id,
+                                &p.id,
+                            )
+                            .await;
+                            let frame = match (elsewhere, local) {
+                                (Some(detail), _) | (None, Ok(detail)) => encode_ok(&id, &detail),
+                                (None, Err(e)) => encode_err(&id, &e.to_shape()),
+                            };
+                            let _ = agent.out.send(frame);
+                        });
+                    }
+                    (Ok(detail), _) => {
+                        let _ = agent.out.send(encode_ok(&id, &detail));
+                    }
+                    (Err(e), _) => {
+                        let _ = agent.out.send(encode_err(&id, &e.to_shape()));
+                    }
+                }
             }
             Method::JobsList | Method::JobsGet | Method::JobsCancel => {
                 jobs_request(shared, agent, id, method, params)

@@ -138,9 +138,19 @@ async fn node_show(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let policy = authorize(&shared, &headers, peer).await?.policy();
-    let detail = crate::agent_session::show_node(&shared, &policy, &id)?;
-    Ok(Json(detail).into_response())
+    let principal = authorize(&shared, &headers, peer).await?;
+    let policy = principal.policy();
+    let local = crate::agent_session::show_node(&shared, &policy, &id);
+    if let Some(cluster) = &shared.cluster {
+        if !local.as_ref().is_ok_and(|d| d.node.online) {
+            if let Some(detail) =
+                crate::cluster::listing::show_elsewhere(cluster, principal.token_id(), &id).await
+            {
+                return Ok(Json(detail).into_response());
+            }
+        }
+    }
+    Ok(Json(local?).into_response())
 }
 
 /// `POST /v1/nodes/{id}/accept-tools`: accepts what the node offers now.

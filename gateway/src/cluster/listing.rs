@@ -29,9 +29,12 @@ struct Ask {
     token_id: String,
     select: Option<String>,
     origin: String,
-    /// `tools` for tool entries; nodes otherwise.
+    /// `tools` for tool entries, `show` for one node's detail (`node`); nodes
+    /// otherwise.
     #[serde(default)]
     what: Option<String>,
+    #[serde(default)]
+    node: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -41,6 +44,8 @@ struct Listed {
     nodes: Vec<NodeSummary>,
     #[serde(default)]
     tools: Vec<ToolEntry>,
+    #[serde(default)]
+    detail: Option<gsv_protocol::offer::NodeDetail>,
 }
 
 /// The online nodes the other replicas hold that `token_id` may see (`select`
@@ -57,6 +62,25 @@ pub async fn gather(cluster: &Cluster, token_id: &str, select: Option<&str>) -> 
             })
         })
         .collect()
+}
+
+/// Node `node` as the replica that holds it shows it to `token_id` (`nodes.show`),
+/// if another replica holds it online.
+pub async fn show_elsewhere(
+    cluster: &Cluster,
+    token_id: &str,
+    node: &str,
+) -> Option<gsv_protocol::offer::NodeDetail> {
+    ask_about(cluster, token_id, None, Some("show"), Some(node))
+        .await
+        .into_iter()
+        .find_map(|listed| {
+            let replica = listed.replica;
+            listed.detail.map(|mut d| {
+                d.node.replica = Some(replica);
+                d
+            })
+        })
 }
 
 /// The tools of the online nodes the other replicas hold that `token_id` may see.
@@ -90,6 +114,17 @@ async fn ask(
     select: Option<&str>,
     what: Option<&str>,
 ) -> Vec<Listed> {
+    ask_about(cluster, token_id, select, what, None).await
+}
+
+/// [`ask`] about one node.
+async fn ask_about(
+    cluster: &Cluster,
+    token_id: &str,
+    select: Option<&str>,
+    what: Option<&str>,
+    node: Option<&str>,
+) -> Vec<Listed> {
     if !cluster.connected() {
         return Vec::new();
     }
@@ -107,6 +142,7 @@ async fn ask(
         select: select.map(str::to_owned),
         origin: cluster.replica.clone(),
         what: what.map(str::to_owned),
+        node: node.map(str::to_owned),
     };
     let Ok(payload) = serde_json::to_vec(&question) else {
         return Vec::new();
@@ -188,7 +224,17 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
     // A token this replica does not accept sees nothing here.
     let wants_tools = ask.what.as_deref() == Some("tools");
     let mut tools = Vec::new();
+    let mut detail = None;
     let nodes = match super::caller_policy(found) {
+        Ok((_, policy)) if ask.what.as_deref() == Some("show") => {
+            // Only the replica that holds the node online tells.
+            detail = ask
+                .node
+                .as_deref()
+                .and_then(|id| crate::agent_session::show_node(shared, &policy, id).ok())
+                .filter(|d| d.node.online);
+            Vec::new()
+        }
         Ok((_, policy)) if wants_tools => {
             tools = shared
                 .registry
@@ -218,6 +264,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
         replica: cluster.replica.clone(),
         nodes,
         tools,
+        detail,
     };
     if let Ok(payload) = serde_json::to_vec(&listed) {
         let _ = cluster.client().publish(reply, payload.into()).await;
