@@ -213,6 +213,24 @@ async fn sessions(
 }
 
 /// Requires the admin token.
+/// Refuses a request that does not come with the admin token or an operator token.
+async fn operators_only(
+    shared: &Shared,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    what: &'static str,
+) -> Result<(), ApiError> {
+    if authorize(shared, headers, peer)
+        .await?
+        .authority()
+        .reads_all()
+    {
+        Ok(())
+    } else {
+        Err(HttpError::OperatorOnly { what }.into())
+    }
+}
+
 async fn admin_only(
     shared: &Shared,
     headers: &HeaderMap,
@@ -291,16 +309,7 @@ async fn cluster_status(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    if !authorize(&shared, &headers, peer)
-        .await?
-        .authority()
-        .reads_all()
-    {
-        return Err(HttpError::OperatorOnly {
-            what: "the cluster's state",
-        }
-        .into());
-    }
+    operators_only(&shared, &headers, peer, "the cluster's state").await?;
     let Some(cluster) = &shared.cluster else {
         return Err(HttpError::NotClustered.into());
     };
@@ -313,16 +322,7 @@ async fn approvals_list(
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    if !authorize(&shared, &headers, peer)
-        .await?
-        .authority()
-        .reads_all()
-    {
-        return Err(HttpError::OperatorOnly {
-            what: "listing approvals",
-        }
-        .into());
-    }
+    operators_only(&shared, &headers, peer, "listing approvals").await?;
     let page = shared.approvals.list(q).await?;
     Ok(Json(page).into_response())
 }

@@ -105,7 +105,10 @@ async fn answer(shared: &Shared, cluster: &Cluster, message: async_nats::Message
         return;
     };
     // Only the replica that opened the request answers.
-    if ask.origin == cluster.replica || !shared.approvals.knows(&ask.id).await {
+    if ask.origin == cluster.replica
+        || !super::valid_replica_name(&ask.origin)
+        || !shared.approvals.knows(&ask.id).await
+    {
         return;
     }
     let by = format!("{}@{}", ask.by, ask.origin);

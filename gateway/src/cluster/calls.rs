@@ -318,7 +318,10 @@ pub async fn listen(cluster: Arc<Cluster>) {
                         let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
                             continue;
                         };
-                        if let Ok(h) = serde_json::from_slice::<Holder>(&m.payload) {
+                        if let Some(h) = serde_json::from_slice::<Holder>(&m.payload)
+                            .ok()
+                            .filter(|h| super::valid_replica_name(&h.holder))
+                        {
                             cluster.calls.holders.insert(key.to_owned(), h.holder);
                         }
                     }

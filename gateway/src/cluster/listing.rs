@@ -163,7 +163,10 @@ async fn ask_about(
             _ = &mut deadline => break,
             m = replies.next() => match m {
                 Some(m) => {
-                    if let Ok(listed) = serde_json::from_slice::<Listed>(&m.payload) {
+                    if let Some(listed) = serde_json::from_slice::<Listed>(&m.payload)
+                        .ok()
+                        .filter(|l| super::valid_replica_name(&l.replica))
+                    {
                         answered += 1;
                         answers.push(listed);
                     }

@@ -204,18 +204,22 @@ pub(crate) fn caller_policy(
     Ok((record, policy))
 }
 
+/// Whether `n` is a replica name (1 to 64 letters, digits, `-`, `_`): what a replica
+/// accepts from the others before it names them in its audit log, logs or lists.
+pub fn valid_replica_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// This replica's name: the one given, else the one kept in `data_dir/replica`
 /// (made at the first start in cluster mode: the host name and a random suffix).
 pub fn replica_name(
     given: Option<&str>,
     data_dir: &std::path::Path,
 ) -> Result<String, ClusterError> {
-    let valid = |n: &str| {
-        !n.is_empty()
-            && n.len() <= 64
-            && n.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    };
+    let valid = valid_replica_name;
     if let Some(name) = given {
         return if valid(name) {
             Ok(name.to_owned())

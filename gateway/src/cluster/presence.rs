@@ -107,7 +107,10 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
             loop {
                 if let Ok(mut sub) = cluster.client().subscribe(SUBJECT).await {
                     while let Some(m) = sub.next().await {
-                        if let Ok(hello) = serde_json::from_slice::<Hello>(&m.payload) {
+                        if let Some(hello) = serde_json::from_slice::<Hello>(&m.payload)
+                            .ok()
+                            .filter(|h| super::valid_replica_name(&h.name))
+                        {
                             cluster
                                 .peers
                                 .insert(hello.name, (Instant::now(), hello.nodes));

@@ -386,7 +386,7 @@ fn insert_all(
             Ok(true) => applied += 1,
             Ok(false) => {}
             Err(e) => {
-                tracing::warn!(token_id = %row.id, error = %e, "cluster: a token from another replica was not applied")
+                tracing::warn!(token_id = ?row.id, error = %e, "cluster: a token from another replica was not applied")
             }
         }
     }
@@ -405,6 +405,9 @@ fn insert_in(
 ) -> Result<bool, crate::store::StoreError> {
     if row.id.is_empty() || row.id.len() > 64 || !row.id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad("malformed id"));
+    }
+    if !super::valid_replica_name(&row.origin) {
+        return Err(bad("malformed replica name"));
     }
     let kind = TokenKind::parse(&row.kind).ok_or_else(|| bad("unknown kind"))?;
     let role = match &row.role {
@@ -455,7 +458,7 @@ fn insert_in(
         role,
     };
     audit::append_in(tx, &[(gsv_protocol::now_ms(), event.into())])?;
-    tracing::debug!(token_id = %row.id, origin = %row.origin, "cluster: token from another replica applied");
+    tracing::debug!(token_id = ?row.id, origin = ?row.origin, "cluster: token from another replica applied");
     Ok(true)
 }
 
@@ -465,6 +468,9 @@ fn revoke(
     c: &mut rusqlite::Connection,
     rev: &Revoked,
 ) -> Result<Option<(String, String)>, crate::store::StoreError> {
+    if !super::valid_replica_name(&rev.origin) {
+        return Err(bad("malformed replica name"));
+    }
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let kind: Option<String> = tx
         .query_row(
@@ -487,7 +493,7 @@ fn revoke(
     };
     audit::append_in(&tx, &[(gsv_protocol::now_ms(), event.into())])?;
     tx.commit()?;
-    tracing::info!(token_id = %rev.id, origin = %rev.origin, "cluster: revocation from another replica applied");
+    tracing::info!(token_id = ?rev.id, origin = ?rev.origin, "cluster: revocation from another replica applied");
     Ok(Some((rev.id.clone(), kind)))
 }
 
@@ -544,6 +550,9 @@ mod tests {
         bad.push(r);
         let mut r = record("aa04");
         r.policy = Some("{not json".into());
+        bad.push(r);
+        let mut r = record("aa06");
+        r.origin = "b\u{1b}[31m".into();
         bad.push(r);
         for r in &bad {
             assert!(s.with_conn(|c| insert(c, r)).is_err(), "{r:?}");

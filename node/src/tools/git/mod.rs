@@ -126,27 +126,8 @@ pub async fn open(path: Option<&str>, ctx: &ToolContext) -> Result<Repo, RepoErr
         .as_ref()
         .and_then(|w| w.parent().map(|p| p.to_path_buf()));
     let mut git = Git::new(&checked, ceiling, ctx.cancel.clone());
-    git.check_version().await?;
-    let out = git
-        .run(&[
-            "rev-parse",
-            "--show-toplevel",
-            "--absolute-git-dir",
-            "--git-common-dir",
-        ])
-        .await
-        .map_err(|e| match e {
-            GitError::Failed { stderr, .. } => {
-                RepoError::NotRepo(format!("{} ({stderr})", checked.display()))
-            }
-            other => RepoError::Git(other),
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = text.lines();
-    let (Some(root), Some(git_dir), Some(common)) = (lines.next(), lines.next(), lines.next())
-    else {
-        return Err(RepoError::NotRepo(checked.display().to_string()));
-    };
+    let (root, git_dir, common) = locate(&git, &checked.display().to_string()).await?;
+    let (root, git_dir, common) = (root.as_str(), git_dir.as_str(), common.as_str());
     let common = checked.join(common);
     let snapshot = ctx.protected.snapshot();
     for dir in [PathBuf::from(root), PathBuf::from(git_dir), common] {
@@ -175,6 +156,33 @@ pub async fn open(path: Option<&str>, ctx: &ToolContext) -> Result<Repo, RepoErr
         git,
         root: root.to_owned(),
     })
+}
+
+/// The repository `git` runs in, as git names it: its work tree's top level, its git
+/// directory and its common git directory (as given, possibly relative). `shown`
+/// names the directory in errors. Checks git's version first.
+pub(crate) async fn locate(git: &Git, shown: &str) -> Result<(String, String, String), RepoError> {
+    git.check_version().await?;
+    let out = git
+        .run(&[
+            "rev-parse",
+            "--show-toplevel",
+            "--absolute-git-dir",
+            "--git-common-dir",
+        ])
+        .await
+        .map_err(|e| match e {
+            GitError::Failed { stderr, .. } => RepoError::NotRepo(format!("{shown} ({stderr})")),
+            other => RepoError::Git(other),
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    match (lines.next(), lines.next(), lines.next()) {
+        (Some(root), Some(git_dir), Some(common)) => {
+            Ok((root.to_owned(), git_dir.to_owned(), common.to_owned()))
+        }
+        _ => Err(RepoError::NotRepo(shown.to_owned())),
+    }
 }
 
 /// An optional revision argument: refused when empty, too long, holding NUL or

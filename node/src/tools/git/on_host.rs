@@ -52,31 +52,13 @@ gsv_main"#
         owner: ctx.owner().map(str::to_owned),
     };
     let mut git = Git::new(Path::new(&dir), ceiling, ctx.cancel.clone()).on_host(on);
-    git.check_version().await?;
-    let out = git
-        .run(&[
-            "rev-parse",
-            "--show-toplevel",
-            "--absolute-git-dir",
-            "--git-common-dir",
-        ])
-        .await
-        .map_err(|e| match e {
-            GitError::Failed { stderr, .. } => RepoError::NotRepo(format!("{dir} ({stderr})")),
-            other => RepoError::Git(other),
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = text.lines();
-    let (Some(root), Some(git_dir), Some(common)) = (lines.next(), lines.next(), lines.next())
-    else {
-        return Err(RepoError::NotRepo(dir));
-    };
+    let (root, git_dir, common) = super::locate(&git, &dir).await?;
     // What git names must pass the same check: a repository whose work tree or git
     // directory lies outside the workspace (a `.git` file pointing out) is refused.
     let mut script = String::from("gsv_main() {\n");
     for used in [
-        PathBuf::from(root),
-        PathBuf::from(git_dir),
+        PathBuf::from(&root),
+        PathBuf::from(&git_dir),
         Path::new(&dir).join(common),
     ] {
         script.push_str("  ");
