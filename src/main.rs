@@ -276,7 +276,7 @@ fn main() -> ExitCode {
             src,
             dst,
         } => run_client("warn", {
-            commands::cp::run_below_calls();
+            gsv_transport::priority::lower_this_thread();
             commands::cp::run(
                 target.target(),
                 &src,

@@ -74,6 +74,7 @@ impl NodeTemplate {
                 instance: String::new(),
                 journal: false,
             }),
+            lane: None,
         }
     }
 }
@@ -138,6 +139,7 @@ pub async fn connect_agent(gateway: &str, token: &str) -> Result<Ws, String> {
             version: env!("CARGO_PKG_VERSION").into(),
         },
         node: None,
+        lane: None,
     })
     .await?;
     Ok(ws)

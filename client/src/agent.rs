@@ -12,7 +12,7 @@ use crate::transfer::Routes;
 use crate::{ClientError, TlsOptions};
 use gsv_protocol::endpoint::{Gateway, AGENT_PATH};
 use gsv_protocol::frame::{encode_cancel, encode_req};
-use gsv_protocol::handshake::{Auth, ClientInfo};
+use gsv_protocol::handshake::{Auth, ClientInfo, LaneKind, LaneParams};
 use gsv_protocol::method::{
     NoParams, NodeSummary, NodesListResult, ToolEntry, ToolsCallParams, ToolsListResult,
 };
@@ -84,18 +84,42 @@ impl AgentClient {
         token: &str,
         tls: &TlsOptions,
     ) -> Result<AgentClient, ClientError> {
+        Self::connect_lane(gateway, token, tls, None).await
+    }
+
+    /// [`AgentClient::connect_with`] as a bulk lane (`connect.lane`): the gateway
+    /// serves the connection on threads below calls. For a client that moves a file's
+    /// bytes (`gsv cp`), so other agents' calls are not kept waiting behind them.
+    pub async fn connect_bulk(
+        gateway: &str,
+        token: &str,
+        tls: &TlsOptions,
+    ) -> Result<AgentClient, ClientError> {
+        let lane = LaneParams {
+            kind: LaneKind::Bulk,
+            instance: None,
+        };
+        Self::connect_lane(gateway, token, tls, Some(lane)).await
+    }
+
+    async fn connect_lane(
+        gateway: &str,
+        token: &str,
+        tls: &TlsOptions,
+        lane: Option<LaneParams>,
+    ) -> Result<AgentClient, ClientError> {
         // `URL1,URL2`: replicas of one cluster, tried in order; the next one only when
         // a replica cannot be reached (a refusal is every replica's answer).
         let mut last = None;
         for one in gateway.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-            match AgentClient::connect_one(one, token, tls).await {
+            match AgentClient::connect_one(one, token, tls, lane.clone()).await {
                 Err(e @ ClientError::Unreachable { .. }) => last = Some(e),
                 other => return other,
             }
         }
         match last {
             Some(e) => Err(e),
-            None => AgentClient::connect_one(gateway, token, tls).await,
+            None => AgentClient::connect_one(gateway, token, tls, lane).await,
         }
     }
 
@@ -104,6 +128,7 @@ impl AgentClient {
         gateway: &str,
         token: &str,
         tls: &TlsOptions,
+        lane: Option<LaneParams>,
     ) -> Result<AgentClient, ClientError> {
         let gateway = Gateway::parse(gateway)?;
         let url = gateway.ws_url(AGENT_PATH);
@@ -145,6 +170,7 @@ impl AgentClient {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
             node: None,
+            lane,
         })
         .await
         .map_err(|e| match e {

@@ -9,10 +9,10 @@
 use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
-use crate::handshake::{self, HandshakeError};
+use crate::handshake::{self, Handshake, HandshakeError};
 use crate::offers::OfferError;
 use crate::operator::Authority;
-use crate::policy::{Policy, PolicySpec};
+use crate::policy::Policy;
 use crate::registry::Viewer;
 use crate::router;
 use crate::session_error::SessionError;
@@ -44,11 +44,21 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let Some(hs) = handshake::accept(ws, &shared, Role::Agent, peer).await else {
         return;
     };
+    // An agent's bulk lane (`gsv cp`'s connection) is served below calls.
+    if hs.params.lane.is_some() {
+        crate::bulk::run(session(shared, hs, peer)).await;
+    } else {
+        session(shared, hs, peer).await;
+    }
+}
+
+/// An agent connection after its `connect` was read and authenticated.
+async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
     let policy = match hs.token.kind {
         TokenKind::Admin => Policy::full_access(),
         TokenKind::Operator => Policy::view_only(),
         TokenKind::Agent => {
-            let spec = hs.token.policy.clone().unwrap_or_else(PolicySpec::default);
+            let spec = hs.token.policy.clone().unwrap_or_default();
             match Policy::compile(&spec) {
                 Ok(p) => p,
                 Err(e) => {

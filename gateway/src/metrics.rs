@@ -43,6 +43,10 @@ pub struct Metrics {
     pub unauthenticated_connections: Gauge,
     /// 1 while this replica is connected to NATS (cluster mode).
     pub cluster_connected: Gauge,
+    /// Nodes' bulk lanes open now.
+    pub bulk_lanes: Gauge,
+    /// Transfer chunks carried by nodes' bulk lanes, both ways.
+    pub lane_chunks: Counter,
 }
 
 impl Default for Metrics {
@@ -66,6 +70,18 @@ impl Metrics {
         let shed_connections = Family::<ShedLabels, Counter>::default();
         let unauthenticated_connections = Gauge::default();
         let cluster_connected = Gauge::default();
+        let bulk_lanes = Gauge::default();
+        let lane_chunks = Counter::default();
+        registry.register(
+            "bulk_lanes",
+            "Nodes' bulk lanes (second connections carrying transfer chunks) open now",
+            bulk_lanes.clone(),
+        );
+        registry.register(
+            "lane_chunks",
+            "Transfer chunks carried by nodes' bulk lanes, both ways",
+            lane_chunks.clone(),
+        );
         registry.register(
             "cluster_connected",
             "1 while this replica is connected to NATS (cluster mode), else 0",
@@ -133,6 +149,8 @@ impl Metrics {
             resumed_calls,
             shed_connections,
             unauthenticated_connections,
+            bulk_lanes,
+            lane_chunks,
             cluster_connected,
         }
     }

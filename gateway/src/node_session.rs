@@ -35,6 +35,10 @@ pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
     let Some(hs) = handshake::accept(ws, &shared, Role::Node, peer).await else {
         return;
     };
+    if hs.params.lane.is_some() {
+        crate::lane::run_node(shared, hs).await;
+        return;
+    }
     let Some((handle, stream, reviewed)) = register(&shared, hs).await else {
         return;
     };
@@ -302,6 +306,7 @@ async fn serve(
         |frame| crate::transfer::from_node(&shared, &handle, frame),
     )
     .await;
+    handle.close_lane();
     crate::transfer::node_gone(&shared, &handle);
 
     handle.out.close();

@@ -28,6 +28,7 @@ use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::offer::{NodeTool, UnacceptedOffer};
 use gsv_protocol::{ErrorShape, HostRole, NodeId, Runtime};
+use gsv_transport::tungstenite::protocol::frame::coding::CloseCode;
 use gsv_transport::Outbound;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -65,6 +66,8 @@ pub struct NodeHandle {
     /// The gsv version the node reported (`client.version`, bounded; may be empty).
     pub version: String,
     calls: Mutex<Calls>,
+    /// The node's bulk lane while one is joined: its connection id and send queue.
+    lane: Mutex<Option<(String, Outbound)>>,
 }
 
 /// Call ids are unique across the whole gateway (not per connection), so a result
@@ -203,6 +206,40 @@ impl NodeHandle {
             journal,
             version,
             calls: Mutex::new(Calls::default()),
+            lane: Mutex::new(None),
+        }
+    }
+
+    /// Joins bulk lane `conn_id` to this connection; a lane it had before is closed.
+    pub fn join_lane(&self, conn_id: &str, out: Outbound) {
+        let old = self
+            .lane
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace((conn_id.to_owned(), out));
+        if let Some((_, old)) = old {
+            old.close_with(CloseCode::Normal, "replaced by a new bulk lane");
+        }
+    }
+
+    /// Forgets lane `conn_id` if it is still the one joined (it ended).
+    pub fn leave_lane(&self, conn_id: &str) {
+        let mut lane = self.lane.lock().unwrap_or_else(|p| p.into_inner());
+        if lane.as_ref().is_some_and(|(id, _)| id == conn_id) {
+            *lane = None;
+        }
+    }
+
+    /// The bulk lane (connection id, send queue), while one is joined and open.
+    pub fn lane(&self) -> Option<(String, Outbound)> {
+        let lane = self.lane.lock().unwrap_or_else(|p| p.into_inner());
+        lane.as_ref().filter(|(_, out)| !out.is_closed()).cloned()
+    }
+
+    /// Closes the bulk lane with this connection (it ended).
+    pub fn close_lane(&self) {
+        if let Some((_, out)) = self.lane.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            out.close();
         }
     }
 

@@ -48,8 +48,10 @@ impl Dispatcher {
         binary: mpsc::Sender<Vec<u8>>,
         max_result_bytes: usize,
         shutdown: CancellationToken,
+        lane: Option<crate::transfer::LaneDial>,
     ) -> Self {
-        let transfers = crate::transfer::Transfers::new(Arc::clone(&node), out.clone(), binary);
+        let transfers =
+            crate::transfer::Transfers::new(Arc::clone(&node), out.clone(), binary, lane);
         Dispatcher {
             node,
             out,

@@ -55,6 +55,7 @@ pub(crate) async fn serve(
     hello: &HelloOk,
     node: Arc<NodeState>,
     shutdown: &CancellationToken,
+    lane: Option<crate::transfer::LaneDial>,
 ) -> ConnectionEnd {
     let heartbeat = node.config.heartbeat;
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_FRAMES);
@@ -75,6 +76,7 @@ pub(crate) async fn serve(
         binary_tx,
         max_result_bytes,
         shutdown.clone(),
+        lane,
     );
     node.events.attach(tx.clone());
 

@@ -458,6 +458,11 @@ async fn attempt(
     tls: Option<Arc<rustls::ClientConfig>>,
     shutdown: &CancellationToken,
 ) -> Attempt {
+    // A bulk lane dials the same gateway the same way.
+    let lane = crate::transfer::LaneDial {
+        url: url.to_owned(),
+        tls: tls.clone(),
+    };
     let dial = gsv_transport::dial(url, tls, node.config.connect_timeout);
     let mut ws = tokio::select! {
         _ = shutdown.cancelled() => return Attempt::Shutdown,
@@ -483,5 +488,5 @@ async fn attempt(
     if let Some(credential) = hello.credential.clone() {
         node.credentials.adopt(credential);
     }
-    Attempt::Served(registered::serve(ws, &hello, Arc::clone(node), shutdown).await)
+    Attempt::Served(registered::serve(ws, &hello, Arc::clone(node), shutdown, Some(lane)).await)
 }

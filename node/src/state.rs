@@ -34,6 +34,20 @@ pub(crate) struct NodeState {
 }
 
 impl NodeState {
+    /// The `connect` params of a lane (`lane`) of this node's connection, answering
+    /// the challenge `nonce`: its credential, and no node object.
+    pub fn lane_params(
+        &self,
+        nonce: String,
+        lane: gsv_protocol::handshake::LaneParams,
+    ) -> ConnectParams {
+        ConnectParams {
+            node: None,
+            lane: Some(lane),
+            ..self.connect_params(nonce)
+        }
+    }
+
     /// The `connect` params answering the challenge `nonce`.
     pub fn connect_params(&self, nonce: String) -> ConnectParams {
         ConnectParams {
@@ -60,6 +74,7 @@ impl NodeState {
                 instance: self.instance.clone(),
                 journal: self.ledger.journaled(),
             }),
+            lane: None,
         }
     }
 }

@@ -168,6 +168,33 @@ pub struct ConnectParams {
     pub client: ClientInfo,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeInfo>,
+    /// A second connection that carries bulk work only (a file transfer's chunks),
+    /// served below calls; absent on an ordinary connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<LaneParams>,
+}
+
+/// `connect.lane`: what a bulk lane is for.
+///
+/// An agent's bulk lane is an ordinary agent connection that the gateway serves on
+/// threads below calls (`gsv cp` opens its connection this way). A node's bulk lane
+/// carries only the binary frames (chunks) of the transfers the node says, in its
+/// `transfer.open` answer, go on it; it joins the node's ordinary connection of the
+/// same `instance` and ends with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneParams {
+    pub kind: LaneKind,
+    /// A node's lane: the `instance` of the ordinary connection it joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+}
+
+/// The kinds of lane (only one so far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaneKind {
+    Bulk,
 }
 
 /// Result of a successful `connect`.

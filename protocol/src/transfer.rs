@@ -168,6 +168,10 @@ pub struct OpenResult {
     /// `put`: bytes the node already holds of this file from an earlier, interrupted
     /// copy (verified): send from here. `get`: the offset sending starts at.
     pub offset: u64,
+    /// Node → gateway only: this transfer's chunks travel on the node's bulk lane
+    /// (`connect.lane`), both ways. The gateway never passes it on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lane: bool,
 }
 
 /// Params of `transfer.finish` (`put`): every byte was sent.

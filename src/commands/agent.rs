@@ -85,6 +85,11 @@ impl Dialer {
     pub async fn connect(&self) -> Result<AgentClient, ClientError> {
         AgentClient::connect_with(&self.gateway, &self.token, &self.tls).await
     }
+
+    /// Dials and authenticates as a bulk lane (`gsv cp`: served below calls).
+    pub async fn connect_bulk(&self) -> Result<AgentClient, ClientError> {
+        AgentClient::connect_bulk(&self.gateway, &self.token, &self.tls).await
+    }
 }
 
 impl Target {

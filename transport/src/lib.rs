@@ -29,6 +29,7 @@ pub mod direct;
 pub mod driver;
 pub mod handshake;
 pub mod outbound;
+pub mod priority;
 pub mod read_ahead;
 pub mod received;
 pub mod sending;

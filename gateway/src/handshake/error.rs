@@ -95,6 +95,12 @@ pub enum HandshakeError {
     /// Comparing the node's offer with its accepted one failed (store).
     #[error(transparent)]
     Offer(#[from] crate::offers::OfferError),
+    /// A node's bulk lane opened with a join token, or without the instance it joins.
+    #[error("a node's bulk lane needs the node's credential and the instance of its connection")]
+    LaneNeedsConnection,
+    /// A node's bulk lane for a connection this gateway does not hold.
+    #[error("node {node} has no connection of this instance here for a bulk lane to join")]
+    LaneWithoutConnection { node: String },
 }
 
 impl WireError for HandshakeError {
@@ -119,6 +125,8 @@ impl WireError for HandshakeError {
             | NotANodeToken(_)
             | BoundToOtherNode { .. }
             | AlreadyEnrolled { .. } => ErrorCode::Forbidden,
+            LaneNeedsConnection => ErrorCode::InvalidArgs,
+            LaneWithoutConnection { .. } => ErrorCode::NodeOffline,
             Declaration(e) => e.code(),
             Offer(e) => e.code(),
         }
@@ -295,6 +303,16 @@ mod tests {
                 Offer(crate::offers::OfferError::Store(StoreError::TooNew(7))),
                 ErrorCode::Internal,
                 "store of accepted offers: database schema version 7 is newer than this gsv understands".into(),
+            ),
+            (
+                LaneNeedsConnection,
+                ErrorCode::InvalidArgs,
+                "a node's bulk lane needs the node's credential and the instance of its connection".into(),
+            ),
+            (
+                LaneWithoutConnection { node: "lab".into() },
+                ErrorCode::NodeOffline,
+                "node lab has no connection of this instance here for a bulk lane to join".into(),
             ),
         ];
         for (e, code, message) in cases {

@@ -147,13 +147,12 @@ async fn open(
         .await
         .and_then(|raw| decode::<OpenResult>(&raw));
     let opened = match opened {
-        Ok(o) => o,
+        Ok(o) => route.opened(o),
         Err(e) => {
             shared.transfers.routes.remove(&id);
             return Err(e);
         }
     };
-    let _ = route.path.set(opened.path.clone());
     if params.hold {
         let asked = Asked::get(
             &who,

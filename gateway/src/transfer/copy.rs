@@ -244,7 +244,7 @@ pub async fn copy(
         r = ask_node(&dst, Method::TransferOpen, &opened_put, NODE_ANSWER) => decode(&r?)?,
         _ = asker.gone.cancelled() => return Err(TransferError::Cancelled),
     };
-    let _ = put.path.set(placed.path.clone());
+    let placed = put.opened(placed);
     let resumed_from = placed.offset;
     let opened_get = OpenParams {
         id: get_id,

@@ -26,7 +26,7 @@ pub use copy::{copy, Requester};
 pub use error::TransferError;
 pub use grant::{GRANT_LIFE, MAX_GRANTS_PER_CONN};
 pub use idle::{sweep, IDLE};
-pub use relay::{agent_gone, from_agent, from_node, node_event, node_gone};
+pub use relay::{agent_gone, from_agent, from_node, lane_gone, node_event, node_gone};
 pub use uploads::Uploads;
 
 use crate::audit::AuditEvent;
@@ -34,7 +34,7 @@ use crate::registry::NodeHandle;
 use crate::state::{AgentHandle, Shared};
 use dashmap::DashMap;
 use gsv_protocol::frame::encode_req;
-use gsv_protocol::transfer::{Direction, WINDOW_BYTES};
+use gsv_protocol::transfer::{Direction, OpenResult, WINDOW_BYTES};
 use gsv_protocol::Method;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -125,6 +125,9 @@ pub struct Route {
     seen: AtomicU64,
     /// The gateway waits on the node (it places a received file): not idle.
     waiting: AtomicBool,
+    /// The node's bulk lane (its connection id and queue) this put's chunks go on,
+    /// when the node's open answer asked for it and the lane was joined.
+    lane: std::sync::OnceLock<(String, gsv_transport::Outbound)>,
 }
 
 /// A transfer's bytes in flight: never over [`WINDOW_BYTES`], or the transfer ends.
@@ -177,7 +180,34 @@ impl Route {
             in_flight: Window::default(),
             seen: AtomicU64::new(0),
             waiting: AtomicBool::new(false),
+            lane: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Takes the node's answer to `transfer.open`: the resolved path and, when the node
+    /// moves this transfer's chunks on its bulk lane, that lane for a put's chunks (a
+    /// lane gone meanwhile leaves them on the node's connection, which the node reads
+    /// chunks from as well). The lane is the node's business: the answer passed on
+    /// says nothing of it.
+    fn opened(&self, mut answer: OpenResult) -> OpenResult {
+        let _ = self.path.set(answer.path.clone());
+        if answer.lane && self.direction == Direction::Put {
+            if let Some(lane) = self.node.lane() {
+                let _ = self.lane.set(lane);
+            }
+        }
+        answer.lane = false;
+        answer
+    }
+
+    /// Where this transfer's chunks to its node go: its bulk lane, or the connection.
+    fn chunks_out(&self) -> &gsv_transport::Outbound {
+        self.lane.get().map_or(&self.node.out, |(_, out)| out)
+    }
+
+    /// Whether its chunks go on bulk lane `conn_id`.
+    fn on_lane(&self, conn_id: &str) -> bool {
+        self.lane.get().is_some_and(|(id, _)| id == conn_id)
     }
 
     /// The file tool this transfer stands for (policy, audit).

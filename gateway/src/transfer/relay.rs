@@ -34,7 +34,10 @@ pub fn from_agent(shared: &Shared, agent: &Arc<AgentHandle>, frame: Bytes) {
         return;
     }
     agent.uploads.chunk(frame.len());
-    if forward(shared, &route, frame, &route.node.out) == Forwarded::Gone {
+    if route.lane.get().is_some() {
+        shared.metrics.lane_chunks.inc();
+    }
+    if forward(shared, &route, frame, route.chunks_out()) == Forwarded::Gone {
         fail(shared, &route, gone(&route));
     }
 }
@@ -65,7 +68,10 @@ pub fn from_node(shared: &Shared, node: &NodeHandle, frame: Bytes) {
             };
             peer.touch();
             let frame = renamed(frame, leg.peer);
-            if forward(shared, &route, frame, &peer.node.out) == Forwarded::Gone {
+            if peer.lane.get().is_some() {
+                shared.metrics.lane_chunks.inc();
+            }
+            if forward(shared, &route, frame, peer.chunks_out()) == Forwarded::Gone {
                 fail(shared, &peer, gone(&peer));
                 fail(shared, &route, gone(&peer));
             }
@@ -275,6 +281,22 @@ pub fn node_gone(shared: &Shared, node: &NodeHandle) {
         .routes
         .iter()
         .filter(|r| r.node.conn_id == node.conn_id)
+        .map(|r| r.clone())
+        .collect();
+    for route in theirs {
+        fail(shared, &route, gone(&route));
+    }
+}
+
+/// Ends every transfer whose chunks went on node `node`'s bulk lane `conn_id`, which
+/// ended: what it still carried is lost, so each is failed (retryable) and resumes
+/// from what its receiver verified.
+pub fn lane_gone(shared: &Shared, node: &NodeHandle, conn_id: &str) {
+    let theirs: Vec<Arc<Route>> = shared
+        .transfers
+        .routes
+        .iter()
+        .filter(|r| r.node.conn_id == node.conn_id && r.on_lane(conn_id))
         .map(|r| r.clone())
         .collect();
     for route in theirs {

@@ -11,12 +11,14 @@
 
 mod error;
 mod incoming;
+mod lane;
 mod outgoing;
 mod session;
 pub(crate) mod tree;
 
 pub use error::TransferError;
 pub use incoming::Incoming;
+pub(crate) use lane::LaneDial;
 pub use outgoing::Outgoing;
 pub(crate) use session::Transfers;
 pub use session::MAX_TRANSFERS;

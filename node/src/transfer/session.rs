@@ -10,6 +10,7 @@
 //! connection ends its transfers end too; a `put`'s partial file stays for a resumed
 //! copy.
 
+use super::lane::{Lane, LaneDial, LaneUse};
 use super::{Incoming, Outgoing, TransferError};
 use crate::state::NodeState;
 use crate::tools::paths::PathPolicy;
@@ -22,6 +23,7 @@ use gsv_protocol::transfer::{
 use gsv_protocol::{ErrorCode, ErrorShape, EventName};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 /// Transfers one node runs at once.
@@ -49,20 +51,34 @@ pub(crate) struct Transfers {
     node: Arc<NodeState>,
     text: mpsc::Sender<String>,
     binary: mpsc::Sender<Vec<u8>>,
-    running: Arc<DashMap<uuid::Uuid, mpsc::Sender<Msg>>>,
+    running: Running,
+    /// The connection's bulk lane, dialled for the first transfer.
+    lane: Arc<Lane>,
 }
 
+/// The transfers running on one connection, by id.
+type Running = Arc<DashMap<uuid::Uuid, mpsc::Sender<Msg>>>;
+
 impl Transfers {
+    /// `lane`: where the connection was dialled, for its bulk lane (`None`: every
+    /// transfer's chunks go on the connection).
     pub fn new(
         node: Arc<NodeState>,
         text: mpsc::Sender<String>,
         binary: mpsc::Sender<Vec<u8>>,
+        lane: Option<LaneDial>,
     ) -> Self {
+        let running: Running = Arc::new(DashMap::new());
+        let deliver = {
+            let (running, text) = (Arc::clone(&running), text.clone());
+            Arc::new(move |frame| deliver_chunk(&running, &text, frame))
+        };
         Transfers {
+            lane: Arc::new(Lane::new(Arc::clone(&node), lane, deliver)),
             node,
             text,
             binary,
-            running: Arc::new(DashMap::new()),
+            running,
         }
     }
 
@@ -73,19 +89,26 @@ impl Transfers {
         let text = self.text.clone();
         let binary = self.binary.clone();
         let running = Arc::clone(&self.running);
+        let lane = Arc::clone(&self.lane);
         tokio::spawn(async move {
             let id = params.id;
             let answer = match open(&node, &running, params).await {
-                Ok((result, file, rx)) => {
+                Ok((mut result, file, rx)) => {
+                    // Its chunks go on the bulk lane when there is one.
+                    let lane = lane.hold().await;
+                    result.lane = lane.is_some();
                     let frame = encode_ok(&req, &result);
                     let text2 = text.clone();
                     let running2 = Arc::clone(&running);
                     tokio::spawn(async move {
                         match file {
                             Opened::Get(out, hold) => {
-                                run_get(id, out, hold, rx, &text2, &binary).await
+                                run_get(id, out, hold, rx, &text2, &binary, lane).await
                             }
-                            Opened::Put(inc) => run_put(id, inc, rx, &text2).await,
+                            Opened::Put(inc) => {
+                                run_put(id, inc, rx, &text2).await;
+                                drop(lane);
+                            }
                         }
                         running2.remove(&id);
                     });
@@ -97,22 +120,9 @@ impl Transfers {
         });
     }
 
-    /// A binary frame: a chunk for a `put` of this connection.
+    /// A binary frame on the connection: a chunk for a `put` of this connection.
     pub fn chunk(&self, frame: gsv_transport::tungstenite::Bytes) {
-        let Some(id) = Chunk::peek_id(&frame) else {
-            warn!("ignoring a binary frame that is not a transfer chunk");
-            return;
-        };
-        match self.running.get(&id).map(|tx| tx.clone()) {
-            Some(tx) => {
-                if tx.try_send(Msg::Chunk(frame)).is_err() {
-                    // More than a window in flight: the gateway broke the flow rules.
-                    warn!(transfer = %id, "chunk over the window; transfer ended");
-                    self.fail(id, overflow());
-                }
-            }
-            None => debug!(transfer = %id, "chunk for a transfer that is not running"),
-        }
+        deliver_chunk(&self.running, &self.text, frame);
     }
 
     /// A `transfer.credit` event from the gateway (a `get`'s receiver wrote bytes).
@@ -166,14 +176,31 @@ impl Transfers {
             let _ = text.send(encode_ok(&req, &serde_json::json!({}))).await;
         });
     }
+}
 
-    /// Ends transfer `id` with `error`, telling the gateway.
-    fn fail(&self, id: uuid::Uuid, error: ErrorShape) {
-        if let Some((_, tx)) = self.running.remove(&id) {
-            let _ = tx.try_send(Msg::Cancel { discard: false });
+/// A chunk (from the connection or the bulk lane) handed to its `put`. Never blocks.
+fn deliver_chunk(
+    running: &Running,
+    text: &mpsc::Sender<String>,
+    frame: gsv_transport::tungstenite::Bytes,
+) {
+    let Some(id) = Chunk::peek_id(&frame) else {
+        warn!("ignoring a binary frame that is not a transfer chunk");
+        return;
+    };
+    match running.get(&id).map(|tx| tx.clone()) {
+        Some(tx) => {
+            if tx.try_send(Msg::Chunk(frame)).is_err() {
+                // More than a window in flight: the gateway broke the flow rules.
+                warn!(transfer = %id, "chunk over the window; transfer ended");
+                if let Some((_, tx)) = running.remove(&id) {
+                    let _ = tx.try_send(Msg::Cancel { discard: false });
+                }
+                let text = text.clone();
+                tokio::spawn(async move { failed(&text, id, overflow()).await });
+            }
         }
-        let text = self.text.clone();
-        tokio::spawn(async move { failed(&text, id, error).await });
+        None => debug!(transfer = %id, "chunk for a transfer that is not running"),
     }
 }
 
@@ -268,12 +295,14 @@ async fn open(
             path: out.path().display().to_string(),
             meta: out.meta(),
             offset: out.offset(),
+            lane: false,
         },
         Opened::Put(inc) => OpenResult {
             id,
             path: inc.path().display().to_string(),
             meta: inc.meta(),
             offset: inc.offset(),
+            lane: false,
         },
     };
     let (tx, rx) = mpsc::channel(INBOX);
@@ -292,7 +321,7 @@ async fn open(
 /// connection's reader hands them over and writes and hashes them back to back: no
 /// hop through the async runtime and back per chunk (two thread wake-ups, each a wait
 /// for a core on a busy machine), and a credit leaves as soon as its chunk is written.
-/// The thread runs [`PUT_NICE`] below the node's other work, so calls that arrive
+/// The thread runs [`gsv_transport::priority::BULK_NICE`] below the node's other work, so calls that arrive
 /// during a copy are served first and the copy takes the CPU they leave.
 async fn run_put(
     id: uuid::Uuid,
@@ -305,7 +334,7 @@ async fn run_put(
     let spawned = std::thread::Builder::new()
         .name("gsv-put".into())
         .spawn(move || {
-            below_calls();
+            gsv_transport::priority::lower_this_thread();
             put_loop(id, inc, rx, &thread_text);
             let _ = done.send(());
         });
@@ -321,20 +350,6 @@ async fn run_put(
             );
             warn!(transfer = %id, error = %error.message, "transfer failed");
             failed(text, id, error).await;
-        }
-    }
-}
-
-/// How much lower a `put`'s writing thread runs than the rest of the node (a nice
-/// increment, Linux only, where it applies to the one thread).
-pub const PUT_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority by [`PUT_NICE`] (best effort).
-fn below_calls() {
-    #[cfg(target_os = "linux")]
-    if let Ok(now) = rustix::process::getpriority_process(None) {
-        if let Err(e) = rustix::process::setpriority_process(None, (now + PUT_NICE).min(19)) {
-            debug!(error = %e, "could not lower the transfer thread's priority");
         }
     }
 }
@@ -412,7 +427,14 @@ async fn run_get(
     mut rx: mpsc::Receiver<Msg>,
     text: &mpsc::Sender<String>,
     binary: &mpsc::Sender<Vec<u8>>,
+    lane: Option<LaneUse>,
 ) {
+    // Chunks go on the bulk lane when the transfer has one; a lane that ends takes
+    // what it carried with it, so the transfer ends too (the copy resumes).
+    let (binary, lane_closed) = match &lane {
+        Some(l) => (&l.binary, l.closed.clone()),
+        None => (binary, CancellationToken::new()),
+    };
     let mut out = Some(out);
     let start = out.as_ref().map(Outgoing::offset).unwrap_or(0);
     let (mut sent, mut credited, mut eof) = (start, start, false);
@@ -459,6 +481,9 @@ async fn run_get(
                 Ok((0, _)) => eof = true,
                 Ok((n, frame)) => {
                     if binary.send(frame).await.is_err() {
+                        if lane.is_some() {
+                            failed(text, id, lane_lost()).await;
+                        }
                         return;
                     }
                     sent += n as u64;
@@ -486,7 +511,14 @@ async fn run_get(
                 .await;
             return;
         }
-        match rx.recv().await {
+        let msg = tokio::select! {
+            msg = rx.recv() => msg,
+            _ = lane_closed.cancelled() => {
+                failed(text, id, lane_lost()).await;
+                return;
+            }
+        };
+        match msg {
             Some(Msg::Credit(b)) => {
                 held = false;
                 credited = credited.saturating_add(b);
@@ -501,6 +533,14 @@ async fn run_get(
             Some(Msg::Chunk(_)) => {}
         }
     }
+}
+
+/// A transfer's bulk lane ended under it (retryable: the copy resumes).
+fn lane_lost() -> ErrorShape {
+    ErrorShape::new(
+        ErrorCode::NodeDisconnected,
+        "the bulk lane carrying the transfer ended",
+    )
 }
 
 /// [`failed`] from a blocking thread.

@@ -7,13 +7,11 @@
 //! machine and a node ([`tree`]). A single-file copy that fails on a dropped link, a
 //! restarting gateway or a node that went away is tried again by itself ([`retry`]).
 
-mod nice;
 mod progress;
 mod retry;
 mod spec;
 mod tree;
 
-pub use nice::{run_below_calls, CP_NICE};
 pub use retry::{DEFAULT_RETRY_FOR_SECS, FIRST_DELAY, MAX_DELAY};
 pub use spec::{plan, Plan, Side};
 

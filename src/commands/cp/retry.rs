@@ -178,7 +178,7 @@ where
                     tokio::select! {
                         biased;
                         _ = &mut interrupted => return None,
-                        c = dialer.connect() => match c {
+                        c = dialer.connect_bulk() => match c {
                             Ok(c) => c,
                             Err(e) => return Some(Err((e, true))),
                         },
