@@ -101,7 +101,7 @@ fn lost(message: String) -> ErrorShape {
 
 /// Waits for `d.node` (within [`REATTACH_WINDOW`]) and asks it for the call; the
 /// outcome, or why there is none.
-async fn ask_again(shared: &Shared, d: &Dispatch) -> CallOutcome {
+pub(crate) async fn ask_again(shared: &Shared, d: &Dispatch) -> CallOutcome {
     let live = {
         let token = d.token_id.clone();
         shared.store.blocking(move |s| s.token_live(&token)).await

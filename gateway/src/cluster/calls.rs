@@ -23,8 +23,9 @@
 //! on A forgets it at once.
 
 use super::Cluster;
+use crate::reattach::Dispatch;
 use crate::registry::ProgressSink;
-use crate::router::{Caller, RouteError};
+use crate::router::{Caller, DispatchTx, FromReplica, RouteError};
 use crate::state::Shared;
 use futures_util::StreamExt;
 use gsv_protocol::event::CallProgress;
@@ -43,39 +44,46 @@ pub const QUEUE: &str = "gsv-holder";
 /// How long past the call's own timeout the forwarding replica waits for an answer.
 const MARGIN: Duration = Duration::from_secs(10);
 
-fn call_subject(node: &str) -> String {
+pub(super) fn call_subject(node: &str) -> String {
     format!("gsv.node.{node}.call")
 }
 
 /// A forwarded call.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Forwarded {
-    token_id: String,
-    name: String,
-    args: Box<RawValue>,
-    timeout_ms: Option<u64>,
+pub(super) struct Forwarded {
+    pub token_id: String,
+    pub name: String,
+    pub args: Box<RawValue>,
+    pub timeout_ms: Option<u64>,
     /// Names this call's cancel subject.
-    key: String,
+    pub key: String,
     /// Where to publish the call's progress events, if the caller wants them.
-    progress_to: Option<String>,
+    pub progress_to: Option<String>,
     /// Where the holder says, first, that it holds the call (its name).
     #[serde(default)]
-    holder_to: Option<String>,
-    origin: String,
+    pub holder_to: Option<String>,
+    pub origin: String,
+    /// Not a new call: the one an earlier holder sent its node, asked for again
+    /// ([`super::resume`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<Dispatch>,
 }
 
-/// The holder's first word on a forwarded call: its name, so the forwarding replica
-/// can stop waiting if it dies.
+/// The holder's word on a forwarded call: first its name, so the forwarding replica
+/// can stop waiting if it dies; then, before the call leaves for the node, how it is
+/// sent, so the forwarding replica can ask the node's next holder for it.
 #[derive(Debug, Serialize, Deserialize)]
-struct Holder {
-    holder: String,
+pub(super) struct Holder {
+    pub holder: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<Dispatch>,
 }
 
 /// What the holder answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-enum Answer {
+pub(super) enum Answer {
     Ok {
         result: Box<RawValue>,
         progress: usize,
@@ -87,7 +95,7 @@ enum Answer {
 }
 
 impl Answer {
-    fn err(error: ErrorShape) -> Answer {
+    pub(super) fn err(error: ErrorShape) -> Answer {
         Answer::Err { error, progress: 0 }
     }
 }
@@ -106,11 +114,15 @@ pub struct CallBook {
     /// reached it.
     progress: dashmap::DashMap<String, (ProgressSink, Arc<AtomicUsize>)>,
     /// Calls running here for another replica, by key.
-    running: dashmap::DashMap<String, CancellationToken>,
+    pub(super) running: dashmap::DashMap<String, CancellationToken>,
     /// Callers' tokens looked up here, with when.
     policies: dashmap::DashMap<String, (Instant, Judged)>,
     /// Calls forwarded from here: the replica that said it holds each.
-    holders: dashmap::DashMap<String, String>,
+    pub(super) holders: dashmap::DashMap<String, String>,
+    /// Calls forwarded from here and sent to their node: how (to ask again).
+    pub(super) dispatches: dashmap::DashMap<String, Dispatch>,
+    /// Calls forwarded from here and not answered yet, by key.
+    pub(super) waiting: dashmap::DashMap<String, ()>,
 }
 
 impl CallBook {
@@ -147,6 +159,7 @@ pub async fn forward(
             .map(|_| format!("gsv.progress.{}.{key}", cluster.replica)),
         holder_to: Some(format!("gsv.holder.{}.{key}", cluster.replica)),
         origin: cluster.replica.clone(),
+        resume: None,
     };
     let payload = match serde_json::to_vec(&request) {
         Ok(p) => p,
@@ -179,6 +192,7 @@ pub async fn forward(
             .payload(payload.into())
             .timeout(Some(wait)),
     );
+    cluster.calls.waiting.insert(key.clone(), ());
     let _holder = Forget {
         book: &cluster.calls,
         key: key.clone(),
@@ -199,9 +213,16 @@ pub async fn forward(
                     .filter(|h| cluster.gone(h.value()))
                     .map(|h| h.value().clone());
                 if let Some(holder) = gone {
+                    // Sent to the node already: ask its next holder for the same call.
+                    let sent = cluster.calls.dispatches.get(&key).map(|d| d.clone());
+                    if let Some(dispatch) = sent {
+                        guard.disarm();
+                        tracing::warn!(replica = ?holder, "cluster: the replica holding a call's node stopped answering; asking the node's next holder for the call");
+                        return Some(super::resume::ask_again(cluster, node, dispatch, cancel).await);
+                    }
                     let mut shape = ErrorShape::new(
                         ErrorCode::NodeDisconnected,
-                        format!("the gateway replica {holder} that held the node stopped answering during the call; its outcome is unknown (the node may have run it)"),
+                        format!("the gateway replica {holder} that held the node stopped answering before it sent the call on; the node did not get it"),
                     );
                     shape.retryable = true;
                     return Some(Err(RouteError::Node(shape)));
@@ -251,16 +272,19 @@ fn internal(message: String) -> RouteError {
     RouteError::Node(ErrorShape::new(ErrorCode::Internal, message))
 }
 
-/// Removes a forwarded call's progress sink when the call ends.
-struct Forget<'a> {
-    book: &'a CallBook,
-    key: String,
+/// Forgets what was kept of a forwarded call (its progress sink, holder and
+/// dispatch) when the call ends.
+pub(super) struct Forget<'a> {
+    pub book: &'a CallBook,
+    pub key: String,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
         self.book.progress.remove(&self.key);
         self.book.holders.remove(&self.key);
+        self.book.dispatches.remove(&self.key);
+        self.book.waiting.remove(&self.key);
     }
 }
 
@@ -318,10 +342,17 @@ pub async fn listen(cluster: Arc<Cluster>) {
                         let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
                             continue;
                         };
+                        // Only for calls forwarded from here and still waiting.
+                        if !cluster.calls.waiting.contains_key(key) {
+                            continue;
+                        }
                         if let Some(h) = serde_json::from_slice::<Holder>(&m.payload)
                             .ok()
                             .filter(|h| super::valid_replica_name(&h.holder))
                         {
+                            if let Some(d) = h.dispatch {
+                                cluster.calls.dispatches.insert(key.to_owned(), d);
+                            }
                             cluster.calls.holders.insert(key.to_owned(), h.holder);
                         }
                     }
@@ -415,7 +446,10 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
         return;
     };
     let answer = match serde_json::from_slice::<Forwarded>(&message.payload) {
-        Ok(call) => run(&shared, &cluster, call).await,
+        Ok(mut call) => match call.resume.take() {
+            Some(dispatch) => super::resume::answer(&shared, &cluster, call, dispatch).await,
+            None => run(&shared, &cluster, call).await,
+        },
         Err(e) => Answer::err(ErrorShape::new(
             ErrorCode::InvalidFrame,
             format!("unreadable call from another replica: {e}"),
@@ -448,6 +482,7 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
     if let Some(subject) = &call.holder_to {
         let hello = Holder {
             holder: cluster.replica.clone(),
+            dispatch: None,
         };
         if let Ok(bytes) = serde_json::to_vec(&hello) {
             let _ = cluster
@@ -481,6 +516,10 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         }
         None => (None, None),
     };
+    let from = FromReplica {
+        name: call.origin.clone(),
+        dispatched: tell_dispatch(cluster, call.holder_to.clone()),
+    };
     let caller = Caller {
         name: &record.subject,
         token_id: &record.id,
@@ -490,7 +529,7 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         asker: None,
         fanout: None,
         job: None,
-        from_replica: Some(&call.origin),
+        from_replica: Some(&from),
     };
     let params = ToolsCallParams {
         name: call.name,
@@ -513,9 +552,37 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
     }
 }
 
+/// Where the router reports how it sends a forwarded call to its node: published to
+/// the forwarding replica (`subject`, its holder subject) and flushed before the
+/// router is told to go on, so a holder that dies after sending the call on has
+/// always told the forwarding replica how to ask for it again.
+fn tell_dispatch(cluster: &Cluster, subject: Option<String>) -> DispatchTx {
+    let (tx, mut rx) =
+        tokio::sync::mpsc::channel::<(Dispatch, tokio::sync::oneshot::Sender<()>)>(1);
+    let client = cluster.client();
+    let holder = cluster.replica.clone();
+    tokio::spawn(async move {
+        while let Some((dispatch, ack)) = rx.recv().await {
+            if let Some(subject) = &subject {
+                let word = Holder {
+                    holder: holder.clone(),
+                    dispatch: Some(dispatch),
+                };
+                if let Ok(bytes) = serde_json::to_vec(&word) {
+                    if client.publish(subject.clone(), bytes.into()).await.is_ok() {
+                        let _ = client.flush().await;
+                    }
+                }
+            }
+            let _ = ack.send(());
+        }
+    });
+    tx
+}
+
 /// The forwarded caller's token and policy: kept from an earlier call for
 /// [`POLICY_TTL`], else looked up in this replica's store.
-async fn judge(
+pub(super) async fn judge(
     shared: &Arc<Shared>,
     cluster: &Cluster,
     token_id: &str,

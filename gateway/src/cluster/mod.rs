@@ -14,6 +14,7 @@ pub mod approvals;
 pub mod calls;
 pub mod listing;
 pub mod presence;
+mod resume;
 pub mod slot;
 pub mod tokens;
 

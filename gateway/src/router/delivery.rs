@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How long past the deadline the gateway waits for the node's own answer.
 const DEADLINE_SLACK: Duration = Duration::from_millis(500);
+/// How long a forwarded call waits for its dispatch record to be on its way to the
+/// forwarding replica before it is sent to the node anyway.
+const DISPATCH_ACK: Duration = Duration::from_secs(2);
 
 /// The caller's token with its share of a node's pending calls.
 fn token_share<'a>(shared: &Shared, caller: &Caller<'a>) -> TokenShare<'a> {
@@ -83,7 +86,7 @@ pub(super) async fn send(
         node.abandon_call(call_id);
         return Err(RouteError::ArgsTooLarge);
     }
-    if let Some(job) = caller.job {
+    if caller.job.is_some() || caller.from_replica.is_some() {
         let left = deadline.saturating_duration_since(Instant::now());
         let dispatch = crate::reattach::Dispatch {
             node: node_id.to_owned(),
@@ -96,7 +99,17 @@ pub(super) async fn send(
             token_id: caller.token_id.to_owned(),
             operator: caller.policy.is_full(),
         };
-        crate::reattach::remember(shared, job, &dispatch).await;
+        if let Some(job) = caller.job {
+            crate::reattach::remember(shared, job, &dispatch).await;
+        }
+        if let Some(from) = caller.from_replica {
+            // The forwarding replica knows how to ask for the call again before the
+            // node can have it (bounded: a stuck publisher delays the call, never holds it).
+            let (ack, acked) = tokio::sync::oneshot::channel();
+            if from.dispatched.send((dispatch, ack)).await.is_ok() {
+                let _ = tokio::time::timeout(DISPATCH_ACK, acked).await;
+            }
+        }
     }
     shared.metrics.pending_calls.inc();
     let outcome = dispatch(call, node, &invoke, frame, rx).await;

@@ -63,8 +63,23 @@ pub struct Caller<'a> {
     pub job: Option<&'a str>,
     /// The replica that forwarded this call (cluster mode): it is routed here or not at
     /// all, never forwarded again.
-    pub from_replica: Option<&'a str>,
+    pub from_replica: Option<&'a FromReplica>,
 }
+
+/// A call another replica forwarded here (cluster mode).
+pub struct FromReplica {
+    /// That replica's name.
+    pub name: String,
+    /// Told how the call is sent to its node, and waited on, before the `tool.invoke`
+    /// leaves: should this replica die mid-call, the forwarding one can ask the node's
+    /// next holder for the same call ([`crate::cluster::calls`]).
+    pub dispatched: DispatchTx,
+}
+
+/// Where a forwarded call's [`crate::reattach::Dispatch`] goes, with the acknowledgement
+/// the delivery waits for.
+pub type DispatchTx =
+    tokio::sync::mpsc::Sender<(crate::reattach::Dispatch, tokio::sync::oneshot::Sender<()>)>;
 
 /// A call that needs approval, as put to the caller's user.
 pub struct ApprovalQuestion<'a> {
