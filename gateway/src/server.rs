@@ -155,6 +155,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
+        tokio::spawn(crate::cluster::directory::run(
+            shared.clone(),
+            cluster.clone(),
+        ));
         tokio::spawn(crate::cluster::approvals::serve(
             shared.clone(),
             cluster.clone(),

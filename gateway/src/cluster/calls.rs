@@ -1,10 +1,10 @@
 //! Calls across replicas: a call that arrives at replica B for a node connected to
 //! replica A travels over NATS request-reply.
 //!
-//! **Where a node is** is NATS's own interest: the replica that holds a node
-//! subscribes to `gsv.node.ID.call` in the queue group [`QUEUE`] while the node is
-//! connected to it ([`serve`], fed by [`crate::registry::Registry::watch`]), so a
-//! request reaches exactly one holder, and "no responders" means no replica holds it.
+//! **Where a node is** is the node directory ([`super::directory`]): a call goes to
+//! the replica it names, on that replica's one subscription `gsv.replica.NAME.call`
+//! ([`serve`]); no entry, an entry naming a replica that is gone, or "no responders"
+//! means no replica holds the node.
 //!
 //! **Forwarding** ([`forward`]): B has authenticated the caller and checked its
 //! policy's deny rules; it sends the token's id, the caller's name, the call's name,
@@ -33,19 +33,17 @@ use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// The queue group holders subscribe in: one request, one holder.
-pub const QUEUE: &str = "gsv-holder";
 /// How long past the call's own timeout the forwarding replica waits for an answer.
 const MARGIN: Duration = Duration::from_secs(10);
 
-pub(super) fn call_subject(node: &str) -> String {
-    format!("gsv.node.{node}.call")
+/// Where replica `replica` takes the calls forwarded to it.
+pub(super) fn call_subject(replica: &str) -> String {
+    format!("gsv.replica.{replica}.call")
 }
 
 /// A forwarded call.
@@ -145,6 +143,11 @@ pub async fn forward(
     if !cluster.connected() {
         return None;
     }
+    let holder = cluster.directory.holder(cluster, node)?;
+    if holder == cluster.replica {
+        // The directory is a step behind this replica's own registry.
+        return None;
+    }
     let client = cluster.client();
     let key = uuid::Uuid::new_v4().simple().to_string();
     let request = Forwarded {
@@ -187,7 +190,7 @@ pub async fn forward(
         subject: Some(format!("gsv.cancel.{key}")),
     };
     let sent = client.send_request(
-        call_subject(node),
+        call_subject(&holder),
         async_nats::Request::new()
             .payload(payload.into())
             .timeout(Some(wait)),
@@ -389,42 +392,12 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Holds this replica's nodes in NATS: subscribes for each node while it is
-/// connected here, and answers the calls other replicas forward to it.
+/// Answers the calls other replicas forward to this one, on its one subscription.
 pub async fn serve(shared: Arc<Shared>, cluster: Arc<Cluster>) {
-    let Some(mut changes) = shared.registry.watch() else {
-        return;
-    };
-    let mut held: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
-    loop {
-        let change = tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
-            c = changes.recv() => c,
-        };
-        let Some((id, online)) = change else { break };
-        let id = id.to_string();
-        if online {
-            if held.get(&id).is_some_and(|t| !t.is_finished()) {
-                continue;
-            }
-            let task = tokio::spawn(hold(Arc::clone(&shared), Arc::clone(&cluster), id.clone()));
-            held.insert(id, task);
-        } else if let Some(task) = held.remove(&id) {
-            // Dropping the subscription unsubscribes: calls go to whoever holds it next.
-            task.abort();
-        }
-    }
-    for (_, task) in held {
-        task.abort();
-    }
-}
-
-/// Answers forwarded calls for one node for as long as it is held here.
-async fn hold(shared: Arc<Shared>, cluster: Arc<Cluster>, node: String) {
     loop {
         match cluster
             .client()
-            .queue_subscribe(call_subject(&node), QUEUE.to_owned())
+            .subscribe(call_subject(&cluster.replica))
             .await
         {
             Ok(mut sub) => {
@@ -433,10 +406,13 @@ async fn hold(shared: Arc<Shared>, cluster: Arc<Cluster>, node: String) {
                 }
             }
             Err(e) => {
-                tracing::warn!(node_id = %node, error = %e, "cluster: cannot hold a node in NATS; trying again");
+                tracing::warn!(error = %e, "cluster: cannot take forwarded calls; trying again");
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
     }
 }
 

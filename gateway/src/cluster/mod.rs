@@ -12,6 +12,7 @@
 
 pub mod approvals;
 pub mod calls;
+pub mod directory;
 pub mod listing;
 pub mod presence;
 mod resume;
@@ -65,6 +66,8 @@ pub struct Cluster {
     peers: dashmap::DashMap<String, (std::time::Instant, usize)>,
     /// Calls crossing replicas ([`calls`]).
     pub(crate) calls: calls::CallBook,
+    /// Which replica holds which node ([`directory`]).
+    pub(crate) directory: directory::Directory,
     /// This replica's slot ([`slot`]), once claimed.
     pub slot: std::sync::OnceLock<u64>,
 }
@@ -140,6 +143,7 @@ impl Cluster {
             connects,
             peers: dashmap::DashMap::new(),
             calls: calls::CallBook::default(),
+            directory: directory::Directory::default(),
             slot: std::sync::OnceLock::new(),
         })
     }

@@ -56,6 +56,15 @@ pub(super) async fn ask_again(
             shape.retryable = true;
             return Err(RouteError::Node(shape));
         }
+        // The node's entry in the directory names its next holder once it connects
+        // there (a replica that is gone counts as none).
+        let Some(holder) = cluster.directory.holder(cluster, node) else {
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(RouteError::Cancelled),
+                _ = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+            continue;
+        };
         let key = uuid::Uuid::new_v4().simple().to_string();
         let request = Forwarded {
             token_id: dispatch.token_id.clone(),
@@ -76,7 +85,7 @@ pub(super) async fn ask_again(
             key: key.clone(),
         };
         let sent = client.send_request(
-            call_subject(node),
+            call_subject(&holder),
             async_nats::Request::new()
                 .payload(payload.into())
                 .timeout(Some(until - now + MARGIN)),
@@ -116,7 +125,7 @@ pub(super) async fn ask_again(
             Some(Err(e)) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
                 return Err(RouteError::Deadline);
             }
-            // No replica holds the node yet (or NATS hiccupped): look again shortly.
+            // That replica does not answer (or NATS hiccupped): look again shortly.
             Some(Err(_)) => tokio::time::sleep(LOOK_EVERY).await,
             None => {}
         }

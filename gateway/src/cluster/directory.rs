@@ -1,0 +1,267 @@
+//! Which replica holds which node: a JetStream key-value bucket ([`BUCKET`], node id →
+//! replica name) that every replica writes for the nodes it holds and reads whole.
+//!
+//! A call for a node held elsewhere goes to that replica's own subject
+//! (`gsv.replica.NAME.call`, one subscription per replica, [`super::calls`]); before
+//! this bucket each replica subscribed once per node it held, which cost memory per
+//! node in every replica and in the NATS server. Each replica
+//!
+//! - puts an entry when a node connects to it and, when the node leaves, deletes the
+//!   entry only if it is still the one it wrote (`delete_expect_revision`: a node that
+//!   has meanwhile connected to another replica keeps that replica's entry);
+//! - watches the whole bucket into a local map, so a lookup costs no NATS round trip;
+//! - writes its nodes again whenever it reconnects to NATS (the server may have
+//!   restarted without its storage), and once caught up removes entries that name it
+//!   for nodes it does not hold (left by an earlier run of it).
+//!
+//! An entry naming a replica that is not heard from ([`Cluster::gone`]) counts as no
+//! entry: its nodes are offline until they connect elsewhere, which rewrites them.
+
+use super::Cluster;
+use crate::state::Shared;
+use async_nats::jetstream::kv;
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The bucket's name.
+pub const BUCKET: &str = "GSV_NODES";
+/// How long a failed write or watch waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The cluster's node → replica map as this replica reads it.
+#[derive(Default)]
+pub struct Directory {
+    /// Every entry of the bucket: node id → replica name.
+    holders: dashmap::DashMap<String, String>,
+    /// The entries this replica wrote, with their revision.
+    mine: dashmap::DashMap<String, u64>,
+    /// Whether the watch has caught up with the bucket at least once.
+    caught_up: std::sync::atomic::AtomicBool,
+}
+
+impl Directory {
+    /// The replica that holds `node`, if one that is alive says so.
+    pub fn holder(&self, cluster: &Cluster, node: &str) -> Option<String> {
+        let replica = self.holders.get(node)?.value().clone();
+        (replica == cluster.replica || !cluster.gone(&replica)).then_some(replica)
+    }
+
+    /// Entries in the local map (for tests and the status page).
+    pub fn len(&self) -> usize {
+        self.holders.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
+    }
+}
+
+/// The bucket (made on first use; every replica asks for the same configuration).
+///
+/// Its stream is made here as a key-value bucket's stream is (`KV_NAME`, subjects
+/// `$KV.NAME.>`, one message per key, roll-ups allowed, deletes only through the
+/// bucket, direct gets): the client's own `create_key_value` first asks for the
+/// account's details in a form older servers (Debian's 2.9) do not answer.
+async fn bucket(cluster: &Cluster) -> Result<kv::Store, String> {
+    use async_nats::jetstream::stream;
+    let js = cluster.jetstream();
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{BUCKET}"),
+        subjects: vec![format!("$KV.{BUCKET}.>")],
+        max_messages_per_subject: 1,
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    js.get_key_value(BUCKET).await.map_err(|e| e.to_string())
+}
+
+/// Runs the directory for this replica: writes its nodes' entries as they come and go,
+/// and watches the bucket.
+pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
+    let Some(changes) = shared.registry.watch() else {
+        return;
+    };
+    let store = loop {
+        match bucket(&cluster).await {
+            Ok(store) => break store,
+            Err(e) => {
+                tracing::debug!(error = %e, "cluster: node directory not reachable yet");
+                tokio::select! {
+                    _ = shared.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    };
+    let writer = write(
+        Arc::clone(&shared),
+        Arc::clone(&cluster),
+        store.clone(),
+        changes,
+    );
+    let reader = watch(Arc::clone(&shared), Arc::clone(&cluster), store);
+    tokio::select! {
+        _ = shared.shutdown.cancelled() => {}
+        _ = async { tokio::join!(writer, reader) } => {}
+    }
+}
+
+/// Puts and deletes this replica's entries, and writes them all again after each
+/// reconnection to NATS.
+async fn write(
+    shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
+    store: kv::Store,
+    mut changes: tokio::sync::mpsc::UnboundedReceiver<(gsv_protocol::NodeId, bool)>,
+) {
+    let mut connects = cluster.connects();
+    let mut again = tokio::time::interval(RETRY);
+    loop {
+        tokio::select! {
+            change = changes.recv() => {
+                let Some((id, online)) = change else { return };
+                let id = id.to_string();
+                if online {
+                    put(&cluster, &store, &id).await;
+                } else if let Some((_, revision)) = cluster.directory.mine.remove(&id) {
+                    // Only if it is still ours: a node already connected elsewhere keeps
+                    // that replica's entry.
+                    let _ = store.delete_expect_revision(&id, Some(revision)).await;
+                }
+            }
+            _ = again.tick() => {
+                let now = cluster.connects();
+                if now != connects && cluster.connected() {
+                    connects = now;
+                    let held: Vec<String> =
+                        shared.registry.all().iter().map(|n| n.id.to_string()).collect();
+                    tracing::info!(nodes = held.len(), "cluster: writing this replica's nodes to the directory again");
+                    for id in held {
+                        put(&cluster, &store, &id).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes `node` → this replica (a failure is written again at the next reconnection).
+async fn put(cluster: &Cluster, store: &kv::Store, node: &str) {
+    match store
+        .put(node, cluster.replica.clone().into_bytes().into())
+        .await
+    {
+        Ok(revision) => {
+            tracing::debug!(node_id = %node, revision, "cluster: directory entry written");
+            cluster.directory.mine.insert(node.to_owned(), revision);
+        }
+        Err(e) => {
+            tracing::debug!(node_id = %node, error = %e, "cluster: cannot write the node's directory entry")
+        }
+    }
+}
+
+/// Mirrors the bucket into the local map; once caught up the first time, removes the
+/// entries that name this replica for nodes it does not hold.
+async fn watch(shared: Arc<Shared>, cluster: Arc<Cluster>, store: kv::Store) {
+    loop {
+        match store.watch_with_history(">").await {
+            Ok(mut entries) => {
+                // What the bucket held when this watch began, rebuilt from it.
+                let mut fresh: Option<HashMap<String, String>> = Some(HashMap::new());
+                while let Some(entry) = entries.next().await {
+                    let Ok(entry) = entry else { break };
+                    apply(&cluster, &mut fresh, &entry);
+                    if entry.delta == 0 {
+                        if let Some(snapshot) = fresh.take() {
+                            settle(&shared, &cluster, &store, snapshot).await;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cluster: cannot watch the node directory"),
+        }
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(RETRY) => {}
+        }
+    }
+}
+
+/// One entry of the watch into the map (while catching up, into the snapshot too).
+fn apply(cluster: &Cluster, fresh: &mut Option<HashMap<String, String>>, entry: &kv::Entry) {
+    let node = entry.key.as_str();
+    tracing::debug!(node_id = %node, operation = ?entry.operation, revision = entry.revision, delta = entry.delta, "cluster: directory entry seen");
+    if gsv_protocol::NodeId::parse(node).is_err() {
+        return;
+    }
+    match entry.operation {
+        kv::Operation::Put => {
+            let Ok(replica) = std::str::from_utf8(&entry.value) else {
+                return;
+            };
+            if !super::valid_replica_name(replica) {
+                return;
+            }
+            if let Some(snapshot) = fresh {
+                snapshot.insert(node.to_owned(), replica.to_owned());
+            }
+            cluster
+                .directory
+                .holders
+                .insert(node.to_owned(), replica.to_owned());
+            if replica == cluster.replica {
+                cluster
+                    .directory
+                    .mine
+                    .entry(node.to_owned())
+                    .and_modify(|r| *r = (*r).max(entry.revision));
+            }
+        }
+        kv::Operation::Delete | kv::Operation::Purge => {
+            if let Some(snapshot) = fresh {
+                snapshot.remove(node);
+            }
+            cluster.directory.holders.remove(node);
+        }
+    }
+}
+
+/// The watch caught up: entries the bucket no longer has leave the map, and this
+/// replica's entries for nodes it does not hold leave the bucket.
+async fn settle(
+    shared: &Shared,
+    cluster: &Cluster,
+    store: &kv::Store,
+    snapshot: HashMap<String, String>,
+) {
+    cluster
+        .directory
+        .holders
+        .retain(|node, _| snapshot.contains_key(node));
+    let first = !cluster.directory.caught_up.swap(true, Ordering::SeqCst);
+    if !first {
+        return;
+    }
+    for (node, replica) in snapshot {
+        if replica == cluster.replica
+            && shared.registry.get(&node).is_none()
+            && !cluster.directory.mine.contains_key(&node)
+        {
+            if let Ok(Some(entry)) = store.entry(node.clone()).await {
+                let _ = store
+                    .delete_expect_revision(&node, Some(entry.revision))
+                    .await;
+            }
+        }
+    }
+}
