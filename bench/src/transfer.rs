@@ -13,8 +13,9 @@
 //! both alike. Two more figures come from more gsv uploads (as many as rounds, their
 //! samples pooled), not counted in the throughput: the gateway's RSS growth while they
 //! run (sampled every 20 ms, against its RSS before: target ≤ 32 MiB), and a small Read
-//! call to the same node made over and over during them (2 ms apart), whose p50 is compared with the same call's p50
-//! when nothing else runs (target ≤ 2×). Nothing leaves 127.0.0.1.
+//! call to the same node made over and over during them (a 2 ms pause after each),
+//! whose p50 is compared with the same caller's p50 when nothing else runs (the same
+//! pause: only the upload differs; target ≤ 2×). Nothing leaves 127.0.0.1.
 
 use super::fleet::{ProcessRig, TempDir};
 use super::report::{Report, Row};
@@ -37,6 +38,8 @@ pub const TARGET_RATIO: f64 = 1.0;
 pub const RSS_BUDGET: u64 = 32 * 1024 * 1024;
 /// Calls during a transfer may take at most this multiple of their idle p50.
 pub const CALLS_RATIO: f64 = 2.0;
+/// The probing caller's pause between two calls, idle and during the uploads alike.
+const PAUSE: Duration = Duration::from_millis(2);
 
 pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let (size, rounds, idle_calls) = if opts.quick {
@@ -70,7 +73,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
              whole `gsv cp` processes against `gsv gateway` + `gsv node` on 127.0.0.1 \
              (up {:.0} ms, down {:.0} ms, mean); scp: `scp -q` to the harness's sshd on \
              127.0.0.1 through a warm ControlMaster (up {:.0} ms, down {:.0} ms, mean); \
-             {} Read calls to the node idle and {} during {} more upload(s)",
+             {} Read calls to the node idle and {} during {} more upload(s), each followed \
+             by a 2 ms pause (idle back to back, p50 {:.1} µs)",
             size >> 20,
             m.rounds,
             m.gsv_up.as_secs_f64() * 1e3 / m.rounds as f64,
@@ -80,6 +84,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
             m.idle.n,
             m.busy.n,
             m.rounds,
+            m.back_to_back.p50_us,
         ),
         vec![
             Row::at_least(
@@ -125,6 +130,7 @@ struct Measured {
     rss_before: u64,
     rss_growth: u64,
     idle: super::stats::Summary,
+    back_to_back: super::stats::Summary,
     busy: super::stats::Summary,
 }
 
@@ -151,11 +157,20 @@ async fn measure(
             Some(10_000),
         )
     };
+    // The same caller as during the uploads below: a call, a 2 ms pause, the next.
     let mut idle = Vec::with_capacity(idle_calls);
     for _ in 0..idle_calls {
         let t = Instant::now();
         probe().await.map_err(|e| format!("probe call: {e}"))?;
         idle.push(t.elapsed());
+        tokio::time::sleep(PAUSE).await;
+    }
+    // For the record: the same calls back to back (a busier caller, a faster p50).
+    let mut back_to_back = Vec::with_capacity(idle_calls);
+    for _ in 0..idle_calls {
+        let t = Instant::now();
+        probe().await.map_err(|e| format!("probe call: {e}"))?;
+        back_to_back.push(t.elapsed());
     }
 
     let src_s = src.display().to_string();
@@ -224,7 +239,7 @@ async fn measure(
             probe().await.map_err(|e| format!("probe call: {e}"))?;
             busy.push(t.elapsed());
             // A caller that waits a little between calls, not a flood of its own.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(PAUSE).await;
         }
         upload.await.map_err(|e| format!("gsv cp: {e}"))??;
     }
@@ -245,6 +260,7 @@ async fn measure(
         rss_before: before,
         rss_growth,
         idle: summarize(&idle),
+        back_to_back: summarize(&back_to_back),
         busy: summarize(&busy),
     })
 }
