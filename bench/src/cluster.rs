@@ -103,10 +103,19 @@ async fn measure(
         replicas
             .push(GatewayProcess::spawn_with(data, &format!("127.0.0.{}:0", r + 2), &extra).await?);
     }
-    let idle: Vec<u64> = replicas
+    let started_kib: Vec<u64> = replicas
         .iter()
         .map(|g| g.rss_kib())
         .collect::<Result<_, _>>()?;
+    // Each replica first takes in the cluster's shared state (every replica's node
+    // tokens): what nodes then add is measured from there.
+    let idle = settled(&replicas).await?;
+    let joined_kib = idle
+        .iter()
+        .zip(&started_kib)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .max()
+        .unwrap_or(0);
     let node_urls: Vec<String> = replicas.iter().map(|g| g.node_url()).collect();
 
     // Register the fleet: each node dials its own replica first, then the next ones.
@@ -232,6 +241,17 @@ async fn measure(
             1.0,
         ),
         Row::at_most(
+            format!(
+                "replica RSS growth while it joins: takes in the cluster's {} node tokens, worst replica",
+                s.nodes
+            ),
+            joined_kib as f64 / 1024.0,
+            "information only (no target): counted before nodes connect, so not in the figure per node held",
+            (joined_kib as f64 / 1024.0).max(f64::MIN_POSITIVE),
+            "MiB",
+            1.0,
+        ),
+        Row::at_most(
             "nats-server RSS",
             nats_kib as f64 / 1024.0,
             "information only (no target)",
@@ -251,6 +271,31 @@ async fn measure(
 }
 
 /// Waits until `counters` has counted `n` hello-oks.
+/// Each replica's RSS once it stops growing (no sample 1 % above the one 1 s before;
+/// at most 15 s): it has taken in the tokens the others replicate to it.
+async fn settled(replicas: &[GatewayProcess]) -> Result<Vec<u64>, String> {
+    let started = Instant::now();
+    let mut last: Vec<u64> = replicas
+        .iter()
+        .map(|g| g.rss_kib())
+        .collect::<Result<_, _>>()?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now: Vec<u64> = replicas
+            .iter()
+            .map(|g| g.rss_kib())
+            .collect::<Result<_, _>>()?;
+        let still = now
+            .iter()
+            .zip(&last)
+            .all(|(n, l)| (*n as f64) <= (*l as f64) * 1.01);
+        if still || started.elapsed() > Duration::from_secs(15) {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
 async fn wait_hello(counters: &Counters, n: usize, cap: Duration) -> Result<(), String> {
     let started = Instant::now();
     while counters.hello.load(Ordering::SeqCst) < n {
