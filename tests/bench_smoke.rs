@@ -167,12 +167,24 @@ fn cluster_smoke() {
     // calls, one replica killed; the rows must all be there.
     let v = bench("cluster");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 5, "{v}");
+    assert_eq!(rows.len(), 6, "{v}");
     assert!(
         rows[0]["figure"]
             .as_str()
             .unwrap()
             .contains("another replica"),
+        "{v}"
+    );
+    // 60 nodes fit on two replicas: the kill step ran.
+    assert!(
+        rows[2]["figure"]
+            .as_str()
+            .unwrap()
+            .contains("registered elsewhere"),
+        "{v}"
+    );
+    assert!(
+        rows[4]["figure"].as_str().unwrap().contains("node tokens"),
         "{v}"
     );
 }

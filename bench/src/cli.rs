@@ -69,6 +69,12 @@ pub async fn run(args: BenchArgs) -> Result<(), Error> {
         }
         return Ok(());
     }
+    if scenario == crate::fleet_worker::FLEET_WORKER {
+        // Not a scenario: a share of `cluster`'s simulated fleet, started by it.
+        return crate::fleet_worker::serve_worker()
+            .await
+            .map_err(Error::Failed);
+    }
     if scenario == latency::ECHO_SERVER {
         // Not a scenario: the latency baseline's echo server, started by `latency`.
         return latency::serve_echo_process().await.map_err(Error::Failed);

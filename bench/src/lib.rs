@@ -18,6 +18,7 @@ pub mod console;
 pub mod exec_spawn;
 pub mod fanout;
 pub mod fleet;
+pub mod fleet_worker;
 pub mod grep_glob;
 pub mod latency;
 pub mod mcp;

@@ -35,17 +35,11 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let counters = Arc::new(Counters::default());
     let sem = Arc::new(tokio::sync::Semaphore::new(200));
     let url = gw.node_url();
-    for (id, token) in creds {
-        tokio::spawn(sim::reconnecting_node(
-            vec![url.clone()],
-            template.clone(),
-            id,
-            token,
-            sem.clone(),
-            counters.clone(),
-            stop.clone(),
-        ));
-    }
+    let fleet = creds
+        .into_iter()
+        .map(|(id, token)| (id, token, vec![url.clone()]))
+        .collect();
+    sim::spawn_fleet(fleet, &template, &sem, &counters, &stop);
     let outcome = async {
         let wait_for = |target: usize, cap: Duration| {
             let counters = counters.clone();

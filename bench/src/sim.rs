@@ -255,6 +255,27 @@ pub struct Counters {
     pub failed: AtomicUsize,
 }
 
+/// Starts a [`reconnecting_node`] for each `(id, token, replicas in dial order)`.
+pub fn spawn_fleet(
+    nodes: Vec<(String, String, Vec<String>)>,
+    template: &Arc<NodeTemplate>,
+    sem: &Arc<tokio::sync::Semaphore>,
+    counters: &Arc<Counters>,
+    stop: &CancellationToken,
+) {
+    for (id, token, urls) in nodes {
+        tokio::spawn(reconnecting_node(
+            urls,
+            template.clone(),
+            id,
+            token,
+            sem.clone(),
+            counters.clone(),
+            stop.clone(),
+        ));
+    }
+}
+
 /// A node that reconnects for ever (jittered backoff: 0–500 ms first, doubling, cap
 /// 5 s) until `stop`, to the next of `urls` after each connection that failed or
 /// ended (gateway replicas, as `gsv node --gateway URL1,URL2` does). The first
