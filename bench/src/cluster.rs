@@ -107,11 +107,17 @@ async fn measure(
     let agent_token = mint_agent(&datas[0])?;
     let mut replicas = Vec::new();
     for (r, data) in datas.iter().enumerate() {
+        // The gateway's own cap on handshakes under way, as in the field: a replica's
+        // nodes failing over at once are shed and come back with their backoff rather
+        // than all handshaking at once. (Only the per-source cap is lifted: every
+        // simulated node dials from 127.0.0.1.)
         let extra = vec![
             "--cluster".to_owned(),
             nats.url(),
             "--replica".to_owned(),
             format!("r{r}"),
+            "--max-unauth-conns".to_owned(),
+            gsv_gateway::admission::DEFAULT_MAX_UNAUTH.to_string(),
         ];
         replicas
             .push(GatewayProcess::spawn_with(data, &format!("127.0.0.{}:0", r + 2), &extra).await?);

@@ -127,14 +127,18 @@ impl GatewayProcess {
         let addr_file = data.join(gsv_gateway::datadir::ADDR_FILE);
         let _ = std::fs::remove_file(&addr_file);
         let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        // The caps are lifted (every simulated node dials from 127.0.0.1) unless
+        // `extra` sets one itself.
+        let mut caps = Vec::new();
+        for cap in ["--max-unauth-conns", "--max-unauth-conns-per-source"] {
+            if !extra.iter().any(|e| e == cap) {
+                caps.extend([cap.to_owned(), BENCH_MAX_UNAUTH.to_string()]);
+            }
+        }
         let child = Command::new(exe)
             .args(["gateway", "--listen", listen, "--data"])
             .arg(data)
-            .args(["--max-unauth-conns", &BENCH_MAX_UNAUTH.to_string()])
-            .args([
-                "--max-unauth-conns-per-source",
-                &BENCH_MAX_UNAUTH.to_string(),
-            ])
+            .args(&caps)
             .args(extra)
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
