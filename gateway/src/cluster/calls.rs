@@ -455,24 +455,7 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         Err(shape) => return Answer::err(shape),
     };
     let (record, policy) = (&judged.0, &judged.1);
-    if let Some(subject) = &call.holder_to {
-        let hello = Holder {
-            holder: cluster.replica.clone(),
-            dispatch: None,
-        };
-        if let Ok(bytes) = serde_json::to_vec(&hello) {
-            let _ = cluster
-                .client()
-                .publish(subject.clone(), bytes.into())
-                .await;
-        }
-    }
-    // A cancel from the forwarding replica (or its giving up) cancels the call here.
-    let cancel = CancellationToken::new();
-    cluster
-        .calls
-        .running
-        .insert(call.key.clone(), cancel.clone());
+    let cancel = take(cluster, &call).await;
     let sent = Arc::new(AtomicUsize::new(0));
     let (progress, relay) = match call.progress_to {
         Some(subject) => {
@@ -526,6 +509,29 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
         Ok(result) => Answer::Ok { result, progress },
         Err(error) => Answer::Err { error, progress },
     }
+}
+
+/// Takes forwarded call `call` here: tells the forwarding replica who holds it, and
+/// registers the cancel that its cancel (or its giving up) fires.
+pub(super) async fn take(cluster: &Cluster, call: &Forwarded) -> CancellationToken {
+    if let Some(subject) = &call.holder_to {
+        let hello = Holder {
+            holder: cluster.replica.clone(),
+            dispatch: None,
+        };
+        if let Ok(bytes) = serde_json::to_vec(&hello) {
+            let _ = cluster
+                .client()
+                .publish(subject.clone(), bytes.into())
+                .await;
+        }
+    }
+    let cancel = CancellationToken::new();
+    cluster
+        .calls
+        .running
+        .insert(call.key.clone(), cancel.clone());
+    cancel
 }
 
 /// Where the router reports how it sends a forwarded call to its node: published to

@@ -13,7 +13,7 @@
 //! gets the one real outcome. A node that came back as a new process without a journal
 //! cannot know the call: that is the answer then, as on one gateway.
 
-use super::calls::{call_subject, Answer, Forget, Forwarded, Holder};
+use super::calls::{call_subject, Answer, Forget, Forwarded};
 use super::Cluster;
 use crate::policy::Decision;
 use crate::reattach::Dispatch;
@@ -166,23 +166,7 @@ pub(super) async fn answer(
             format!("the caller's token may not call {name:?}"),
         ));
     }
-    if let Some(subject) = &call.holder_to {
-        let word = Holder {
-            holder: cluster.replica.clone(),
-            dispatch: None,
-        };
-        if let Ok(bytes) = serde_json::to_vec(&word) {
-            let _ = cluster
-                .client()
-                .publish(subject.clone(), bytes.into())
-                .await;
-        }
-    }
-    let cancel = CancellationToken::new();
-    cluster
-        .calls
-        .running
-        .insert(call.key.clone(), cancel.clone());
+    let cancel = super::calls::take(cluster, &call).await;
     tracing::info!(
         node_id = %dispatch.node,
         call_id = dispatch.call_id,
