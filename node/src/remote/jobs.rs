@@ -266,14 +266,17 @@ gsv_main"#,
 }
 
 /// The script lines that describe the job in `$gsv_j` as frames (an `id` frame
-/// first).
+/// first). Whether the supervisor is alive is asked *before* its `rc` is read: the
+/// supervisor writes `rc` before it exits, so a supervisor found gone has its `rc`
+/// in place by then (the other order could see no `rc` yet and then no process, and
+/// call a job that just completed failed).
 const DESCRIBE: &str = r#"  gsv_text id "$(basename "$gsv_j")"
   gsv_file meta "$gsv_j/meta"
   gsv_head cmd "$gsv_j/cmd" 65536
   gsv_file wd "$gsv_j/wd"
   gsv_p=$(cat "$gsv_j/pid" 2>/dev/null); gsv_text pid "$gsv_p"
-  if [ -f "$gsv_j/rc" ]; then gsv_file rc "$gsv_j/rc"; fi
   if [ -n "$gsv_p" ] && kill -0 "$gsv_p" 2>/dev/null; then gsv_text alive 1; fi
+  if [ -f "$gsv_j/rc" ]; then gsv_file rc "$gsv_j/rc"; fi
   if [ -f "$gsv_j/killed" ]; then gsv_text killed 1; fi
   if [ -f "$gsv_j/timedout" ]; then gsv_text timedout 1; fi
   gsv_size "$gsv_j/out"; gsv_text size "$gsv_n"
