@@ -105,6 +105,84 @@ async fn tokens_made_or_revoked_on_one_replica_hold_on_every_replica() {
     );
 }
 
+/// The ids of the nodes `gw`'s CLI lists for `select`.
+fn selected(gw: &Gateway, select: &str) -> Vec<String> {
+    let (code, out, err) = gw.cli(&["nodes", "--select", select, "--json"]);
+    assert_eq!(code, 0, "nodes --select {select}: {err}");
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).expect("--json");
+    listed
+        .iter()
+        .filter_map(|n| n["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn labels_set_on_one_replica_select_the_same_nodes_on_every_replica() {
+    let dir = TempDir::new("cluster-labels");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+
+    // Enrolled on A with a label; connected to B; selected by it from C.
+    let token = a.token(&["node", "lab", "--label", "env=prod"]);
+    eventually("A's node token known to B", SPREAD, || async {
+        let (code, out, _) = b.cli(&["token", "list"]);
+        (code == 0 && out.contains(&token_id(&token))).then_some(())
+    })
+    .await;
+    let ws = TempDir::new("cluster-labels-ws");
+    let _node = b.spawn_node("lab", &token, ws.path(), &[]);
+    b.wait_online("lab").await;
+    eventually(
+        "C selects B's node by the label made on A",
+        SPREAD,
+        || async { (selected(&c, "env=prod") == ["lab"]).then_some(()) },
+    )
+    .await;
+    assert_eq!(selected(&b, "env=prod"), ["lab"]);
+
+    // An operator's change on A holds on B (which holds the node) and on C; the old
+    // label no longer selects it anywhere.
+    let (code, _, err) = a.cli(&["nodes", "label", "lab", "env=staging", "tier=db"]);
+    assert_eq!(code, 0, "label on A: {err}");
+    for gw in [&a, &b, &c] {
+        eventually(
+            "every replica selects by A's new labels",
+            SPREAD,
+            || async {
+                (selected(gw, "env=staging,tier=db") == ["lab"]
+                    && selected(gw, "env=prod").is_empty())
+                .then_some(())
+            },
+        )
+        .await;
+    }
+    // A removal on C travels too.
+    let (code, _, err) = c.cli(&["nodes", "label", "lab", "--remove", "tier"]);
+    assert_eq!(code, 0, "remove on C: {err}");
+    for gw in [&a, &b] {
+        eventually(
+            "the label removed on C is gone everywhere",
+            SPREAD,
+            || async {
+                (selected(gw, "tier").is_empty() && selected(gw, "env=staging") == ["lab"])
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    // The replicas that applied a change recorded it, naming where it came from.
+    let (code, out, err) = b.cli(&["audit", "tail", "-n", "200", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("node.labels_changed") && out.contains("@a") && out.contains("@c"),
+        "B's audit log records the labels from A and C: {out}"
+    );
+    let (code, _, err) = b.cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "B's audit chain is intact: {err}");
+}
+
 #[tokio::test]
 async fn calls_reach_a_node_held_by_another_replica() {
     let dir = TempDir::new("cluster-calls");

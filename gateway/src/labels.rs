@@ -25,7 +25,7 @@ impl LabelBook {
         for (node, labels) in store.all_node_labels()? {
             match labels {
                 Ok(l) => {
-                    book.by_node.insert(node, Arc::new(l));
+                    book.remember(&node, l);
                 }
                 Err(e) => tracing::warn!(node_id = %node, error = %e, "stored labels unreadable"),
             }

@@ -13,6 +13,7 @@
 pub mod approvals;
 pub mod calls;
 pub mod directory;
+pub mod labels;
 pub mod listing;
 pub mod presence;
 mod resume;

@@ -19,8 +19,9 @@
 //!   Applying is idempotent and monotonic: a token is never un-revoked, a row never
 //!   overwritten.
 //!
-//! What is not shared yet: labels, approvals, jobs and the audit log (each replica
-//! keeps its own hash chain, which records the tokens it imported).
+//! Labels travel the same way on a stream of their own ([`super::labels`]). What is
+//! not shared yet: jobs and the audit log (each replica keeps its own hash chain,
+//! which records the tokens and labels it imported).
 
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
@@ -169,7 +170,9 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<
     }
 }
 
-async fn publish<T: Serialize>(
+/// Publishes `body` on `subject` of a stream under `message_id` (JetStream drops a
+/// copy with the same id) and waits for JetStream's acknowledgement.
+pub(super) async fn publish<T: Serialize>(
     cluster: &Cluster,
     subject: &str,
     message_id: &str,

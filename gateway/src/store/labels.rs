@@ -47,6 +47,36 @@ impl Store {
         write_node_labels(&self.conn(), node, labels, by, at)
     }
 
+    /// The rows set at or after `since` (ms): node id, labels, when, by whom. A row
+    /// that does not decode is left out (logged).
+    pub fn changed_node_labels(
+        &self,
+        since: u64,
+    ) -> Result<Vec<(String, Labels, u64, String)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT node, labels, updated_at, updated_by FROM node_labels WHERE updated_at >= ?1",
+        )?;
+        let since = i64::try_from(since).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![since], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (node, text, at, by) = row?;
+            match decode(&node, &text) {
+                Ok(labels) => out.push((node, labels, u64::try_from(at).unwrap_or(0), by)),
+                Err(e) => tracing::warn!(node_id = %node, error = %e, "stored labels unreadable"),
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether the gateway knows `node` from its store: an active node or join token
     /// is bound to it, or an operator gave it labels.
     pub fn knows_node(&self, node: &str) -> Result<bool, StoreError> {
@@ -75,7 +105,9 @@ pub(crate) fn read_node_labels(conn: &Connection, node: &str) -> Result<Labels, 
 }
 
 /// Replaces the labels of `node` through `conn` (a connection or a transaction), after
-/// checking them; an empty set removes the row.
+/// checking them. An empty set is kept as a row of its own (`{}`, with when and by
+/// whom): in cluster mode a removal travels to the other replicas like any change
+/// (`crate::cluster::labels`), and a node once labelled stays known.
 pub(crate) fn write_node_labels(
     conn: &Connection,
     node: &str,
@@ -87,10 +119,6 @@ pub(crate) fn write_node_labels(
         node: node.to_owned(),
         reason: e.to_string(),
     })?;
-    if labels.is_empty() {
-        conn.execute("DELETE FROM node_labels WHERE node = ?1", params![node])?;
-        return Ok(());
-    }
     let text = serde_json::to_string(labels).map_err(|e| StoreError::Labels {
         node: node.to_owned(),
         reason: e.to_string(),
@@ -142,7 +170,15 @@ mod tests {
         store
             .set_node_labels("web1", &Labels::new(), "operator", 3)
             .expect("clear");
-        assert!(store.all_node_labels().expect("all").is_empty());
+        // Cleared: kept as an empty set, with when (a removal that can travel).
+        let all = store.all_node_labels().expect("all");
+        assert_eq!(all.len(), 1);
+        assert!(all[0].1.as_ref().expect("decodes").is_empty());
+        assert!(store.node_labels("web1").expect("read").is_empty());
+        let changed = store.changed_node_labels(3).expect("changed");
+        assert_eq!(changed.len(), 1);
+        assert_eq!((changed[0].2, changed[0].3.as_str()), (3, "operator"));
+        assert!(store.changed_node_labels(4).expect("changed").is_empty());
         // Bad labels never reach the table.
         let bad = labels(&[("Env", "x")]);
         assert!(matches!(
