@@ -690,3 +690,104 @@ async fn a_call_whose_replica_dies_mid_call_is_answered_once_by_the_nodes_next_h
     .await;
     assert!(r.joined_text().contains("again"));
 }
+
+#[tokio::test]
+async fn a_forwarded_call_with_an_approval_survives_its_holders_death_and_one_still_waiting_is_not_run(
+) {
+    let dir = TempDir::new("cluster-approval-death");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let mut a = replica(&nats, "a").await;
+    let mut b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+    let d = replica(&nats, "d").await;
+    let ws = TempDir::new("cluster-approval-death-ws");
+    let node_token = a.node_token("gated");
+    let gateways = format!("{},{},{}", a.url(), b.url(), d.url());
+    let mut cmd = a.node_command_via(&gateways, "gated", &node_token, ws.path());
+    let _node = common::Proc(common::die_with_parent(&mut cmd).spawn().expect("node"));
+    a.wait_online("gated").await;
+    let token = a.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "gated__Bash",
+    ]);
+    let agent = std::sync::Arc::new(accepted(&c, &token, "the token on C").await);
+    eventually("C reaches the node on A", SPREAD, || async {
+        agent.call("gated__time", json!({}), Some(5_000)).await.ok()
+    })
+    .await;
+    eventually("C hears A and B", SPREAD, || async {
+        let s = cluster_state(&c).await?;
+        let names: Vec<&str> = s["replicas"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        (names.contains(&"a") && names.contains(&"b")).then_some(())
+    })
+    .await;
+
+    // A call waiting for its approval on A when A dies: not sent, so not run by the
+    // node's next holder either; the caller is told to call again.
+    let caller = agent.clone();
+    let waiting = tokio::spawn(async move {
+        caller
+            .call(
+                "gated__Bash",
+                json!({"command": "echo ran >> unapproved.txt"}),
+                Some(60_000),
+            )
+            .await
+    });
+    waiting_approval(&a, "gated").await;
+    a.kill();
+    let err = waiting
+        .await
+        .expect("join")
+        .expect_err("a call still waiting for approval is not carried over");
+    let shape = err.remote().expect("an error answer");
+    assert_eq!(
+        shape.code,
+        gsv_protocol::ErrorCode::NodeDisconnected,
+        "{err}"
+    );
+    assert!(shape.retryable, "{err}");
+    assert!(shape.message.contains("approval"), "{err}");
+    assert!(!ws.path().join("unapproved.txt").exists());
+
+    // On the node's next holder (B) a call is approved, runs, and B dies mid-run: B
+    // described the call with its approval before sending it, so D is asked for the
+    // same call and the caller gets its one result.
+    b.wait_online("gated").await;
+    let caller = agent.clone();
+    let approved = tokio::spawn(async move {
+        caller
+            .call(
+                "gated__Bash",
+                json!({"command": "sleep 4; echo ran >> approved.txt; echo finished"}),
+                Some(60_000),
+            )
+            .await
+    });
+    let id = waiting_approval(&b, "gated").await;
+    let (code, out, err) = c.cli(&["approvals", "approve", &id]);
+    assert_eq!(code, 0, "approve on C: {out} {err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    b.kill();
+    let result = approved
+        .await
+        .expect("join")
+        .expect("the approved call's own result, from the node's next holder");
+    assert!(
+        result.joined_text().contains("finished"),
+        "{}",
+        result.joined_text()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let runs = std::fs::read_to_string(ws.path().join("approved.txt")).expect("approved.txt");
+    assert_eq!(runs.lines().count(), 1, "the call ran {runs:?}");
+    let _ = d;
+}

@@ -167,7 +167,7 @@ pub(crate) async fn ask_again(shared: &Shared, d: &Dispatch) -> CallOutcome {
                     }
                 }
                 Err(PendingError::Closed) => {}
-                Err(PendingError::Full | PendingError::TokenShare) => {
+                Err(PendingError::Full | PendingError::TokenShare | PendingError::Taken) => {
                     return Err(ErrorShape::new(
                         ErrorCode::Overloaded,
                         "the node was too busy to take the call back after the gateway restarted",

@@ -100,7 +100,8 @@ pub fn partition_call_ids(slot: u64, stride: u64) {
     );
 }
 
-fn next_call_id() -> u64 {
+/// A new call id, unique in this process (and, in cluster mode, in the cluster).
+pub fn next_call_id() -> u64 {
     let stride = PARTITION.get().map_or(1, |p| p.1);
     NEXT_CALL.fetch_add(stride, Ordering::Relaxed)
 }
@@ -175,6 +176,9 @@ pub enum PendingError {
     TokenShare,
     /// The connection closed.
     Closed,
+    /// A call under this id is pending here already (an id given by a forwarding
+    /// replica, which never gives one twice).
+    Taken,
 }
 
 impl NodeHandle {
@@ -272,11 +276,36 @@ impl NodeHandle {
         token: Option<TokenShare<'_>>,
         progress: Option<ProgressSink>,
     ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
+        self.register(id, token, progress, false)
+    }
+
+    /// [`NodeHandle::begin_call_with_progress`] under the id `id` a forwarding replica
+    /// chose (cluster mode: ids are unique across replicas, [`partition_call_ids`]);
+    /// an id pending here already is refused.
+    pub fn begin_call_as(
+        &self,
+        id: u64,
+        token: Option<TokenShare<'_>>,
+        progress: Option<ProgressSink>,
+    ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
+        self.register(id, token, progress, true)
+    }
+
+    fn register(
+        &self,
+        id: u64,
+        token: Option<TokenShare<'_>>,
+        progress: Option<ProgressSink>,
+        fresh: bool,
+    ) -> Result<oneshot::Receiver<CallOutcome>, PendingError> {
         if self.out.is_closed() {
             return Err(PendingError::Closed);
         }
         let (tx, rx) = oneshot::channel();
         let mut calls = self.calls();
+        if fresh && calls.pending.contains_key(&id) {
+            return Err(PendingError::Taken);
+        }
         if calls.pending.len() >= gsv_protocol::limits::MAX_PENDING_PER_NODE {
             return Err(PendingError::Full);
         }

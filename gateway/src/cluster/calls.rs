@@ -58,19 +58,27 @@ pub(super) struct Forwarded {
     pub key: String,
     /// Where to publish the call's progress events, if the caller wants them.
     pub progress_to: Option<String>,
-    /// Where the holder says, first, that it holds the call (its name).
+    /// Where the holder says that it holds the call (its name; for a call asked for
+    /// again, whose holder the asker does not know) and describes a call it sends with
+    /// an approval it got.
     #[serde(default)]
     pub holder_to: Option<String>,
     pub origin: String,
+    /// The call id the node gets the call under, given by the forwarding replica
+    /// (ids are unique across replicas): it describes the call by this id before it
+    /// leaves, so it can ask the node's next holder for it if the holder dies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<u64>,
     /// Not a new call: the one an earlier holder sent its node, asked for again
     /// ([`super::resume`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Dispatch>,
 }
 
-/// The holder's word on a forwarded call: first its name, so the forwarding replica
-/// can stop waiting if it dies; then, before the call leaves for the node, how it is
-/// sent, so the forwarding replica can ask the node's next holder for it.
+/// The holder's word on a forwarded call: its name, so the forwarding replica can
+/// stop waiting if it dies; or, before a call with an approval got here leaves for the
+/// node, how it is sent, so the forwarding replica can ask the node's next holder for
+/// it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Holder {
     pub holder: String,
@@ -143,13 +151,39 @@ pub async fn forward(
     if !cluster.connected() {
         return None;
     }
-    let holder = cluster.directory.holder(cluster, node)?;
+    let entry = cluster.directory.entry(cluster, node)?;
+    let holder = entry.replica;
     if holder == cluster.replica {
         // The directory is a step behind this replica's own registry.
         return None;
     }
     let client = cluster.client();
     let key = uuid::Uuid::new_v4().simple().to_string();
+    // The call as it will reach the node, described here before it leaves: should the
+    // holder die after sending it on, the node's next holder is asked for it under the
+    // same id (the node never runs an id twice). The holder sends its own description
+    // only for a call it sends with an approval it got.
+    let call_id = crate::registry::next_call_id();
+    let tool = params
+        .name
+        .strip_prefix(node)
+        .and_then(|t| t.strip_prefix("__"))
+        .unwrap_or_default();
+    let timeout = params
+        .timeout_ms
+        .unwrap_or(gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS)
+        .min(gsv_protocol::limits::MAX_CALL_TIMEOUT_MS);
+    let dispatch = Dispatch {
+        node: node.to_owned(),
+        instance: entry.instance,
+        call_id,
+        tool: tool.to_owned(),
+        args: params.args.clone(),
+        approval: None,
+        deadline_ms: gsv_protocol::now_ms() + timeout,
+        token_id: caller.token_id.to_owned(),
+        operator: caller.policy.is_full(),
+    };
     let request = Forwarded {
         token_id: caller.token_id.to_owned(),
         name: params.name.clone(),
@@ -162,6 +196,7 @@ pub async fn forward(
             .map(|_| format!("gsv.progress.{}.{key}", cluster.replica)),
         holder_to: Some(format!("gsv.holder.{}.{key}", cluster.replica)),
         origin: cluster.replica.clone(),
+        call_id: Some(call_id),
         resume: None,
     };
     let payload = match serde_json::to_vec(&request) {
@@ -196,6 +231,8 @@ pub async fn forward(
             .timeout(Some(wait)),
     );
     cluster.calls.waiting.insert(key.clone(), ());
+    cluster.calls.dispatches.insert(key.clone(), dispatch);
+    cluster.calls.holders.insert(key.clone(), holder);
     let _holder = Forget {
         book: &cluster.calls,
         key: key.clone(),
@@ -223,12 +260,9 @@ pub async fn forward(
                         tracing::warn!(replica = ?holder, "cluster: the replica holding a call's node stopped answering; asking the node's next holder for the call");
                         return Some(super::resume::ask_again(cluster, node, dispatch, cancel).await);
                     }
-                    let mut shape = ErrorShape::new(
-                        ErrorCode::NodeDisconnected,
-                        format!("the gateway replica {holder} that held the node stopped answering before it sent the call on; the node did not get it"),
-                    );
-                    shape.retryable = true;
-                    return Some(Err(RouteError::Node(shape)));
+                    return Some(Err(internal(format!(
+                        "the gateway replica {holder} that held the node stopped answering, and the call was not described"
+                    ))));
                 }
             }
         }
@@ -477,6 +511,7 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
     };
     let from = FromReplica {
         name: call.origin.clone(),
+        call_id: call.call_id,
         dispatched: tell_dispatch(cluster, call.holder_to.clone()),
     };
     let caller = Caller {
@@ -511,10 +546,12 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
     }
 }
 
-/// Takes forwarded call `call` here: tells the forwarding replica who holds it, and
-/// registers the cancel that its cancel (or its giving up) fires.
+/// Takes forwarded call `call` here: tells the forwarding replica who holds it (when
+/// it does not know: a call asked for again), and registers the cancel that its cancel
+/// (or its giving up) fires.
 pub(super) async fn take(cluster: &Cluster, call: &Forwarded) -> CancellationToken {
-    if let Some(subject) = &call.holder_to {
+    // A call the forwarding replica gave an id knows its holder already.
+    if let Some(subject) = call.holder_to.as_ref().filter(|_| call.call_id.is_none()) {
         let hello = Holder {
             holder: cluster.replica.clone(),
             dispatch: None,

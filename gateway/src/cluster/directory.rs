@@ -1,5 +1,8 @@
 //! Which replica holds which node: a JetStream key-value bucket ([`BUCKET`], node id →
-//! replica name) that every replica writes for the nodes it holds and reads whole.
+//! replica name and the node process's instance) that every replica writes for the
+//! nodes it holds and reads whole. The instance lets a forwarding replica describe a
+//! call completely before it leaves ([`super::calls`]), so it can ask the node's next
+//! holder for it should the holder die, without waiting for the holder's word.
 //!
 //! A call for a node held elsewhere goes to that replica's own subject
 //! (`gsv.replica.NAME.call`, one subscription per replica, [`super::calls`]); before
@@ -34,19 +37,60 @@ const RETRY: Duration = Duration::from_secs(1);
 /// The cluster's node → replica map as this replica reads it.
 #[derive(Default)]
 pub struct Directory {
-    /// Every entry of the bucket: node id → replica name.
-    holders: dashmap::DashMap<String, String>,
+    /// Every entry of the bucket: node id → replica name, node instance.
+    holders: dashmap::DashMap<String, Entry>,
     /// The entries this replica wrote, with their revision.
     mine: dashmap::DashMap<String, u64>,
     /// Whether the watch has caught up with the bucket at least once.
     caught_up: std::sync::atomic::AtomicBool,
 }
 
+/// One node's entry: the replica that holds it, and the node process it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub replica: String,
+    /// The node's `instance` (empty when it gave none this entry can carry).
+    pub instance: String,
+}
+
+/// Longest node instance an entry carries.
+const MAX_INSTANCE: usize = 128;
+
+impl Entry {
+    /// As stored: `REPLICA` then, on a second line, the instance.
+    fn encode(&self) -> Vec<u8> {
+        format!("{}\n{}", self.replica, self.instance).into_bytes()
+    }
+
+    /// From the stored form; `None` when it is not one a replica writes.
+    fn decode(bytes: &[u8]) -> Option<Entry> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let (replica, instance) = text.split_once('\n').unwrap_or((text, ""));
+        if !super::valid_replica_name(replica) || !valid_instance(instance) {
+            return None;
+        }
+        Some(Entry {
+            replica: replica.to_owned(),
+            instance: instance.to_owned(),
+        })
+    }
+}
+
+/// Whether an entry can carry `instance` (short, printable ASCII).
+fn valid_instance(instance: &str) -> bool {
+    instance.len() <= MAX_INSTANCE && instance.bytes().all(|b| b.is_ascii_graphic())
+}
+
 impl Directory {
     /// The replica that holds `node`, if one that is alive says so.
     pub fn holder(&self, cluster: &Cluster, node: &str) -> Option<String> {
-        let replica = self.holders.get(node)?.value().clone();
-        (replica == cluster.replica || !cluster.gone(&replica)).then_some(replica)
+        self.entry(cluster, node).map(|e| e.replica)
+    }
+
+    /// `node`'s entry, if a replica that is alive holds it.
+    pub fn entry(&self, cluster: &Cluster, node: &str) -> Option<Entry> {
+        let entry = self.holders.get(node)?.value().clone();
+        (entry.replica == cluster.replica || !cluster.gone(&entry.replica)).then_some(entry)
     }
 
     /// Entries in the local map (for tests and the status page).
@@ -131,7 +175,7 @@ async fn write(
                 let Some((id, online)) = change else { return };
                 let id = id.to_string();
                 if online {
-                    put(&cluster, &store, &id).await;
+                    put(&shared, &cluster, &store, &id).await;
                 } else if let Some((_, revision)) = cluster.directory.mine.remove(&id) {
                     // Only if it is still ours: a node already connected elsewhere keeps
                     // that replica's entry.
@@ -146,7 +190,7 @@ async fn write(
                         shared.registry.all().iter().map(|n| n.id.to_string()).collect();
                     tracing::info!(nodes = held.len(), "cluster: writing this replica's nodes to the directory again");
                     for id in held {
-                        put(&cluster, &store, &id).await;
+                        put(&shared, &cluster, &store, &id).await;
                     }
                 }
             }
@@ -154,12 +198,22 @@ async fn write(
     }
 }
 
-/// Writes `node` → this replica (a failure is written again at the next reconnection).
-async fn put(cluster: &Cluster, store: &kv::Store, node: &str) {
-    match store
-        .put(node, cluster.replica.clone().into_bytes().into())
-        .await
-    {
+/// Writes `node` → this replica and the node's instance (a failure is written again
+/// at the next reconnection).
+async fn put(shared: &Shared, cluster: &Cluster, store: &kv::Store, node: &str) {
+    let Some(instance) = shared.registry.get(node).map(|n| n.instance.clone()) else {
+        // Gone again already: its departure follows.
+        return;
+    };
+    let entry = Entry {
+        replica: cluster.replica.clone(),
+        instance: if valid_instance(&instance) {
+            instance
+        } else {
+            String::new()
+        },
+    };
+    match store.put(node, entry.encode().into()).await {
         Ok(revision) => {
             tracing::debug!(node_id = %node, revision, "cluster: directory entry written");
             cluster.directory.mine.insert(node.to_owned(), revision);
@@ -206,20 +260,15 @@ fn apply(cluster: &Cluster, fresh: &mut Option<HashMap<String, String>>, entry: 
     }
     match entry.operation {
         kv::Operation::Put => {
-            let Ok(replica) = std::str::from_utf8(&entry.value) else {
+            let Some(held) = Entry::decode(&entry.value) else {
                 return;
             };
-            if !super::valid_replica_name(replica) {
-                return;
-            }
             if let Some(snapshot) = fresh {
-                snapshot.insert(node.to_owned(), replica.to_owned());
+                snapshot.insert(node.to_owned(), held.replica.clone());
             }
-            cluster
-                .directory
-                .holders
-                .insert(node.to_owned(), replica.to_owned());
-            if replica == cluster.replica {
+            let mine = held.replica == cluster.replica;
+            cluster.directory.holders.insert(node.to_owned(), held);
+            if mine {
                 cluster
                     .directory
                     .mine
@@ -263,5 +312,39 @@ async fn settle(
                     .await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_carry_the_replica_and_the_instance_and_odd_ones_are_refused() {
+        let e = Entry {
+            replica: "gw-a".into(),
+            instance: "3f2a9c1e-77b0-4c1d-9d2e-0a1b2c3d4e5f".into(),
+        };
+        assert_eq!(Entry::decode(&e.encode()), Some(e));
+        // An entry an older replica wrote: its name alone.
+        assert_eq!(
+            Entry::decode(b"gw-b"),
+            Some(Entry {
+                replica: "gw-b".into(),
+                instance: String::new()
+            })
+        );
+        for bad in [
+            &b"gw a"[..],
+            b"gw-a\ninst ance",
+            b"gw-a\ninst\nance",
+            b"\xff\xfe",
+            b"",
+            b"gw-a\n\x1b[31m",
+        ] {
+            assert_eq!(Entry::decode(bad), None, "{bad:?}");
+        }
+        let long = format!("gw-a\n{}", "x".repeat(MAX_INSTANCE + 1));
+        assert_eq!(Entry::decode(long.as_bytes()), None);
     }
 }

@@ -1,9 +1,10 @@
 //! A forwarded call whose holder died after sending it to the node, asked for again.
 //!
 //! The node keeps running a call when the gateway that sent it dies, and keeps its
-//! result (`docs/protocol.md` §10.3). Before a holder sends a forwarded call to its
-//! node it tells the forwarding replica how ([`crate::reattach::Dispatch`]: node
-//! process, call id, tool, arguments, deadline, caller), published and flushed first.
+//! result (`docs/protocol.md` §10.3). The forwarding replica describes a call before
+//! it leaves ([`crate::reattach::Dispatch`]: node process from the directory, a call
+//! id it gives the call, tool, arguments, deadline, caller); a holder that sends the
+//! call with an approval it got describes it again first (published and flushed).
 //! When the holder then stops saying hello, the forwarding replica does not fail the
 //! call: it asks whichever replica holds the node next for the same call
 //! ([`ask_again`]), until the call's deadline (at least [`FIND_AGAIN`]). That holder
@@ -75,6 +76,7 @@ pub(super) async fn ask_again(
             progress_to: None,
             holder_to: Some(format!("gsv.holder.{}.{key}", cluster.replica)),
             origin: cluster.replica.clone(),
+            call_id: None,
             resume: Some(dispatch.clone()),
         };
         let payload = serde_json::to_vec(&request)
@@ -157,7 +159,20 @@ pub(super) async fn answer(
     let name = format!("{}__{}", dispatch.node, dispatch.tool);
     let allowed = match judged.1.decide(&name) {
         Decision::Allow => true,
-        Decision::Confirm => dispatch.approval.is_some(),
+        Decision::Confirm if dispatch.approval.is_some() => true,
+        Decision::Confirm => {
+            // Its holder describes a call it sends with an approval before sending it:
+            // without one, the call was still waiting for its approval there.
+            let mut shape = ErrorShape::new(
+                ErrorCode::NodeDisconnected,
+                format!(
+                    "the gateway replica holding node {:?} stopped while the call waited for its approval; it was not sent: call again",
+                    dispatch.node
+                ),
+            );
+            shape.retryable = true;
+            return Answer::err(shape);
+        }
         Decision::Deny => false,
     };
     if !allowed {

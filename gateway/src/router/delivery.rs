@@ -44,10 +44,27 @@ pub(super) async fn send(
         ..
     } = *call;
     let node_id = name.node.as_str();
-    let (call_id, rx) = match node
-        .begin_call_with_progress(Some(token_share(shared, caller)), caller.progress.clone())
-    {
+    // A forwarded call comes with the id its forwarding replica gave it (and described
+    // it by, to ask the node's next holder for it should this replica die).
+    let begun = match caller.from_replica.and_then(|f| f.call_id) {
+        Some(id) => node
+            .begin_call_as(
+                id,
+                Some(token_share(shared, caller)),
+                caller.progress.clone(),
+            )
+            .map(|rx| (id, rx)),
+        None => node
+            .begin_call_with_progress(Some(token_share(shared, caller)), caller.progress.clone()),
+    };
+    let (call_id, rx) = match begun {
         Ok(x) => x,
+        Err(PendingError::Taken) => {
+            return Err(RouteError::Node(gsv_protocol::ErrorShape::new(
+                gsv_protocol::ErrorCode::Internal,
+                "the forwarding replica gave this call an id already pending on the node",
+            )))
+        }
         Err(PendingError::Full) => {
             return Err(RouteError::NodeFull {
                 node: node_id.to_owned(),
@@ -86,7 +103,10 @@ pub(super) async fn send(
         node.abandon_call(call_id);
         return Err(RouteError::ArgsTooLarge);
     }
-    if caller.job.is_some() || caller.from_replica.is_some() {
+    // A forwarded call is described by its forwarding replica before it leaves there,
+    // except for the approval it got here: a call sent with one is described again.
+    let tell = caller.from_replica.filter(|_| approval.is_some());
+    if caller.job.is_some() || tell.is_some() {
         let left = deadline.saturating_duration_since(Instant::now());
         let dispatch = crate::reattach::Dispatch {
             node: node_id.to_owned(),
@@ -102,7 +122,7 @@ pub(super) async fn send(
         if let Some(job) = caller.job {
             crate::reattach::remember(shared, job, &dispatch).await;
         }
-        if let Some(from) = caller.from_replica {
+        if let Some(from) = tell {
             // The forwarding replica knows how to ask for the call again before the
             // node can have it (bounded: a stuck publisher delays the call, never holds it).
             let (ack, acked) = tokio::sync::oneshot::channel();
@@ -263,7 +283,7 @@ async fn resume(
                         wait_arrival(arrived, until, cancel, gone).await?;
                         continue;
                     }
-                    Err(PendingError::Full | PendingError::TokenShare) => {
+                    Err(PendingError::Full | PendingError::TokenShare | PendingError::Taken) => {
                         return Err(RouteError::BackTooBusy {
                             node: gone.id.to_string(),
                         });

@@ -70,9 +70,13 @@ pub struct Caller<'a> {
 pub struct FromReplica {
     /// That replica's name.
     pub name: String,
-    /// Told how the call is sent to its node, and waited on, before the `tool.invoke`
-    /// leaves: should this replica die mid-call, the forwarding one can ask the node's
-    /// next holder for the same call ([`crate::cluster::calls`]).
+    /// The call id the forwarding replica gave the call: it is sent to the node under
+    /// this id, so the forwarding replica can ask the node's next holder for the same
+    /// call should this replica die mid-call ([`crate::cluster::calls`]).
+    pub call_id: Option<u64>,
+    /// Told how the call is sent to its node when it goes with an approval given here
+    /// (which the forwarding replica cannot know), and waited on, before the
+    /// `tool.invoke` leaves.
     pub dispatched: DispatchTx,
 }
 
