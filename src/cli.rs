@@ -237,6 +237,11 @@ pub struct GatewayArgs {
     /// This replica's name (default: made at the first start and kept in the data dir)
     #[arg(long, value_name = "NAME", requires = "cluster")]
     pub replica: Option<String>,
+    /// Where the other replicas reach this one for the calls they forward
+    /// (ws://HOST:PORT, or wss:// with TLS) [default: the listen address, unless it is
+    /// a wildcard such as 0.0.0.0: then calls between replicas go over NATS]
+    #[arg(long, value_name = "URL", requires = "cluster")]
+    pub cluster_advertise: Option<String>,
 }
 
 impl GatewayArgs {
@@ -289,6 +294,7 @@ impl GatewayArgs {
                 creds: self.cluster_creds.clone(),
                 ca: self.cluster_ca.clone(),
                 replica: self.replica.clone(),
+                advertise: self.cluster_advertise.clone(),
             });
         }
         c

@@ -205,6 +205,17 @@ async fn calls_reach_a_node_held_by_another_replica() {
     })
     .await;
     assert!(r.joined_text().contains("across"), "{}", r.joined_text());
+    // B dials A's link after its first call there: later calls take it (one hop
+    // instead of two through NATS) — the progress, cancel and deadline checks below
+    // included.
+    eventually("B's calls to A take the direct link", SPREAD, || async {
+        agent
+            .call("far__Echo", json!({"text": "linked"}), Some(10_000))
+            .await
+            .ok()?;
+        (forwarded(&b, "link").await > 0).then_some(())
+    })
+    .await;
 
     // B lists the node A holds, saying so; `gsv nodes` on B too.
     let far = eventually("B lists the node A holds", SPREAD, || async {
@@ -505,6 +516,16 @@ async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another()
     assert_ne!(code, 0);
 }
 
+/// How many calls `gw` forwarded to another replica on `path` (`link` or `nats`).
+async fn forwarded(gw: &Gateway, path: &str) -> u64 {
+    let (_, body) = common::http_get(&gw.addr, "/metrics", None).await;
+    let series = format!("gsv_forwarded_calls_total{{path=\"{path}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 async fn cluster_state(gw: &Gateway) -> Option<serde_json::Value> {
     let (status, body) = common::http_get(&gw.addr, "/v1/cluster", Some(&gw.admin_token())).await;
     (status == 200)
@@ -790,4 +811,120 @@ async fn a_forwarded_call_with_an_approval_survives_its_holders_death_and_one_st
     let runs = std::fs::read_to_string(ws.path().join("approved.txt")).expect("approved.txt");
     assert_eq!(runs.lines().count(), 1, "the call ran {runs:?}");
     let _ = d;
+}
+
+#[tokio::test]
+async fn a_replica_link_is_open_only_to_a_replica_that_proves_it_heard_the_hello() {
+    use futures_util::{SinkExt, StreamExt};
+    use gsv_transport::tungstenite::Message;
+    // A gateway on its own has no such endpoint.
+    let alone = Gateway::start().await;
+    let (status, _) = common::http_get(&alone.addr, "/v1/replica", None).await;
+    assert_eq!(status, 404);
+
+    let dir = TempDir::new("cluster-link");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let url = format!("ws://{}/v1/replica", a.addr);
+    let challenge = |m: Option<Result<Message, _>>| -> String {
+        match m {
+            Some(Ok(Message::Text(t))) => {
+                let v: serde_json::Value = serde_json::from_str(t.as_str()).expect("JSON");
+                v["challenge"].as_str().expect("a challenge").to_owned()
+            }
+            other => panic!("no challenge: {other:?}"),
+        }
+    };
+    let closed = |m: Option<Result<Message, gsv_transport::tungstenite::Error>>| {
+        matches!(m, None | Some(Ok(Message::Close(_))) | Some(Err(_)))
+    };
+    let call = json!({"call": {"key": "k", "call": {"tokenId": "00", "name": "x__Echo",
+        "args": {}, "timeoutMs": null, "key": "k", "progressTo": null, "origin": "evil"}}});
+
+    // A wrong proof: closed, nothing taken.
+    let mut ws = gsv_transport::dial(&url, None, Duration::from_secs(5))
+        .await
+        .expect("dial");
+    let _ = challenge(ws.next().await);
+    let bad = json!({"replica": "evil", "proof": "00".repeat(32)});
+    ws.send(Message::text(bad.to_string())).await.expect("send");
+    let _ = ws.send(Message::text(call.to_string())).await;
+    assert!(closed(ws.next().await), "a wrong proof is refused");
+
+    // A call instead of a proof: closed.
+    let mut ws = gsv_transport::dial(&url, None, Duration::from_secs(5))
+        .await
+        .expect("dial");
+    let _ = challenge(ws.next().await);
+    ws.send(Message::text(call.to_string()))
+        .await
+        .expect("send");
+    assert!(
+        closed(ws.next().await),
+        "a call before the proof is refused"
+    );
+
+    // Silence: closed within the opening's time.
+    let mut ws = gsv_transport::dial(&url, None, Duration::from_secs(5))
+        .await
+        .expect("dial");
+    let _ = challenge(ws.next().await);
+    let started = std::time::Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(30), ws.next())
+        .await
+        .expect("closed, not held open");
+    assert!(closed(end));
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // The replica still serves.
+    assert!(cluster_state(&a).await.is_some());
+}
+
+#[tokio::test]
+async fn replicas_with_tls_link_over_tls_pinned_by_the_fingerprint_in_their_hello() {
+    let dir = TempDir::new("cluster-tls-link");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let tls = |name: &str| {
+        [
+            "--tls-self-signed".to_owned(),
+            "--cluster".to_owned(),
+            nats.url(),
+            "--replica".to_owned(),
+            name.to_owned(),
+        ]
+    };
+    let a_args = tls("a");
+    let b_args = tls("b");
+    let a = Gateway::start_with(&a_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let b = Gateway::start_with(&b_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert!(a.url().starts_with("https://"), "{}", a.url());
+    let ws = TempDir::new("cluster-tls-link-ws");
+    let pin = a.tls_options().pin.expect("A's fingerprint");
+    let _node = a.spawn_node(
+        "sealed",
+        &a.node_token("sealed"),
+        ws.path(),
+        &["--pin", &pin],
+    );
+    a.wait_online("sealed").await;
+    let agent = accepted(&b, &a.agent_token(), "A's agent token on B").await;
+    eventually("B's calls to A take the TLS link", SPREAD, || async {
+        let r = agent
+            .call("sealed__Echo", json!({"text": "sealed"}), Some(10_000))
+            .await
+            .ok()?;
+        // B's metrics, over its TLS (the test's own gateway on loopback: not verified).
+        let out = std::process::Command::new("curl")
+            .arg("-sk")
+            .arg(format!("https://{}/metrics", b.addr))
+            .output()
+            .ok()?;
+        let metrics = String::from_utf8_lossy(&out.stdout);
+        let linked = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("gsv_forwarded_calls_total{path=\"link\"} "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        (r.joined_text().contains("sealed") && linked > 0).then_some(())
+    })
+    .await;
 }

@@ -44,7 +44,8 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/jobs/{id}", get(job_show))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide))
-        .route("/v1/cluster", get(cluster_status));
+        .route("/v1/cluster", get(cluster_status))
+        .route("/v1/replica", get(crate::cluster::link::endpoint));
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }

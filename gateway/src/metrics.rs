@@ -22,6 +22,11 @@ pub struct ShedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    pub path: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusedLabels {
     pub role: String,
     pub code: String,
@@ -47,6 +52,8 @@ pub struct Metrics {
     pub bulk_lanes: Gauge,
     /// Transfer chunks carried by nodes' bulk lanes, both ways.
     pub lane_chunks: Counter,
+    /// Calls forwarded to another replica (cluster mode), by path (`link`, `nats`).
+    pub forwarded_calls: Family<PathLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -72,6 +79,12 @@ impl Metrics {
         let cluster_connected = Gauge::default();
         let bulk_lanes = Gauge::default();
         let lane_chunks = Counter::default();
+        let forwarded_calls = Family::<PathLabels, Counter>::default();
+        registry.register(
+            "forwarded_calls",
+            "Calls forwarded to the replica holding their node (cluster mode), by path: link (direct) or nats",
+            forwarded_calls.clone(),
+        );
         registry.register(
             "bulk_lanes",
             "Nodes' bulk lanes (second connections carrying transfer chunks) open now",
@@ -151,6 +164,7 @@ impl Metrics {
             unauthenticated_connections,
             bulk_lanes,
             lane_chunks,
+            forwarded_calls,
             cluster_connected,
         }
     }
@@ -158,6 +172,13 @@ impl Metrics {
     /// Records whether this replica is connected to NATS.
     pub fn set_cluster_connected(&self, connected: bool) {
         self.cluster_connected.set(i64::from(connected));
+    }
+
+    /// Counts a call forwarded to another replica on `path` (`link` or `nats`).
+    pub fn forwarded(&self, path: &'static str) {
+        self.forwarded_calls
+            .get_or_create(&PathLabels { path })
+            .inc();
     }
 
     /// Counts a connection closed at accept (`reason`: which cap).

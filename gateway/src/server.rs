@@ -126,6 +126,29 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             crate::cluster::replica_name(cluster.replica.as_deref(), &shared.config.data_dir)?;
         tracing::info!(replica = %replica, nats = %cluster.urls.join(","), "cluster mode: joining");
         let joined = crate::cluster::Cluster::connect(&cluster, replica).await?;
+        // Where the other replicas reach this one's link (`cluster::link`).
+        let base = match &cluster.advertise {
+            Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
+                Some(url.trim_end_matches('/').to_owned())
+            }
+            Some(url) => {
+                return Err(crate::cluster::ClusterError::Config(format!(
+                    "--cluster-advertise {url:?} is not a ws:// or wss:// URL"
+                ))
+                .into())
+            }
+            None if !addr.ip().is_unspecified() => Some(format!(
+                "{}://{addr}",
+                if tls.is_some() { "wss" } else { "ws" }
+            )),
+            None => None,
+        };
+        if let Some(base) = base {
+            joined.links.offer(
+                format!("{base}/v1/replica"),
+                tls.as_ref().map(|t| t.fingerprint.clone()),
+            );
+        }
         // Call ids no other replica gives out, before the first call.
         match crate::cluster::slot::claim(
             &joined,

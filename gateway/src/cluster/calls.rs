@@ -49,7 +49,7 @@ pub(super) fn call_subject(replica: &str) -> String {
 /// A forwarded call.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Forwarded {
+pub(crate) struct Forwarded {
     pub token_id: String,
     pub name: String,
     pub args: Box<RawValue>,
@@ -80,7 +80,7 @@ pub(super) struct Forwarded {
 /// node, how it is sent, so the forwarding replica can ask the node's next holder for
 /// it.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Holder {
+pub(crate) struct Holder {
     pub holder: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<Dispatch>,
@@ -89,7 +89,7 @@ pub(super) struct Holder {
 /// What the holder answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) enum Answer {
+pub(crate) enum Answer {
     Ok {
         result: Box<RawValue>,
         progress: usize,
@@ -129,6 +129,51 @@ pub struct CallBook {
     pub(super) dispatches: dashmap::DashMap<String, Dispatch>,
     /// Calls forwarded from here and not answered yet, by key.
     pub(super) waiting: dashmap::DashMap<String, ()>,
+    /// Calls sent on a link ([`super::link`]), waiting for their answer (on the link,
+    /// or on NATS at [`answer_subject`]), by key.
+    answers: dashmap::DashMap<String, tokio::sync::oneshot::Sender<Answer>>,
+}
+
+/// Where a call sent on a link is answered on NATS when its link fails first.
+fn answer_subject(origin: &str, key: &str) -> String {
+    format!("gsv.answer.{origin}.{key}")
+}
+
+/// Hands the answer to the call `key`, sent on a link, to its waiting caller.
+pub(super) fn answered(cluster: &Cluster, key: &str, answer: Answer) {
+    if let Some((_, tx)) = cluster.calls.answers.remove(key) {
+        let _ = tx.send(answer);
+    }
+}
+
+/// A progress event of the call `key`, forwarded from here, to its caller.
+pub(super) fn progressed(cluster: &Cluster, key: &str, progress: Option<CallProgress>) {
+    let Some(entry) = cluster.calls.progress.get(key) else {
+        return;
+    };
+    if let Some(p) = progress {
+        let _ = entry.0.try_send(p);
+    }
+    entry.1.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The holder's word on the call `key`, forwarded from here and still waiting.
+pub(super) fn held(cluster: &Cluster, key: &str, word: Holder) {
+    if !cluster.calls.waiting.contains_key(key) || !super::valid_replica_name(&word.holder) {
+        return;
+    }
+    if let Some(d) = word.dispatch {
+        cluster.calls.dispatches.insert(key.to_owned(), d);
+    }
+    cluster.calls.holders.insert(key.to_owned(), word.holder);
+}
+
+/// How a forwarded call's answer came (or did not).
+enum Sent {
+    Answer(Answer),
+    NoResponders,
+    TimedOut,
+    Failed(String),
 }
 
 impl CallBook {
@@ -142,7 +187,8 @@ impl CallBook {
 /// `None` when no replica holds it (or NATS cannot be reached): the caller then gets
 /// the same answer as on one gateway.
 pub async fn forward(
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
+    metrics: &crate::metrics::Metrics,
     caller: &Caller<'_>,
     node: &str,
     params: &ToolsCallParams,
@@ -199,10 +245,6 @@ pub async fn forward(
         call_id: Some(call_id),
         resume: None,
     };
-    let payload = match serde_json::to_vec(&request) {
-        Ok(p) => p,
-        Err(e) => return Some(Err(internal(format!("cannot encode the call: {e}")))),
-    };
     let delivered = Arc::new(AtomicUsize::new(0));
     let _progress = caller.progress.clone().map(|sink| {
         cluster
@@ -224,15 +266,69 @@ pub async fn forward(
         client: client.clone(),
         subject: Some(format!("gsv.cancel.{key}")),
     };
-    let sent = client.send_request(
-        call_subject(&holder),
-        async_nats::Request::new()
-            .payload(payload.into())
-            .timeout(Some(wait)),
-    );
+    // On the link to the holder when one is open (one hop instead of two), else over
+    // NATS (and the link is dialled for the next calls).
+    let link = cluster.links.to(&holder);
+    if link.is_none() {
+        super::link::want(cluster, &holder);
+    }
+    metrics.forwarded(if link.is_some() { "link" } else { "nats" });
+    let sent = async {
+        match link {
+            Some(peer) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                cluster.calls.answers.insert(key.clone(), tx);
+                let out = super::link::Outgoing {
+                    fallback: Some((
+                        call_subject(&holder),
+                        Some(answer_subject(&cluster.replica, &key)),
+                    )),
+                    msg: super::link::wire::LinkMsg::Call {
+                        key: key.clone(),
+                        call: request,
+                    },
+                };
+                if let Err(out) = peer.send(out) {
+                    out.over_nats(&client).await;
+                }
+                match tokio::time::timeout(wait, rx).await {
+                    Ok(Ok(answer)) => Sent::Answer(answer),
+                    Ok(Err(_)) => Sent::Failed("the call's answer was dropped".into()),
+                    Err(_) => Sent::TimedOut,
+                }
+            }
+            None => {
+                let payload = match serde_json::to_vec(&request) {
+                    Ok(p) => p,
+                    Err(e) => return Sent::Failed(format!("cannot encode the call: {e}")),
+                };
+                let sent = client
+                    .send_request(
+                        call_subject(&holder),
+                        async_nats::Request::new()
+                            .payload(payload.into())
+                            .timeout(Some(wait)),
+                    )
+                    .await;
+                match sent {
+                    Ok(m) => match serde_json::from_slice::<Answer>(&m.payload) {
+                        Ok(a) => Sent::Answer(a),
+                        Err(e) => {
+                            Sent::Failed(format!("unreadable answer from another replica: {e}"))
+                        }
+                    },
+                    Err(e) => match e.kind() {
+                        async_nats::RequestErrorKind::NoResponders => Sent::NoResponders,
+                        async_nats::RequestErrorKind::TimedOut => Sent::TimedOut,
+                        _ => Sent::Failed(format!("the call to another replica failed: {e}")),
+                    },
+                }
+            }
+        }
+    };
     cluster.calls.waiting.insert(key.clone(), ());
     cluster.calls.dispatches.insert(key.clone(), dispatch);
-    cluster.calls.holders.insert(key.clone(), holder);
+    cluster.calls.holders.insert(key.clone(), holder.clone());
     let _holder = Forget {
         book: &cluster.calls,
         key: key.clone(),
@@ -267,31 +363,22 @@ pub async fn forward(
             }
         }
     };
-    let message = match answer {
-        Ok(m) => m,
-        Err(e) => {
-            return match e.kind() {
-                async_nats::RequestErrorKind::NoResponders => {
-                    guard.disarm();
-                    None
-                }
-                async_nats::RequestErrorKind::TimedOut => Some(Err(RouteError::Deadline)),
-                _ => Some(Err(internal(format!(
-                    "the call to another replica failed: {e}"
-                )))),
-            };
+    let answer = match answer {
+        Sent::Answer(a) => a,
+        Sent::NoResponders => {
+            guard.disarm();
+            return None;
+        }
+        Sent::TimedOut => return Some(Err(RouteError::Deadline)),
+        Sent::Failed(message) => {
+            guard.disarm();
+            return Some(Err(internal(message)));
         }
     };
     guard.disarm();
-    let (outcome, sent_progress) = match serde_json::from_slice::<Answer>(&message.payload) {
-        Ok(Answer::Ok { result, progress }) => (Ok(result), progress),
-        Ok(Answer::Err { error, progress }) => (Err(RouteError::Node(error)), progress),
-        Err(e) => (
-            Err(internal(format!(
-                "unreadable answer from another replica: {e}"
-            ))),
-            0,
-        ),
+    let (outcome, sent_progress) = match answer {
+        Answer::Ok { result, progress } => (Ok(result), progress),
+        Answer::Err { error, progress } => (Err(RouteError::Node(error)), progress),
     };
     // The progress the holder sent before its answer reaches the caller first (it
     // travels on another subject; a bounded wait).
@@ -322,6 +409,7 @@ impl Drop for Forget<'_> {
         self.book.holders.remove(&self.key);
         self.book.dispatches.remove(&self.key);
         self.book.waiting.remove(&self.key);
+        self.book.answers.remove(&self.key);
     }
 }
 
@@ -338,13 +426,7 @@ pub async fn listen(cluster: Arc<Cluster>) {
                         let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
                             continue;
                         };
-                        let Some(entry) = cluster.calls.progress.get(key) else {
-                            continue;
-                        };
-                        if let Ok(p) = serde_json::from_slice::<CallProgress>(&m.payload) {
-                            let _ = entry.0.try_send(p);
-                        }
-                        entry.1.fetch_add(1, Ordering::SeqCst);
+                        progressed(&cluster, key, serde_json::from_slice(&m.payload).ok());
                     }
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -379,18 +461,8 @@ pub async fn listen(cluster: Arc<Cluster>) {
                         let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
                             continue;
                         };
-                        // Only for calls forwarded from here and still waiting.
-                        if !cluster.calls.waiting.contains_key(key) {
-                            continue;
-                        }
-                        if let Some(h) = serde_json::from_slice::<Holder>(&m.payload)
-                            .ok()
-                            .filter(|h| super::valid_replica_name(&h.holder))
-                        {
-                            if let Some(d) = h.dispatch {
-                                cluster.calls.dispatches.insert(key.to_owned(), d);
-                            }
-                            cluster.calls.holders.insert(key.to_owned(), h.holder);
+                        if let Ok(word) = serde_json::from_slice::<Holder>(&m.payload) {
+                            held(&cluster, key, word);
                         }
                     }
                 }
@@ -398,7 +470,27 @@ pub async fn listen(cluster: Arc<Cluster>) {
             }
         }
     };
-    tokio::join!(progress, cancels, holders);
+    // Answers to calls sent on a link that failed before the answer could take it.
+    let answers = {
+        let cluster = Arc::clone(&cluster);
+        async move {
+            let prefix = format!("gsv.answer.{}.", cluster.replica);
+            loop {
+                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
+                    while let Some(m) = sub.next().await {
+                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
+                            continue;
+                        };
+                        if let Ok(answer) = serde_json::from_slice::<Answer>(&m.payload) {
+                            answered(&cluster, key, answer);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    tokio::join!(progress, cancels, holders, answers);
 }
 
 /// Publishes on the cancel subject when dropped armed.
@@ -456,10 +548,7 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
         return;
     };
     let answer = match serde_json::from_slice::<Forwarded>(&message.payload) {
-        Ok(mut call) => match call.resume.take() {
-            Some(dispatch) => super::resume::answer(&shared, &cluster, call, dispatch).await,
-            None => run(&shared, &cluster, call).await,
-        },
+        Ok(call) => respond(&shared, &cluster, call, None).await,
         Err(e) => Answer::err(ErrorShape::new(
             ErrorCode::InvalidFrame,
             format!("unreadable call from another replica: {e}"),
@@ -483,7 +572,47 @@ async fn handle(shared: Arc<Shared>, cluster: Arc<Cluster>, message: async_nats:
     }
 }
 
-async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer {
+/// Routes a call that came on a link here and answers it on the link (over NATS when
+/// the link failed meanwhile).
+pub(super) async fn on_link(
+    shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
+    key: String,
+    call: Forwarded,
+    link: super::link::Peer,
+) {
+    let fallback =
+        super::valid_replica_name(&call.origin).then(|| (answer_subject(&call.origin, &key), None));
+    let answer = respond(&shared, &cluster, call, Some(&link)).await;
+    let out = super::link::Outgoing {
+        msg: super::link::wire::LinkMsg::Answer { key, answer },
+        fallback,
+    };
+    if let Err(out) = link.send(out) {
+        out.over_nats(&cluster.client()).await;
+    }
+}
+
+/// The answer to a forwarded call: routed here, or (a call whose holder died) asked of
+/// the node again.
+async fn respond(
+    shared: &Arc<Shared>,
+    cluster: &Cluster,
+    mut call: Forwarded,
+    link: Option<&super::link::Peer>,
+) -> Answer {
+    match call.resume.take() {
+        Some(dispatch) => super::resume::answer(shared, cluster, call, dispatch).await,
+        None => run(shared, cluster, call, link).await,
+    }
+}
+
+async fn run(
+    shared: &Arc<Shared>,
+    cluster: &Cluster,
+    call: Forwarded,
+    link: Option<&super::link::Peer>,
+) -> Answer {
     let judged = match judge(shared, cluster, &call.token_id).await {
         Ok(j) => j,
         Err(shape) => return Answer::err(shape),
@@ -496,13 +625,31 @@ async fn run(shared: &Arc<Shared>, cluster: &Cluster, call: Forwarded) -> Answer
             let (tx, mut rx) = tokio::sync::mpsc::channel::<CallProgress>(64);
             let client = cluster.client();
             let sent = Arc::clone(&sent);
+            let link = link.cloned();
+            let key = call.key.clone();
             let task = tokio::spawn(async move {
                 while let Some(p) = rx.recv().await {
-                    if let Ok(bytes) = serde_json::to_vec(&p) {
-                        if client.publish(subject.clone(), bytes.into()).await.is_ok() {
-                            sent.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
+                    // On the call's link when it came on one (in order, before its
+                    // answer), else (or when the link failed) on NATS.
+                    let out = super::link::Outgoing {
+                        msg: super::link::wire::LinkMsg::Progress {
+                            key: key.clone(),
+                            progress: p,
+                        },
+                        fallback: Some((subject.clone(), None)),
+                    };
+                    let out = match &link {
+                        Some(l) => match l.send(out) {
+                            Ok(()) => {
+                                sent.fetch_add(1, Ordering::SeqCst);
+                                continue;
+                            }
+                            Err(out) => *out,
+                        },
+                        None => out,
+                    };
+                    out.over_nats(&client).await;
+                    sent.fetch_add(1, Ordering::SeqCst);
                 }
             });
             (Some(tx), Some(task))

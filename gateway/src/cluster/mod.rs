@@ -14,6 +14,7 @@ pub mod approvals;
 pub mod calls;
 pub mod directory;
 pub mod labels;
+pub mod link;
 pub mod listing;
 pub mod presence;
 mod resume;
@@ -36,6 +37,10 @@ pub struct ClusterConfig {
     pub ca: Option<PathBuf>,
     /// This replica's name (default: a name made once and kept in the data dir).
     pub replica: Option<String>,
+    /// Where the other replicas reach this one's link (`--cluster-advertise`:
+    /// `ws://HOST:PORT` or `wss://…`); by default the listen address unless it is a
+    /// wildcard ([`link`]).
+    pub advertise: Option<String>,
 }
 
 /// Why a replica could not join.
@@ -71,6 +76,8 @@ pub struct Cluster {
     pub(crate) directory: directory::Directory,
     /// This replica's slot ([`slot`]), once claimed.
     pub slot: std::sync::OnceLock<u64>,
+    /// Direct links to the other replicas, for forwarded calls ([`link`]).
+    pub links: link::Links,
 }
 
 impl Cluster {
@@ -146,6 +153,7 @@ impl Cluster {
             calls: calls::CallBook::default(),
             directory: directory::Directory::default(),
             slot: std::sync::OnceLock::new(),
+            links: link::Links::default(),
         })
     }
 

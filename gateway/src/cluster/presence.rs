@@ -25,6 +25,9 @@ const SUBJECT: &str = "gsv.replica.hello";
 struct Hello {
     name: String,
     nodes: usize,
+    /// Where its link is ([`super::link`]), if it offers one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    link: Option<super::link::LinkInfo>,
 }
 
 /// One replica as this one hears it.
@@ -111,6 +114,9 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
                             .ok()
                             .filter(|h| super::valid_replica_name(&h.name))
                         {
+                            if hello.name != cluster.replica {
+                                cluster.links.heard(&hello.name, hello.link);
+                            }
                             cluster
                                 .peers
                                 .insert(hello.name, (Instant::now(), hello.nodes));
@@ -140,6 +146,7 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
             let hello = Hello {
                 name: cluster.replica.clone(),
                 nodes: shared.registry.online_count(),
+                link: cluster.links.own.get().cloned(),
             };
             if let Ok(bytes) = serde_json::to_vec(&hello) {
                 let _ = cluster.client().publish(SUBJECT, bytes.into()).await;

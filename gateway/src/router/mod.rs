@@ -253,8 +253,15 @@ async fn route(
         // Cluster mode: another replica may hold the node (a call forwarded here is
         // routed here or not at all).
         if let (Some(cluster), None) = (&shared.cluster, caller.from_replica) {
-            if let Some(routed) =
-                crate::cluster::calls::forward(cluster, caller, node_id, params, &cancel).await
+            if let Some(routed) = crate::cluster::calls::forward(
+                cluster,
+                &shared.metrics,
+                caller,
+                node_id,
+                params,
+                &cancel,
+            )
+            .await
             {
                 return routed;
             }

@@ -1,0 +1,296 @@
+//! Direct links between replicas, for the calls they forward to each other.
+//!
+//! Over NATS a forwarded call and its answer cross the NATS server twice each way
+//! (replica → server → replica); a link is one WebSocket from the forwarding replica
+//! to the holder, on the holder's own listener (`/v1/replica`: TLS when the gateway has
+//! it), so they cross once. NATS stays the cluster's backbone: a replica says in its
+//! hello where its link is, its certificate's fingerprint (pinned by whoever dials it:
+//! the hello comes over NATS, which replicas trust) and a random secret of this run;
+//! a replica that dials proves it heard that hello (an HMAC of a fresh challenge under
+//! the secret, [`wire`]). Everything else still goes over NATS, and a call falls back
+//! to it whenever there is no link: the first call to a replica (its link is dialled
+//! then, in the background), a link that is down, a message too large for a frame. An
+//! answer or a progress event whose link dropped is published on NATS instead
+//! (`gsv.answer.REPLICA.KEY`, the call's progress subject), where the forwarding
+//! replica also listens; a cancel always travels on NATS.
+//!
+//! Without `--cluster-advertise`, a replica listening on a wildcard address
+//! (`0.0.0.0`) has no address to give and offers no link: its calls go over NATS.
+
+mod accept;
+mod dial;
+pub(crate) mod wire;
+
+pub use accept::endpoint;
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Frames queued on one link at most; past that, calls go over NATS.
+const QUEUE: usize = 1024;
+/// How long after a failed dial a replica is not dialled again.
+const REDIAL: Duration = Duration::from_secs(2);
+/// How long the opening of a link may take.
+pub const OPENING: Duration = Duration::from_secs(5);
+/// The largest message a link carries (a frame); larger ones go over NATS.
+pub const MAX_MESSAGE: usize = gsv_protocol::limits::MAX_FRAME_BYTES - 4096;
+
+/// How to reach a replica's link, as its hello says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkInfo {
+    /// `ws://HOST:PORT/v1/replica` or `wss://…`.
+    pub url: String,
+    /// The SHA-256 fingerprint of its TLS certificate (`wss://`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<String>,
+    /// This run's secret, proven by whoever dials.
+    pub secret: String,
+}
+
+/// One open link, as its users send on it.
+#[derive(Clone)]
+pub(crate) struct Peer {
+    tx: mpsc::Sender<Outgoing>,
+    /// Tells this link from a later one to the same replica.
+    id: u64,
+}
+
+impl Peer {
+    /// Queues `out` on the link; gives it back when the link is gone or full (to go
+    /// over NATS instead).
+    pub(crate) fn send(&self, out: Outgoing) -> Result<(), Box<Outgoing>> {
+        self.tx.try_send(out).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(o) | mpsc::error::TrySendError::Closed(o) => {
+                Box::new(o)
+            }
+        })
+    }
+}
+
+/// A message for a link, with where it goes on NATS should the link fail first.
+pub(crate) struct Outgoing {
+    pub msg: wire::LinkMsg,
+    /// The NATS subject (and reply subject) for the message's body.
+    pub fallback: Option<(String, Option<String>)>,
+}
+
+impl Outgoing {
+    /// Publishes the message's body on its NATS subject instead (nothing when it has
+    /// none).
+    pub(crate) async fn over_nats(self, client: &async_nats::Client) {
+        let Some((subject, reply)) = self.fallback else {
+            return;
+        };
+        let body = match &self.msg {
+            wire::LinkMsg::Call { call, .. } => serde_json::to_vec(call),
+            wire::LinkMsg::Answer { answer, .. } => serde_json::to_vec(answer),
+            wire::LinkMsg::Progress { progress, .. } => serde_json::to_vec(progress),
+            wire::LinkMsg::Holder { holder, .. } => serde_json::to_vec(holder),
+        };
+        let Ok(body) = body else { return };
+        let sent = match reply {
+            Some(reply) => client.publish_with_reply(subject, reply, body.into()).await,
+            None => client.publish(subject, body.into()).await,
+        };
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "cluster: a message whose link failed could not go over NATS either");
+        }
+    }
+}
+
+/// A replica's links.
+#[derive(Default)]
+pub struct Links {
+    /// This replica's own link, once it knows its address.
+    pub(crate) own: OnceLock<LinkInfo>,
+    /// The other replicas' links, from their hellos.
+    known: DashMap<String, LinkInfo>,
+    /// Links dialled from here, by replica.
+    open: DashMap<String, Peer>,
+    /// When each replica was last dialled.
+    dialled: DashMap<String, Instant>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl Links {
+    /// Sets where this replica's link is (once).
+    pub fn offer(&self, url: String, pin: Option<String>) {
+        let _ = self.own.set(LinkInfo {
+            url,
+            pin,
+            secret: wire::random_hex(),
+        });
+    }
+
+    /// Remembers replica `name`'s link from its hello (a changed one closes the link
+    /// dialled to the old one).
+    pub(crate) fn heard(&self, name: &str, info: Option<LinkInfo>) {
+        let Some(info) = info.filter(acceptable) else {
+            self.known.remove(name);
+            return;
+        };
+        let changed = self.known.get(name).is_none_or(|k| *k != info);
+        if changed {
+            self.known.insert(name.to_owned(), info);
+            self.open.remove(name);
+        }
+    }
+
+    /// The open link to `replica`, if there is one.
+    pub(crate) fn to(&self, replica: &str) -> Option<Peer> {
+        self.open
+            .get(replica)
+            .map(|p| p.clone())
+            .filter(|p| !p.tx.is_closed())
+    }
+
+    /// Forgets the link `peer` to `replica` (it ended).
+    fn closed(&self, replica: &str, peer: &Peer) {
+        self.open.remove_if(replica, |_, p| p.id == peer.id);
+    }
+
+    /// Whether `replica` should be dialled now (it has a link, none is open, and it
+    /// was not dialled lately); marks it dialled.
+    fn should_dial(&self, replica: &str) -> Option<LinkInfo> {
+        if self.to(replica).is_some() {
+            return None;
+        }
+        let info = self.known.get(replica)?.clone();
+        let now = Instant::now();
+        let mut due = false;
+        self.dialled
+            .entry(replica.to_owned())
+            .and_modify(|t| {
+                if now.duration_since(*t) >= REDIAL {
+                    *t = now;
+                    due = true;
+                }
+            })
+            .or_insert_with(|| {
+                due = true;
+                now
+            });
+        due.then_some(info)
+    }
+}
+
+/// Whether a link from a hello can be dialled.
+fn acceptable(info: &LinkInfo) -> bool {
+    let url_ok = (info.url.starts_with("ws://") || info.url.starts_with("wss://"))
+        && info.url.len() <= 512
+        && info.url.bytes().all(|b| b.is_ascii_graphic());
+    let pin_ok = info
+        .pin
+        .as_deref()
+        .is_none_or(|p| gsv_transport::tls::parse_pin(p).is_ok());
+    url_ok && pin_ok && (32..=256).contains(&info.secret.len())
+}
+
+/// Dials `replica`'s link in the background when it has one and none is open.
+pub(crate) fn want(cluster: &std::sync::Arc<super::Cluster>, replica: &str) {
+    if let Some(info) = cluster.links.should_dial(replica) {
+        tokio::spawn(dial::run(
+            std::sync::Arc::clone(cluster),
+            replica.to_owned(),
+            info,
+        ));
+    }
+}
+
+/// Writes the messages queued for a link until the queue closes or the link breaks,
+/// several at a time when they queue up. When the link breaks, what could not be
+/// written (and whatever is queued after it) goes over NATS.
+async fn write<S>(mut sink: S, mut rx: mpsc::Receiver<Outgoing>, client: async_nats::Client)
+where
+    S: futures_util::Sink<gsv_transport::tungstenite::Message> + Unpin,
+{
+    use futures_util::SinkExt;
+    use gsv_transport::tungstenite::Message;
+    let mut failed: Option<Outgoing> = None;
+    'link: while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(out) = next.take() {
+            let Ok(text) = serde_json::to_string(&out.msg) else {
+                continue;
+            };
+            if text.len() > MAX_MESSAGE {
+                // Too large for a frame: this one goes over NATS.
+                out.over_nats(&client).await;
+            } else if sink.feed(Message::text(text)).await.is_err() {
+                failed = Some(out);
+                break 'link;
+            }
+            next = rx.try_recv().ok();
+        }
+        if sink.flush().await.is_err() {
+            break;
+        }
+    }
+    rx.close();
+    if let Some(out) = failed {
+        out.over_nats(&client).await;
+    }
+    while let Some(out) = rx.recv().await {
+        out.over_nats(&client).await;
+    }
+    let _ = sink.close().await;
+}
+
+/// A new link's queue and its handle.
+fn queue(links: &Links) -> (Peer, mpsc::Receiver<Outgoing>) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let id = links
+        .next_id
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (Peer { tx, id }, rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(url: &str) -> LinkInfo {
+        LinkInfo {
+            url: url.into(),
+            pin: None,
+            secret: wire::random_hex(),
+        }
+    }
+
+    #[test]
+    fn only_links_that_can_be_dialled_are_kept() {
+        let links = Links::default();
+        links.heard("a", Some(info("ws://127.0.0.2:4000/v1/replica")));
+        assert!(links.known.contains_key("a"));
+        for bad in [
+            info("http://127.0.0.2/v1/replica"),
+            info("ws://host with space/"),
+            LinkInfo {
+                secret: "short".into(),
+                ..info("ws://127.0.0.2:1/v1/replica")
+            },
+            LinkInfo {
+                pin: Some("not a pin".into()),
+                ..info("wss://127.0.0.2:1/v1/replica")
+            },
+        ] {
+            links.heard("b", Some(bad.clone()));
+            assert!(!links.known.contains_key("b"), "{bad:?}");
+        }
+        // A replica that stops offering a link is forgotten.
+        links.heard("a", None);
+        assert!(!links.known.contains_key("a"));
+    }
+
+    #[test]
+    fn a_replica_is_dialled_again_only_after_a_pause() {
+        let links = Links::default();
+        assert!(links.should_dial("a").is_none(), "unknown: not dialled");
+        links.heard("a", Some(info("ws://127.0.0.2:4000/v1/replica")));
+        assert!(links.should_dial("a").is_some());
+        assert!(links.should_dial("a").is_none(), "dialled just now");
+    }
+}
