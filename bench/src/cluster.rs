@@ -138,7 +138,7 @@ async fn measure(
     let node_urls: Vec<String> = replicas.iter().map(|g| g.node_url()).collect();
 
     // Register the fleet: each node dials its own replica first, then the next ones.
-    let template = Arc::new(NodeTemplate::standard(&dir.0)?);
+    let template = Arc::new(NodeTemplate::twelve(&dir.0)?);
     let counters = Arc::new(Counters::default());
     let sem = Arc::new(tokio::sync::Semaphore::new(200));
     let started = Instant::now();
@@ -308,7 +308,7 @@ async fn measure(
     Ok(Report::new(
         "cluster",
         format!(
-            "{} `gsv gateway --cluster` replicas (each on its own 127.0.0.x) and one nats-server with JetStream; {} simulated nodes (standard tools + Echo) minted on their replica's data dir, each knowing every replica; an agent on each replica; {} Echo calls, alternately to a node of the agent's replica and of another; then kill -9 of one replica",
+            "{} `gsv gateway --cluster` replicas (each on its own 127.0.0.x) and one nats-server with JetStream; {} simulated nodes (12 tools: Echo and 11 of the standard set) minted on their replica's data dir, each knowing every replica; an agent on each replica; {} Echo calls, alternately to a node of the agent's replica and of another; then kill -9 of one replica",
             s.replicas, s.nodes, s.calls
         ),
         rows,

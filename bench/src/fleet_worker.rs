@@ -47,7 +47,7 @@ pub async fn serve_worker() -> Result<(), String> {
         .map_err(|e| format!("fleet worker: stdin: {e}"))?;
     let share: Share =
         serde_json::from_str(&line).map_err(|e| format!("fleet worker: share: {e}"))?;
-    let template = Arc::new(NodeTemplate::standard(&share.dir)?);
+    let template = Arc::new(NodeTemplate::twelve(&share.dir)?);
     let counters = Arc::new(Counters::default());
     let sem = Arc::new(tokio::sync::Semaphore::new(share.dials.max(1)));
     let stop = CancellationToken::new();

@@ -28,7 +28,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     let data = dir.0.join("data");
     std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
     let creds = mint_nodes(&data, max)?;
-    let template = NodeTemplate::standard(&dir.0)?;
+    let template = NodeTemplate::twelve(&dir.0)?;
     let gw = GatewayProcess::spawn(&data, "127.0.0.1:0").await?;
     let stop = CancellationToken::new();
     let outcome = measure(&gw, &template, &creds, levels, &stop).await;
@@ -57,7 +57,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
         "memory",
         format!(
             "`gsv gateway` as a child process; simulated nodes each declaring {} tools \
-             (standard set + Echo), connected 200 at a time; VmRSS read 2 s after the last \
+             (Echo and 11 of the standard set, as DESIGN.md §8 measures), connected 200 at a time; VmRSS read 2 s after the last \
              hello-ok; per node = (RSS − RSS with no nodes) / nodes",
             template.tools.len()
         ),

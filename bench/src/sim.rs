@@ -48,6 +48,19 @@ impl NodeTemplate {
         })
     }
 
+    /// The node DESIGN.md §8 measures memory with: 12 tools (Echo and the standard
+    /// set's first 11), the standard capabilities.
+    pub fn twelve(workspace: &Path) -> Result<NodeTemplate, String> {
+        let mut t = NodeTemplate::standard(workspace)?;
+        let (echo, others): (Vec<ToolDef>, Vec<ToolDef>) =
+            t.tools.into_iter().partition(|d| d.name == "Echo");
+        t.tools = echo
+            .into_iter()
+            .chain(others.into_iter().take(11))
+            .collect();
+        Ok(t)
+    }
+
     fn params(&self, id: &str, token: &str, nonce: String) -> ConnectParams {
         ConnectParams {
             min_protocol: gsv_protocol::MIN_PROTOCOL_VERSION,

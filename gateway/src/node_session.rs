@@ -31,15 +31,20 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
 /// Serves a node WebSocket until it closes.
+///
+/// The handshake, a lane's session and the registration run boxed: this future lives
+/// as long as the node is connected, and an async function is as large as its largest
+/// state, so the steps that end early would otherwise hold their room in every
+/// connected node's task for good (several KiB a node, BENCHMARKS.md).
 pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
-    let Some(hs) = handshake::accept(ws, &shared, Role::Node, peer).await else {
+    let Some(hs) = Box::pin(handshake::accept(ws, &shared, Role::Node, peer)).await else {
         return;
     };
     if hs.params.lane.is_some() {
-        crate::lane::run_node(shared, hs).await;
+        Box::pin(crate::lane::run_node(shared, hs)).await;
         return;
     }
-    let Some((handle, stream, reviewed)) = register(&shared, hs).await else {
+    let Some((handle, stream, reviewed)) = Box::pin(register(&shared, hs)).await else {
         return;
     };
     // A stopping gateway waits (bounded) for its sessions to end and deliver what they
@@ -289,6 +294,10 @@ async fn serve(
     } else {
         "connected"
     };
+    // Not kept for the connection's life: the review (a first registration's whole
+    // offer) and the connection this one replaced.
+    drop(reviewed);
+    drop(replaced);
     shared.tools_changed(handle.id.as_str(), &handle.tools, change);
     tokio::spawn(crate::session_end::on_connect(
         shared.clone(),
