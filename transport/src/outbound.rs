@@ -14,9 +14,10 @@
 //!
 //! Both implement [`Outbox`], what the driver needs from a queue.
 
+use futures_util::task::AtomicWaker;
 use gsv_protocol::limits::{SEND_QUEUE_BYTES, SEND_QUEUE_FRAMES};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -96,13 +97,36 @@ pub enum SendError {
     SlowConsumer,
 }
 
+/// The binary half of a gateway connection's queue, made at its first frame: most
+/// connections never carry a transfer, and a channel holds its first block of slots
+/// (~1.8 KiB) from the moment it is made, on every connected node.
+struct LazyBinary {
+    tx: OnceLock<mpsc::Sender<Message>>,
+    /// The receiving end, until the queue takes it.
+    rx: Mutex<Option<mpsc::Receiver<Message>>>,
+    /// Wakes a queue waiting for text only when the first binary frame comes.
+    made: AtomicWaker,
+}
+
+impl LazyBinary {
+    fn sender(&self) -> &mpsc::Sender<Message> {
+        self.tx.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
+            if let Ok(mut slot) = self.rx.lock() {
+                *slot = Some(rx);
+            }
+            tx
+        })
+    }
+}
+
 /// The sending half of a gateway connection: cheap to clone, never blocks.
 #[derive(Clone)]
 pub struct Outbound {
     tx: mpsc::Sender<Message>,
     /// Binary frames (transfer chunks) wait in their own queue, behind every text
     /// frame: a call's frames never queue behind a transfer's megabytes.
-    binary: mpsc::Sender<Message>,
+    binary: Arc<LazyBinary>,
     /// Bytes of text queued and not yet handed to the socket.
     queued: Arc<AtomicUsize>,
     close: CancellationToken,
@@ -150,8 +174,11 @@ impl Outbound {
             self.queued.fetch_sub(len, Ordering::AcqRel);
             return Err(self.slow_consumer());
         }
-        match self.binary.try_send(Message::Binary(data)) {
-            Ok(()) => Ok(()),
+        match self.binary.sender().try_send(Message::Binary(data)) {
+            Ok(()) => {
+                self.binary.made.wake();
+                Ok(())
+            }
             Err(e) => {
                 self.queued.fetch_sub(len, Ordering::AcqRel);
                 match e {
@@ -205,17 +232,22 @@ impl Outbound {
 /// end the driver takes them from. Cancelling `close` closes the connection.
 pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
     let (tx, rx) = mpsc::channel(SEND_QUEUE_FRAMES);
-    let (binary, binary_rx) = mpsc::channel(SEND_QUEUE_FRAMES);
+    let binary = Arc::new(LazyBinary {
+        tx: OnceLock::new(),
+        rx: Mutex::new(None),
+        made: AtomicWaker::new(),
+    });
     let out = Outbound {
         tx,
-        binary,
+        binary: binary.clone(),
         queued: Arc::new(AtomicUsize::new(0)),
         close,
         close_frame: Arc::new(Mutex::new(None)),
     };
     let queue = Queue {
         rx,
-        binary: binary_rx,
+        binary: None,
+        lazy: binary,
         queued: out.queued.clone(),
         close_frame: out.close_frame.clone(),
     };
@@ -226,12 +258,24 @@ pub fn queue(close: CancellationToken) -> (Outbound, Queue) {
 /// bytes back.
 pub struct Queue {
     rx: mpsc::Receiver<Message>,
-    binary: mpsc::Receiver<Message>,
+    /// The binary half, once a sender made it.
+    binary: Option<mpsc::Receiver<Message>>,
+    lazy: Arc<LazyBinary>,
     queued: Arc<AtomicUsize>,
     close_frame: Arc<Mutex<Option<CloseFrame>>>,
 }
 
 impl Queue {
+    /// The binary half, taken from the senders' side once they made it.
+    fn binary(&mut self) -> Option<&mut mpsc::Receiver<Message>> {
+        if self.binary.is_none() {
+            if let Ok(mut slot) = self.lazy.rx.lock() {
+                self.binary = slot.take();
+            }
+        }
+        self.binary.as_mut()
+    }
+
     fn taken(&self, m: Message) -> Message {
         match &m {
             Message::Text(t) => {
@@ -255,18 +299,25 @@ impl Outbox for Queue {
             Poll::Ready(None) => return Poll::Ready(None),
             Poll::Pending => {}
         }
-        match self.binary.poll_recv(cx) {
+        if self.binary.is_none() {
+            // Registered before looking, so a first binary frame queued meanwhile
+            // wakes this poll again.
+            self.lazy.made.register(cx.waker());
+        }
+        let Some(binary) = self.binary() else {
+            return Poll::Pending;
+        };
+        match binary.poll_recv(cx) {
             Poll::Ready(Some(m)) => Poll::Ready(Some(self.taken(m))),
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
         }
     }
 
     fn try_frame(&mut self) -> Option<Message> {
-        let m = self
-            .rx
-            .try_recv()
-            .ok()
-            .or_else(|| self.binary.try_recv().ok())?;
+        let m = match self.rx.try_recv() {
+            Ok(m) => m,
+            Err(_) => self.binary()?.try_recv().ok()?,
+        };
         Some(self.taken(m))
     }
 
@@ -292,6 +343,32 @@ mod tests {
         }
         assert!(q.try_frame().is_none());
         assert_eq!(out.queued.load(Ordering::Acquire), 0, "bytes given back");
+    }
+
+    #[tokio::test]
+    async fn a_first_binary_frame_wakes_a_queue_waiting_for_text() {
+        let (out, mut q) = queue(CancellationToken::new());
+        assert!(
+            q.binary.is_none(),
+            "no binary channel until a chunk is sent"
+        );
+        let sender = out.clone();
+        let later = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            assert_eq!(sender.send_binary(vec![7u8; 16]), Ok(()));
+        });
+        let frame = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            std::future::poll_fn(|cx| q.poll_frame(cx)),
+        )
+        .await
+        .expect("woken by the first binary frame");
+        assert!(matches!(frame, Some(Message::Binary(b)) if b.len() == 16));
+        later.await.expect("sender");
+        // Every sender gone: the queue ends.
+        drop(out);
+        let end = std::future::poll_fn(|cx| q.poll_frame(cx)).await;
+        assert!(end.is_none());
     }
 
     #[test]
