@@ -456,19 +456,7 @@ async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another()
     let ws = TempDir::new("cluster-approvals-ws");
     let _node = a.spawn_node("gated", &a.node_token("gated"), ws.path(), &[]);
     a.wait_online("gated").await;
-    let token = a.token(&[
-        "agent",
-        "careful",
-        "--allow",
-        "*",
-        "--confirm",
-        "gated__Echo",
-    ]);
-    let agent = std::sync::Arc::new(accepted(&b, &token, "the token on B").await);
-    eventually("B reaches the node on A", SPREAD, || async {
-        agent.call("gated__time", json!({}), Some(5_000)).await.ok()
-    })
-    .await;
+    let agent = confirming_agent(&a, &b, "gated", "gated__Echo").await;
 
     // The call waits on A (the replica that routes it); an operator on C approves.
     let caller = agent.clone();
@@ -519,11 +507,51 @@ async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another()
 /// How many calls `gw` forwarded to another replica on `path` (`link` or `nats`).
 async fn forwarded(gw: &Gateway, path: &str) -> u64 {
     let (_, body) = common::http_get(&gw.addr, "/metrics", None).await;
+    forwarded_in(&body, path)
+}
+
+/// The `gsv_forwarded_calls_total` count for `path` in a metrics text.
+fn forwarded_in(metrics: &str, path: &str) -> u64 {
     let series = format!("gsv_forwarded_calls_total{{path=\"{path}\"}} ");
-    body.lines()
+    metrics
+        .lines()
         .find_map(|l| l.strip_prefix(&series))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Waits until `gw` hears every replica named in `names`.
+async fn hears(gw: &Gateway, names: &[&str]) {
+    eventually("the replicas hear each other", SPREAD, || async {
+        let s = cluster_state(gw).await?;
+        let heard: Vec<&str> = s["replicas"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        names.iter().all(|n| heard.contains(n)).then_some(())
+    })
+    .await;
+}
+
+/// An agent on `on` whose token (made on `maker`) needs approval for `tool` and may
+/// call everything else, once it reaches `node` (through its `time` tool).
+async fn confirming_agent(
+    maker: &Gateway,
+    on: &Gateway,
+    node: &str,
+    tool: &str,
+) -> std::sync::Arc<AgentClient> {
+    let token = maker.token(&["agent", "careful", "--allow", "*", "--confirm", tool]);
+    let agent = std::sync::Arc::new(accepted(on, &token, "the confirming token").await);
+    eventually("the agent reaches the node", SPREAD, || async {
+        agent
+            .call(&format!("{node}__time"), json!({}), Some(5_000))
+            .await
+            .ok()
+    })
+    .await;
+    agent
 }
 
 async fn cluster_state(gw: &Gateway) -> Option<serde_json::Value> {
@@ -654,15 +682,7 @@ async fn a_call_whose_replica_dies_mid_call_is_answered_once_by_the_nodes_next_h
     })
     .await;
     // Every replica has heard every other by now.
-    eventually("C hears A", SPREAD, || async {
-        let s = cluster_state(&c).await?;
-        s["replicas"]
-            .as_array()?
-            .iter()
-            .any(|r| r["name"] == "a")
-            .then_some(())
-    })
-    .await;
+    hears(&c, &["a"]).await;
 
     // A long call through C to the node on A; A dies meanwhile. The node keeps running
     // it, moves to B, and C asks B for the same call: one real result, run once.
@@ -727,29 +747,8 @@ async fn a_forwarded_call_with_an_approval_survives_its_holders_death_and_one_st
     let mut cmd = a.node_command_via(&gateways, "gated", &node_token, ws.path());
     let _node = common::Proc(common::die_with_parent(&mut cmd).spawn().expect("node"));
     a.wait_online("gated").await;
-    let token = a.token(&[
-        "agent",
-        "careful",
-        "--allow",
-        "*",
-        "--confirm",
-        "gated__Bash",
-    ]);
-    let agent = std::sync::Arc::new(accepted(&c, &token, "the token on C").await);
-    eventually("C reaches the node on A", SPREAD, || async {
-        agent.call("gated__time", json!({}), Some(5_000)).await.ok()
-    })
-    .await;
-    eventually("C hears A and B", SPREAD, || async {
-        let s = cluster_state(&c).await?;
-        let names: Vec<&str> = s["replicas"]
-            .as_array()?
-            .iter()
-            .filter_map(|r| r["name"].as_str())
-            .collect();
-        (names.contains(&"a") && names.contains(&"b")).then_some(())
-    })
-    .await;
+    let agent = confirming_agent(&a, &c, "gated", "gated__Bash").await;
+    hears(&c, &["a", "b"]).await;
 
     // A call waiting for its approval on A when A dies: not sent, so not run by the
     // node's next holder either; the caller is told to call again.
@@ -918,12 +917,7 @@ async fn replicas_with_tls_link_over_tls_pinned_by_the_fingerprint_in_their_hell
             .arg(format!("https://{}/metrics", b.addr))
             .output()
             .ok()?;
-        let metrics = String::from_utf8_lossy(&out.stdout);
-        let linked = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("gsv_forwarded_calls_total{path=\"link\"} "))
-            .and_then(|n| n.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let linked = forwarded_in(&String::from_utf8_lossy(&out.stdout), "link");
         (r.joined_text().contains("sealed") && linked > 0).then_some(())
     })
     .await;

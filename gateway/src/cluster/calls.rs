@@ -413,84 +413,47 @@ impl Drop for Forget<'_> {
     }
 }
 
-/// The replica's two standing subscriptions for calls crossing replicas: the progress
-/// of calls forwarded from here, and cancels of calls running here.
+/// The replica's standing subscriptions for calls crossing replicas: the progress,
+/// holder words and (after a link failed) answers of calls forwarded from here, and
+/// cancels of calls running here.
 pub async fn listen(cluster: Arc<Cluster>) {
-    let progress = {
-        let cluster = Arc::clone(&cluster);
-        async move {
-            let prefix = format!("gsv.progress.{}.", cluster.replica);
-            loop {
-                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
-                    while let Some(m) = sub.next().await {
-                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
-                            continue;
-                        };
-                        progressed(&cluster, key, serde_json::from_slice(&m.payload).ok());
-                    }
+    let own = |what: &str| format!("gsv.{what}.{}.", cluster.replica);
+    tokio::join!(
+        by_key(&cluster, own("progress"), |c, key, body| {
+            progressed(c, key, serde_json::from_slice(body).ok())
+        }),
+        by_key(&cluster, "gsv.cancel.".to_owned(), |c, key, _| {
+            if let Some(cancel) = c.calls.running.get(key) {
+                cancel.cancel();
+            }
+        }),
+        by_key(&cluster, own("holder"), |c, key, body| {
+            if let Ok(word) = serde_json::from_slice::<Holder>(body) {
+                held(c, key, word);
+            }
+        }),
+        // Answers to calls sent on a link that failed before the answer could take it.
+        by_key(&cluster, own("answer"), |c, key, body| {
+            if let Ok(answer) = serde_json::from_slice::<Answer>(body) {
+                answered(c, key, answer);
+            }
+        }),
+    );
+}
+
+/// Subscribes to `PREFIX>` for as long as the replica runs (again after a failure)
+/// and hands each message's key (the subject after `prefix`) and body to `on`.
+async fn by_key(cluster: &Cluster, prefix: String, on: impl Fn(&Cluster, &str, &[u8])) {
+    loop {
+        if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
+            while let Some(m) = sub.next().await {
+                if let Some(key) = m.subject.as_str().strip_prefix(&prefix) {
+                    on(cluster, key, &m.payload);
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-    };
-    let cancels = {
-        let cluster = Arc::clone(&cluster);
-        async move {
-            loop {
-                if let Ok(mut sub) = cluster.client().subscribe("gsv.cancel.>").await {
-                    while let Some(m) = sub.next().await {
-                        let Some(key) = m.subject.as_str().strip_prefix("gsv.cancel.") else {
-                            continue;
-                        };
-                        if let Some(cancel) = cluster.calls.running.get(key) {
-                            cancel.cancel();
-                        }
-                    }
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    };
-    let holders = {
-        let cluster = Arc::clone(&cluster);
-        async move {
-            let prefix = format!("gsv.holder.{}.", cluster.replica);
-            loop {
-                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
-                    while let Some(m) = sub.next().await {
-                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
-                            continue;
-                        };
-                        if let Ok(word) = serde_json::from_slice::<Holder>(&m.payload) {
-                            held(&cluster, key, word);
-                        }
-                    }
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    };
-    // Answers to calls sent on a link that failed before the answer could take it.
-    let answers = {
-        let cluster = Arc::clone(&cluster);
-        async move {
-            let prefix = format!("gsv.answer.{}.", cluster.replica);
-            loop {
-                if let Ok(mut sub) = cluster.client().subscribe(format!("{prefix}>")).await {
-                    while let Some(m) = sub.next().await {
-                        let Some(key) = m.subject.as_str().strip_prefix(&prefix) else {
-                            continue;
-                        };
-                        if let Ok(answer) = serde_json::from_slice::<Answer>(&m.payload) {
-                            answered(&cluster, key, answer);
-                        }
-                    }
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    };
-    tokio::join!(progress, cancels, holders, answers);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Publishes on the cancel subject when dropped armed.

@@ -24,7 +24,7 @@
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
 use crate::state::Shared;
-use async_nats::jetstream::{consumer, stream};
+use async_nats::jetstream::stream;
 use futures_util::{FutureExt, StreamExt};
 use gsv_protocol::inventory::{check_labels, Labels};
 use gsv_protocol::names::NodeId;
@@ -194,17 +194,7 @@ async fn apply_stream(
     }
     let connects = cluster.connects();
     let stream = stream(cluster).await?;
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: "gsv.labels.>".to_owned(),
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: *next,
-            },
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut messages = super::replay(&stream, "gsv.labels.>", *next).await?;
     let mut check = tokio::time::interval(Duration::from_millis(500));
     check.tick().await;
     loop {

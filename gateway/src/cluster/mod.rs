@@ -176,6 +176,29 @@ impl Cluster {
     }
 }
 
+/// The messages of `stream` under `filter`, in order, from sequence `next` on (an
+/// ordered consumer: made again by the caller after a failure or a reconnection).
+pub(crate) async fn replay(
+    stream: &async_nats::jetstream::stream::Stream,
+    filter: &str,
+    next: u64,
+) -> Result<async_nats::jetstream::consumer::pull::Ordered, String> {
+    use async_nats::jetstream::consumer;
+    stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: filter.to_owned(),
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: next,
+            },
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .messages()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// The token another replica authenticated (looked up here by id, [`crate::store::Store::active_by_id`])
 /// and the policy its calls and listings are judged by here.
 pub(crate) fn caller_policy(

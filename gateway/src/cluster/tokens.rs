@@ -29,7 +29,7 @@ use crate::operator::OperatorRole;
 use crate::policy::PolicySpec;
 use crate::state::Shared;
 use crate::token::TokenKind;
-use async_nats::jetstream::{self, consumer, stream};
+use async_nats::jetstream::{self, stream};
 use futures_util::{FutureExt, StreamExt};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
@@ -259,17 +259,7 @@ async fn apply_stream(
     }
     let connects = cluster.connects();
     let stream = stream(cluster).await?;
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: "gsv.tokens.>".to_owned(),
-            deliver_policy: consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: *next,
-            },
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut messages = super::replay(&stream, "gsv.tokens.>", *next).await?;
     let mut check = tokio::time::interval(Duration::from_millis(500));
     // A message read while gathering a batch of tokens, not a token itself.
     let mut held: Option<async_nats::jetstream::Message> = None;
