@@ -25,16 +25,14 @@ static TUNE_ALLOCATOR: extern "C" fn() = gsv::allocator::tune;
 /// For the long-running commands (gateway, node, `up`, `mcp`, benchmarks): tokio's
 /// worker threads, and the allocator's upkeep while the command runs.
 fn run_async(default_log: &str, fut: impl std::future::Future<Output = u8>) -> u8 {
-    run_on(
-        tokio::runtime::Builder::new_multi_thread(),
-        default_log,
-        async {
-            let upkeep = tokio::spawn(gsv::allocator::maintain());
-            let code = fut.await;
-            upkeep.abort();
-            code
-        },
-    )
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.on_thread_park(gsv::allocator::on_park);
+    run_on(builder, default_log, async {
+        let upkeep = tokio::spawn(gsv::allocator::maintain());
+        let code = fut.await;
+        upkeep.abort();
+        code
+    })
 }
 
 /// For the agent-side commands (`call`, `nodes`, `tools`, `approvals`): one short

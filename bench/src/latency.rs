@@ -129,10 +129,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
 }
 
 /// A row reported for information (no target).
-fn info(mut r: Row) -> Row {
-    r.target = "(info)".into();
-    r.met = true;
-    r
+fn info(r: Row) -> Row {
+    r.for_info()
 }
 
 /// What one run measured.

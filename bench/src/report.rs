@@ -50,6 +50,13 @@ impl Row {
         }
     }
 
+    /// The same row, reported for information (no target).
+    pub fn for_info(mut self) -> Row {
+        self.target = "(info)".into();
+        self.met = true;
+        self
+    }
+
     /// A row whose target is "ratio at least `min_ratio`".
     pub fn at_least(
         figure: impl Into<String>,

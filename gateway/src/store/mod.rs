@@ -13,11 +13,13 @@ mod jobs;
 mod labels;
 mod migrations;
 mod offers;
+mod pool;
 mod tokens;
 
 pub(crate) use labels::{read_node_labels, write_node_labels};
 pub use migrations::SCHEMA_VERSION;
 pub use offers::{AcceptedOffer, Offer};
+pub use pool::STORE_THREADS;
 pub(crate) use tokens::{insert_operator_token, insert_token, revoke_token};
 pub use tokens::{Redeem, TokenInfo, TokenRecord};
 
@@ -55,16 +57,7 @@ pub enum StoreError {
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
-    /// Admits [`STORE_THREADS`] queries at a time to the blocking pool ([`Store::blocking`]).
-    gate: Arc<tokio::sync::Semaphore>,
 }
-
-/// Most blocking-pool threads busy with the store at once. The one connection
-/// serializes queries anyway; without this bound a wave of connects (a fleet
-/// reconnecting after a restart) would start a thread per connect, each waiting on the
-/// mutex and each holding a stack and an allocator heap of its own for the pool's
-/// 10 s keep-alive.
-pub const STORE_THREADS: usize = 4;
 
 impl Store {
     /// Opens (creating if needed) `gsv.db` in `data_dir`.
@@ -93,24 +86,17 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             path,
-            gate: Arc::new(tokio::sync::Semaphore::new(STORE_THREADS)),
         })
     }
 
-    /// Runs `f` with the store on tokio's blocking pool, at most [`STORE_THREADS`] at a
-    /// time; callers beyond that wait here, as tasks, not as threads.
+    /// Runs `f` with the store on one of the store's threads ([`pool`]), at most
+    /// [`STORE_THREADS`] at a time; callers beyond that wait as tasks, not as threads.
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Store) -> T + Send + 'static,
     ) -> Result<T, tokio::task::JoinError> {
-        // The semaphore is never closed, so a permit always comes.
-        let permit = Arc::clone(&self.gate).acquire_owned().await.ok();
         let store = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            f(&store)
-        })
-        .await
+        pool::run(move || f(&store)).await
     }
 
     pub fn path(&self) -> &Path {
@@ -146,8 +132,9 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn blocking_runs_at_most_store_threads_at_once() {
+    async fn blocking_runs_at_most_store_threads_at_once_on_as_many_threads() {
         use std::sync::atomic::{AtomicUsize, Ordering};
+        let threads = Arc::new(Mutex::new(std::collections::HashSet::new()));
         let store = Arc::new(Store::open(&temp_dir()).unwrap());
         let (tok, _) = store.create_token(TokenKind::Node, "n1", None).unwrap();
         let now = Arc::new(AtomicUsize::new(0));
@@ -155,10 +142,12 @@ mod tests {
         let mut calls = Vec::new();
         for _ in 0..32 {
             let (store, now, most, tok) = (store.clone(), now.clone(), most.clone(), tok.clone());
+            let threads = threads.clone();
             calls.push(tokio::spawn(async move {
                 store
                     .blocking(move |s| {
                         let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        threads.lock().unwrap().insert(std::thread::current().id());
                         most.fetch_max(n, Ordering::SeqCst);
                         std::thread::sleep(std::time::Duration::from_millis(5));
                         let found = s.verify(&tok).map(|r| r.is_some());
@@ -173,6 +162,9 @@ mod tests {
         }
         let most = most.load(Ordering::SeqCst);
         assert!((1..=STORE_THREADS).contains(&most), "{most} at once");
+        // A wave of queries does not grow the threads that run them.
+        let used = threads.lock().unwrap().len();
+        assert!((1..=STORE_THREADS).contains(&used), "{used} threads");
     }
 
     #[test]
