@@ -922,3 +922,125 @@ async fn replicas_with_tls_link_over_tls_pinned_by_the_fingerprint_in_their_hell
     })
     .await;
 }
+
+/// `gsv audit verify --json` of a replica's data directory: (exit code, report).
+fn verified(gw: &Gateway) -> (i32, serde_json::Value) {
+    let (code, out, err) = gw.cli(&["audit", "verify", "--json"]);
+    let report =
+        serde_json::from_str(&out).unwrap_or_else(|_| panic!("verify --json: {out} {err}"));
+    (code, report)
+}
+
+/// The replicas whose rows a replica's copy of the cluster chain holds.
+fn chain_replicas(gw: &Gateway) -> Vec<String> {
+    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
+    store
+        .with_conn(|c| {
+            let mut stmt =
+                c.prepare("SELECT DISTINCT replica FROM cluster_audit ORDER BY replica")?;
+            let names = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(names)
+        })
+        .expect("cluster chain")
+}
+
+#[tokio::test]
+async fn every_replica_holds_the_same_one_audit_chain_rows_written_during_an_outage_included() {
+    let dir = TempDir::new("cluster-audit");
+    let mut nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+    let ws = TempDir::new("cluster-audit-ws");
+    let _node = a.spawn_node("n1", &a.node_token("n1"), ws.path(), &[]);
+    a.wait_online("n1").await;
+    // Rows on every replica: A routes the calls (its log), B and C record the agent's
+    // connections and a token made there.
+    let token = a.agent_token();
+    let on_b = accepted(&b, &token, "A's token on B").await;
+    eventually("B reaches A's node", SPREAD, || async {
+        on_b.call("n1__Echo", json!({"text": "from b"}), Some(5_000))
+            .await
+            .ok()
+    })
+    .await;
+    let _ = accepted(&c, &c.agent_token(), "C's own token on C").await;
+
+    // A row written on A while NATS is down reaches the others' chains once it is back.
+    nats.kill();
+    let on_a = accepted(&a, &token, "the token on A").await;
+    let r = on_a
+        .call(
+            "n1__Echo",
+            json!({"text": "during the outage"}),
+            Some(10_000),
+        )
+        .await
+        .expect("A serves its own node without NATS");
+    assert!(r.joined_text().contains("during the outage"));
+    let outage_rows = verified(&a).1["rows"].as_u64().expect("A's rows");
+    nats.restart().await.expect("nats-server restarts");
+
+    // Every replica ends with the same chain: as many rows, the same head, holding
+    // rows from all three and every row A wrote.
+    let head = eventually(
+        "the three chains agree",
+        Duration::from_secs(30),
+        || async {
+            let reports: Vec<_> = [&a, &b, &c].iter().map(|gw| verified(gw)).collect();
+            let first = &reports[0].1["cluster"];
+            let same = reports.iter().all(|(code, r)| {
+                *code == 0 && r["ok"] == true && r["cluster"]["head"] == first["head"]
+            });
+            let a_rows = verified(&a).1["rows"].as_u64()?;
+            let a_in_chain = chain_rows_of(&b, "a");
+            (same && first["ok"] == true && a_in_chain >= outage_rows && a_in_chain == a_rows)
+                .then(|| first["head"].as_str().map(str::to_owned))
+                .flatten()
+        },
+    )
+    .await;
+    assert_eq!(head.len(), 64);
+    for gw in [&a, &b, &c] {
+        assert_eq!(chain_replicas(gw), ["a", "b", "c"]);
+    }
+    let (code, out, err) = c.cli(&["audit", "verify"]);
+    assert_eq!(code, 0, "{err}");
+    // (Rows may have come since: the head is the chain's, not necessarily `head`.)
+    assert!(
+        out.contains("rows of the cluster's audit chain verify (head "),
+        "{out}"
+    );
+
+    // A row of C's copy edited afterwards: `gsv audit verify` on C says which.
+    let store = gsv_gateway::store::Store::open(c.data.path()).expect("store");
+    store
+        .with_conn(|conn| {
+            conn.execute(
+                "UPDATE cluster_audit SET outcome = 'ok-edited' WHERE cseq = 2",
+                [],
+            )?;
+            Ok(())
+        })
+        .expect("edit");
+    let (code, out, _) = c.cli(&["audit", "verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAILED at cluster row 2"), "{out}");
+}
+
+/// How many rows of replica `name`'s log `gw`'s copy of the cluster chain holds.
+fn chain_rows_of(gw: &Gateway, name: &str) -> u64 {
+    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
+    store
+        .with_conn(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM cluster_audit WHERE replica = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .map(|n| n.max(0) as u64)
+        .unwrap_or(0)
+}

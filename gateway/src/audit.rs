@@ -20,6 +20,7 @@
 //! What a row says is decided in one place, [`AuditEvent`]: feature modules record
 //! events, never rows.
 
+pub mod cluster_chain;
 mod event;
 
 pub use event::{AuditEvent, Enrollment};
@@ -121,6 +122,10 @@ pub struct VerifyReport {
     /// The first row that fails, and why.
     pub first_bad_seq: Option<i64>,
     pub problem: Option<String>,
+    /// Cluster mode: the cluster's one chain ([`cluster_chain`]); `ok` is false when
+    /// it fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<cluster_chain::ClusterReport>,
 }
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -300,8 +305,19 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
 const COLUMNS: &str =
     "seq, ts, kind, actor, node, tool, args_hash, args, outcome, duration_ms, detail, prev_hash, hash";
 
-/// Walks the whole chain and reports the first row that does not verify.
+/// Walks the whole chain and reports the first row that does not verify; in cluster
+/// mode the cluster's chain too.
 pub fn verify(conn: &Connection) -> Result<VerifyReport, StoreError> {
+    let mut report = verify_own(conn)?;
+    report.cluster = cluster_chain::verify(conn)?;
+    if report.cluster.as_ref().is_some_and(|c| !c.ok) {
+        report.ok = false;
+    }
+    Ok(report)
+}
+
+/// Walks this gateway's own chain.
+fn verify_own(conn: &Connection) -> Result<VerifyReport, StoreError> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))?;
     let rows = stmt.query_map([], read_row)?;
     let mut prev = GENESIS.to_owned();
@@ -314,6 +330,7 @@ pub fn verify(conn: &Connection) -> Result<VerifyReport, StoreError> {
             ok: false,
             first_bad_seq: Some(row.seq),
             problem: Some(problem),
+            cluster: None,
         };
         if row.seq != expected_seq {
             return Ok(bad(format!(
@@ -340,6 +357,7 @@ pub fn verify(conn: &Connection) -> Result<VerifyReport, StoreError> {
         ok: true,
         first_bad_seq: None,
         problem: None,
+        cluster: None,
     })
 }
 

@@ -178,6 +178,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
+        tokio::spawn(crate::cluster::audit::replicate(
+            shared.clone(),
+            cluster.clone(),
+        ));
         tokio::spawn(crate::cluster::calls::serve(
             shared.clone(),
             cluster.clone(),

@@ -29,14 +29,25 @@ pub fn verify(data: &Path, json: bool) -> u8 {
         Ok(report) => {
             if json {
                 crate::commands::agent::print_json(&report);
-            } else if report.ok {
-                println!("ok: {} audit rows verify", report.rows);
-            } else {
+            } else if let Some(bad) = report.first_bad_seq {
                 println!(
-                    "FAILED at row {}: {}",
-                    report.first_bad_seq.unwrap_or(0),
+                    "FAILED at row {bad}: {}",
                     report.problem.as_deref().unwrap_or("")
                 );
+            } else {
+                println!("ok: {} audit rows verify", report.rows);
+                match &report.cluster {
+                    Some(c) if c.ok => println!(
+                        "ok: {} rows of the cluster's audit chain verify (head {})",
+                        c.rows, c.head
+                    ),
+                    Some(c) => println!(
+                        "FAILED at cluster row {}: {}",
+                        c.first_bad_seq.unwrap_or(0),
+                        c.problem.as_deref().unwrap_or("")
+                    ),
+                    None => {}
+                }
             }
             if report.ok {
                 exit::OK

@@ -11,6 +11,7 @@
 //! it holds, and catches up from the streams when NATS is back.
 
 pub mod approvals;
+pub mod audit;
 pub mod calls;
 pub mod directory;
 pub mod labels;

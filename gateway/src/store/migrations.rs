@@ -164,10 +164,41 @@ const MIGRATIONS: &[Migration] = &[
         DROP TABLE tokens;
         ALTER TABLE tokens_v10 RENAME TO tokens;",
     },
+    // 11: cluster mode's one audit chain (`audit::cluster_chain`) and what a replica
+    // keeps of its place in the shared streams.
+    Migration {
+        version: 11,
+        sql: "CREATE TABLE IF NOT EXISTS cluster_audit (
+            cseq INTEGER PRIMARY KEY,
+            replica TEXT NOT NULL,
+            chain TEXT NOT NULL,
+            rseq INTEGER NOT NULL,
+            rprev TEXT NOT NULL,
+            rhash TEXT NOT NULL,
+            cut INTEGER NOT NULL DEFAULT 0,
+            ts INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            node TEXT,
+            tool TEXT,
+            args_hash TEXT,
+            args TEXT,
+            outcome TEXT NOT NULL,
+            duration_ms INTEGER,
+            detail TEXT,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS cluster_audit_once ON cluster_audit (replica, rhash);
+        CREATE TABLE IF NOT EXISTS cluster_meta (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.

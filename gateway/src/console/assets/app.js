@@ -364,7 +364,10 @@ pages.audit = {
       try {
         const r = await api("audit?limit=1&verify=true");
         const v = r.verify;
-        verify.textContent = v.ok ? "chain verifies: " + v.rows + " rows" : "CHAIN BROKEN at row " + v.firstBadSeq + ": " + v.problem;
+        const c = v.cluster;
+        const own = v.firstBadSeq ? "CHAIN BROKEN at row " + v.firstBadSeq + ": " + v.problem : "chain verifies: " + v.rows + " rows";
+        const cluster = !c ? "" : c.ok ? " · cluster chain verifies: " + c.rows + " rows" : " · CLUSTER CHAIN BROKEN at row " + c.firstBadSeq + ": " + c.problem;
+        verify.textContent = own + cluster;
         verify.className = v.ok ? "ok" : "bad";
       } catch (e) { verify.textContent = e.message; verify.className = "bad"; }
     };
