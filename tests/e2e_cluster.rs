@@ -1044,3 +1044,80 @@ fn chain_rows_of(gw: &Gateway, name: &str) -> u64 {
         .map(|n| n.max(0) as u64)
         .unwrap_or(0)
 }
+
+#[tokio::test]
+async fn jobs_started_through_one_replica_are_read_and_cancelled_through_another_and_outlive_it() {
+    let dir = TempDir::new("cluster-jobs");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let mut b = replica(&nats, "b").await;
+    let c = replica(&nats, "c").await;
+    let ws = TempDir::new("cluster-jobs-ws");
+    let _node = a.spawn_node("n1", &a.node_token("n1"), ws.path(), &[]);
+    a.wait_online("n1").await;
+    let token = a.agent_token();
+    let other = a.agent_token();
+    let on_b = accepted(&b, &token, "the token on B").await;
+    let on_c = accepted(&c, &token, "the token on C").await;
+    let other_on_c = accepted(&c, &other, "another token on C").await;
+
+    // A job started through B (its node held by A) is read through C once done.
+    let done = eventually("B starts a job for A's node", SPREAD, || async {
+        on_b.call_async("n1__Echo", json!({"text": "kept"}), Some(10_000))
+            .await
+            .ok()
+    })
+    .await;
+    let job = eventually("C reads B's job, done", SPREAD, || async {
+        on_c.job(&done)
+            .await
+            .ok()
+            .filter(|j| j.summary.state == gsv_protocol::job::JobState::Done)
+    })
+    .await;
+    let result = job.result.expect("the result travelled").get().to_owned();
+    assert!(result.contains("kept"), "{result}");
+    let listed = on_c.jobs(50, 0).await.expect("jobs.list on C");
+    assert!(listed.jobs.iter().any(|j| j.id == done), "{listed:?}");
+    // Another token sees neither the job nor its listing, on any replica.
+    let err = other_on_c
+        .job(&done)
+        .await
+        .expect_err("another token's job");
+    assert!(err.to_string().contains("not_found"), "{err}");
+    let listed = other_on_c.jobs(50, 0).await.expect("jobs.list");
+    assert!(listed.jobs.iter().all(|j| j.id != done), "{listed:?}");
+
+    // A running job started through B is cancelled through C: B, which runs it,
+    // cancels the call; C answers with the job as it ended.
+    let long = on_b
+        .call_async("n1__Bash", json!({"command": "sleep 60"}), Some(120_000))
+        .await
+        .expect("a long job");
+    eventually("C knows the long job", SPREAD, || async {
+        on_c.job(&long).await.ok()
+    })
+    .await;
+    let err = other_on_c.cancel_job(&long).await.expect_err("not its job");
+    assert!(err.to_string().contains("not_found"), "{err}");
+    let started = std::time::Instant::now();
+    let cancelled = on_c.cancel_job(&long).await.expect("cancelled through C");
+    assert_ne!(
+        cancelled.summary.state,
+        gsv_protocol::job::JobState::Running,
+        "{cancelled:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    eventually("C's copy ends too", SPREAD, || async {
+        on_c.job(&long)
+            .await
+            .ok()
+            .filter(|j| j.summary.state != gsv_protocol::job::JobState::Running)
+    })
+    .await;
+
+    // B dies: its jobs' outcomes are still read through C.
+    b.kill();
+    let job = on_c.job(&done).await.expect("B's job after B died");
+    assert!(job.result.expect("result").get().contains("kept"));
+}

@@ -60,6 +60,9 @@ pub enum JobError {
     /// An operator token asked to cancel another token's job.
     #[error("operator tokens read jobs but cannot cancel job {id}: that needs the admin token")]
     ReadOnly { id: String },
+    /// The replica that runs the job answered the cancel with this (cluster mode).
+    #[error("{}", .0.message)]
+    Elsewhere(ErrorShape),
 }
 
 impl JobError {
@@ -78,6 +81,14 @@ impl crate::error::WireError for JobError {
             JobError::ReadOnly { .. } => ErrorCode::Forbidden,
             JobError::Store(_) | JobError::Task(_) => ErrorCode::Internal,
             JobError::Selector(e) => e.to_shape().code,
+            JobError::Elsewhere(e) => e.code,
+        }
+    }
+
+    fn to_shape(&self) -> ErrorShape {
+        match self {
+            JobError::Elsewhere(e) => e.clone(),
+            other => crate::error::shape(other.code(), other.to_string(), other.details()),
         }
     }
 }
@@ -347,6 +358,15 @@ pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job
     let job = get(shared, reader, id).await?;
     if reader.read_only && job.summary.token_id != reader.token_id {
         return Err(JobError::ReadOnly { id: id.to_owned() });
+    }
+    // Another replica's job (cluster mode): its owner cancels it.
+    if let Some(cluster) = &shared.cluster {
+        let wanted = id.to_owned();
+        if let Some(owner) = blocking(&shared.store, move |s| s.job_owner(&wanted)).await? {
+            return crate::cluster::jobs::cancel_at(cluster, &owner, id)
+                .await
+                .map_err(JobError::Elsewhere);
+        }
     }
     if let Some(job) = shared.running_jobs.get(id) {
         tracing::info!(job = id, "job cancelled");

@@ -182,6 +182,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             shared.clone(),
             cluster.clone(),
         ));
+        tokio::spawn(crate::cluster::jobs::replicate(
+            shared.clone(),
+            cluster.clone(),
+        ));
         tokio::spawn(crate::cluster::calls::serve(
             shared.clone(),
             cluster.clone(),

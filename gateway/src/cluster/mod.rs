@@ -2,9 +2,10 @@
 //! with JetStream, so the fleet does not depend on one gateway process.
 //!
 //! Each replica keeps its own SQLite store as today; what replicas must agree on is
-//! carried by JetStream and applied to every replica's store ([`tokens`]: tokens and
+//! carried by JetStream and applied to every replica's store: [`tokens`] (tokens and
 //! their revocations, so a token made or revoked on one replica holds on all of
-//! them). Without `--cluster` nothing here runs: one gateway, SQLite, no NATS.
+//! them), [`labels`], [`jobs`] (read and cancelled through any replica) and
+//! [`audit`] (one chain of every replica's audit rows). Without `--cluster` nothing here runs: one gateway, SQLite, no NATS.
 //!
 //! The replica connects in the background and keeps reconnecting (NATS's own
 //! client reconnects with backoff): a replica whose NATS is down keeps serving what
@@ -14,6 +15,7 @@ pub mod approvals;
 pub mod audit;
 pub mod calls;
 pub mod directory;
+pub mod jobs;
 pub mod labels;
 pub mod link;
 pub mod listing;

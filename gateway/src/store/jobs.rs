@@ -297,8 +297,9 @@ impl Store {
         Ok((out, total.max(0) as u64))
     }
 
-    /// Marks every `running` job `lost` (at startup: the run that started them is gone)
-    /// and deletes jobs created before `before`; returns (lost, deleted).
+    /// Marks every own `running` job `lost` (at startup: the run that started them is
+    /// gone; copies of other replicas' jobs are theirs to settle) and deletes jobs
+    /// created before `before`; returns (lost, deleted).
     pub fn settle_jobs(&self, before: u64, at: u64) -> Result<Settled, StoreError> {
         let lost_error = serde_json::to_string(&ErrorShape::new(
             gsv_protocol::ErrorCode::NodeDisconnected,
@@ -310,12 +311,12 @@ impl Store {
         })?;
         let conn = self.conn();
         let lost = conn.execute(
-            "UPDATE jobs SET state = 'lost', finished_at = ?1, error = ?2 WHERE state = 'running' AND dispatch IS NULL",
+            "UPDATE jobs SET state = 'lost', finished_at = ?1, error = ?2 WHERE state = 'running' AND dispatch IS NULL AND owner IS NULL",
             params![at as i64, lost_error],
         )?;
         let deleted = self.delete_jobs_before_locked(&conn, before)?;
         let mut stmt = conn.prepare(
-            "SELECT id, dispatch FROM jobs WHERE state = 'running' AND dispatch IS NOT NULL ORDER BY created_at",
+            "SELECT id, dispatch FROM jobs WHERE state = 'running' AND dispatch IS NOT NULL AND owner IS NULL ORDER BY created_at",
         )?;
         let resumable = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
@@ -357,6 +358,12 @@ impl Store {
         deleted += conn.execute(
             "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs ORDER BY created_at DESC, id LIMIT -1 OFFSET ?1)",
             params![keep as i64],
+        )?;
+        // Changes of jobs that are gone (a gateway outside a cluster never publishes
+        // them; in a cluster, published ones are forgotten as they go).
+        conn.execute(
+            "DELETE FROM job_changes WHERE id NOT IN (SELECT id FROM jobs)",
+            [],
         )?;
         Ok(deleted)
     }

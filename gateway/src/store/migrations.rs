@@ -195,10 +195,30 @@ const MIGRATIONS: &[Migration] = &[
             value TEXT NOT NULL
         );",
     },
+    // 12: cluster mode's copies of the other replicas' jobs (`owner`: the replica that
+    // runs the job; NULL for this gateway's own) and the changes of this gateway's own
+    // jobs, in order, for the replica to publish (`store::job_copies`).
+    Migration {
+        version: 12,
+        sql: "ALTER TABLE jobs ADD COLUMN owner TEXT;
+        CREATE TABLE IF NOT EXISTS job_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL
+        );
+        CREATE TRIGGER IF NOT EXISTS jobs_started AFTER INSERT ON jobs WHEN NEW.owner IS NULL
+        BEGIN
+            INSERT INTO job_changes (id) VALUES (NEW.id);
+        END;
+        CREATE TRIGGER IF NOT EXISTS jobs_ended AFTER UPDATE OF state ON jobs
+        WHEN NEW.owner IS NULL AND NEW.state != OLD.state
+        BEGIN
+            INSERT INTO job_changes (id) VALUES (NEW.id);
+        END;",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.

@@ -9,6 +9,7 @@
 //! `gsv token create` (another process writing the same file) takes effect at once, with
 //! no reload. WAL mode and a busy timeout let both processes use the file together.
 
+pub mod job_copies;
 mod jobs;
 mod labels;
 mod migrations;
