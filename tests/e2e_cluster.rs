@@ -469,7 +469,8 @@ async fn an_approval_decided_on_one_replica_releases_a_call_waiting_on_another()
             )
             .await
     });
-    let id = waiting_approval(&a, "gated").await;
+    // Listed on C too, though it waits on A.
+    let id = waiting_approval(&c, "gated").await;
     let (code, out, err) = c.cli(&["approvals", "approve", &id]);
     assert_eq!(code, 0, "approve on C: {out} {err}");
     let r = call.await.expect("join").expect("the approved call runs");

@@ -594,7 +594,7 @@ fn operator_request(
         let frame = match method {
             Method::ApprovalsList => {
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
-                    Ok(q) => match shared.approvals.list(q).await {
+                    Ok(q) => match crate::cluster::approvals::list_everywhere(&shared, q).await {
                         Ok(page) => encode_ok(&id, &page),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     },

@@ -305,10 +305,22 @@ impl Approvals {
     /// many match in all and how many of those each agent has, so no agent's request
     /// can hide behind another's flood.
     pub async fn list(&self, query: ListQuery) -> Result<ListPage, ApprovalError> {
+        let limit = query.limit.clamp(1, MAX_PAGE);
+        self.page(query.all, limit, query.offset).await
+    }
+
+    /// [`Approvals::list`] without the page-size clamp (a cluster replica asks each
+    /// other for the first `offset + limit` of theirs).
+    pub async fn page(
+        &self,
+        all: bool,
+        limit: u32,
+        offset: u32,
+    ) -> Result<ListPage, ApprovalError> {
         let now = gsv_protocol::now_ms() as i64;
-        let limit = query.limit.clamp(1, MAX_PAGE) as i64;
-        let offset = query.offset as i64;
-        let filter = if query.all {
+        let limit = i64::from(limit.max(1));
+        let offset = i64::from(offset);
+        let filter = if all {
             "?1 = ?1"
         } else {
             "state = 'pending' AND expires_at > ?1"

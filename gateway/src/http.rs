@@ -324,7 +324,7 @@ async fn approvals_list(
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     operators_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = shared.approvals.list(q).await?;
+    let page = crate::cluster::approvals::list_everywhere(&shared, q).await?;
     Ok(Json(page).into_response())
 }
 

@@ -6,7 +6,7 @@
 //! with a reply inbox ([`gather`]); every other replica answers ([`serve`]) with the
 //! *online* nodes it holds that this token may see there (its own policy check and
 //! the selector, exactly as for its own callers). Answers are collected until every
-//! replica heard from lately ([`super::presence`]) has answered, or [`WAIT`] has
+//! replica heard from lately ([`super::presence`]) has answered, or half a second has
 //! passed, then merged with the local list ([`merge`]): a node online elsewhere
 //! replaces this replica's memory of it as offline.
 
@@ -20,8 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const SUBJECT: &str = "gsv.nodes.list";
-/// Longest wait for the other replicas' lists.
-const WAIT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -125,18 +123,6 @@ async fn ask_about(
     what: Option<&str>,
     node: Option<&str>,
 ) -> Vec<Listed> {
-    if !cluster.connected() {
-        return Vec::new();
-    }
-    // Every replica heard from lately is waited for; none heard yet (this replica
-    // just started) still gets a short wait.
-    let peers = cluster.live_peers();
-    let wait = if peers == 0 { WAIT / 2 } else { WAIT };
-    let client = cluster.client();
-    let inbox = client.new_inbox();
-    let Ok(mut replies) = client.subscribe(inbox.clone()).await else {
-        return Vec::new();
-    };
     let question = Ask {
         token_id: token_id.to_owned(),
         select: select.map(str::to_owned),
@@ -144,38 +130,10 @@ async fn ask_about(
         what: what.map(str::to_owned),
         node: node.map(str::to_owned),
     };
-    let Ok(payload) = serde_json::to_vec(&question) else {
-        return Vec::new();
-    };
-    if client
-        .publish_with_reply(SUBJECT, inbox, payload.into())
-        .await
-        .is_err()
-    {
-        return Vec::new();
-    }
-    let mut answers = Vec::new();
-    let mut answered = 0;
-    let deadline = tokio::time::sleep(wait);
-    tokio::pin!(deadline);
-    while peers == 0 || answered < peers {
-        tokio::select! {
-            _ = &mut deadline => break,
-            m = replies.next() => match m {
-                Some(m) => {
-                    if let Some(listed) = serde_json::from_slice::<Listed>(&m.payload)
-                        .ok()
-                        .filter(|l| super::valid_replica_name(&l.replica))
-                    {
-                        answered += 1;
-                        answers.push(listed);
-                    }
-                }
-                None => break,
-            }
-        }
-    }
-    answers
+    super::gather::gather(cluster, SUBJECT, &question, |l: &Listed| {
+        super::valid_replica_name(&l.replica)
+    })
+    .await
 }
 
 /// This replica's list with the others' merged in: one entry per node, an online one

@@ -15,6 +15,7 @@ pub mod approvals;
 pub mod audit;
 pub mod calls;
 pub mod directory;
+mod gather;
 pub mod jobs;
 pub mod labels;
 pub mod link;

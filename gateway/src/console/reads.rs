@@ -177,7 +177,7 @@ pub async fn approvals(
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     guard::session(&shared, &headers).await?;
-    let page = shared.approvals.list(query(q)?).await?;
+    let page = crate::cluster::approvals::list_everywhere(&shared, query(q)?).await?;
     Ok(Json(page).into_response())
 }
 
