@@ -1122,3 +1122,190 @@ async fn jobs_started_through_one_replica_are_read_and_cancelled_through_another
     let job = on_c.job(&done).await.expect("B's job after B died");
     assert!(job.result.expect("result").get().contains("kept"));
 }
+
+/// One session-less (2026-07-28) MCP request to `gw`'s `/mcp{query}`: the JSON-RPC
+/// answer.
+async fn mcp(
+    gw: &Gateway,
+    token: &str,
+    query: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let name_header = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp{query} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name_header}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(&gw.addr)
+        .await
+        .expect("connect");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("JSON answer: {body}"))
+}
+
+/// The names in an MCP `tools/list` answer.
+fn tool_names(answer: &serde_json::Value) -> Vec<String> {
+    answer["result"]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn mcp_on_any_replica_lists_and_calls_the_nodes_every_replica_holds() {
+    let dir = TempDir::new("cluster-mcp");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let ws = TempDir::new("cluster-mcp-ws");
+    let node_token = a.token(&["node", "web1", "--label", "role=web"]);
+    let _node = a.spawn_node("web1", &node_token, ws.path(), &[]);
+    a.wait_online("web1").await;
+    let token = a.agent_token();
+    let _ = accepted(&b, &token, "A's token on B").await;
+
+    // Flat view on B: A's node's tools are listed and called.
+    eventually("B's MCP lists A's node's tools", SPREAD, || async {
+        let listed = mcp(&b, &token, "?view=flat", "tools/list", json!({})).await;
+        tool_names(&listed)
+            .contains(&"web1__Echo".to_owned())
+            .then_some(())
+    })
+    .await;
+    let called = mcp(
+        &b,
+        &token,
+        "?view=flat",
+        "tools/call",
+        json!({"name": "web1__Echo", "arguments": {"text": "over mcp on b"}}),
+    )
+    .await;
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    assert!(called.to_string().contains("over mcp on b"), "{called}");
+
+    // A session selecting by label sees and calls it too; another label sees nothing.
+    let select = "?view=flat&select=role%3Dweb";
+    assert!(
+        tool_names(&mcp(&b, &token, select, "tools/list", json!({})).await)
+            .contains(&"web1__Echo".to_owned())
+    );
+    let called = mcp(
+        &b,
+        &token,
+        select,
+        "tools/call",
+        json!({"name": "web1__Echo", "arguments": {"text": "selected"}}),
+    )
+    .await;
+    assert!(called.to_string().contains("selected"), "{called}");
+    let none = "?view=flat&select=role%3Ddb";
+    assert!(
+        !tool_names(&mcp(&b, &token, none, "tools/list", json!({})).await)
+            .contains(&"web1__Echo".to_owned())
+    );
+    let refused = mcp(
+        &b,
+        &token,
+        none,
+        "tools/call",
+        json!({"name": "web1__Echo", "arguments": {"text": "x"}}),
+    )
+    .await;
+    assert!(!refused.to_string().contains("\"x\""), "{refused}");
+    assert!(
+        refused.get("error").is_some() || refused["result"]["isError"] == true,
+        "{refused}"
+    );
+
+    // The fleet view's inventory and the resources name it too.
+    let nodes = mcp(
+        &b,
+        &token,
+        "?view=fleet",
+        "tools/call",
+        json!({"name": "fleet_nodes", "arguments": {}}),
+    )
+    .await;
+    assert!(nodes.to_string().contains("web1"), "{nodes}");
+    let resources = mcp(&b, &token, "", "resources/list", json!({})).await;
+    assert!(
+        resources.to_string().contains("gsv://nodes/web1"),
+        "{resources}"
+    );
+
+    // A fan-out through B picks the selected nodes of every replica: web1 on A, web2
+    // on B, both called once; over MCP (`fleet_run`) too.
+    let web2 = a.token(&["node", "web2", "--label", "role=web"]);
+    eventually("A's node token known to B", SPREAD, || async {
+        let (code, out, _) = b.cli(&["token", "list"]);
+        (code == 0 && out.contains(&token_id(&web2))).then_some(())
+    })
+    .await;
+    let ws2 = TempDir::new("cluster-mcp-ws2");
+    let _web2 = b.spawn_node("web2", &web2, ws2.path(), &[]);
+    b.wait_online("web2").await;
+    let agent = accepted(&b, &token, "the agent on B").await;
+    let params = gsv_protocol::fanout::ToolsFanoutParams {
+        tool: "Echo".into(),
+        select: "role=web".into(),
+        args: serde_json::value::to_raw_value(&json!({"text": "everyone"})).expect("args"),
+        batch: None,
+        fail_fast: false,
+        timeout_ms: Some(10_000),
+        wait_offline_ms: None,
+        is_async: false,
+    };
+    let ran = agent.fanout_with_id("f1", &params).await.expect("fan-out");
+    let mut called: Vec<(&str, bool)> = ran
+        .results
+        .iter()
+        .map(|r| (r.node.as_str(), r.ok))
+        .collect();
+    called.sort();
+    assert_eq!(
+        called,
+        [("web1", true), ("web2", true)],
+        "{:?}",
+        ran.results
+    );
+    let run = mcp(
+        &b,
+        &token,
+        "?view=fleet",
+        "tools/call",
+        json!({"name": "fleet_run", "arguments": {"tool": "Echo", "select": "role=web", "args": {"text": "mcp fan-out"}}}),
+    )
+    .await;
+    let text = run.to_string();
+    assert!(text.contains("web1") && text.contains("web2"), "{run}");
+    assert_eq!(run["result"]["isError"], false, "{run}");
+}

@@ -111,6 +111,51 @@ struct Picked {
     since: u64,
 }
 
+/// The nodes `selector` (`select` as text) picks among those `policy` lets the caller
+/// see: held here, and in cluster mode online on another replica (asked there, with
+/// the token's policy and the selector applied there; a node online elsewhere over
+/// this replica's memory of it as offline). Its calls are routed like any call, so
+/// those go to the replica that holds the node.
+async fn pick(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    token_id: &str,
+    selector: &gsv_protocol::selector::Selector,
+    select: &str,
+) -> Vec<Picked> {
+    let mut nodes: Vec<Picked> = crate::inventory::picked_nodes(shared, &viewer(policy), selector)
+        .into_iter()
+        .map(|(id, online, since)| Picked { id, online, since })
+        .collect();
+    if let Some(cluster) = &shared.cluster {
+        for remote in crate::cluster::listing::gather(cluster, token_id, Some(select)).await {
+            match nodes.iter_mut().find(|n| n.id == remote.id) {
+                Some(n) => n.online = true,
+                None => nodes.push(Picked {
+                    id: remote.id,
+                    online: true,
+                    since: 0,
+                }),
+            }
+        }
+    }
+    nodes
+}
+
+/// How many nodes a fan-out of `select` by this caller would pick now (0 for a bad
+/// selector).
+pub async fn count_picked(
+    shared: &Shared,
+    policy: &crate::policy::Policy,
+    token_id: &str,
+    select: &str,
+) -> usize {
+    match crate::inventory::parse_selector(select) {
+        Ok(s) => pick(shared, policy, token_id, &s, select).await.len(),
+        Err(_) => 0,
+    }
+}
+
 /// A node to call, once denied and offline nodes are set aside.
 struct Target {
     node: String,
@@ -148,11 +193,14 @@ pub async fn run(
     {
         return Err(FanoutError::BadWaitOffline);
     }
-    let mut nodes: Vec<Picked> =
-        crate::inventory::picked_nodes(shared, &viewer(caller.policy), &selector)
-            .into_iter()
-            .map(|(id, online, since)| Picked { id, online, since })
-            .collect();
+    let mut nodes = pick(
+        shared,
+        caller.policy,
+        caller.token_id,
+        &selector,
+        &params.select,
+    )
+    .await;
     if nodes.len() > MAX_FANOUT_NODES {
         return Err(FanoutError::TooManyNodes { count: nodes.len() });
     }

@@ -142,19 +142,6 @@ pub fn parse(
     })
 }
 
-/// How many nodes the run picks (the progress notifications' `total`).
-fn picked(shared: &Shared, who: &McpPrincipal, select: &str) -> usize {
-    match crate::inventory::parse_selector(select) {
-        Ok(s) => crate::inventory::visible_nodes(
-            shared,
-            &crate::agent_session::viewer(&who.policy),
-            Some(&s),
-        )
-        .len(),
-        Err(_) => 0,
-    }
-}
-
 fn status_str(s: NodeStatus) -> &'static str {
     match s {
         NodeStatus::Ok => "ok",
@@ -178,7 +165,9 @@ pub async fn run(
     // Counted like a call in flight, as a WebSocket fan-out is: a stopping gateway
     // waits for it (within its drain period), so its job's outcome is kept.
     let _counted = shared.in_flight.token();
-    let total = picked(shared, who, &params.select);
+    // How many nodes the run picks (the progress notifications' `total`).
+    let total =
+        crate::fanout::count_picked(shared, &who.policy, &who.token_id, &params.select).await;
     // The MCP token as the caller. No connection to send approval events to: a node
     // call that needs approval waits in the operator queue (one request for the run).
     let caller = crate::router::Caller {

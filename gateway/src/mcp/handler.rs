@@ -175,6 +175,7 @@ impl McpHandler {
                 who,
                 shown: *shown,
                 select: url.select.clone(),
+                remote: None,
             });
         }
         Ok(decide(self.shared(), who, &url_view(extensions)))
@@ -187,6 +188,7 @@ fn decide(shared: &Shared, who: McpPrincipal, url: &UrlView) -> Lens {
         shown: Shown::Flat,
         select: url.select.clone(),
         who,
+        remote: None,
     };
     lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || {
         nodes::lens_tool_count(shared, &lens, view::AUTO_MAX_TOOLS)
@@ -369,6 +371,7 @@ impl ServerHandler for McpHandler {
         if lens.shown == Shown::Fleet {
             return Ok(ListToolsResult::with_all_items(fleet_tools::definitions()));
         }
+        let lens = nodes::with_remote(self.shared(), lens).await;
         let nodes = nodes::lens_nodes(self.shared(), &lens, None);
         let entries = nodes::lens_entries(self.shared(), &lens, &nodes);
         let cursor = request.and_then(|r| r.cursor);
@@ -403,7 +406,7 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let lens = self.lens(&context.extensions)?;
+        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions)?).await;
         let cursor = request.and_then(|r| r.cursor);
         resources::list(self.shared(), &lens, cursor.as_deref())
     }
@@ -422,7 +425,7 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let lens = self.lens(&context.extensions)?;
+        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions)?).await;
         resources::read(self.shared(), &lens, &request.uri).map(Into::into)
     }
 
@@ -602,8 +605,14 @@ impl McpHandler {
             Some(FleetTool::Job) => {
                 return Ok(fleet_jobs::job_answer(shared, &lens.who, args).await.into())
             }
-            Some(FleetTool::Nodes) => fleet_tools::nodes_answer(shared, &lens, args),
-            Some(FleetTool::Tools) => fleet_tools::tools_answer(shared, &lens, args),
+            Some(FleetTool::Nodes) => {
+                let lens = nodes::with_remote(shared, lens).await;
+                fleet_tools::nodes_answer(shared, &lens, args)
+            }
+            Some(FleetTool::Tools) => {
+                let lens = nodes::with_remote(shared, lens).await;
+                fleet_tools::tools_answer(shared, &lens, args)
+            }
             Some(FleetTool::Call) => match fleet_tools::call_target(args) {
                 Ok(t) => {
                     tracing::Span::current().record("tool", t.name.as_str());
@@ -662,7 +671,7 @@ impl McpHandler {
         };
         if lens.select.is_some() {
             for node in [&params.from.node, &params.to.node] {
-                if !nodes::lens_has_node(self.shared(), &lens, node) {
+                if !self.in_selection(&lens, node).await {
                     tracing::info!(node = ?node, "fleet_copy outside the session's ?select= refused");
                     return result::error_result(&gsv_protocol::ErrorShape::new(
                         gsv_protocol::ErrorCode::NotFound,
@@ -685,7 +694,7 @@ impl McpHandler {
     }
 
     /// Whether the node of `name` is outside the session's `?select=`.
-    fn outside_selection(&self, lens: &Lens, name: &str) -> bool {
+    async fn outside_selection(&self, lens: &Lens, name: &str) -> bool {
         if lens.select.is_none() {
             return false;
         }
@@ -694,7 +703,20 @@ impl McpHandler {
         };
         // The session's nodes: selected, and reachable by its token (a node it cannot
         // reach would be refused as unknown by the router anyway).
-        !nodes::lens_has_node(self.shared(), lens, node)
+        !self.in_selection(lens, node).await
+    }
+
+    /// Whether `node` is one of the session's nodes: held here, or (cluster mode) by
+    /// another replica, asked only when it is not held here.
+    async fn in_selection(&self, lens: &Lens, node: &str) -> bool {
+        if nodes::lens_has_node(self.shared(), lens, node) {
+            return true;
+        }
+        if self.shared().cluster.is_none() || lens.remote.is_some() {
+            return false;
+        }
+        let fleet = nodes::with_remote(self.shared(), lens.clone()).await;
+        nodes::lens_has_node(self.shared(), &fleet, node)
     }
 
     async fn call(
@@ -711,7 +733,7 @@ impl McpHandler {
         } = routed;
         // Outside the session's selection: the same answer as a tool that does not
         // exist, before anything else looks at the call.
-        if self.outside_selection(&lens, &name) {
+        if self.outside_selection(&lens, &name).await {
             tracing::info!(tool = ?name, "call outside the session's ?select= refused");
             return Err(result::not_found(&name));
         }

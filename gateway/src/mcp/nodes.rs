@@ -6,6 +6,11 @@
 //! `fleet_tools`, the `gsv://nodes` resources and the flat listing's node set — so a
 //! token sees the same nodes and tools in every view and resource: a node shows only
 //! when the token may call at least one of its tools, and then only those tools.
+//!
+//! In cluster mode the list holds the other replicas' online nodes too: a request that
+//! lists first gathers what they hold that its token may see there ([`with_remote`],
+//! the same gathering as `nodes.list` and `tools.list`), and the list is built from
+//! both, an online node over this replica's memory of it as offline.
 
 use super::result::BadCursor;
 use super::view::Lens;
@@ -14,10 +19,11 @@ use crate::policy::Policy;
 use crate::registry::Viewer;
 use crate::state::Shared;
 use gsv_protocol::inventory::{Facts, Labels};
-use gsv_protocol::method::ToolEntry;
+use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::selector::Selector;
 use serde::Serialize;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Nodes one `fleet_nodes` page holds at most.
 pub const NODES_PAGE: usize = 50;
@@ -43,15 +49,53 @@ pub struct NodeCard {
     pub tools: Vec<String>,
 }
 
+/// What the other cluster replicas hold that a lens sees: their online nodes and
+/// those nodes' tools, each judged there by the token's policy.
+#[derive(Debug, Default)]
+pub struct RemoteFleet {
+    pub nodes: Vec<NodeSummary>,
+    pub entries: Vec<ToolEntry>,
+}
+
+/// `lens` with what the other replicas hold for it (cluster mode; unchanged
+/// otherwise, or when it has it already).
+pub async fn with_remote(shared: &Shared, mut lens: Lens) -> Lens {
+    let Some(cluster) = &shared.cluster else {
+        return lens;
+    };
+    if lens.remote.is_some() {
+        return lens;
+    }
+    let select = lens.select.as_ref().map(|s| s.to_string());
+    let token = lens.who.token_id.clone();
+    let (nodes, entries) = tokio::join!(
+        crate::cluster::listing::gather(cluster, &token, select.as_deref()),
+        crate::cluster::listing::gather_tools(cluster, &token),
+    );
+    lens.remote = Some(Arc::new(RemoteFleet { nodes, entries }));
+    lens
+}
+
 /// Every node `policy` lets the caller reach that every selector in `selects` picks,
-/// sorted by id. Visibility first, then the selectors (the gateway's one matching
-/// rule, [`crate::inventory::selected`]), so a selector never widens what a token sees.
-pub fn visible_nodes(shared: &Shared, policy: &Policy, selects: &[&Selector]) -> Vec<NodeCard> {
+/// sorted by id; `remote`'s nodes too (cluster mode). Visibility first, then the
+/// selectors (the gateway's one matching rule, [`crate::inventory::selected`]), so a
+/// selector never widens what a token sees.
+pub fn visible_nodes(
+    shared: &Shared,
+    policy: &Policy,
+    selects: &[&Selector],
+    remote: Option<&RemoteFleet>,
+) -> Vec<NodeCard> {
     let viewer = Viewer {
         visible: |n: &str| policy.visible(n),
         operator: false,
     };
-    let mut cards: Vec<NodeCard> = inventory::visible_nodes(shared, &viewer, None)
+    let local = inventory::visible_nodes(shared, &viewer, None);
+    let summaries = match remote {
+        Some(r) => crate::cluster::listing::merge(local, r.nodes.clone()),
+        None => local,
+    };
+    let mut cards: Vec<NodeCard> = summaries
         .into_iter()
         .filter(|s| selects.iter().all(|sel| inventory::selected(s, Some(sel))))
         .map(|s| {
@@ -80,7 +124,7 @@ pub fn visible_nodes(shared: &Shared, policy: &Policy, selects: &[&Selector]) ->
 /// The nodes `lens` sees, narrowed further by `extra` (`fleet_nodes {select}`).
 pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec<NodeCard> {
     let selects: Vec<&Selector> = lens.select.as_deref().into_iter().chain(extra).collect();
-    visible_nodes(shared, &lens.who.policy, &selects)
+    visible_nodes(shared, &lens.who.policy, &selects, lens.remote.as_deref())
 }
 
 /// How many tools `lens` sees, counting no further than past `limit` (enough for
@@ -88,9 +132,12 @@ pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec
 /// asks this every time, whatever the fleet's size.
 pub fn lens_tool_count(shared: &Shared, lens: &Lens, limit: usize) -> usize {
     match lens.select {
-        None => shared
-            .registry
-            .count_tools(|name| lens.who.policy.visible(name), limit),
+        None => {
+            shared
+                .registry
+                .count_tools(|name| lens.who.policy.visible(name), limit)
+                + lens.remote.as_ref().map_or(0, |r| r.entries.len())
+        }
         Some(_) => lens_nodes(shared, lens, None)
             .iter()
             .map(|n| n.tools.len())
@@ -106,10 +153,17 @@ pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
         visible: |n: &str| policy.visible(n),
         operator: false,
     };
-    let Some((summary, _)) = shared.registry.detail(node, &viewer) else {
-        return false;
+    let summary = match shared.registry.detail(node, &viewer) {
+        Some((summary, _)) => inventory::with_labels(shared, summary),
+        None => match lens
+            .remote
+            .as_ref()
+            .and_then(|r| r.nodes.iter().find(|n| n.id == node))
+        {
+            Some(n) => n.clone(),
+            None => return false,
+        },
     };
-    let summary = inventory::with_labels(shared, summary);
     inventory::selected(&summary, lens.select.as_deref())
 }
 
@@ -118,12 +172,25 @@ pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
 pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
     let ids: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     let policy = &lens.who.policy;
-    shared.registry.tool_entries(|name| {
-        policy.visible(name)
-            && name
-                .split_once("__")
-                .is_some_and(|(node, _)| ids.contains(node))
-    })
+    let on_listed = |name: &str| {
+        name.split_once("__")
+            .is_some_and(|(node, _)| ids.contains(node))
+    };
+    let local = shared
+        .registry
+        .tool_entries(|name| policy.visible(name) && on_listed(name));
+    match &lens.remote {
+        Some(r) => {
+            let remote = r
+                .entries
+                .iter()
+                .filter(|e| on_listed(&e.name))
+                .cloned()
+                .collect();
+            crate::cluster::listing::merge_tools(local, remote)
+        }
+        None => local,
+    }
 }
 
 /// One page of `nodes` (sorted by id) after `cursor`, and the cursor of the next page.

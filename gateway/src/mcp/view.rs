@@ -158,6 +158,9 @@ pub struct Lens {
     pub shown: Shown,
     /// The URL's `?select=`: only these nodes, in every list and call.
     pub select: Option<Arc<Selector>>,
+    /// Cluster mode: what the other replicas hold that this lens sees, gathered for
+    /// the request that lists ([`super::nodes::with_remote`]); `None` otherwise.
+    pub remote: Option<Arc<super::nodes::RemoteFleet>>,
 }
 
 /// The JSON-RPC error body of a refused query (no request was read: id `null`).
