@@ -99,17 +99,20 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
                 s.with_conn(|c| {
                     let after = cluster_chain::meta_number(c, PUBLISHED)?;
                     let Some(chain) = cluster_chain::own_chain(c)? else {
-                        return Ok(Vec::new());
+                        return Ok((None, Vec::new()));
                     };
                     let rows = crate::audit::rows_after(c, after as i64, BATCH as u32)?;
-                    Ok(rows
+                    let last = rows.last().map(|r| (r.seq, rows.len() == BATCH));
+                    let records = rows
                         .into_iter()
+                        .filter(|r| !echoes_another_replica(&r.entry.actor))
                         .map(|r| Record::of_row(&replica, &chain, r))
-                        .collect::<Vec<_>>())
+                        .collect::<Vec<_>>();
+                    Ok((last, records))
                 })
             })
             .await;
-        let records = match read {
+        let (last_read, records) = match read {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "cluster: cannot read audit rows to publish");
@@ -117,12 +120,18 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
             }
             Err(_) => continue,
         };
-        if records.is_empty() {
+        let Some((last_read, full)) = last_read else {
             continue;
-        }
-        let full = records.len() == BATCH;
+        };
         let done = publish_all(cluster, records).await;
-        if let Some(last) = done.last {
+        // Everything read is published when every message was acknowledged (rows
+        // left out count as published).
+        let upto = if done.error.is_none() {
+            Some(last_read)
+        } else {
+            done.last
+        };
+        if let Some(last) = upto {
             let saved = shared
                 .store
                 .blocking(move |s| {
@@ -139,6 +148,14 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
             backlog = full;
         }
     }
+}
+
+/// Whether a row of this replica's log records taking in what another replica did
+/// (a token made or revoked there: actor `replica:NAME`): the other replica's own row
+/// is in the cluster chain already, so the echo is not published — else every replica
+/// would add a row per token for every replica.
+fn echoes_another_replica(actor: &str) -> bool {
+    actor.starts_with("replica:")
 }
 
 /// What a round of publishing achieved.
