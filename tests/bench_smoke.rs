@@ -167,7 +167,7 @@ fn cluster_smoke() {
     // calls, one replica killed; the rows must all be there.
     let v = bench("cluster");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 6, "{v}");
+    assert_eq!(rows.len(), 7, "{v}");
     assert!(
         rows[0]["figure"]
             .as_str()
@@ -184,7 +184,14 @@ fn cluster_smoke() {
         "{v}"
     );
     assert!(
-        rows[4]["figure"].as_str().unwrap().contains("node tokens"),
+        rows[4]["figure"]
+            .as_str()
+            .unwrap()
+            .contains("node directory"),
+        "{v}"
+    );
+    assert!(
+        rows[5]["figure"].as_str().unwrap().contains("node tokens"),
         "{v}"
     );
 }

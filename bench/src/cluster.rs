@@ -105,6 +105,17 @@ async fn measure(
         datas.push(data);
     }
     let agent_token = mint_agent(&datas[0])?;
+    // Read `GET /v1/cluster` with (each replica's own data dir has it before the
+    // others take it in).
+    let admins = datas
+        .iter()
+        .map(|d| {
+            gsv_gateway::store::Store::open(d)
+                .and_then(|s| s.create_token(gsv_gateway::token::TokenKind::Admin, "bench", None))
+                .map(|(token, _)| token)
+                .map_err(|e| format!("admin token: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut replicas = Vec::new();
     for (r, data) in datas.iter().enumerate() {
         // The gateway's own cap on handshakes under way, as in the field: a replica's
@@ -170,6 +181,9 @@ async fn measure(
     }
     wait_hello(&counters, s.nodes, Duration::from_secs(600)).await?;
     let registration = started.elapsed();
+    // Every replica's copy of the node directory has every node (calls find their
+    // holder without asking the bucket).
+    let caught_up = wait_directories(&replicas, &admins, s.nodes, Duration::from_secs(300)).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut per_node = Vec::new();
     for (r, g) in replicas.iter().enumerate() {
@@ -286,6 +300,14 @@ async fn measure(
             1.0,
         ),
         Row::at_most(
+            "every replica's node directory complete, after the last hello-ok",
+            caught_up.as_secs_f64(),
+            "information only (no target): until GET /v1/cluster says `directory` = all nodes on every replica",
+            caught_up.as_secs_f64().max(f64::MIN_POSITIVE),
+            "s",
+            1.0,
+        ),
+        Row::at_most(
             format!(
                 "replica RSS growth while it joins: takes in the cluster's {} node tokens, worst replica",
                 s.nodes
@@ -366,6 +388,53 @@ async fn wait_hello(counters: &Counters, n: usize, cap: Duration) -> Result<(), 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
+}
+
+/// Waits until every replica's directory holds `n` nodes (`GET /v1/cluster`); how long
+/// it took.
+async fn wait_directories(
+    replicas: &[GatewayProcess],
+    admins: &[String],
+    n: usize,
+    cap: Duration,
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    loop {
+        let mut sizes = Vec::new();
+        for (g, admin) in replicas.iter().zip(admins) {
+            sizes.push(
+                directory_size(&g.addr.to_string(), admin)
+                    .await
+                    .unwrap_or(0),
+            );
+        }
+        if sizes.iter().all(|&d| d >= n) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > cap {
+            return Err(format!("node directories after {cap:?}: {sizes:?} of {n}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `directory` of a replica's `GET /v1/cluster`.
+async fn directory_size(addr: &str, token: &str) -> Option<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let req = format!(
+        "GET /v1/cluster HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let body = text.split_once("\r\n\r\n")?.1;
+    let status: gsv_gateway::cluster::presence::ClusterStatus = serde_json::from_str(body).ok()?;
+    Some(status.directory)
 }
 
 /// An agent connection once the replica accepts the (shared) token.

@@ -197,7 +197,7 @@ pub async fn forward(
     if !cluster.connected() {
         return None;
     }
-    let entry = cluster.directory.entry(cluster, node)?;
+    let entry = cluster.directory.fetch(cluster, node).await?;
     let holder = entry.replica;
     if holder == cluster.replica {
         // The directory is a step behind this replica's own registry.

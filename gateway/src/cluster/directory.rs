@@ -43,7 +43,13 @@ pub struct Directory {
     mine: dashmap::DashMap<String, u64>,
     /// Whether the watch has caught up with the bucket at least once.
     caught_up: std::sync::atomic::AtomicBool,
+    /// The bucket, once reached: asked directly for a node the map does not have yet
+    /// ([`Directory::fetch`]).
+    store: std::sync::OnceLock<kv::Store>,
 }
+
+/// How long a direct look-up in the bucket may take.
+const FETCH_WAIT: Duration = Duration::from_secs(1);
 
 /// One node's entry: the replica that holds it, and the node process it holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +99,20 @@ impl Directory {
         (entry.replica == cluster.replica || !cluster.gone(&entry.replica)).then_some(entry)
     }
 
+    /// `node`'s entry read from the bucket itself, for a node the map does not have
+    /// (its watch lags behind a burst of writes: thousands of nodes registering):
+    /// one round trip to NATS, only on a miss. Kept in the map when found.
+    pub async fn fetch(&self, cluster: &Cluster, node: &str) -> Option<Entry> {
+        if let Some(e) = self.entry(cluster, node) {
+            return Some(e);
+        }
+        let store = self.store.get()?;
+        let got = tokio::time::timeout(FETCH_WAIT, store.get(node)).await;
+        let entry = Entry::decode(&got.ok()?.ok()??)?;
+        self.holders.insert(node.to_owned(), entry);
+        self.entry(cluster, node)
+    }
+
     /// Entries in the local map (for tests and the status page).
     pub fn len(&self) -> usize {
         self.holders.len()
@@ -136,7 +156,10 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
     };
     let store = loop {
         match bucket(&cluster).await {
-            Ok(store) => break store,
+            Ok(store) => {
+                let _ = cluster.directory.store.set(store.clone());
+                break store;
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "cluster: node directory not reachable yet");
                 tokio::select! {

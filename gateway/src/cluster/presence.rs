@@ -54,6 +54,10 @@ pub struct ClusterStatus {
     pub state: String,
     /// Every replica heard from lately, this one included, by name.
     pub replicas: Vec<ReplicaSeen>,
+    /// Nodes in this replica's copy of the node directory (which replica holds
+    /// which node): every replica's nodes, once it has caught up.
+    #[serde(default)]
+    pub directory: usize,
 }
 
 impl Cluster {
@@ -80,6 +84,7 @@ impl Cluster {
             slot: self.slot.get().copied(),
             state: if self.connected() { "ok" } else { "degraded" }.to_owned(),
             replicas,
+            directory: self.directory.len(),
         }
     }
 
