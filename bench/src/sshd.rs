@@ -113,6 +113,17 @@ pub struct Sshd {
 
 impl Sshd {
     pub async fn start(bins: &SshBins, dir: &Path) -> Result<Sshd, String> {
+        Sshd::start_with_home(bins, dir, None).await
+    }
+
+    /// [`Sshd::start`], its sessions given `home` as `HOME` (`SetEnv`, which overrides
+    /// the account's): tests that run side by side as one account then each have a
+    /// home of their own on the "far host" (a node's directory there is under it).
+    pub async fn start_with_home(
+        bins: &SshBins,
+        dir: &Path,
+        home: Option<&Path>,
+    ) -> Result<Sshd, String> {
         let dir = dir.join("sshd");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let user = current_user()?;
@@ -145,8 +156,11 @@ impl Sshd {
         for _ in 0..3 {
             let port = free_port()?;
             let config = dir.join("sshd_config");
-            std::fs::write(&config, sshd_config(port, &host_key, &authorized, &dir))
-                .map_err(|e| format!("{}: {e}", config.display()))?;
+            let mut text = sshd_config(port, &host_key, &authorized, &dir);
+            if let Some(home) = home {
+                text.push_str(&format!("SetEnv HOME={}\n", home.display()));
+            }
+            std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
             let log = dir.join("sshd.log");
             let log_file =
                 std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;

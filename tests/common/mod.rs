@@ -122,7 +122,12 @@ async fn far_host(dir: &Path) -> Option<FarHost> {
         return None;
     }
     let bins = gsv_bench::sshd::SshBins::find().expect("OpenSSH for GSV_E2E_BACKEND=ssh");
-    let sshd = gsv_bench::sshd::Sshd::start(&bins, dir)
+    // A home of this test's own on the far host: nodes of the same id in tests that
+    // run side by side would otherwise share their directory there (and a node that
+    // stops ends every job in it).
+    let home = dir.join("far-home");
+    std::fs::create_dir_all(&home).expect("far home");
+    let sshd = gsv_bench::sshd::Sshd::start_with_home(&bins, dir, Some(&home))
         .await
         .expect("sshd starts");
     let known = dir.join("far_known_hosts");
