@@ -72,6 +72,12 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Free space in a page is zeroed as it is freed, and a b-tree page set up for
+        // new rows is zeroed whole: otherwise SQLite writes whatever its page buffer
+        // held into the file — bytes of rows deleted, or stale process memory in a
+        // buffer fresh from the allocator (`tests/e2e_install.rs` once found a join
+        // token's secret in the WAL, where no row holds it). `FAST` adds no I/O.
+        conn.pragma_update(None, "secure_delete", "FAST")?;
         migrations::migrate(&mut conn)?;
         #[cfg(unix)]
         {
