@@ -288,7 +288,7 @@ pub async fn forward(
                         call: request,
                     },
                 };
-                if let Err(out) = peer.send(out) {
+                if let Err(out) = peer.send(out).await {
                     out.over_nats(&client).await;
                 }
                 match tokio::time::timeout(wait, rx).await {
@@ -551,7 +551,7 @@ pub(super) async fn on_link(
         msg: super::link::wire::LinkMsg::Answer { key, answer },
         fallback,
     };
-    if let Err(out) = link.send(out) {
+    if let Err(out) = link.send(out).await {
         out.over_nats(&cluster.client()).await;
     }
 }
@@ -582,40 +582,19 @@ async fn run(
     };
     let (record, policy) = (&judged.0, &judged.1);
     let cancel = take(cluster, &call).await;
-    let sent = Arc::new(AtomicUsize::new(0));
-    let (progress, relay) = match call.progress_to {
+    // Progress events are relayed by this task while the call runs (no task of their
+    // own: a forwarded call's answer then waits for no other task to finish).
+    let (progress, mut relay) = match call.progress_to {
         Some(subject) => {
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<CallProgress>(64);
-            let client = cluster.client();
-            let sent = Arc::clone(&sent);
-            let link = link.cloned();
-            let key = call.key.clone();
-            let task = tokio::spawn(async move {
-                while let Some(p) = rx.recv().await {
-                    // On the call's link when it came on one (in order, before its
-                    // answer), else (or when the link failed) on NATS.
-                    let out = super::link::Outgoing {
-                        msg: super::link::wire::LinkMsg::Progress {
-                            key: key.clone(),
-                            progress: p,
-                        },
-                        fallback: Some((subject.clone(), None)),
-                    };
-                    let out = match &link {
-                        Some(l) => match l.send(out) {
-                            Ok(()) => {
-                                sent.fetch_add(1, Ordering::SeqCst);
-                                continue;
-                            }
-                            Err(out) => *out,
-                        },
-                        None => out,
-                    };
-                    out.over_nats(&client).await;
-                    sent.fetch_add(1, Ordering::SeqCst);
-                }
-            });
-            (Some(tx), Some(task))
+            let (tx, rx) = tokio::sync::mpsc::channel::<CallProgress>(64);
+            (
+                Some(tx),
+                Some(Relay {
+                    rx,
+                    subject,
+                    sent: 0,
+                }),
+            )
         }
         None => (None, None),
     };
@@ -641,18 +620,80 @@ async fn run(
         timeout_ms: call.timeout_ms,
         is_async: false,
     };
-    let outcome = crate::router::call(shared, &caller, params, cancel).await;
+    let outcome = {
+        let routed = crate::router::call(shared, &caller, params, cancel);
+        tokio::pin!(routed);
+        loop {
+            tokio::select! {
+                biased;
+                outcome = &mut routed => break outcome,
+                Some(p) = next_progress(&mut relay) => {
+                    if let Some(r) = relay.as_mut() {
+                        r.send(cluster, &call.key, link, p).await;
+                    }
+                }
+            }
+        }
+    };
     drop(caller);
     cluster.calls.running.remove(&call.key);
-    if let Some(relay) = relay {
-        // Every progress event is published before the answer (bounded: the sink's
-        // last copy goes with the call's ledger entry).
-        let _ = tokio::time::timeout(Duration::from_secs(2), relay).await;
+    // The node sends its progress before its result: every event is queued by now,
+    // and goes before the answer.
+    let mut progress = 0;
+    if let Some(mut r) = relay {
+        while let Ok(p) = r.rx.try_recv() {
+            r.send(cluster, &call.key, link, p).await;
+        }
+        progress = r.sent;
     }
-    let progress = sent.load(Ordering::SeqCst);
     match outcome {
         Ok(result) => Answer::Ok { result, progress },
         Err(error) => Answer::Err { error, progress },
+    }
+}
+
+/// A forwarded call's progress events on their way to the forwarding replica.
+struct Relay {
+    rx: tokio::sync::mpsc::Receiver<CallProgress>,
+    /// The call's progress subject on NATS (when there is no link, or it failed).
+    subject: String,
+    sent: usize,
+}
+
+impl Relay {
+    /// Sends one event: on the call's link when it came on one (in order, before its
+    /// answer), else (or when the link failed) on NATS.
+    async fn send(
+        &mut self,
+        cluster: &Cluster,
+        key: &str,
+        link: Option<&super::link::Peer>,
+        progress: CallProgress,
+    ) {
+        self.sent += 1;
+        let out = super::link::Outgoing {
+            msg: super::link::wire::LinkMsg::Progress {
+                key: key.to_owned(),
+                progress,
+            },
+            fallback: Some((self.subject.clone(), None)),
+        };
+        let out = match link {
+            Some(l) => match l.send(out).await {
+                Ok(()) => return,
+                Err(out) => *out,
+            },
+            None => out,
+        };
+        out.over_nats(&cluster.client()).await;
+    }
+}
+
+/// The next progress event of a call that wants them (pending forever otherwise).
+async fn next_progress(relay: &mut Option<Relay>) -> Option<CallProgress> {
+    match relay {
+        Some(r) => r.rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -683,30 +724,26 @@ pub(super) async fn take(cluster: &Cluster, call: &Forwarded) -> CancellationTok
 
 /// Where the router reports how it sends a forwarded call to its node: published to
 /// the forwarding replica (`subject`, its holder subject) and flushed before the
-/// router is told to go on, so a holder that dies after sending the call on has
-/// always told the forwarding replica how to ask for it again.
+/// router goes on, so a holder that dies after sending the call on has always told
+/// the forwarding replica how to ask for it again.
 fn tell_dispatch(cluster: &Cluster, subject: Option<String>) -> DispatchTx {
-    let (tx, mut rx) =
-        tokio::sync::mpsc::channel::<(Dispatch, tokio::sync::oneshot::Sender<()>)>(1);
     let client = cluster.client();
     let holder = cluster.replica.clone();
-    tokio::spawn(async move {
-        while let Some((dispatch, ack)) = rx.recv().await {
-            if let Some(subject) = &subject {
-                let word = Holder {
-                    holder: holder.clone(),
-                    dispatch: Some(dispatch),
-                };
-                if let Ok(bytes) = serde_json::to_vec(&word) {
-                    if client.publish(subject.clone(), bytes.into()).await.is_ok() {
-                        let _ = client.flush().await;
-                    }
+    Box::new(move |dispatch| {
+        let (client, holder, subject) = (client.clone(), holder.clone(), subject.clone());
+        Box::pin(async move {
+            let Some(subject) = subject else { return };
+            let word = Holder {
+                holder,
+                dispatch: Some(dispatch),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&word) {
+                if client.publish(subject, bytes.into()).await.is_ok() {
+                    let _ = client.flush().await;
                 }
             }
-            let _ = ack.send(());
-        }
-    });
-    tx
+        })
+    })
 }
 
 /// The forwarded caller's token and policy: kept from an earlier call for

@@ -125,10 +125,7 @@ pub(super) async fn send(
         if let Some(from) = tell {
             // The forwarding replica knows how to ask for the call again before the
             // node can have it (bounded: a stuck publisher delays the call, never holds it).
-            let (ack, acked) = tokio::sync::oneshot::channel();
-            if from.dispatched.send((dispatch, ack)).await.is_ok() {
-                let _ = tokio::time::timeout(DISPATCH_ACK, acked).await;
-            }
+            let _ = tokio::time::timeout(DISPATCH_ACK, (from.dispatched)(dispatch)).await;
         }
     }
     shared.metrics.pending_calls.inc();

@@ -80,10 +80,11 @@ pub struct FromReplica {
     pub dispatched: DispatchTx,
 }
 
-/// Where a forwarded call's [`crate::reattach::Dispatch`] goes, with the acknowledgement
-/// the delivery waits for.
+/// Tells the forwarding replica how a forwarded call is sent; the delivery waits for
+/// the future (bounded) before the call leaves. Nothing is started until a call needs
+/// it (most forwarded calls never do).
 pub type DispatchTx =
-    tokio::sync::mpsc::Sender<(crate::reattach::Dispatch, tokio::sync::oneshot::Sender<()>)>;
+    Box<dyn Fn(crate::reattach::Dispatch) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// A call that needs approval, as put to the caller's user.
 pub struct ApprovalQuestion<'a> {

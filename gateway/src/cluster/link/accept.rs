@@ -90,12 +90,12 @@ async fn open(mut ws: Ws, own: &str, secret: &str) -> Option<(Ws, String)> {
 /// Takes the calls that come on the link until it ends; their answers go back on it.
 async fn serve(shared: Arc<Shared>, cluster: Arc<crate::cluster::Cluster>, ws: Ws) {
     let (sink, mut stream) = ws.split();
-    let (peer, rx) = super::queue(&cluster.links);
-    let writer = tokio::spawn(super::write(sink, rx, cluster.client()));
+    let peer = super::peer(&cluster.links, sink);
     loop {
         let frame = tokio::select! {
             f = stream.next() => f,
             _ = shared.shutdown.cancelled() => break,
+            _ = peer.wire.dead.cancelled() => break,
         };
         let Some(Ok(frame)) = frame else { break };
         let Message::Text(text) = frame else { continue };
@@ -119,7 +119,6 @@ async fn serve(shared: Arc<Shared>, cluster: Arc<crate::cluster::Cluster>, ws: W
             }
         }
     }
-    drop(peer);
-    // Answers still to come go over NATS once the writer is gone.
-    let _ = writer.await;
+    // Answers still to come go over NATS.
+    peer.close().await;
 }

@@ -95,10 +95,14 @@ async fn send_json<T: serde::Serialize>(
 /// Registers the link and reads it until it ends.
 async fn serve(cluster: &Cluster, replica: &str, ws: gsv_transport::dial::ClientWs) {
     let (sink, mut stream) = ws.split();
-    let (peer, rx) = super::queue(&cluster.links);
-    let writer = tokio::spawn(super::write(sink, rx, cluster.client()));
+    let peer = super::peer(&cluster.links, sink);
     cluster.links.open.insert(replica.to_owned(), peer.clone());
-    while let Some(Ok(frame)) = stream.next().await {
+    loop {
+        let frame = tokio::select! {
+            f = stream.next() => f,
+            _ = peer.wire.dead.cancelled() => break,
+        };
+        let Some(Ok(frame)) = frame else { break };
         let Message::Text(text) = frame else { continue };
         match serde_json::from_str::<LinkMsg>(text.as_str()) {
             Ok(LinkMsg::Answer { key, answer }) => {
@@ -119,6 +123,5 @@ async fn serve(cluster: &Cluster, replica: &str, ws: gsv_transport::dial::Client
         }
     }
     cluster.links.closed(replica, &peer);
-    drop(peer);
-    writer.abort();
+    peer.close().await;
 }

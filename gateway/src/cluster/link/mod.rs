@@ -14,6 +14,12 @@
 //! (`gsv.answer.REPLICA.KEY`, the call's progress subject), where the forwarding
 //! replica also listens; a cancel always travels on NATS.
 //!
+//! A message is written on the link by the task that sends it (no writer task between:
+//! a hand-off less each way on every forwarded call); senders take turns on the
+//! link's sink, and the last of a group that queued up flushes for all of them. A
+//! send that cannot finish within [`STALL`] (a holder that stopped reading) marks the
+//! link dead: that message and every later one go over NATS.
+//!
 //! Without `--cluster-advertise`, a replica listening on a wildcard address
 //! (`0.0.0.0`) has no address to give and offers no link: its calls go over NATS.
 
@@ -24,13 +30,18 @@ pub(crate) mod wire;
 pub use accept::endpoint;
 
 use dashmap::DashMap;
+use futures_util::{Sink, SinkExt};
+use gsv_transport::tungstenite::{self, Message};
 use serde::{Deserialize, Serialize};
-use std::sync::OnceLock;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-/// Frames queued on one link at most; past that, calls go over NATS.
-const QUEUE: usize = 1024;
+/// How long one message may take to be written on a link before the link counts as
+/// dead.
+const STALL: Duration = Duration::from_secs(5);
 /// How long after a failed dial a replica is not dialled again.
 const REDIAL: Duration = Duration::from_secs(2);
 /// How long the opening of a link may take.
@@ -50,23 +61,99 @@ pub struct LinkInfo {
     pub secret: String,
 }
 
+/// The sending half of a link's WebSocket.
+type LinkSink = Pin<Box<dyn Sink<Message, Error = tungstenite::Error> + Send>>;
+
+/// One open link's sending side.
+struct Wire {
+    sink: tokio::sync::Mutex<LinkSink>,
+    /// Senders between wanting the sink and having fed it their message: the one that
+    /// leaves it at zero flushes.
+    sending: AtomicUsize,
+    /// Fired when the link ended or stalled: sends fail at once (to go over NATS).
+    dead: CancellationToken,
+}
+
 /// One open link, as its users send on it.
 #[derive(Clone)]
 pub(crate) struct Peer {
-    tx: mpsc::Sender<Outgoing>,
+    wire: Arc<Wire>,
     /// Tells this link from a later one to the same replica.
     id: u64,
 }
 
 impl Peer {
-    /// Queues `out` on the link; gives it back when the link is gone or full (to go
-    /// over NATS instead).
-    pub(crate) fn send(&self, out: Outgoing) -> Result<(), Box<Outgoing>> {
-        self.tx.try_send(out).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(o) | mpsc::error::TrySendError::Closed(o) => {
-                Box::new(o)
+    /// Writes `out` on the link; gives it back when the link is dead, stalls or the
+    /// message is too large for a frame (to go over NATS instead).
+    pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Box<Outgoing>> {
+        if self.wire.dead.is_cancelled() {
+            return Err(Box::new(out));
+        }
+        let text = match serde_json::to_string(&out.msg) {
+            Ok(t) if t.len() <= MAX_MESSAGE => t,
+            _ => return Err(Box::new(out)),
+        };
+        let mut turn = Turn::take(&self.wire.sending);
+        let written = tokio::time::timeout(STALL, async {
+            let mut sink = self.wire.sink.lock().await;
+            sink.feed(Message::text(text)).await?;
+            if turn.leave() {
+                sink.flush().await?;
             }
+            Ok::<(), tungstenite::Error>(())
         })
+        .await;
+        match written {
+            Ok(Ok(())) => Ok(()),
+            _ => {
+                // Whether the peer got it is unknown; the link is not used again.
+                self.wire.dead.cancel();
+                Err(Box::new(out))
+            }
+        }
+    }
+
+    fn dead(&self) -> bool {
+        self.wire.dead.is_cancelled()
+    }
+
+    /// Marks the link dead and closes its sink (bounded).
+    async fn close(&self) {
+        self.wire.dead.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let _ = self.wire.sink.lock().await.close().await;
+        })
+        .await;
+    }
+}
+
+/// A sender's place among those waiting for a link's sink.
+struct Turn<'a> {
+    sending: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl<'a> Turn<'a> {
+    fn take(sending: &'a AtomicUsize) -> Self {
+        sending.fetch_add(1, Ordering::AcqRel);
+        Turn {
+            sending,
+            counted: true,
+        }
+    }
+
+    /// Leaves the group; true for the last one (it flushes for all).
+    fn leave(&mut self) -> bool {
+        self.counted = false;
+        self.sending.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.sending.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -144,7 +231,7 @@ impl Links {
         self.open
             .get(replica)
             .map(|p| p.clone())
-            .filter(|p| !p.tx.is_closed())
+            .filter(|p| !p.dead())
     }
 
     /// Forgets the link `peer` to `replica` (it ended).
@@ -200,52 +287,20 @@ pub(crate) fn want(cluster: &std::sync::Arc<super::Cluster>, replica: &str) {
     }
 }
 
-/// Writes the messages queued for a link until the queue closes or the link breaks,
-/// several at a time when they queue up. When the link breaks, what could not be
-/// written (and whatever is queued after it) goes over NATS.
-async fn write<S>(mut sink: S, mut rx: mpsc::Receiver<Outgoing>, client: async_nats::Client)
+/// A new link's sending side, on `sink`.
+fn peer<S>(links: &Links, sink: S) -> Peer
 where
-    S: futures_util::Sink<gsv_transport::tungstenite::Message> + Unpin,
+    S: Sink<Message, Error = tungstenite::Error> + Send + 'static,
 {
-    use futures_util::SinkExt;
-    use gsv_transport::tungstenite::Message;
-    let mut failed: Option<Outgoing> = None;
-    'link: while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some(out) = next.take() {
-            let Ok(text) = serde_json::to_string(&out.msg) else {
-                continue;
-            };
-            if text.len() > MAX_MESSAGE {
-                // Too large for a frame: this one goes over NATS.
-                out.over_nats(&client).await;
-            } else if sink.feed(Message::text(text)).await.is_err() {
-                failed = Some(out);
-                break 'link;
-            }
-            next = rx.try_recv().ok();
-        }
-        if sink.flush().await.is_err() {
-            break;
-        }
+    let id = links.next_id.fetch_add(1, Ordering::Relaxed);
+    Peer {
+        wire: Arc::new(Wire {
+            sink: tokio::sync::Mutex::new(Box::pin(sink)),
+            sending: AtomicUsize::new(0),
+            dead: CancellationToken::new(),
+        }),
+        id,
     }
-    rx.close();
-    if let Some(out) = failed {
-        out.over_nats(&client).await;
-    }
-    while let Some(out) = rx.recv().await {
-        out.over_nats(&client).await;
-    }
-    let _ = sink.close().await;
-}
-
-/// A new link's queue and its handle.
-fn queue(links: &Links) -> (Peer, mpsc::Receiver<Outgoing>) {
-    let (tx, rx) = mpsc::channel(QUEUE);
-    let id = links
-        .next_id
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    (Peer { tx, id }, rx)
 }
 
 #[cfg(test)]
