@@ -336,9 +336,11 @@ pub async fn forward(
     tokio::pin!(sent);
     // The replica that holds the call is watched: if it stops saying hello (it died,
     // or lost NATS), the call fails now, retryable, instead of at its deadline.
-    let mut watch = tokio::time::interval(Duration::from_millis(500));
+    let every = Duration::from_millis(500);
+    let mut watch = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let answer = loop {
         tokio::select! {
+            biased;
             r = &mut sent => break r,
             _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
             _ = watch.tick() => {

@@ -108,6 +108,8 @@ async fn serve(shared: Arc<Shared>, cluster: Arc<crate::cluster::Cluster>, ws: W
                     call,
                     peer.clone(),
                 ));
+                // The call goes on first: this task's next read can wait.
+                tokio::task::yield_now().await;
             }
             Ok(_) => {
                 tracing::warn!(

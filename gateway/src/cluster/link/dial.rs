@@ -106,7 +106,9 @@ async fn serve(cluster: &Cluster, replica: &str, ws: gsv_transport::dial::Client
         let Message::Text(text) = frame else { continue };
         match serde_json::from_str::<LinkMsg>(text.as_str()) {
             Ok(LinkMsg::Answer { key, answer }) => {
-                crate::cluster::calls::answered(cluster, &key, answer)
+                crate::cluster::calls::answered(cluster, &key, answer);
+                // The woken caller goes on first: this task's next read can wait.
+                tokio::task::yield_now().await;
             }
             Ok(LinkMsg::Progress { key, progress }) => {
                 crate::cluster::calls::progressed(cluster, &key, Some(progress))
