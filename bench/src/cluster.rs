@@ -245,8 +245,28 @@ async fn measure(
     let back = if fits {
         let before = counters.hello.load(Ordering::SeqCst);
         let killed = Instant::now();
+        let failed = counters.failed.load(Ordering::SeqCst);
         replicas[victim].kill();
-        wait_hello(&counters, before + moved, Duration::from_secs(120)).await?;
+        // Its course, second by second, on stderr: a straight line is the survivors'
+        // pace, a long tail the nodes' backoff.
+        let trace = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                eprintln!(
+                    "  after {:>5.1} s: {:>6} of {moved} back, {:>7} failed dials",
+                    killed.elapsed().as_secs_f64(),
+                    counters.hello.load(Ordering::SeqCst).saturating_sub(before),
+                    counters
+                        .failed
+                        .load(Ordering::SeqCst)
+                        .saturating_sub(failed),
+                );
+            }
+        };
+        tokio::select! {
+            r = wait_hello(&counters, before + moved, Duration::from_secs(120)) => r?,
+            _ = trace => {}
+        }
         Some(killed.elapsed())
     } else {
         None
