@@ -340,6 +340,137 @@ mod tests {
         assert!(!links.known.contains_key("a"));
     }
 
+    /// A sink whose peer stopped reading: nothing is ever written.
+    struct Stalled;
+
+    impl Sink<Message> for Stalled {
+        type Error = tungstenite::Error;
+        fn poll_ready(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Pending
+        }
+        fn start_send(self: Pin<&mut Self>, _: Message) -> Result<(), Self::Error> {
+            Ok(())
+        }
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Pending
+        }
+        fn poll_close(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn holder_word(key: &str) -> Outgoing {
+        Outgoing {
+            msg: wire::LinkMsg::Holder {
+                key: key.into(),
+                holder: crate::cluster::calls::Holder {
+                    holder: "a".into(),
+                    dispatch: None,
+                },
+            },
+            fallback: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_link_that_stalls_gives_the_message_back_and_is_not_used_again() {
+        let links = Links::default();
+        let peer = peer(&links, Stalled);
+        let started = tokio::time::Instant::now();
+        assert!(
+            peer.send(holder_word("k1")).await.is_err(),
+            "a stalled write is given back"
+        );
+        assert!(started.elapsed() >= STALL);
+        assert!(peer.dead());
+        // Later messages are given back at once, for NATS.
+        let again = tokio::time::Instant::now();
+        assert!(peer.send(holder_word("k2")).await.is_err());
+        assert_eq!(again.elapsed(), Duration::ZERO);
+    }
+
+    /// A sink that keeps what is flushed through it.
+    #[derive(Clone, Default)]
+    struct Kept {
+        fed: Arc<std::sync::Mutex<Vec<String>>>,
+        flushed: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Sink<Message> for Kept {
+        type Error = tungstenite::Error;
+        fn poll_ready(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn start_send(self: Pin<&mut Self>, m: Message) -> Result<(), Self::Error> {
+            if let (Message::Text(t), Ok(mut fed)) = (m, self.fed.lock()) {
+                fed.push(t.as_str().to_owned());
+            }
+            Ok(())
+        }
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            if let (Ok(mut fed), Ok(mut flushed)) = (self.fed.lock(), self.flushed.lock()) {
+                flushed.append(&mut fed);
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_close(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn every_message_sent_is_flushed_whole_and_in_its_senders_order() {
+        let links = Links::default();
+        let kept = Kept::default();
+        let peer = peer(&links, kept.clone());
+        let senders: Vec<_> = (0..8)
+            .map(|s| {
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    for i in 0..50 {
+                        assert!(peer.send(holder_word(&format!("s{s}-{i}"))).await.is_ok());
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.await.expect("sender");
+        }
+        let flushed = kept.flushed.lock().expect("lock").clone();
+        assert_eq!(flushed.len(), 400, "everything sent is flushed");
+        assert!(kept.fed.lock().expect("lock").is_empty());
+        for s in 0..8 {
+            let order: Vec<usize> = flushed
+                .iter()
+                .filter_map(|f| {
+                    let key = format!("\"s{s}-");
+                    let at = f.find(&key)? + key.len();
+                    f[at..].split('"').next()?.parse().ok()
+                })
+                .collect();
+            assert_eq!(order, (0..50).collect::<Vec<_>>(), "sender {s}");
+        }
+        assert!(!peer.dead());
+    }
+
     #[test]
     fn a_replica_is_dialled_again_only_after_a_pause() {
         let links = Links::default();
