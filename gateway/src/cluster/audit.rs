@@ -18,11 +18,11 @@
 //!   its store) is read from its start; rows already in the chain are not appended
 //!   twice.
 
+use super::replication::{read_for_ever, Batches, Rounds};
 use super::Cluster;
 use crate::audit::cluster_chain::{self, Record};
 use crate::state::Shared;
 use async_nats::jetstream::{self, stream};
-use futures_util::{FutureExt, StreamExt};
 use rusqlite::TransactionBehavior;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,27 +71,9 @@ async fn stream(cluster: &Cluster) -> Result<stream::Stream, String> {
 
 /// Out: publishes this replica's new log rows.
 async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
-    let mut stream_made = false;
-    let mut tick = tokio::time::interval(POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut backlog = false;
+    let mut rounds = Rounds::new(cluster, "audit", POLL);
     loop {
-        if !backlog {
-            tick.tick().await;
-        }
-        backlog = false;
-        if !cluster.connected() {
-            continue;
-        }
-        if !stream_made {
-            match stream(cluster).await {
-                Ok(_) => stream_made = true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster: cannot make the audit stream; will try again");
-                    continue;
-                }
-            }
-        }
+        rounds.next(|| stream(cluster)).await;
         let replica = cluster.replica.clone();
         let read = shared
             .store
@@ -145,7 +127,7 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
         if let Some(e) = done.error {
             tracing::warn!(error = %e, "cluster: publishing audit rows failed; will try again");
         } else {
-            backlog = full;
+            rounds.backlog = full;
         }
     }
 }
@@ -248,22 +230,20 @@ async fn publish_all(cluster: &Cluster, records: Vec<Record>) -> Published {
     Published { last, error }
 }
 
-/// In: applies the stream for as long as the replica runs; the consumer is made again
-/// after a failure and whenever the client reconnected.
+/// In: applies the stream for as long as the replica runs; read again after a
+/// failure and whenever the client reconnected.
 async fn apply_loop(shared: &Arc<Shared>, cluster: &Cluster) {
-    loop {
-        if let Err(e) = apply_stream(shared, cluster).await {
-            tracing::warn!(error = %e, "cluster: reading the audit stream failed; starting again");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    // Where to go on from is kept in the store (with the rows applied).
+    read_for_ever("audit", 0, |at| async move {
+        (at, apply_stream(shared, cluster).await)
+    })
+    .await
 }
 
 async fn apply_stream(shared: &Arc<Shared>, cluster: &Cluster) -> Result<(), String> {
     if !cluster.connected() {
         return Ok(());
     }
-    let connects = cluster.connects();
     let stream = stream(cluster).await?;
     let applied = shared
         .store
@@ -272,7 +252,7 @@ async fn apply_stream(shared: &Arc<Shared>, cluster: &Cluster) -> Result<(), Str
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     let last = stream.cached_info().state.last_sequence;
-    let next = if applied > last {
+    let from = if applied > last {
         tracing::warn!(
             applied,
             last,
@@ -282,28 +262,11 @@ async fn apply_stream(shared: &Arc<Shared>, cluster: &Cluster) -> Result<(), Str
     } else {
         applied + 1
     };
-    let mut messages = super::replay(&stream, "gsv.audit.>", next).await?;
-    let mut check = tokio::time::interval(Duration::from_millis(500));
-    check.tick().await;
-    loop {
-        let first = tokio::select! {
-            m = messages.next() => m,
-            _ = check.tick() => {
-                if cluster.connects() != connects {
-                    return Ok(());
-                }
-                continue;
-            }
-        };
-        let Some(first) = first else {
-            return Ok(());
-        };
+    let mut batches = Batches::open(cluster, &stream, "gsv.audit.>", from).await?;
+    while let Some(messages) = batches.batch(BATCH, || {}).await? {
+        let upto = batches.next.saturating_sub(1);
         let mut batch = Vec::new();
-        let mut upto = 0u64;
-        let mut take = |m: jetstream::Message| {
-            if let Ok(info) = m.info() {
-                upto = info.stream_sequence;
-            }
+        for m in messages {
             match serde_json::from_slice::<Vec<Record>>(&m.payload) {
                 Ok(records) => {
                     for r in records {
@@ -321,46 +284,26 @@ async fn apply_stream(shared: &Arc<Shared>, cluster: &Cluster) -> Result<(), Str
                     tracing::warn!(subject = %m.subject, error = %e, "cluster: unreadable audit record skipped")
                 }
             }
-        };
-        take(first.map_err(|e| e.to_string())?);
-        let mut failed = None;
-        let mut taken = 1;
-        while taken < BATCH {
-            match messages.next().now_or_never() {
-                Some(Some(Ok(m))) => {
-                    take(m);
-                    taken += 1;
-                }
-                Some(Some(Err(e))) => {
-                    failed = Some(e.to_string());
-                    break;
-                }
-                Some(None) | None => break,
-            }
         }
-        if upto > 0 {
-            let applied = shared
-                .store
-                .blocking(move |s| {
-                    s.with_conn(|c| {
-                        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                        let n = cluster_chain::apply(&tx, &batch)?;
-                        cluster_chain::set_meta(&tx, APPLIED, &upto.to_string())?;
-                        tx.commit()?;
-                        Ok(n)
-                    })
+        let applied = shared
+            .store
+            .blocking(move |s| {
+                s.with_conn(|c| {
+                    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let n = cluster_chain::apply(&tx, &batch)?;
+                    cluster_chain::set_meta(&tx, APPLIED, &upto.to_string())?;
+                    tx.commit()?;
+                    Ok(n)
                 })
-                .await;
-            match applied {
-                Ok(Ok(n)) => tracing::debug!(applied = n, upto, "cluster: audit rows applied"),
-                Ok(Err(e)) => return Err(format!("cannot apply audit rows: {e}")),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        if let Some(e) = failed {
-            return Err(e);
+            })
+            .await;
+        match applied {
+            Ok(Ok(n)) => tracing::debug!(applied = n, upto, "cluster: audit rows applied"),
+            Ok(Err(e)) => return Err(format!("cannot apply audit rows: {e}")),
+            Err(e) => return Err(e.to_string()),
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

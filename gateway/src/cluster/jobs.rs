@@ -16,11 +16,12 @@
 //! The outcome of a job larger than a NATS message may be travels without it: the copy
 //! says which replica has it.
 
+use super::replication::{read_for_ever, Batches, Rounds};
 use super::Cluster;
 use crate::state::Shared;
 use crate::store::job_copies::{self, JobCopy};
 use async_nats::jetstream::{self, stream};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use gsv_protocol::job::Job;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use rusqlite::TransactionBehavior;
@@ -72,27 +73,9 @@ async fn stream(shared: &Shared, cluster: &Cluster) -> Result<stream::Stream, St
 
 /// Out: publishes the changes of this replica's own jobs.
 async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
-    let mut stream_made = false;
-    let mut tick = tokio::time::interval(POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut backlog = false;
+    let mut rounds = Rounds::new(cluster, "jobs", POLL);
     loop {
-        if !backlog {
-            tick.tick().await;
-        }
-        backlog = false;
-        if !cluster.connected() {
-            continue;
-        }
-        if !stream_made {
-            match stream(shared, cluster).await {
-                Ok(_) => stream_made = true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster: cannot make the job stream; will try again");
-                    continue;
-                }
-            }
-        }
+        rounds.next(|| stream(shared, cluster)).await;
         let owner = cluster.replica.clone();
         let read = shared
             .store
@@ -128,7 +111,7 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster) {
         if !matches!(saved, Ok(Ok(()))) {
             tracing::warn!("cluster: cannot keep how far the jobs were published");
         }
-        backlog = full;
+        rounds.backlog = full;
     }
 }
 
@@ -164,13 +147,11 @@ async fn publish_all(cluster: &Cluster, copies: Vec<JobCopy>) -> Result<(), Stri
 
 /// In: applies the stream, from its start, for as long as the replica runs.
 async fn apply_loop(shared: &Arc<Shared>, cluster: &Cluster) {
-    let mut next: u64 = 1;
-    loop {
-        if let Err(e) = apply_stream(shared, cluster, &mut next).await {
-            tracing::warn!(error = %e, "cluster: reading the job stream failed; starting again");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    read_for_ever("jobs", 1, |mut next| async move {
+        let read = apply_stream(shared, cluster, &mut next).await;
+        (next, read)
+    })
+    .await
 }
 
 async fn apply_stream(
@@ -181,30 +162,16 @@ async fn apply_stream(
     if !cluster.connected() {
         return Ok(());
     }
-    let connects = cluster.connects();
     let stream = stream(shared, cluster).await?;
-    let mut messages = super::replay(&stream, "gsv.jobs.*", *next).await?;
-    let mut check = tokio::time::interval(Duration::from_millis(500));
-    check.tick().await;
+    let mut batches = Batches::open(cluster, &stream, "gsv.jobs.*", *next).await?;
     loop {
-        let first = tokio::select! {
-            m = messages.next() => m,
-            _ = check.tick() => {
-                if cluster.connects() != connects {
-                    return Ok(());
-                }
-                continue;
-            }
-        };
-        let Some(first) = first else {
+        let read = batches.batch(BATCH, || {}).await;
+        *next = batches.next;
+        let Some(messages) = read? else {
             return Ok(());
         };
         let mut batch = Vec::new();
-        let mut taken = 1;
-        let mut take = |m: jetstream::Message, batch: &mut Vec<JobCopy>| {
-            if let Ok(info) = m.info() {
-                *next = info.stream_sequence + 1;
-            }
+        for m in messages {
             match serde_json::from_slice::<JobCopy>(&m.payload) {
                 Ok(j) if j.owner == cluster.replica => {}
                 Ok(j) => match job_copies::check(&j) {
@@ -216,21 +183,6 @@ async fn apply_stream(
                 Err(e) => {
                     tracing::warn!(subject = %m.subject, error = %e, "cluster: unreadable job copy skipped")
                 }
-            }
-        };
-        take(first.map_err(|e| e.to_string())?, &mut batch);
-        let mut failed = None;
-        while taken < BATCH {
-            match messages.next().now_or_never() {
-                Some(Some(Ok(m))) => {
-                    take(m, &mut batch);
-                    taken += 1;
-                }
-                Some(Some(Err(e))) => {
-                    failed = Some(e.to_string());
-                    break;
-                }
-                Some(None) | None => break,
             }
         }
         if !batch.is_empty() {
@@ -255,9 +207,6 @@ async fn apply_stream(
                     tracing::warn!(error = %e, "cluster: jobs from other replicas were not applied")
                 }
             }
-        }
-        if let Some(e) = failed {
-            return Err(e);
         }
     }
 }

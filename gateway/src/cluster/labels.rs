@@ -21,11 +21,11 @@
 //! The publisher waits until the replica has read the stream once, so a starting
 //! replica does not publish again what the others already have.
 
+use super::replication::{read_for_ever, Batches, Rounds};
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
 use crate::state::Shared;
 use async_nats::jetstream::stream;
-use futures_util::{FutureExt, StreamExt};
 use gsv_protocol::inventory::{check_labels, Labels};
 use gsv_protocol::names::NodeId;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
@@ -108,24 +108,11 @@ async fn publish_loop(
 ) {
     let started = Instant::now();
     let mut newest: u64 = 0;
-    let mut stream_made = false;
-    let mut tick = tokio::time::interval(POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rounds = Rounds::new(cluster, "labels", POLL);
     loop {
-        tick.tick().await;
-        if !cluster.connected()
-            || (!caught_up.load(Ordering::SeqCst) && started.elapsed() < CATCH_UP)
-        {
+        rounds.next(|| stream(cluster)).await;
+        if !caught_up.load(Ordering::SeqCst) && started.elapsed() < CATCH_UP {
             continue;
-        }
-        if !stream_made {
-            match stream(cluster).await {
-                Ok(_) => stream_made = true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster: cannot make the label stream; will try again");
-                    continue;
-                }
-            }
         }
         let since = newest.saturating_sub(LOOK_BACK_MS);
         let read = shared
@@ -173,13 +160,11 @@ async fn publish_loop(
 /// In: applies the stream, from its start, for as long as the replica runs; the
 /// consumer is made again after a failure and whenever the client reconnected.
 async fn apply_loop(shared: &Arc<Shared>, cluster: &Cluster, seen: &Seen, caught_up: &AtomicBool) {
-    let mut next: u64 = 1;
-    loop {
-        if let Err(e) = apply_stream(shared, cluster, seen, caught_up, &mut next).await {
-            tracing::warn!(error = %e, "cluster: reading the label stream failed; starting again");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    read_for_ever("labels", 1, |mut next| async move {
+        let read = apply_stream(shared, cluster, seen, caught_up, &mut next).await;
+        (next, read)
+    })
+    .await
 }
 
 async fn apply_stream(
@@ -192,33 +177,21 @@ async fn apply_stream(
     if !cluster.connected() {
         return Ok(());
     }
-    let connects = cluster.connects();
     let stream = stream(cluster).await?;
-    let mut messages = super::replay(&stream, "gsv.labels.>", *next).await?;
-    let mut check = tokio::time::interval(Duration::from_millis(500));
-    check.tick().await;
+    let mut batches = Batches::open(cluster, &stream, "gsv.labels.>", *next).await?;
     loop {
-        let first = tokio::select! {
-            m = messages.next() => m,
-            _ = check.tick() => {
-                // Nothing for a while: whatever the stream had is read.
-                caught_up.store(true, Ordering::SeqCst);
-                if cluster.connects() != connects {
-                    return Ok(());
-                }
-                continue;
-            }
-        };
-        let Some(first) = first else {
+        // Nothing for a while: whatever the stream had is read.
+        let read = batches
+            .batch(BATCH, || caught_up.store(true, Ordering::SeqCst))
+            .await;
+        *next = batches.next;
+        let Some(messages) = read? else {
             return Ok(());
         };
         let mut batch = Vec::new();
-        let take = |m: async_nats::jetstream::Message, next: &mut u64, batch: &mut Vec<Record>| {
-            if let Ok(info) = m.info() {
-                *next = info.stream_sequence + 1;
-                if info.pending == 0 {
-                    caught_up.store(true, Ordering::SeqCst);
-                }
+        for m in messages {
+            if m.info().is_ok_and(|info| info.pending == 0) {
+                caught_up.store(true, Ordering::SeqCst);
             }
             match serde_json::from_slice::<Record>(&m.payload) {
                 Ok(r) if r.origin != cluster.replica => batch.push(r),
@@ -226,14 +199,6 @@ async fn apply_stream(
                 Err(e) => {
                     tracing::warn!(subject = %m.subject, error = %e, "cluster: unreadable label record skipped")
                 }
-            }
-        };
-        take(first.map_err(|e| e.to_string())?, next, &mut batch);
-        while batch.len() < BATCH {
-            match messages.next().now_or_never() {
-                Some(Some(Ok(m))) => take(m, next, &mut batch),
-                Some(Some(Err(e))) => return Err(e.to_string()),
-                Some(None) | None => break,
             }
         }
         if batch.is_empty() {

@@ -21,6 +21,7 @@ pub mod labels;
 pub mod link;
 pub mod listing;
 pub mod presence;
+mod replication;
 mod resume;
 pub mod slot;
 pub mod tokens;

@@ -19,10 +19,11 @@
 //!   Applying is idempotent and monotonic: a token is never un-revoked, a row never
 //!   overwritten.
 //!
-//! Labels travel the same way on a stream of their own ([`super::labels`]). What is
-//! not shared yet: jobs and the audit log (each replica keeps its own hash chain,
-//! which records the tokens and labels it imported).
+//! Labels, jobs and the audit log travel the same way on streams of their own
+//! ([`super::labels`], [`super::jobs`], [`super::audit`]); the loops they all run are
+//! [`super::replication`]'s.
 
+use super::replication::{read_for_ever, Batches, Rounds};
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
 use crate::operator::OperatorRole;
@@ -30,7 +31,6 @@ use crate::policy::PolicySpec;
 use crate::state::Shared;
 use crate::token::TokenKind;
 use async_nats::jetstream::{self, stream};
-use futures_util::{FutureExt, StreamExt};
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -100,23 +100,9 @@ async fn publish_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<
     let mut last_rowid: i64 = 0;
     let mut revoked_since: i64 = 0;
     let mut published_revocations: HashSet<String> = HashSet::new();
-    let mut stream_made = false;
-    let mut tick = tokio::time::interval(POLL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rounds = Rounds::new(cluster, "tokens", POLL);
     loop {
-        tick.tick().await;
-        if !cluster.connected() {
-            continue;
-        }
-        if !stream_made {
-            match stream(cluster).await {
-                Ok(_) => stream_made = true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster: cannot make the token stream; will try again");
-                    continue;
-                }
-            }
-        }
+        rounds.next(|| stream(cluster)).await;
         let from = last_rowid;
         let since = revoked_since.saturating_sub(60_000);
         let read = shared
@@ -239,13 +225,11 @@ fn read_changes(
 /// consumer is made again (from the message after the last one applied) when it
 /// fails and whenever the client reconnected, since a restarted server has lost it.
 async fn apply_loop(shared: &Arc<Shared>, cluster: &Cluster, imported: &Mutex<HashSet<String>>) {
-    let mut next: u64 = 1;
-    loop {
-        if let Err(e) = apply_stream(shared, cluster, imported, &mut next).await {
-            tracing::warn!(error = %e, "cluster: reading the token stream failed; starting again");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    read_for_ever("tokens", 1, |mut next| async move {
+        let read = apply_stream(shared, cluster, imported, &mut next).await;
+        (next, read)
+    })
+    .await
 }
 
 async fn apply_stream(
@@ -257,98 +241,72 @@ async fn apply_stream(
     if !cluster.connected() {
         return Ok(());
     }
-    let connects = cluster.connects();
     let stream = stream(cluster).await?;
-    let mut messages = super::replay(&stream, "gsv.tokens.>", *next).await?;
-    let mut check = tokio::time::interval(Duration::from_millis(500));
-    // A message read while gathering a batch of tokens, not a token itself.
-    let mut held: Option<async_nats::jetstream::Message> = None;
+    let mut batches = Batches::open(cluster, &stream, "gsv.tokens.>", *next).await?;
     loop {
-        let message = match held.take() {
-            Some(m) => m,
-            None => {
-                let next_message = tokio::select! {
-                    m = messages.next() => m,
-                    _ = check.tick() => {
-                        if cluster.connects() != connects {
-                            return Ok(());
-                        }
-                        continue;
-                    }
-                };
-                let Some(message) = next_message else {
-                    return Ok(());
-                };
-                message.map_err(|e| e.to_string())?
-            }
+        let read = batches.batch(BATCH as usize, || {}).await;
+        *next = batches.next;
+        let Some(messages) = read? else {
+            return Ok(());
         };
-        if let Ok(info) = message.info() {
-            *next = info.stream_sequence + 1;
-        }
-        let subject = message.subject.as_str();
-        if subject.ends_with(".created") {
-            // Tokens come in bursts (a replica joining, a fleet enrolled): the ones
-            // already here are applied together, in one transaction.
-            let mut batch = Vec::new();
-            let take = |batch: &mut Vec<Created>, m: &async_nats::jetstream::Message| {
+        // Tokens come in bursts (a replica joining, a fleet enrolled): the ones in a
+        // row are applied together, in one transaction; a revocation after them
+        // waits for them.
+        let mut created = Vec::new();
+        for m in messages {
+            let subject = m.subject.as_str();
+            if subject.ends_with(".created") {
                 match serde_json::from_slice::<Created>(&m.payload) {
-                    Ok(row) if row.origin != cluster.replica => batch.push(row),
+                    Ok(row) if row.origin != cluster.replica => created.push(row),
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(subject = %m.subject, error = %e, "cluster: unreadable token record skipped")
+                        tracing::warn!(subject, error = %e, "cluster: unreadable token record skipped")
                     }
                 }
-            };
-            take(&mut batch, &message);
-            while batch.len() < BATCH as usize {
-                match messages.next().now_or_never() {
-                    Some(Some(Ok(m))) => {
-                        if let Ok(info) = m.info() {
-                            *next = info.stream_sequence + 1;
-                        }
-                        if m.subject.as_str().ends_with(".created") {
-                            take(&mut batch, &m);
-                        } else {
-                            held = Some(m);
-                            break;
-                        }
+            } else if subject.ends_with(".revoked") {
+                insert_created(shared, imported, std::mem::take(&mut created)).await;
+                match serde_json::from_slice::<Revoked>(&m.payload) {
+                    Ok(rev) => apply_revocation(shared, rev).await,
+                    Err(e) => {
+                        tracing::warn!(subject, error = %e, "cluster: unreadable revocation skipped")
                     }
-                    Some(Some(Err(e))) => return Err(e.to_string()),
-                    Some(None) => break,
-                    None => break,
-                }
-            }
-            if let Ok(mut s) = imported.lock() {
-                s.extend(batch.iter().map(|r| r.id.clone()));
-            }
-            let applied = shared
-                .store
-                .blocking(move |store| store.with_conn(|c| insert_all(c, &batch)))
-                .await;
-            if let Ok(Err(e)) = applied {
-                tracing::warn!(error = %e, "cluster: tokens from another replica were not applied");
-            }
-        } else if subject.ends_with(".revoked") {
-            match serde_json::from_slice::<Revoked>(&message.payload) {
-                Ok(rev) => {
-                    let applied = shared
-                        .store
-                        .blocking(move |store| store.with_conn(|c| revoke(c, &rev)))
-                        .await;
-                    match applied {
-                        Ok(Ok(Some(cut))) => crate::revocation::cut(shared, vec![cut]).await,
-                        Ok(Ok(None)) => {}
-                        Ok(Err(e)) => {
-                            tracing::warn!(error = %e, "cluster: a revocation from another replica was not applied")
-                        }
-                        Err(_) => {}
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(subject, error = %e, "cluster: unreadable revocation skipped")
                 }
             }
         }
+        insert_created(shared, imported, created).await;
+    }
+}
+
+/// Stores tokens made on other replicas (none: nothing to do).
+async fn insert_created(shared: &Shared, imported: &Mutex<HashSet<String>>, batch: Vec<Created>) {
+    if batch.is_empty() {
+        return;
+    }
+    if let Ok(mut s) = imported.lock() {
+        s.extend(batch.iter().map(|r| r.id.clone()));
+    }
+    let applied = shared
+        .store
+        .blocking(move |store| store.with_conn(|c| insert_all(c, &batch)))
+        .await;
+    if let Ok(Err(e)) = applied {
+        tracing::warn!(error = %e, "cluster: tokens from another replica were not applied");
+    }
+}
+
+/// Marks a token revoked on another replica revoked here and cuts what it holds.
+async fn apply_revocation(shared: &Shared, rev: Revoked) {
+    let applied = shared
+        .store
+        .blocking(move |store| store.with_conn(|c| revoke(c, &rev)))
+        .await;
+    match applied {
+        Ok(Ok(Some(cut))) => crate::revocation::cut(shared, vec![cut]).await,
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cluster: a revocation from another replica was not applied")
+        }
+        Err(_) => {}
     }
 }
 
