@@ -1326,3 +1326,111 @@ async fn mcp_on_any_replica_lists_and_calls_the_nodes_every_replica_holds() {
     assert!(text.contains("web1") && text.contains("web2"), "{run}");
     assert_eq!(run["result"]["isError"], false, "{run}");
 }
+
+/// A 2026-07-28 `subscriptions/listen` stream for tool-list changes on `gw`'s `/mcp`,
+/// once acknowledged.
+async fn listen(gw: &Gateway, token: &str) -> tokio::net::TcpStream {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+    .to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::net::TcpStream::connect(&gw.addr)
+        .await
+        .expect("connect");
+    s.write_all(req.as_bytes()).await.expect("write");
+    assert!(
+        heard(&mut s, "notifications/subscriptions/acknowledged", SPREAD).await,
+        "the listen stream was not acknowledged"
+    );
+    s
+}
+
+/// Whether `what` comes on `stream` within `within`.
+async fn heard(stream: &mut tokio::net::TcpStream, what: &str, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    seen.extend_from_slice(&buf[..n]);
+                    if String::from_utf8_lossy(&seen).contains(what) {
+                        return true;
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.unwrap_or(false)
+}
+
+#[tokio::test]
+async fn an_mcp_client_on_one_replica_hears_that_the_list_changed_when_a_node_joins_another() {
+    let dir = TempDir::new("cluster-mcp-listen");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let token = a.agent_token();
+    let blind = a.token(&["agent", "blind", "--allow", "elsewhere__*"]);
+    // Both tokens (made on A) are known on B, and B hears A.
+    let _agent = accepted(&b, &token, "A's agent token on B").await;
+    let _blind = accepted(&b, &blind, "the blind token on B").await;
+    hears(&b, &["a", "b"]).await;
+    let mut sees = listen(&b, &token).await;
+    let mut does_not = listen(&b, &blind).await;
+    assert!(
+        !heard(
+            &mut sees,
+            "notifications/tools/list_changed",
+            Duration::from_millis(1500)
+        )
+        .await,
+        "told of a change before anything changed"
+    );
+
+    // A node joins A: the client on B is told; its next listing shows the node.
+    let ws = TempDir::new("cluster-mcp-listen-ws");
+    let node_token = a.node_token("late");
+    let _node = a.spawn_node("late", &node_token, ws.path(), &[]);
+    a.wait_online("late").await;
+    assert!(
+        heard(&mut sees, "notifications/tools/list_changed", SPREAD).await,
+        "the client on B was not told that a node joined A"
+    );
+    let listed = mcp(&b, &token, "", "tools/list", json!({})).await;
+    assert!(
+        tool_names(&listed).iter().any(|n| n == "late__Echo"),
+        "{listed}"
+    );
+    // A token that may see nothing of `late` is told nothing.
+    assert!(
+        !heard(
+            &mut does_not,
+            "notifications/tools/list_changed",
+            Duration::from_secs(2)
+        )
+        .await,
+        "a token that cannot see the node was told of it"
+    );
+}

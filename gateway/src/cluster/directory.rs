@@ -46,6 +46,10 @@ pub struct Directory {
     /// The bucket, once reached: asked directly for a node the map does not have yet
     /// ([`Directory::fetch`]).
     store: std::sync::OnceLock<kv::Store>,
+    /// Bumped whenever the nodes of other replicas change (an entry of another replica
+    /// written, an entry removed, a replica gone or back): MCP sessions gather those
+    /// nodes again then, to tell their clients that the lists changed.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// How long a direct look-up in the bucket may take.
@@ -111,6 +115,17 @@ impl Directory {
         let entry = Entry::decode(&got.ok()?.ok()??)?;
         self.holders.insert(node.to_owned(), entry);
         self.entry(cluster, node)
+    }
+
+    /// See [`Directory::epoch`]'s field.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// The other replicas' nodes changed: the epoch moves, and MCP sessions look.
+    pub(super) fn changed(&self, shared: &Shared) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        shared.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
     }
 
     /// Entries in the local map (for tests and the status page).
@@ -257,7 +272,9 @@ async fn watch(shared: Arc<Shared>, cluster: Arc<Cluster>, store: kv::Store) {
                 let mut fresh: Option<HashMap<String, String>> = Some(HashMap::new());
                 while let Some(entry) = entries.next().await {
                     let Ok(entry) = entry else { break };
-                    apply(&cluster, &mut fresh, &entry);
+                    if apply(&cluster, &mut fresh, &entry) {
+                        cluster.directory.changed(&shared);
+                    }
                     if entry.delta == 0 {
                         if let Some(snapshot) = fresh.take() {
                             settle(&shared, &cluster, &store, snapshot).await;
@@ -274,17 +291,22 @@ async fn watch(shared: Arc<Shared>, cluster: Arc<Cluster>, store: kv::Store) {
     }
 }
 
-/// One entry of the watch into the map (while catching up, into the snapshot too).
-fn apply(cluster: &Cluster, fresh: &mut Option<HashMap<String, String>>, entry: &kv::Entry) {
+/// One entry of the watch into the map (while catching up, into the snapshot too);
+/// whether it changed another replica's nodes.
+fn apply(
+    cluster: &Cluster,
+    fresh: &mut Option<HashMap<String, String>>,
+    entry: &kv::Entry,
+) -> bool {
     let node = entry.key.as_str();
     tracing::debug!(node_id = %node, operation = ?entry.operation, revision = entry.revision, delta = entry.delta, "cluster: directory entry seen");
     if gsv_protocol::NodeId::parse(node).is_err() {
-        return;
+        return false;
     }
     match entry.operation {
         kv::Operation::Put => {
             let Some(held) = Entry::decode(&entry.value) else {
-                return;
+                return false;
             };
             if let Some(snapshot) = fresh {
                 snapshot.insert(node.to_owned(), held.replica.clone());
@@ -298,12 +320,17 @@ fn apply(cluster: &Cluster, fresh: &mut Option<HashMap<String, String>>, entry: 
                     .entry(node.to_owned())
                     .and_modify(|r| *r = (*r).max(entry.revision));
             }
+            !mine
         }
         kv::Operation::Delete | kv::Operation::Purge => {
             if let Some(snapshot) = fresh {
                 snapshot.remove(node);
             }
-            cluster.directory.holders.remove(node);
+            cluster
+                .directory
+                .holders
+                .remove(node)
+                .is_some_and(|(_, held)| held.replica != cluster.replica)
         }
     }
 }

@@ -98,6 +98,18 @@ impl Cluster {
                 .is_some_and(|e| e.value().0.elapsed() >= GONE)
     }
 
+    /// The other replicas heard from lately, by name, sorted.
+    fn live_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|e| e.key() != &self.replica && e.value().0.elapsed() < GONE)
+            .map(|e| e.key().clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// The other replicas heard from lately.
     pub fn live_peers(&self) -> usize {
         self.peers
@@ -135,8 +147,16 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
     let say = async {
         let mut tick = tokio::time::interval(HELLO);
         let mut was_connected = cluster.connected();
+        let mut live = Vec::new();
         loop {
             tick.tick().await;
+            // A replica gone (its nodes with it) or back changes what every replica
+            // lists.
+            let now = cluster.live_names();
+            if now != live {
+                live = now;
+                cluster.directory.changed(&shared);
+            }
             let connected = cluster.connected();
             if connected != was_connected {
                 if connected {

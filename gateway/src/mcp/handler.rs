@@ -244,13 +244,34 @@ struct Changes {
 struct Seen {
     tools: u64,
     nodes: u64,
+    /// Cluster mode: [`crate::cluster::directory::Directory::epoch`] when the other
+    /// replicas' nodes were last gathered, and what they held for the session.
+    remote_epoch: u64,
+    remote: Option<Arc<nodes::RemoteFleet>>,
 }
 
 impl Seen {
-    fn now(shared: &Shared, lens: &Lens) -> Seen {
+    /// The digests now. In cluster mode the other replicas' nodes count too: gathered
+    /// again only when the node directory changed since `last` (not for every change
+    /// of this replica's own nodes).
+    async fn now(shared: &Shared, lens: &Lens, last: Option<&Seen>) -> Seen {
+        let mut lens = lens.clone();
+        let (remote_epoch, remote) = match &shared.cluster {
+            None => (0, None),
+            Some(cluster) => {
+                let epoch = cluster.directory.epoch();
+                match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
+                    Some(l) => (epoch, l.remote.clone()),
+                    None => (epoch, nodes::with_remote(shared, lens.clone()).await.remote),
+                }
+            }
+        };
+        lens.remote = remote.clone();
         Seen {
-            tools: tools_digest(shared, lens),
-            nodes: resources::digest(shared, lens),
+            tools: tools_digest(shared, &lens),
+            nodes: resources::digest(shared, &lens),
+            remote_epoch,
+            remote,
         }
     }
 }
@@ -274,7 +295,7 @@ async fn next_change(
             _ = tokio::time::sleep(LIST_CHANGED_DEBOUNCE) => {}
         }
         rx.borrow_and_update();
-        let now = Seen::now(shared, lens);
+        let now = Seen::now(shared, lens, Some(last)).await;
         let changes = Changes {
             tools: now.tools != last.tools,
             resources: now.nodes != last.nodes,
@@ -296,7 +317,7 @@ impl McpHandler {
         tokio::spawn(
             async move {
                 let mut rx = shared.tools_epoch.subscribe();
-                let mut last = Seen::now(&shared, &lens);
+                let mut last = Seen::now(&shared, &lens, None).await;
                 while let Some(c) = next_change(&shared, &lens, &mut rx, &mut last, &stop).await {
                     if c.tools && peer.notify_tool_list_changed().await.is_err() {
                         break;
@@ -447,7 +468,7 @@ impl ServerHandler for McpHandler {
         let shared = self.shared().clone();
         let stop = self.scope.0.child_token();
         let mut rx = shared.tools_epoch.subscribe();
-        let mut last = Seen::now(&shared, &lens);
+        let mut last = Seen::now(&shared, &lens, None).await;
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
