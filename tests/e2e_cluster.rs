@@ -1434,3 +1434,43 @@ async fn an_mcp_client_on_one_replica_hears_that_the_list_changed_when_a_node_jo
         "a token that cannot see the node was told of it"
     );
 }
+
+#[tokio::test]
+async fn mcp_auto_view_counts_the_tools_every_replica_holds() {
+    let dir = TempDir::new("cluster-mcp-auto");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    // Two nodes on A: more tools than `auto` shows flat; none on B.
+    let ws1 = TempDir::new("cluster-mcp-auto-ws1");
+    let ws2 = TempDir::new("cluster-mcp-auto-ws2");
+    let t1 = a.node_token("many1");
+    let t2 = a.node_token("many2");
+    let _n1 = a.spawn_node("many1", &t1, ws1.path(), &[]);
+    let _n2 = a.spawn_node("many2", &t2, ws2.path(), &[]);
+    a.wait_online("many1").await;
+    a.wait_online("many2").await;
+    let token = a.agent_token();
+    let _agent = accepted(&b, &token, "A's agent token on B").await;
+    hears(&b, &["a", "b"]).await;
+    // On B, `auto` (the token's default) counts A's tools too: the fleet view.
+    let names = eventually("B's auto view counts A's nodes", SPREAD, || async {
+        let names = tool_names(&mcp(&b, &token, "", "tools/list", json!({})).await);
+        names.iter().any(|n| n == "fleet_nodes").then_some(names)
+    })
+    .await;
+    assert!(
+        !names.iter().any(|n| n.starts_with("many1__")),
+        "the fleet view lists no node tools: {names:?}"
+    );
+    // Asked for flat, the same token gets A's tools listed on B.
+    let flat = tool_names(&mcp(&b, &token, "?view=flat", "tools/list", json!({})).await);
+    assert!(
+        flat.iter().any(|n| n == "many1__Read") && flat.iter().any(|n| n == "many2__Read"),
+        "{flat:?}"
+    );
+    // A selection that picks one node counts that node's tools only: flat.
+    let one = tool_names(&mcp(&b, &token, "?select=id~many1", "tools/list", json!({})).await);
+    assert!(one.iter().any(|n| n == "many1__Read"), "{one:?}");
+    assert!(!one.iter().any(|n| n.starts_with("many2__")), "{one:?}");
+}

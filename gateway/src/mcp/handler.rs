@@ -96,6 +96,8 @@ pub struct McpState {
     /// Approval questions handed to 2026-07-28 clients (`InputRequiredResult`), by
     /// the opaque `requestState` they must echo back.
     questions: DashMap<String, PendingQuestion>,
+    /// `auto`'s choices in cluster mode ([`view::AutoViews`]).
+    auto_views: view::AutoViews,
 }
 
 /// What a `requestState` stands for: one exact call of one token, asked once.
@@ -111,6 +113,7 @@ impl McpState {
         Arc::new(McpState {
             shared,
             questions: DashMap::new(),
+            auto_views: view::AutoViews::default(),
         })
     }
 
@@ -168,7 +171,7 @@ impl McpHandler {
     /// What this request sees: the caller, with the session's view and selection
     /// (2025 revisions), or a view decided now (2026-07-28 has no session; `auto`
     /// then counts on each request).
-    fn lens(&self, extensions: &rmcp::model::Extensions) -> Result<Lens, ErrorData> {
+    async fn lens(&self, extensions: &rmcp::model::Extensions) -> Result<Lens, ErrorData> {
         let who = principal(extensions)?;
         if let Some((shown, url)) = self.session.get() {
             return Ok(Lens {
@@ -178,22 +181,44 @@ impl McpHandler {
                 remote: None,
             });
         }
-        Ok(decide(self.shared(), who, &url_view(extensions)))
+        Ok(self.decide(who, &url_view(extensions)).await)
     }
-}
 
-/// The view `who` gets with what the URL asks for.
-fn decide(shared: &Shared, who: McpPrincipal, url: &UrlView) -> Lens {
-    let mut lens = Lens {
-        shown: Shown::Flat,
-        select: url.select.clone(),
-        who,
-        remote: None,
-    };
-    lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || {
-        nodes::lens_tool_count(shared, &lens, view::AUTO_MAX_TOOLS)
-    });
-    lens
+    /// The view `who` gets with what the URL asks for. In cluster mode `auto` counts
+    /// the tools the token sees on every replica: the other replicas' nodes are
+    /// gathered for it (and kept on the lens for the listing that follows), unless the
+    /// same choice was made while nothing in the fleet changed.
+    async fn decide(&self, who: McpPrincipal, url: &UrlView) -> Lens {
+        let shared = self.shared();
+        let mut lens = Lens {
+            shown: Shown::Flat,
+            select: url.select.clone(),
+            who,
+            remote: None,
+        };
+        let asked = url.view.unwrap_or(lens.who.policy.mcp_view());
+        let count = |lens: &Lens| nodes::lens_tool_count(shared, lens, view::AUTO_MAX_TOOLS);
+        if asked != view::McpView::Auto || shared.cluster.is_none() {
+            lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
+            return lens;
+        }
+        let epoch = *shared.tools_epoch.borrow();
+        let select = lens.select.as_ref().map(|s| s.to_string());
+        if let Some(shown) = self
+            .state
+            .auto_views
+            .get(&lens.who.token_id, select.as_deref(), epoch)
+        {
+            lens.shown = shown;
+            return lens;
+        }
+        let mut lens = nodes::with_remote(shared, lens).await;
+        lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
+        self.state
+            .auto_views
+            .put(lens.who.token_id.clone(), select, epoch, lens.shown);
+        lens
+    }
 }
 
 /// The URL's `?view=` and `?select=` (put there by [`view::check_query`]).
@@ -256,6 +281,8 @@ impl Seen {
     /// of this replica's own nodes).
     async fn now(shared: &Shared, lens: &Lens, last: Option<&Seen>) -> Seen {
         let mut lens = lens.clone();
+        // What the lens was made with is gathered again, not reused.
+        lens.remote = None;
         let (remote_epoch, remote) = match &shared.cluster {
             None => (0, None),
             Some(cluster) => {
@@ -365,7 +392,7 @@ impl ServerHandler for McpHandler {
         context.peer.set_peer_info(request.clone());
         let who = principal(&context.extensions)?;
         let url = url_view(&context.extensions);
-        let lens = decide(self.shared(), who, &url);
+        let lens = self.decide(who, &url).await;
         tracing::info!(
             agent = %lens.who.name,
             client = %request.client_info.name,
@@ -388,7 +415,7 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let lens = self.lens(&context.extensions)?;
+        let lens = self.lens(&context.extensions).await?;
         if lens.shown == Shown::Fleet {
             return Ok(ListToolsResult::with_all_items(fleet_tools::definitions()));
         }
@@ -417,7 +444,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let lens = self.lens(&context.extensions)?;
+        let lens = self.lens(&context.extensions).await?;
         let span = tracing::info_span!("mcp_call", agent = %lens.who.name, tool = ?request.name);
         self.dispatch(request, context, lens).instrument(span).await
     }
@@ -427,7 +454,7 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions)?).await;
+        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions).await?).await;
         let cursor = request.and_then(|r| r.cursor);
         resources::list(self.shared(), &lens, cursor.as_deref())
     }
@@ -446,7 +473,7 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions)?).await;
+        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions).await?).await;
         resources::read(self.shared(), &lens, &request.uri).map(Into::into)
     }
 
@@ -458,7 +485,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let lens = self.lens(&context.request_context().extensions)?;
+        let lens = self.lens(&context.request_context().extensions).await?;
         let tools = context.accepted().tools_list_changed == Some(true);
         let resources = context.accepted().resources_list_changed == Some(true);
         if !tools && !resources {

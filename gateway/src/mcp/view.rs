@@ -101,6 +101,32 @@ pub fn choose(url: Option<McpView>, token: McpView, count: impl FnOnce() -> usiz
     }
 }
 
+/// `auto`'s choices in cluster mode, by token and selection, each with the fleet's
+/// change counter (`Shared::tools_epoch`) it was made at: a request made while nothing
+/// changed reuses it instead of gathering the other replicas' nodes again.
+#[derive(Default)]
+pub struct AutoViews(dashmap::DashMap<(String, Option<String>), (u64, Shown)>);
+
+/// Choices kept at most (selections come from URLs: past this, all are forgotten).
+const MAX_AUTO_VIEWS: usize = 4096;
+
+impl AutoViews {
+    /// The choice for `token` and `select` made at `epoch`, if there is one.
+    pub fn get(&self, token: &str, select: Option<&str>, epoch: u64) -> Option<Shown> {
+        self.0
+            .get(&(token.to_owned(), select.map(str::to_owned)))
+            .filter(|e| e.0 == epoch)
+            .map(|e| e.1)
+    }
+
+    pub fn put(&self, token: String, select: Option<String>, epoch: u64, shown: Shown) {
+        if self.0.len() >= MAX_AUTO_VIEWS {
+            self.0.clear();
+        }
+        self.0.insert((token, select), (epoch, shown));
+    }
+}
+
 /// Why the MCP URL's query was refused.
 #[derive(Debug, Error)]
 pub enum QueryError {
@@ -211,6 +237,24 @@ pub async fn check_query(mut req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_choices_hold_only_at_their_epoch_and_stay_few() {
+        let views = AutoViews::default();
+        views.put("t1".into(), None, 7, Shown::Fleet);
+        assert_eq!(views.get("t1", None, 7), Some(Shown::Fleet));
+        assert_eq!(views.get("t1", None, 8), None, "the fleet changed since");
+        assert_eq!(
+            views.get("t1", Some("os=linux"), 7),
+            None,
+            "another selection"
+        );
+        assert_eq!(views.get("t2", None, 7), None, "another token");
+        for i in 0..(MAX_AUTO_VIEWS + 10) {
+            views.put("t1".into(), Some(format!("id~n{i}")), 7, Shown::Flat);
+        }
+        assert!(views.0.len() <= MAX_AUTO_VIEWS);
+    }
 
     #[test]
     fn the_url_beats_the_token_and_auto_counts() {
