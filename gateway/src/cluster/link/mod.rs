@@ -98,7 +98,11 @@ impl Peer {
             let mut sink = self.wire.sink.lock().await;
             sink.feed(Message::text(text)).await?;
             if turn.leave() {
+                // Others fed theirs counting on this flush: should this send be given
+                // up half-way (its caller went away), the flush goes on without it.
+                let mut pending = Unflushed(Some(Arc::clone(&self.wire)));
                 sink.flush().await?;
+                pending.0 = None;
             }
             Ok::<(), tungstenite::Error>(())
         })
@@ -124,6 +128,26 @@ impl Peer {
             let _ = self.wire.sink.lock().await.close().await;
         })
         .await;
+    }
+}
+
+/// A flush under way; dropped before it finished, it finishes in a task of its own
+/// (bounded by [`STALL`], after which the link is dead).
+struct Unflushed(Option<Arc<Wire>>);
+
+impl Drop for Unflushed {
+    fn drop(&mut self) {
+        let Some(wire) = self.0.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            let flushed =
+                tokio::time::timeout(STALL, async { wire.sink.lock().await.flush().await }).await;
+            if !matches!(flushed, Ok(Ok(()))) {
+                wire.dead.cancel();
+            }
+        });
     }
 }
 
@@ -468,6 +492,85 @@ mod tests {
                 .collect();
             assert_eq!(order, (0..50).collect::<Vec<_>>(), "sender {s}");
         }
+        assert!(!peer.dead());
+    }
+
+    /// A sink whose flushes wait for a gate to open (a peer slow to read).
+    #[derive(Clone, Default)]
+    struct Gated {
+        open: Arc<std::sync::atomic::AtomicBool>,
+        waker: Arc<std::sync::Mutex<Option<std::task::Waker>>>,
+        kept: Kept,
+    }
+
+    impl Gated {
+        fn open(&self) {
+            self.open.store(true, Ordering::SeqCst);
+            if let Some(w) = self.waker.lock().expect("lock").take() {
+                w.wake();
+            }
+        }
+    }
+
+    impl Sink<Message> for Gated {
+        type Error = tungstenite::Error;
+        fn poll_ready(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn start_send(self: Pin<&mut Self>, m: Message) -> Result<(), Self::Error> {
+            let mut kept = self.kept.clone();
+            Pin::new(&mut kept).start_send(m)
+        }
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            if !self.open.load(Ordering::SeqCst) {
+                *self.waker.lock().expect("lock") = Some(cx.waker().clone());
+                return std::task::Poll::Pending;
+            }
+            let mut kept = self.kept.clone();
+            Pin::new(&mut kept).poll_flush(cx)
+        }
+        fn poll_close(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flush_its_sender_gave_up_half_way_still_happens() {
+        let links = Links::default();
+        let gated = Gated::default();
+        let peer = peer(&links, gated.clone());
+        // The sender's flush waits on a slow peer; its caller goes away meanwhile.
+        let sending = tokio::spawn({
+            let peer = peer.clone();
+            async move { peer.send(holder_word("k1")).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sending.abort();
+        let _ = sending.await;
+        assert!(gated.kept.flushed.lock().expect("lock").is_empty());
+        // The peer reads again: the frame goes out all the same.
+        gated.open();
+        let mut flushed = 0;
+        for _ in 0..200 {
+            flushed = gated.kept.flushed.lock().expect("lock").len();
+            if flushed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            flushed, 1,
+            "the frame fed before its sender went away was flushed"
+        );
         assert!(!peer.dead());
     }
 
