@@ -93,7 +93,7 @@ impl Peer {
             Ok(t) if t.len() <= MAX_MESSAGE => t,
             _ => return Err(Box::new(out)),
         };
-        let mut turn = Turn::take(&self.wire.sending);
+        let mut turn = Turn::take(&self.wire);
         let written = tokio::time::timeout(STALL, async {
             let mut sink = self.wire.sink.lock().await;
             sink.feed(Message::text(text)).await?;
@@ -153,15 +153,15 @@ impl Drop for Unflushed {
 
 /// A sender's place among those waiting for a link's sink.
 struct Turn<'a> {
-    sending: &'a AtomicUsize,
+    wire: &'a Arc<Wire>,
     counted: bool,
 }
 
 impl<'a> Turn<'a> {
-    fn take(sending: &'a AtomicUsize) -> Self {
-        sending.fetch_add(1, Ordering::AcqRel);
+    fn take(wire: &'a Arc<Wire>) -> Self {
+        wire.sending.fetch_add(1, Ordering::AcqRel);
         Turn {
-            sending,
+            wire,
             counted: true,
         }
     }
@@ -169,14 +169,16 @@ impl<'a> Turn<'a> {
     /// Leaves the group; true for the last one (it flushes for all).
     fn leave(&mut self) -> bool {
         self.counted = false;
-        self.sending.fetch_sub(1, Ordering::AcqRel) == 1
+        self.wire.sending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        if self.counted {
-            self.sending.fetch_sub(1, Ordering::AcqRel);
+        // Given up before its turn (its caller went away): when it was the last one
+        // waiting, the frames fed before it counting on its flush are flushed anyway.
+        if self.counted && self.wire.sending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            drop(Unflushed(Some(Arc::clone(self.wire))));
         }
     }
 }
@@ -572,6 +574,35 @@ mod tests {
             "the frame fed before its sender went away was flushed"
         );
         assert!(!peer.dead());
+    }
+
+    #[tokio::test]
+    async fn the_last_sender_in_line_going_away_flushes_what_the_others_fed() {
+        let links = Links::default();
+        let kept = Kept::default();
+        let peer = peer(&links, kept.clone());
+        // X feeds while Y waits its turn: X leaves the flush to Y.
+        let mut x = Turn::take(&peer.wire);
+        let y = Turn::take(&peer.wire);
+        peer.wire
+            .sink
+            .lock()
+            .await
+            .feed(Message::text("x"))
+            .await
+            .expect("feed");
+        assert!(!x.leave(), "X is not the last: Y flushes");
+        // Y goes away before its turn: X's frame is flushed all the same.
+        drop(y);
+        let mut flushed = 0;
+        for _ in 0..200 {
+            flushed = kept.flushed.lock().expect("lock").len();
+            if flushed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(flushed, 1);
     }
 
     #[test]
