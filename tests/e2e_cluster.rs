@@ -1386,7 +1386,7 @@ async fn heard(stream: &mut tokio::net::TcpStream, what: &str, within: Duration)
 }
 
 #[tokio::test]
-async fn an_mcp_client_on_one_replica_hears_that_the_list_changed_when_a_node_joins_another() {
+async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_another() {
     let dir = TempDir::new("cluster-mcp-listen");
     let nats = NatsServer::start(dir.path()).await.expect("nats-server");
     let a = replica(&nats, "a").await;
@@ -1394,8 +1394,8 @@ async fn an_mcp_client_on_one_replica_hears_that_the_list_changed_when_a_node_jo
     let token = a.agent_token();
     let blind = a.token(&["agent", "blind", "--allow", "elsewhere__*"]);
     // Both tokens (made on A) are known on B, and B hears A.
-    let _agent = accepted(&b, &token, "A's agent token on B").await;
-    let _blind = accepted(&b, &blind, "the blind token on B").await;
+    let agent = accepted(&b, &token, "A's agent token on B").await;
+    let blind_agent = accepted(&b, &blind, "the blind token on B").await;
     hears(&b, &["a", "b"]).await;
     let mut sees = listen(&b, &token).await;
     let mut does_not = listen(&b, &blind).await;
@@ -1432,6 +1432,43 @@ async fn an_mcp_client_on_one_replica_hears_that_the_list_changed_when_a_node_jo
         )
         .await,
         "a token that cannot see the node was told of it"
+    );
+
+    // WebSocket agents on B get `tools.changed` for the node on A, as on one gateway;
+    // the blind token does not.
+    let changed = |e: &gsv_client::Event, change: &str| {
+        e.event == gsv_protocol::EventName::ToolsChanged
+            && e.payload["node"] == "late"
+            && e.payload["change"] == change
+    };
+    let mut told = false;
+    while let Some(e) = agent.next_event(SPREAD).await {
+        if changed(&e, "connected") {
+            told = true;
+            break;
+        }
+    }
+    assert!(
+        told,
+        "the agent on B got no tools.changed for the node joining A"
+    );
+    while let Some(e) = blind_agent.next_event(Duration::from_millis(500)).await {
+        assert!(
+            e.event != gsv_protocol::EventName::ToolsChanged,
+            "the blind agent was told: {e:?}"
+        );
+    }
+    drop(_node);
+    let mut gone = false;
+    while let Some(e) = agent.next_event(SPREAD).await {
+        if changed(&e, "disconnected") {
+            gone = true;
+            break;
+        }
+    }
+    assert!(
+        gone,
+        "the agent on B got no tools.changed when the node left A"
     );
 }
 

@@ -203,6 +203,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             cluster.clone(),
         ));
         tokio::spawn(crate::cluster::calls::listen(cluster.clone()));
+        tokio::spawn(crate::cluster::tool_events::listen(
+            shared.clone(),
+            cluster.clone(),
+        ));
         tokio::spawn(crate::cluster::listing::serve(shared.clone(), cluster));
     }
     tokio::spawn(crate::revocation::watch(shared.clone()));

@@ -284,6 +284,16 @@ impl Shared {
                 a.send_event(EventName::ToolsChanged, &payload);
             }
         }
+        if let Some(cluster) = &self.cluster {
+            // The other replicas' agents hear of it too.
+            let shown = set
+                .tools
+                .iter()
+                .filter(|t| !hidden(&t.def.name))
+                .map(|t| t.def.name.to_string())
+                .collect();
+            cluster.tools_changed(node, shown, change);
+        }
         self.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
         self.console.changed(crate::console::Topic::Nodes);
     }

@@ -25,6 +25,7 @@ mod replication;
 mod resume;
 pub mod slot;
 pub mod tokens;
+pub mod tool_events;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
