@@ -1385,6 +1385,20 @@ async fn heard(stream: &mut tokio::net::TcpStream, what: &str, within: Duration)
     tokio::time::timeout(within, read).await.unwrap_or(false)
 }
 
+/// Whether `agent` gets `tools.changed` for `node` with `change` (other events
+/// skipped) within [`SPREAD`].
+async fn told(agent: &AgentClient, node: &str, change: &str) -> bool {
+    while let Some(e) = agent.next_event(SPREAD).await {
+        if e.event == gsv_protocol::EventName::ToolsChanged
+            && e.payload["node"] == node
+            && e.payload["change"] == change
+        {
+            return true;
+        }
+    }
+    false
+}
+
 #[tokio::test]
 async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_another() {
     let dir = TempDir::new("cluster-mcp-listen");
@@ -1436,20 +1450,8 @@ async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_an
 
     // WebSocket agents on B get `tools.changed` for the node on A, as on one gateway;
     // the blind token does not.
-    let changed = |e: &gsv_client::Event, change: &str| {
-        e.event == gsv_protocol::EventName::ToolsChanged
-            && e.payload["node"] == "late"
-            && e.payload["change"] == change
-    };
-    let mut told = false;
-    while let Some(e) = agent.next_event(SPREAD).await {
-        if changed(&e, "connected") {
-            told = true;
-            break;
-        }
-    }
     assert!(
-        told,
+        told(&agent, "late", "connected").await,
         "the agent on B got no tools.changed for the node joining A"
     );
     while let Some(e) = blind_agent.next_event(Duration::from_millis(500)).await {
@@ -1459,15 +1461,8 @@ async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_an
         );
     }
     drop(_node);
-    let mut gone = false;
-    while let Some(e) = agent.next_event(SPREAD).await {
-        if changed(&e, "disconnected") {
-            gone = true;
-            break;
-        }
-    }
     assert!(
-        gone,
+        told(&agent, "late", "disconnected").await,
         "the agent on B got no tools.changed when the node left A"
     );
 }

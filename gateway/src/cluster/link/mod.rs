@@ -462,6 +462,18 @@ mod tests {
         }
     }
 
+    /// How many frames `kept` flushed, once it flushed any (waiting up to 2 s).
+    async fn flushed_soon(kept: &Kept) -> usize {
+        for _ in 0..200 {
+            let flushed = kept.flushed.lock().expect("lock").len();
+            if flushed > 0 {
+                return flushed;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        0
+    }
+
     #[tokio::test]
     async fn every_message_sent_is_flushed_whole_and_in_its_senders_order() {
         let links = Links::default();
@@ -561,16 +573,9 @@ mod tests {
         assert!(gated.kept.flushed.lock().expect("lock").is_empty());
         // The peer reads again: the frame goes out all the same.
         gated.open();
-        let mut flushed = 0;
-        for _ in 0..200 {
-            flushed = gated.kept.flushed.lock().expect("lock").len();
-            if flushed > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
         assert_eq!(
-            flushed, 1,
+            flushed_soon(&gated.kept).await,
+            1,
             "the frame fed before its sender went away was flushed"
         );
         assert!(!peer.dead());
@@ -594,15 +599,7 @@ mod tests {
         assert!(!x.leave(), "X is not the last: Y flushes");
         // Y goes away before its turn: X's frame is flushed all the same.
         drop(y);
-        let mut flushed = 0;
-        for _ in 0..200 {
-            flushed = kept.flushed.lock().expect("lock").len();
-            if flushed > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(flushed, 1);
+        assert_eq!(flushed_soon(&kept).await, 1);
     }
 
     #[test]
