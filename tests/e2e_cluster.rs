@@ -1140,15 +1140,17 @@ async fn jobs_started_through_one_replica_are_read_and_cancelled_through_another
     assert!(job.result.expect("result").get().contains("kept"));
 }
 
-/// One session-less (2026-07-28) MCP request to `gw`'s `/mcp{query}`: the JSON-RPC
-/// answer.
-async fn mcp(
+/// Sends one session-less (2026-07-28) MCP request to `gw`'s `/mcp{query}` on a new
+/// connection (closed after the answer when `close`); the connection, to read the
+/// answer from.
+async fn send_mcp(
     gw: &Gateway,
     token: &str,
     query: &str,
     method: &str,
     params: serde_json::Value,
-) -> serde_json::Value {
+    close: bool,
+) -> tokio::net::TcpStream {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -1160,19 +1162,34 @@ async fn mcp(
     let name_header = name
         .map(|n| format!("Mcp-Name: {n}\r\n"))
         .unwrap_or_default();
+    let connection = if close { "Connection: close\r\n" } else { "" };
     let req = format!(
         "POST /mcp{query} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
          MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name_header}\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Content-Length: {}\r\n{connection}\r\n{body}",
         gw.addr,
         body.len()
     );
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let mut s = tokio::net::TcpStream::connect(&gw.addr)
         .await
         .expect("connect");
     s.write_all(req.as_bytes()).await.expect("write");
+    s
+}
+
+/// One session-less (2026-07-28) MCP request to `gw`'s `/mcp{query}`: the JSON-RPC
+/// answer.
+async fn mcp(
+    gw: &Gateway,
+    token: &str,
+    query: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    use tokio::io::AsyncReadExt;
+    let mut s = send_mcp(gw, token, query, method, params, true).await;
     let mut buf = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
         .await
@@ -1330,33 +1347,8 @@ async fn mcp_on_any_replica_lists_and_calls_the_nodes_every_replica_holds() {
 /// A 2026-07-28 `subscriptions/listen` stream for tool-list changes on `gw`'s `/mcp`,
 /// once acknowledged.
 async fn listen(gw: &Gateway, token: &str) -> tokio::net::TcpStream {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"toolsListChanged": true},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    })
-    .to_string();
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        gw.addr,
-        body.len()
-    );
-    use tokio::io::AsyncWriteExt;
-    let mut s = tokio::net::TcpStream::connect(&gw.addr)
-        .await
-        .expect("connect");
-    s.write_all(req.as_bytes()).await.expect("write");
+    let filter = json!({"notifications": {"toolsListChanged": true}});
+    let mut s = send_mcp(gw, token, "", "subscriptions/listen", filter, false).await;
     assert!(
         heard(&mut s, "notifications/subscriptions/acknowledged", SPREAD).await,
         "the listen stream was not acknowledged"
