@@ -195,10 +195,11 @@ pub struct GatewayArgs {
     /// on loopback, any host otherwise
     #[arg(long, value_name = "HOST")]
     pub mcp_allowed_host: Vec<String>,
-    /// MCP sessions one token may hold open at once (2025 protocol revisions)
+    /// MCP sessions one token may hold open at once (2025 protocol revisions); the
+    /// same number again for its 2026-07-28 subscriptions/listen streams
     #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub mcp_sessions_per_token: usize,
-    /// MCP sessions open at once in all
+    /// MCP sessions open at once in all (and listen streams, counted apart)
     #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_MCP_SESSIONS_MAX, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub mcp_sessions_max: usize,
     /// An MCP session with no traffic this long is closed, in seconds

@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::mcp::send_mcp;
 use common::{eventually, Gateway, Proc, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::EventName;
@@ -1012,4 +1013,73 @@ async fn gsv_mcp_trusts_a_tls_gateway_like_the_other_clients() {
     let message = err["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("fingerprint mismatch"), "{err}");
     assert_eq!(refused.close().await, Some(0));
+}
+
+/// Everything that comes on `stream` within `within` (or until it closes).
+async fn read_for(stream: &mut tokio::net::TcpStream, within: Duration) -> String {
+    let mut seen = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// A 2026-07-28 `subscriptions/listen` stream holds what a session holds, so it
+/// counts against the same share: past `--mcp-sessions-per-token` the stream is
+/// refused with `overloaded` (it could otherwise be opened without end, each one
+/// watching the fleet and, in cluster mode, gathering from every replica per change),
+/// another token is not held back, and a closed stream frees its place.
+#[tokio::test]
+async fn listen_streams_count_against_the_tokens_share() {
+    let gw = Gateway::start_with(&["--mcp-sessions-per-token", "2"]).await;
+    let token = gw.agent_token();
+    let other = gw.token(&["agent", "other", "--allow", "*"]);
+    let filter = json!({"notifications": {"toolsListChanged": true}});
+    let open = |t: String| {
+        let filter = filter.clone();
+        let gw = &gw;
+        async move { send_mcp(gw, &t, "", "subscriptions/listen", filter, false).await }
+    };
+    const ACK: &str = "notifications/subscriptions/acknowledged";
+    let quiet = Duration::from_millis(800);
+    let mut first = open(token.clone()).await;
+    let mut second = open(token.clone()).await;
+    for s in [&mut first, &mut second] {
+        let said = read_for(s, quiet).await;
+        assert!(said.contains(ACK) && !said.contains("overloaded"), "{said}");
+    }
+    let mut third = open(token.clone()).await;
+    let said = read_for(&mut third, Duration::from_secs(10)).await;
+    assert!(
+        said.contains("overloaded") && said.contains("mcp_sessions_per_token = 2"),
+        "the third stream of one token was not refused: {said}"
+    );
+    let mut theirs = open(other).await;
+    let said = read_for(&mut theirs, quiet).await;
+    assert!(
+        said.contains(ACK) && !said.contains("overloaded"),
+        "another token was held back: {said}"
+    );
+    drop(first);
+    eventually(
+        "a closed stream frees its place",
+        Duration::from_secs(40),
+        || {
+            let open = &open;
+            let token = token.clone();
+            async move {
+                let mut s = open(token).await;
+                let said = read_for(&mut s, quiet).await;
+                (said.contains(ACK) && !said.contains("overloaded")).then_some(s)
+            }
+        },
+    )
+    .await;
 }

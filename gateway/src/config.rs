@@ -75,9 +75,10 @@ pub struct GatewayConfig {
     /// `Host` names `/mcp` accepts besides loopback ones (DNS-rebinding protection);
     /// empty: loopback names when listening on loopback, any host otherwise.
     pub mcp_allowed_hosts: Vec<String>,
-    /// MCP sessions (2025 revisions) one token may hold open at once.
+    /// MCP sessions (2025 revisions) one token may hold open at once; also its
+    /// 2026-07-28 `subscriptions/listen` streams, counted apart ([`crate::mcp::listens`]).
     pub mcp_sessions_per_token: usize,
-    /// MCP sessions open at once in all.
+    /// MCP sessions open at once in all (and listen streams, counted apart).
     pub mcp_sessions_max: usize,
     /// An MCP session with no traffic this long is closed.
     pub mcp_session_idle: Duration,

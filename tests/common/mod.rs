@@ -8,6 +8,7 @@
 pub mod chaos;
 pub mod fake;
 pub mod files;
+pub mod mcp;
 
 use gsv_client::{AgentClient, TlsOptions};
 use std::path::{Path, PathBuf};

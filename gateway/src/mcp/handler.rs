@@ -21,6 +21,8 @@
 
 use super::auth::McpPrincipal;
 use super::fleet_tools::{self, FleetTool};
+use super::gathered::Gathered;
+use super::listens::Listens;
 use super::nodes;
 use super::resources;
 use super::result::{self, Mapped};
@@ -98,6 +100,10 @@ pub struct McpState {
     questions: DashMap<String, PendingQuestion>,
     /// `auto`'s choices in cluster mode ([`view::AutoViews`]).
     auto_views: view::AutoViews,
+    /// The other replicas' nodes as the list_changed watchers last gathered them.
+    gathered: Gathered,
+    /// Open `subscriptions/listen` streams, capped like sessions.
+    listens: Arc<Listens>,
 }
 
 /// What a `requestState` stands for: one exact call of one token, asked once.
@@ -114,6 +120,8 @@ impl McpState {
             shared,
             questions: DashMap::new(),
             auto_views: view::AutoViews::default(),
+            gathered: Gathered::default(),
+            listens: Arc::default(),
         })
     }
 
@@ -278,8 +286,10 @@ struct Seen {
 impl Seen {
     /// The digests now. In cluster mode the other replicas' nodes count too: gathered
     /// again only when the node directory changed since `last` (not for every change
-    /// of this replica's own nodes).
-    async fn now(shared: &Shared, lens: &Lens, last: Option<&Seen>) -> Seen {
+    /// of this replica's own nodes), and once for all watchers of the same token and
+    /// selection ([`Gathered`]).
+    async fn now(state: &McpState, lens: &Lens, last: Option<&Seen>) -> Seen {
+        let shared = &state.shared;
         let mut lens = lens.clone();
         // What the lens was made with is gathered again, not reused.
         lens.remote = None;
@@ -289,7 +299,17 @@ impl Seen {
                 let epoch = cluster.directory.epoch();
                 match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
                     Some(l) => (epoch, l.remote.clone()),
-                    None => (epoch, nodes::with_remote(shared, lens.clone()).await.remote),
+                    None => {
+                        let select = lens.select.as_ref().map(|s| s.to_string());
+                        let fleet = state
+                            .gathered
+                            .get(&lens.who.token_id, select.as_deref(), epoch, || async {
+                                let gathered = nodes::with_remote(shared, lens.clone()).await;
+                                gathered.remote.unwrap_or_default()
+                            })
+                            .await;
+                        (epoch, Some(fleet))
+                    }
                 }
             }
         };
@@ -306,7 +326,7 @@ impl Seen {
 /// Waits for the next change of what `lens` sees (its tools or its nodes); `None`
 /// when `stop` fired or the gateway is going away.
 async fn next_change(
-    shared: &Shared,
+    state: &McpState,
     lens: &Lens,
     rx: &mut tokio::sync::watch::Receiver<u64>,
     last: &mut Seen,
@@ -322,7 +342,7 @@ async fn next_change(
             _ = tokio::time::sleep(LIST_CHANGED_DEBOUNCE) => {}
         }
         rx.borrow_and_update();
-        let now = Seen::now(shared, lens, Some(last)).await;
+        let now = Seen::now(state, lens, Some(last)).await;
         let changes = Changes {
             tools: now.tools != last.tools,
             resources: now.nodes != last.nodes,
@@ -338,14 +358,14 @@ impl McpHandler {
     /// Sends `notifications/tools/list_changed` and `notifications/resources/list_changed`
     /// to a 2025-revision session whenever what it sees changes, until it ends.
     fn watch(&self, peer: Peer<RoleServer>, lens: Lens) {
-        let shared = self.shared().clone();
+        let state = Arc::clone(&self.state);
         let stop = self.scope.0.clone();
         let span = tracing::debug_span!("mcp_session", agent = %lens.who.name);
         tokio::spawn(
             async move {
-                let mut rx = shared.tools_epoch.subscribe();
-                let mut last = Seen::now(&shared, &lens, None).await;
-                while let Some(c) = next_change(&shared, &lens, &mut rx, &mut last, &stop).await {
+                let mut rx = state.shared.tools_epoch.subscribe();
+                let mut last = Seen::now(&state, &lens, None).await;
+                while let Some(c) = next_change(&state, &lens, &mut rx, &mut last, &stop).await {
                     if c.tools && peer.notify_tool_list_changed().await.is_err() {
                         break;
                     }
@@ -486,20 +506,33 @@ impl ServerHandler for McpHandler {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let lens = self.lens(&context.request_context().extensions).await?;
+        let config = &self.shared().config;
+        // Held until the stream ends; a stream past the token's share is refused.
+        let _slot = self
+            .state
+            .listens
+            .open(
+                &lens.who.token_id,
+                config.mcp_sessions_per_token,
+                config.mcp_sessions_max,
+            )
+            .map_err(|e| {
+                tracing::warn!(agent = %lens.who.name, limit = e.limit, max = e.max, "MCP listen stream refused: over its limit");
+                e.to_rpc()
+            })?;
         let tools = context.accepted().tools_list_changed == Some(true);
         let resources = context.accepted().resources_list_changed == Some(true);
         if !tools && !resources {
             context.cancelled().await;
             return Ok(());
         }
-        let shared = self.shared().clone();
         let stop = self.scope.0.child_token();
-        let mut rx = shared.tools_epoch.subscribe();
-        let mut last = Seen::now(&shared, &lens, None).await;
+        let mut rx = self.shared().tools_epoch.subscribe();
+        let mut last = Seen::now(&self.state, &lens, None).await;
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = next_change(&shared, &lens, &mut rx, &mut last, &stop) => {
+                changed = next_change(&self.state, &lens, &mut rx, &mut last, &stop) => {
                     let Some(c) = changed else { return Ok(()) };
                     if tools && c.tools && context.sink().notify_tool_list_changed().await.is_err() {
                         return Ok(());
