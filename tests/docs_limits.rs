@@ -434,6 +434,22 @@ fn known() -> Vec<(&'static str, Expected)> {
         ("LINGER", v(vec![dur(gsv_gateway::audit::LINGER)])),
         ("BATCH", src("gateway/src/audit.rs", "BATCH", Value::Count)),
         (
+            "ASKS_PER_ASKER",
+            src(
+                "gateway/src/cluster/gather.rs",
+                "ASKS_PER_ASKER",
+                Value::Count,
+            ),
+        ),
+        (
+            "ANSWERS_AT_ONCE",
+            src(
+                "gateway/src/cluster/listing.rs",
+                "ANSWERS_AT_ONCE",
+                Value::Count,
+            ),
+        ),
+        (
             "SERVER_READ_BUFFER",
             src(
                 "transport/src/config.rs",

@@ -514,12 +514,64 @@ async fn forwarded(gw: &Gateway, path: &str) -> u64 {
 
 /// The `gsv_forwarded_calls_total` count for `path` in a metrics text.
 fn forwarded_in(metrics: &str, path: &str) -> u64 {
-    let series = format!("gsv_forwarded_calls_total{{path=\"{path}\"}} ");
+    counter_in(
+        metrics,
+        &format!("gsv_forwarded_calls_total{{path=\"{path}\"}}"),
+    )
+}
+
+/// The value of `series` (a name with its labels) in a metrics text; 0 if absent.
+fn counter_in(metrics: &str, series: &str) -> u64 {
+    let prefix = format!("{series} ");
     metrics
         .lines()
-        .find_map(|l| l.strip_prefix(&series))
+        .find_map(|l| l.strip_prefix(&prefix))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// How many node or tool lists `gw` built for the other replicas.
+async fn list_answers(gw: &Gateway) -> u64 {
+    let (_, body) = common::http_get(&gw.addr, "/metrics", None).await;
+    counter_in(&body, "gsv_cluster_list_answers_total")
+}
+
+/// A token flooding node lists on one replica costs the others what a few lists
+/// cost: the same list asked while it is out is not asked again, and a token has at
+/// most four different lists out at once; every request is still answered in full.
+#[tokio::test]
+async fn a_flood_of_lists_on_one_replica_costs_the_others_a_few_lists() {
+    let dir = TempDir::new("cluster-list-flood");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = replica(&nats, "a").await;
+    let b = replica(&nats, "b").await;
+    let ws = TempDir::new("cluster-list-flood-ws");
+    let node_token = a.node_token("far");
+    let _node = a.spawn_node("far", &node_token, ws.path(), &[]);
+    a.wait_online("far").await;
+    let token = a.agent_token();
+    accepted(&b, &token, "A's agent token on B").await;
+    hears(&b, &["a", "b"]).await;
+    eventually("B lists A's node", SPREAD, || async {
+        let (status, body) = common::http_get(&b.addr, "/v1/nodes", Some(&token)).await;
+        (status == 200 && body.contains("\"far\"")).then_some(())
+    })
+    .await;
+
+    let before = list_answers(&a).await;
+    let flood = futures_util::future::join_all(
+        (0..48).map(|_| common::http_get(&b.addr, "/v1/nodes", Some(&token))),
+    )
+    .await;
+    for (status, body) in &flood {
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.contains("\"far\""), "a list came back short: {body}");
+    }
+    let asked = list_answers(&a).await - before;
+    assert!(
+        (1..=12).contains(&asked),
+        "48 concurrent lists on B made A build {asked} lists"
+    );
 }
 
 /// Waits until `gw` hears every replica named in `names`.

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub lane_chunks: Counter,
     /// Calls forwarded to another replica (cluster mode), by path (`link`, `nats`).
     pub forwarded_calls: Family<PathLabels, Counter>,
+    /// Node and tool lists this replica built for the other replicas (cluster mode).
+    pub list_answers: Counter,
 }
 
 impl Default for Metrics {
@@ -80,6 +82,12 @@ impl Metrics {
         let bulk_lanes = Gauge::default();
         let lane_chunks = Counter::default();
         let forwarded_calls = Family::<PathLabels, Counter>::default();
+        let list_answers = Counter::default();
+        registry.register(
+            "cluster_list_answers",
+            "Node and tool lists this replica built and sent for the other replicas (cluster mode)",
+            list_answers.clone(),
+        );
         registry.register(
             "forwarded_calls",
             "Calls forwarded to the replica holding their node (cluster mode), by path: link (direct) or nats",
@@ -165,6 +173,7 @@ impl Metrics {
             bulk_lanes,
             lane_chunks,
             forwarded_calls,
+            list_answers,
             cluster_connected,
         }
     }

@@ -117,7 +117,7 @@ pub async fn list_everywhere(shared: &Shared, query: ListQuery) -> Result<ListPa
     };
     let (local, remote) = tokio::join!(
         shared.approvals.page(query.all, upto, 0),
-        super::gather::gather(cluster, LIST_SUBJECT, &ask, |l: &Listed| {
+        super::gather::gather(cluster, LIST_SUBJECT, "operator", &ask, |l: &Listed| {
             super::valid_replica_name(&l.replica)
         })
     );

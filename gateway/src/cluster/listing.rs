@@ -130,7 +130,7 @@ async fn ask_about(
         what: what.map(str::to_owned),
         node: node.map(str::to_owned),
     };
-    super::gather::gather(cluster, SUBJECT, &question, |l: &Listed| {
+    super::gather::gather(cluster, SUBJECT, token_id, &question, |l: &Listed| {
         super::valid_replica_name(&l.replica)
     })
     .await
@@ -153,14 +153,25 @@ pub fn merge(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSumma
     online
 }
 
+/// Lists this replica builds for the others at once; the next question waits (in
+/// the NATS subscription) until one is sent.
+const ANSWERS_AT_ONCE: usize = 16;
+
 /// Answers the other replicas' list requests with the online nodes held here.
 pub async fn serve(shared: Arc<Shared>, cluster: Arc<Cluster>) {
+    let answering = Arc::new(tokio::sync::Semaphore::new(ANSWERS_AT_ONCE));
     loop {
         if let Ok(mut sub) = cluster.client().subscribe(SUBJECT).await {
             while let Some(message) = sub.next().await {
+                let Ok(turn) = Arc::clone(&answering).acquire_owned().await else {
+                    return;
+                };
                 let shared = Arc::clone(&shared);
                 let cluster = Arc::clone(&cluster);
-                tokio::spawn(async move { answer(&shared, &cluster, message).await });
+                tokio::spawn(async move {
+                    answer(&shared, &cluster, message).await;
+                    drop(turn);
+                });
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -228,6 +239,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
         detail,
     };
     if let Ok(payload) = serde_json::to_vec(&listed) {
+        shared.metrics.list_answers.inc();
         let _ = cluster.client().publish(reply, payload.into()).await;
     }
 }

@@ -84,6 +84,8 @@ pub struct Cluster {
     pub slot: std::sync::OnceLock<u64>,
     /// Direct links to the other replicas, for forwarded calls ([`link`]).
     pub links: link::Links,
+    /// Questions out to every other replica ([`gather`]).
+    pub(crate) asks: gather::Asks,
 }
 
 impl Cluster {
@@ -160,6 +162,7 @@ impl Cluster {
             directory: directory::Directory::default(),
             slot: std::sync::OnceLock::new(),
             links: link::Links::default(),
+            asks: gather::Asks::default(),
         })
     }
 
