@@ -191,7 +191,11 @@ async fn apply_stream(
                 .blocking(move |s| {
                     s.with_conn(|c| {
                         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                        let n = job_copies::apply(&tx, &batch)?;
+                        let share = job_copies::Share {
+                            jobs: crate::jobs::MAX_JOBS_PER_TOKEN,
+                            bytes: crate::jobs::MAX_STORED_BYTES_PER_TOKEN,
+                        };
+                        let n = job_copies::apply(&tx, &batch, share)?;
                         tx.commit()?;
                         Ok(n)
                     })

@@ -137,12 +137,27 @@ pub fn forget_changes(c: &Connection, upto: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A token's share of the jobs a gateway keeps: how many, and how many bytes of
+/// results and errors (`crate::jobs::MAX_JOBS_PER_TOKEN`,
+/// `crate::jobs::MAX_STORED_BYTES_PER_TOKEN`).
+#[derive(Debug, Clone, Copy)]
+pub struct Share {
+    pub jobs: usize,
+    pub bytes: usize,
+}
+
 /// Applies copies (checked by the caller): a job not known here is inserted; a copy
 /// that is still running here takes the state it ended in. Own jobs, copies of
-/// another owner and jobs already ended are left alone. How many rows changed.
-pub fn apply(tx: &Transaction<'_>, copies: &[JobCopy]) -> Result<usize, StoreError> {
+/// another owner and jobs already ended are left alone. Then each token a copy
+/// belongs to is held to its `share` here, own jobs and copies together (its oldest
+/// finished ones go first), so a token running jobs through many replicas does not
+/// hold many shares of each one's store, nor push other tokens' jobs out of it. How
+/// many rows changed.
+pub fn apply(tx: &Transaction<'_>, copies: &[JobCopy], share: Share) -> Result<usize, StoreError> {
     let mut known = tx.prepare_cached("SELECT owner, state FROM jobs WHERE id = ?1")?;
     let mut changed = 0;
+    let tokens: std::collections::BTreeSet<&str> =
+        copies.iter().map(|j| j.token_id.as_str()).collect();
     for j in copies {
         let (result, error) = if j.cut {
             let why = ErrorShape::new(
@@ -203,7 +218,31 @@ pub fn apply(tx: &Transaction<'_>, copies: &[JobCopy]) -> Result<usize, StoreErr
             Some(_) => {}
         }
     }
+    for token in tokens {
+        hold_to_share(tx, token, share)?;
+    }
     Ok(changed)
+}
+
+/// Deletes `token`'s oldest finished jobs beyond its share of rows, then of bytes.
+fn hold_to_share(tx: &Transaction<'_>, token: &str, share: Share) -> Result<(), StoreError> {
+    let running: i64 = tx.query_row(
+        "SELECT COUNT(*) FROM jobs WHERE token_id = ?1 AND state = 'running'",
+        params![token],
+        |r| r.get(0),
+    )?;
+    let finished_kept = (share.jobs as i64 - running.max(0)).max(0);
+    tx.execute(
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE token_id = ?1 AND state != 'running' ORDER BY created_at DESC, id LIMIT -1 OFFSET ?2)",
+        params![token, finished_kept],
+    )?;
+    let held: i64 = tx.query_row(
+        "SELECT COALESCE(SUM(bytes), 0) FROM jobs WHERE token_id = ?1",
+        params![token],
+        |r| r.get(0),
+    )?;
+    super::jobs::trim_oldest(tx, Some(token), None, held, share.bytes)?;
+    Ok(())
 }
 
 impl Store {
@@ -249,10 +288,20 @@ mod tests {
             .expect("changes")
     }
 
+    /// The shares a gateway gives a token.
+    const SHARE: Share = Share {
+        jobs: crate::jobs::MAX_JOBS_PER_TOKEN,
+        bytes: crate::jobs::MAX_STORED_BYTES_PER_TOKEN,
+    };
+
     fn apply_to(s: &Store, copies: &[JobCopy]) -> usize {
+        apply_within(s, copies, SHARE)
+    }
+
+    fn apply_within(s: &Store, copies: &[JobCopy], share: Share) -> usize {
         s.with_conn(|c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let n = apply(&tx, copies)?;
+            let n = apply(&tx, copies, share)?;
             tx.commit()?;
             Ok(n)
         })
@@ -303,6 +352,68 @@ mod tests {
         // Published changes are forgotten.
         a.with_conn(|c| forget_changes(c, last2)).expect("forget");
         assert!(changes(&a, 0).1.is_empty());
+    }
+
+    /// A finished copy of job `id` of `token`, created at `at`, with a result of
+    /// `size` bytes.
+    fn finished(id: &str, token: &str, at: u64, size: usize) -> JobCopy {
+        let a = store();
+        a.insert_job(&JobSummary {
+            token_id: token.into(),
+            created_at: at,
+            ..summary(id)
+        })
+        .expect("insert");
+        let text = format!(
+            "{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}",
+            "x".repeat(size)
+        );
+        let raw = RawValue::from_string(text).expect("raw");
+        a.finish_job(id, at + 1, Ok(&raw)).expect("finish");
+        changes(&a, 0).1.pop().expect("the job's end")
+    }
+
+    #[test]
+    fn copies_hold_their_token_to_its_share_and_leave_other_tokens_alone() {
+        let b = store();
+        // Another token's job, older than everything: kept whatever comes after.
+        apply_to(&b, &[finished("0001", "aaaa", 1, 100)]);
+        b.insert_job(&JobSummary {
+            token_id: "ffff".into(),
+            created_at: 2,
+            ..summary("f000")
+        })
+        .expect("own running job");
+        let share = Share {
+            jobs: 4,
+            bytes: 9_100,
+        };
+        // The flooding token's copies, one by one, past its share of rows.
+        for i in 0..8u64 {
+            let copy = finished(&format!("f1{i:02}"), "ffff", 10 + i, 100);
+            apply_within(&b, &[copy], share);
+        }
+        let ids = |s: &Store| {
+            let mut ids: Vec<String> = s
+                .with_conn(|c| {
+                    let mut st = c.prepare("SELECT id FROM jobs ORDER BY id")?;
+                    let ids = st
+                        .query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(ids)
+                })
+                .expect("ids");
+            ids.sort();
+            ids
+        };
+        // Its running own job counts; the newest three finished copies are kept.
+        assert_eq!(ids(&b), ["0001", "f000", "f105", "f106", "f107"]);
+        // Past its share of bytes (two results of ~9 KB and the one left): the oldest
+        // of its finished jobs go first.
+        let big = finished("f200", "ffff", 30, 6_000);
+        let bigger = finished("f201", "ffff", 31, 3_000);
+        apply_within(&b, &[big, bigger], share);
+        assert_eq!(ids(&b), ["0001", "f000", "f200", "f201"]);
     }
 
     #[test]

@@ -85,7 +85,7 @@ fn insert(
 
 /// Deletes the oldest finished jobs (of `token`, or of everyone), never `keep`, until
 /// `held` bytes are within `cap`; how many went.
-fn trim_oldest(
+pub(super) fn trim_oldest(
     conn: &rusqlite::Connection,
     token: Option<&str>,
     keep: Option<&str>,
