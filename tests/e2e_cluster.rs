@@ -1060,6 +1060,10 @@ async fn every_replica_holds_the_same_one_audit_chain_rows_written_during_an_out
     for gw in [&a, &b, &c] {
         assert_eq!(chain_replicas(gw), ["a", "b", "c"]);
     }
+    // One call, one row: the call B forwarded is A's row only (B, which forwarded it,
+    // wrote none), as is the call made on A during the outage.
+    assert_eq!(ok_call_rows(&b), 0, "B wrote a row for a call A ran");
+    assert!(ok_call_rows(&a) >= 2, "A's rows: {}", ok_call_rows(&a));
     let (code, out, err) = c.cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{err}");
     // (Rows may have come since: the head is the chain's, not necessarily `head`.)
@@ -1093,6 +1097,21 @@ fn own_rows(gw: &Gateway) -> u64 {
         .with_conn(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM audit WHERE actor NOT LIKE 'replica:%'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .map(|n| n.max(0) as u64)
+        .unwrap_or(0)
+}
+
+/// How many `call` rows with outcome `ok` `gw`'s own audit log holds.
+fn ok_call_rows(gw: &Gateway) -> u64 {
+    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
+    store
+        .with_conn(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM audit WHERE kind = 'call' AND outcome = 'ok'",
                 [],
                 |r| r.get::<_, i64>(0),
             )?)

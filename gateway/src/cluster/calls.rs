@@ -86,23 +86,50 @@ pub(crate) struct Holder {
     pub dispatch: Option<Dispatch>,
 }
 
-/// What the holder answers.
+/// What the holder answers. `audited`: the holder routed the call and wrote its
+/// audit row (the forwarding replica then writes none: one call, one row in the
+/// cluster's chain); absent (an older holder) or `false`, the forwarding replica
+/// writes the row.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum Answer {
     Ok {
         result: Box<RawValue>,
         progress: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        audited: bool,
     },
     Err {
         error: ErrorShape,
         progress: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        audited: bool,
     },
 }
 
 impl Answer {
     pub(super) fn err(error: ErrorShape) -> Answer {
-        Answer::Err { error, progress: 0 }
+        Answer::Err {
+            error,
+            progress: 0,
+            audited: false,
+        }
+    }
+}
+
+/// A forwarded call's outcome, and whether the holder wrote its audit row.
+pub struct Routed {
+    pub outcome: Result<Box<RawValue>, RouteError>,
+    pub audited: bool,
+}
+
+impl From<Result<Box<RawValue>, RouteError>> for Routed {
+    /// An outcome this replica settled itself (it writes the row).
+    fn from(outcome: Result<Box<RawValue>, RouteError>) -> Routed {
+        Routed {
+            outcome,
+            audited: false,
+        }
     }
 }
 
@@ -193,7 +220,7 @@ pub async fn forward(
     node: &str,
     params: &ToolsCallParams,
     cancel: &CancellationToken,
-) -> Option<Result<Box<RawValue>, RouteError>> {
+) -> Option<Routed> {
     if !cluster.connected() {
         return None;
     }
@@ -342,7 +369,7 @@ pub async fn forward(
         tokio::select! {
             biased;
             r = &mut sent => break r,
-            _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled)),
+            _ = cancel.cancelled() => return Some(Err(RouteError::Cancelled).into()),
             _ = watch.tick() => {
                 let gone = cluster
                     .calls
@@ -356,11 +383,11 @@ pub async fn forward(
                     if let Some(dispatch) = sent {
                         guard.disarm();
                         tracing::warn!(replica = ?holder, "cluster: the replica holding a call's node stopped answering; asking the node's next holder for the call");
-                        return Some(super::resume::ask_again(cluster, node, dispatch, cancel).await);
+                        return Some(super::resume::ask_again(cluster, node, dispatch, cancel).await.into());
                     }
                     return Some(Err(internal(format!(
                         "the gateway replica {holder} that held the node stopped answering, and the call was not described"
-                    ))));
+                    ))).into());
                 }
             }
         }
@@ -371,16 +398,24 @@ pub async fn forward(
             guard.disarm();
             return None;
         }
-        Sent::TimedOut => return Some(Err(RouteError::Deadline)),
+        Sent::TimedOut => return Some(Err(RouteError::Deadline).into()),
         Sent::Failed(message) => {
             guard.disarm();
-            return Some(Err(internal(message)));
+            return Some(Err(internal(message)).into());
         }
     };
     guard.disarm();
-    let (outcome, sent_progress) = match answer {
-        Answer::Ok { result, progress } => (Ok(result), progress),
-        Answer::Err { error, progress } => (Err(RouteError::Node(error)), progress),
+    let (outcome, sent_progress, audited) = match answer {
+        Answer::Ok {
+            result,
+            progress,
+            audited,
+        } => (Ok(result), progress, audited),
+        Answer::Err {
+            error,
+            progress,
+            audited,
+        } => (Err(RouteError::Node(error)), progress, audited),
     };
     // The progress the holder sent before its answer reaches the caller first (it
     // travels on another subject; a bounded wait).
@@ -391,7 +426,7 @@ pub async fn forward(
     {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Some(outcome)
+    Some(Routed { outcome, audited })
 }
 
 fn internal(message: String) -> RouteError {
@@ -648,9 +683,18 @@ async fn run(
         }
         progress = r.sent;
     }
+    // `router::call` wrote the call's audit row here.
     match outcome {
-        Ok(result) => Answer::Ok { result, progress },
-        Err(error) => Answer::Err { error, progress },
+        Ok(result) => Answer::Ok {
+            result,
+            progress,
+            audited: true,
+        },
+        Err(error) => Answer::Err {
+            error,
+            progress,
+            audited: true,
+        },
     }
 }
 

@@ -194,9 +194,11 @@ pub(super) async fn answer(
     };
     cluster.calls.running.remove(&call.key);
     match outcome {
+        // No audit row here: the forwarding replica writes the call's.
         Ok(result) => Answer::Ok {
             result,
             progress: 0,
+            audited: false,
         },
         Err(error) => Answer::err(error),
     }

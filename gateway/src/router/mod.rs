@@ -152,6 +152,9 @@ struct Trace {
     args_text: Option<String>,
     /// The named node declares the tool (so its name may label a metric).
     known_tool: bool,
+    /// Cluster mode: the replica that holds the node routed the call and wrote its
+    /// audit row (this replica, which forwarded it, writes none).
+    audited_elsewhere: bool,
 }
 
 /// The `tool` label of a call's metrics: the bare tool name when some node declares it,
@@ -208,15 +211,17 @@ pub async fn call(
         label,
         elapsed.as_secs_f64(),
     );
-    shared.audit.record(AuditEvent::Call {
-        agent: caller.name,
-        token_id: caller.token_id,
-        name: &name,
-        args_hash: trace.args_hash.take(),
-        args: trace.args_text.take(),
-        outcome: label,
-        duration_ms: elapsed.as_millis() as u64,
-    });
+    if !trace.audited_elsewhere {
+        shared.audit.record(AuditEvent::Call {
+            agent: caller.name,
+            token_id: caller.token_id,
+            name: &name,
+            args_hash: trace.args_hash.take(),
+            args: trace.args_text.take(),
+            outcome: label,
+            duration_ms: elapsed.as_millis() as u64,
+        });
+    }
     outcome
 }
 
@@ -264,7 +269,8 @@ async fn route(
             )
             .await
             {
-                return routed;
+                trace.audited_elsewhere = routed.audited;
+                return routed.outcome;
             }
         }
         if let Some(since) = shared.registry.offline_since(node_id) {

@@ -91,17 +91,32 @@ mod tests {
             answer: Answer::Ok {
                 result: raw,
                 progress: 2,
+                audited: true,
             },
         };
         let text = serde_json::to_string(&m).expect("encode");
         match serde_json::from_str::<LinkMsg>(&text).expect("decode") {
             LinkMsg::Answer {
                 key,
-                answer: Answer::Ok { result, progress },
+                answer:
+                    Answer::Ok {
+                        result,
+                        progress,
+                        audited,
+                    },
             } => {
-                assert_eq!((key.as_str(), progress), ("k1", 2));
+                assert_eq!((key.as_str(), progress, audited), ("k1", 2, true));
                 assert!(result.get().contains("hi"));
             }
+            other => panic!("unexpected {other:?}"),
+        }
+        // An answer from a holder that does not say it audited the call.
+        let older = r#"{"answer":{"key":"k2","answer":{"err":{"error":{"code":"timeout","message":"late"},"progress":0}}}}"#;
+        match serde_json::from_str::<LinkMsg>(older).expect("decode") {
+            LinkMsg::Answer {
+                answer: Answer::Err { audited, .. },
+                ..
+            } => assert!(!audited),
             other => panic!("unexpected {other:?}"),
         }
     }
