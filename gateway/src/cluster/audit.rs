@@ -18,7 +18,7 @@
 //!   its store) is read from its start; rows already in the chain are not appended
 //!   twice.
 
-use super::replication::{read_for_ever, Batches, Rounds};
+use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::audit::cluster_chain::{self, Record};
 use crate::state::Shared;
@@ -56,17 +56,16 @@ pub async fn replicate(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 
 /// The stream, made if missing.
 async fn stream(cluster: &Cluster) -> Result<stream::Stream, String> {
-    cluster
-        .jetstream()
-        .get_or_create_stream(stream::Config {
-            name: STREAM.to_owned(),
-            subjects: vec!["gsv.audit.>".to_owned()],
-            storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())
+    open_stream(
+        cluster,
+        Kept {
+            name: STREAM,
+            subjects: "gsv.audit.>",
+            newest_only: false,
+            max_age: None,
+        },
+    )
+    .await
 }
 
 /// Out: publishes this replica's new log rows.

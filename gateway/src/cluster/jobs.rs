@@ -16,7 +16,7 @@
 //! The outcome of a job larger than a NATS message may be travels without it: the copy
 //! says which replica has it.
 
-use super::replication::{read_for_ever, Batches, Rounds};
+use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::state::Shared;
 use crate::store::job_copies::{self, JobCopy};
@@ -56,19 +56,16 @@ pub async fn replicate(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 
 /// The stream, made if missing (its age limit is this replica's job retention).
 async fn stream(shared: &Shared, cluster: &Cluster) -> Result<stream::Stream, String> {
-    cluster
-        .jetstream()
-        .get_or_create_stream(stream::Config {
-            name: STREAM.to_owned(),
-            subjects: vec!["gsv.jobs.*".to_owned()],
-            max_messages_per_subject: 1,
-            max_age: shared.config.job_retention,
-            storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())
+    open_stream(
+        cluster,
+        Kept {
+            name: STREAM,
+            subjects: "gsv.jobs.*",
+            newest_only: true,
+            max_age: Some(shared.config.job_retention),
+        },
+    )
+    .await
 }
 
 /// Out: publishes the changes of this replica's own jobs.

@@ -21,7 +21,7 @@
 //! The publisher waits until the replica has read the stream once, so a starting
 //! replica does not publish again what the others already have.
 
-use super::replication::{read_for_ever, Batches, Rounds};
+use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
 use crate::state::Shared;
@@ -80,18 +80,16 @@ pub async fn replicate(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 
 /// The stream, made if missing.
 async fn stream(cluster: &Cluster) -> Result<stream::Stream, String> {
-    cluster
-        .jetstream()
-        .get_or_create_stream(stream::Config {
-            name: STREAM.to_owned(),
-            subjects: vec!["gsv.labels.>".to_owned()],
-            max_messages_per_subject: 1,
-            storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())
+    open_stream(
+        cluster,
+        Kept {
+            name: STREAM,
+            subjects: "gsv.labels.>",
+            newest_only: true,
+            max_age: None,
+        },
+    )
+    .await
 }
 
 /// The labels as the text they are compared by.

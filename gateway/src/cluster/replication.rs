@@ -1,14 +1,16 @@
 //! The two loops every kind of state the replicas share runs (tokens, labels, jobs,
 //! the audit chain), written once: publishing what changed in this replica's store,
 //! round after round ([`Rounds`]), and applying a stream in batches ([`Batches`],
-//! [`read_for_ever`]). Each kind keeps what is its own — what a round reads and
+//! [`read_for_ever`]); and the stream itself, made the same way for each
+//! ([`open_stream`]). Each kind keeps what is its own — what a round reads and
 //! publishes, how a batch is checked and applied —; the waiting, the NATS connection,
 //! making the stream, reading it again after a failure or a reconnection and gathering
 //! the messages already here into one batch live here.
 
 use super::Cluster;
 use async_nats::jetstream::consumer::pull::Ordered;
-use async_nats::jetstream::{stream::Stream, Message};
+use async_nats::jetstream::stream::{self, Stream};
+use async_nats::jetstream::Message;
 use futures_util::{FutureExt, StreamExt};
 use std::future::Future;
 use std::time::Duration;
@@ -19,6 +21,35 @@ const AGAIN: Duration = Duration::from_millis(500);
 /// How often a stream being read with nothing new checks whether NATS reconnected
 /// meanwhile (a restarted server lost the consumer).
 const CHECK: Duration = Duration::from_millis(500);
+
+/// How a shared stream keeps what is published on it.
+pub(super) struct Kept {
+    pub name: &'static str,
+    /// `gsv.KIND.>` or `gsv.KIND.*`.
+    pub subjects: &'static str,
+    /// Only the newest message of each subject (a record's last state) is kept.
+    pub newest_only: bool,
+    /// Messages older than this are dropped (`None`: kept for good).
+    pub max_age: Option<Duration>,
+}
+
+/// The stream `kept` describes, made if it is missing: on file, a message published
+/// twice within 2 minutes (a retry after a failure) kept once.
+pub(super) async fn open_stream(cluster: &Cluster, kept: Kept) -> Result<Stream, String> {
+    cluster
+        .jetstream()
+        .get_or_create_stream(stream::Config {
+            name: kept.name.to_owned(),
+            subjects: vec![kept.subjects.to_owned()],
+            max_messages_per_subject: if kept.newest_only { 1 } else { 0 },
+            max_age: kept.max_age.unwrap_or_default(),
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
 
 /// The publishing side's rounds: one every poll, at once again while a round left a
 /// backlog, each only with NATS connected and the kind's stream made.

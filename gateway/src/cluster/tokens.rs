@@ -23,7 +23,7 @@
 //! ([`super::labels`], [`super::jobs`], [`super::audit`]); the loops they all run are
 //! [`super::replication`]'s.
 
-use super::replication::{read_for_ever, Batches, Rounds};
+use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::audit::{self, AuditEvent};
 use crate::operator::OperatorRole;
@@ -81,18 +81,16 @@ pub async fn replicate(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 
 /// The stream, made if missing.
 async fn stream(cluster: &Cluster) -> Result<stream::Stream, String> {
-    cluster
-        .jetstream()
-        .get_or_create_stream(stream::Config {
-            name: STREAM.to_owned(),
-            subjects: vec!["gsv.tokens.>".to_owned()],
-            max_messages_per_subject: 1,
-            storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())
+    open_stream(
+        cluster,
+        Kept {
+            name: STREAM,
+            subjects: "gsv.tokens.>",
+            newest_only: true,
+            max_age: None,
+        },
+    )
+    .await
 }
 
 /// Out: publishes the store's new tokens and revocations.
