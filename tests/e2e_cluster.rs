@@ -1471,6 +1471,72 @@ async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_an
     );
 }
 
+/// Tools accepted on the replica that holds their node change no directory entry;
+/// MCP clients on the other replicas are told all the same, and list them next.
+#[tokio::test]
+async fn clients_on_one_replica_hear_of_tools_accepted_on_another() {
+    let dir = TempDir::new("cluster-mcp-accept");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let a = Gateway::start_with(&["--cluster", &nats.url(), "--replica", "a", "--pin-tools"]).await;
+    let b = replica(&nats, "b").await;
+    let token = a.agent_token();
+    accepted(&b, &token, "A's agent token on B").await;
+    hears(&b, &["a", "b"]).await;
+
+    // The node first offers the standard tools (trusted as they are), then comes back
+    // with Echo, hidden until an operator accepts it.
+    let ws = TempDir::new("cluster-mcp-accept-ws");
+    let node_token = a.node_token("lab");
+    let mut cmd = a.node_command("lab", &node_token, ws.path());
+    let first = common::Proc(
+        common::die_with_parent(&mut cmd)
+            .spawn()
+            .expect("spawn gsv node"),
+    );
+    a.wait_online("lab").await;
+    drop(first);
+    let _node = a.spawn_node("lab", &node_token, ws.path(), &[]);
+    let admin = a.admin_token();
+    eventually("Echo waits for acceptance on A", SPREAD, || async {
+        let (status, body) = common::http_get(&a.addr, "/v1/nodes/lab", Some(&admin)).await;
+        (status == 200 && body.contains("\"online\":true") && body.contains("\"unaccepted\":{"))
+            .then_some(())
+    })
+    .await;
+    let listed = |names: Vec<String>| names.iter().any(|n| n == "lab__Echo");
+    eventually("B lists lab's standard tools", SPREAD, || async {
+        let names = tool_names(&mcp(&b, &token, "", "tools/list", json!({})).await);
+        names.iter().any(|n| n == "lab__Read").then_some(())
+    })
+    .await;
+    assert!(!listed(tool_names(
+        &mcp(&b, &token, "", "tools/list", json!({})).await
+    )));
+
+    // A client on B, once what the restart stirred up has settled.
+    let mut sees = listen(&b, &token).await;
+    for _ in 0..5 {
+        if !heard(
+            &mut sees,
+            "notifications/tools/list_changed",
+            Duration::from_millis(1500),
+        )
+        .await
+        {
+            break;
+        }
+    }
+    let (code, _, err) = a.cli(&["nodes", "accept-tools", "lab"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        heard(&mut sees, "notifications/tools/list_changed", SPREAD).await,
+        "the client on B was not told of the tools accepted on A"
+    );
+    assert!(listed(tool_names(
+        &mcp(&b, &token, "", "tools/list", json!({})).await
+    )));
+}
+
 #[tokio::test]
 async fn mcp_auto_view_counts_the_tools_every_replica_holds() {
     let dir = TempDir::new("cluster-mcp-auto");

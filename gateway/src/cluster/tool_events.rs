@@ -8,7 +8,10 @@
 //! agents whose policy may see one of those tools, exactly the rule a replica applies
 //! to its own nodes (`Shared::tools_changed`). A `disconnected` from a replica that no
 //! longer holds the node (it moved: the directory names another live replica, or
-//! this one holds it) is not passed on: the node did not go away.
+//! this one holds it) is not passed on: the node did not go away. A change passed on
+//! also moves the directory's epoch, so this replica's MCP sessions gather the other
+//! replicas' lists again and are told `list_changed` if theirs changed (tools
+//! accepted on another replica change no directory entry).
 
 use super::Cluster;
 use crate::state::Shared;
@@ -89,6 +92,9 @@ fn pass_on(shared: &Shared, cluster: &Cluster, c: Change) {
     if c.change == "disconnected" && moved(shared, cluster, &c) {
         return;
     }
+    // MCP sessions compare what they list again: a change the node directory does
+    // not show (tools accepted on their replica) reaches them too.
+    cluster.directory.changed(shared);
     let payload = ToolsChanged {
         node: c.node.clone(),
         change: c.change.clone(),
