@@ -167,7 +167,7 @@ fn cluster_smoke() {
     // calls, one replica killed; the rows must all be there.
     let v = bench("cluster");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 7, "{v}");
+    assert_eq!(rows.len(), 8, "{v}");
     assert!(
         rows[0]["figure"]
             .as_str()
@@ -194,4 +194,5 @@ fn cluster_smoke() {
         rows[5]["figure"].as_str().unwrap().contains("node tokens"),
         "{v}"
     );
+    assert!(rows[7]["figure"].as_str().unwrap().contains("CPU"), "{v}");
 }

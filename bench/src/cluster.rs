@@ -200,40 +200,36 @@ async fn measure(
         let ws = wait_agent(&g.url(), &agent_token).await?;
         agents.push(ws);
     }
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
+    let mut calls = Calls {
+        agents: &mut agents,
+        creds: &creds,
+        rng: 0x2545_f491_4f6c_dd1d,
+        sent: 0,
     };
     let mut same = Vec::new();
     let mut cross = Vec::new();
     let warmup = s.calls / 10 + s.replicas * 4;
     for i in 0..(warmup + s.calls) {
-        let a = i % s.replicas;
         let cross_call = (i / s.replicas) % 2 == 1;
-        let target = if cross_call {
-            (a + 1 + (next() as usize % (s.replicas - 1))) % s.replicas
-        } else {
-            a
-        };
-        let list = &creds[target];
-        let (node, _) = &list[next() as usize % list.len()];
-        let frame = encode_req(
-            &i.to_string(),
-            Method::ToolsCall,
-            &json!({"name": format!("{node}__Echo"), "args": {"text": "ping"}}),
-        );
-        let t = Instant::now();
-        call(&mut agents[a], &frame).await?;
+        let took = calls.one(i % s.replicas, cross_call).await?;
         if i >= warmup {
             if cross_call {
-                cross.push(t.elapsed());
+                cross.push(took);
             } else {
-                same.push(t.elapsed());
+                same.push(took);
             }
         }
+    }
+    // What each kind of call costs the replicas in CPU (user + system, every replica
+    // together): a phase of its own for each, so each phase's CPU is its calls'.
+    let phase = (s.calls / 5).max(200);
+    let mut cpu_per_call = [0.0f64; 2];
+    for (k, cross_call) in [false, true].into_iter().enumerate() {
+        let before = replicas_cpu_ms(&replicas)?;
+        for i in 0..phase {
+            calls.one(i % s.replicas, cross_call).await?;
+        }
+        cpu_per_call[k] = (replicas_cpu_ms(&replicas)? - before) * 1000.0 / phase as f64;
     }
     let same_s = summarize(&same);
     let cross_s = summarize(&cross);
@@ -345,7 +341,17 @@ async fn measure(
             (nats_kib as f64 / 1024.0).max(f64::MIN_POSITIVE),
             "MiB",
             1.0,
-        ),
+        ),        Row::at_most(
+            "replicas' CPU per Echo call to a node on another replica",
+            cpu_per_call[1],
+            format!(
+                "the same per call to a node on the agent's own replica; every replica's user + system time over {phase} calls of each kind, run apart"
+            ),
+            cpu_per_call[0].max(f64::MIN_POSITIVE),
+            "µs",
+            1.0,
+        )
+        .for_info(),
     ];
     Ok(Report::new(
         "cluster",
@@ -355,6 +361,51 @@ async fn measure(
         ),
         rows,
     ))
+}
+
+/// The agents and the nodes the calls go to.
+struct Calls<'a> {
+    agents: &'a mut [Ws],
+    creds: &'a [Vec<(String, String)>],
+    rng: u64,
+    sent: usize,
+}
+
+impl Calls<'_> {
+    /// One Echo call from replica `a`'s agent to a random node of `a` (or, `cross`,
+    /// of another replica); how long it took.
+    async fn one(&mut self, a: usize, cross: bool) -> Result<Duration, String> {
+        let replicas = self.agents.len();
+        let target = if cross {
+            (a + 1 + (self.next() as usize % (replicas - 1))) % replicas
+        } else {
+            a
+        };
+        let list = &self.creds[target];
+        let (node, _) = &list[self.next() as usize % list.len()];
+        self.sent += 1;
+        let frame = encode_req(
+            &self.sent.to_string(),
+            Method::ToolsCall,
+            &json!({"name": format!("{node}__Echo"), "args": {"text": "ping"}}),
+        );
+        let t = Instant::now();
+        call(&mut self.agents[a], &frame).await?;
+        Ok(t.elapsed())
+    }
+
+    /// xorshift64: the same calls in every run.
+    fn next(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+}
+
+/// CPU time all `replicas` have used so far, in ms.
+fn replicas_cpu_ms(replicas: &[GatewayProcess]) -> Result<f64, String> {
+    replicas.iter().map(|g| g.cpu_ms()).sum()
 }
 
 /// Waits until `counters` has counted `n` hello-oks.
