@@ -1088,51 +1088,48 @@ async fn every_replica_holds_the_same_one_audit_chain_rows_written_during_an_out
     assert!(out.contains("FAILED at cluster row 2"), "{out}");
 }
 
+/// The count `sql` (one `COUNT(*)`, with `param` bound to `?1` if given) gives in
+/// `gw`'s database.
+fn count(gw: &Gateway, sql: &str, param: Option<&str>) -> u64 {
+    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
+    store
+        .with_conn(|c| {
+            Ok(match param {
+                Some(p) => c.query_row(sql, [p], |r| r.get::<_, i64>(0))?,
+                None => c.query_row(sql, (), |r| r.get::<_, i64>(0))?,
+            })
+        })
+        .map(|n| n.max(0) as u64)
+        .unwrap_or(0)
+}
+
 /// How many rows of `gw`'s own log are its own doing: all but those recording a token
 /// another replica made or revoked (actor `replica:NAME`), which the cluster chain
 /// holds as that replica's row.
 fn own_rows(gw: &Gateway) -> u64 {
-    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
-    store
-        .with_conn(|c| {
-            Ok(c.query_row(
-                "SELECT COUNT(*) FROM audit WHERE actor NOT LIKE 'replica:%'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?)
-        })
-        .map(|n| n.max(0) as u64)
-        .unwrap_or(0)
+    count(
+        gw,
+        "SELECT COUNT(*) FROM audit WHERE actor NOT LIKE 'replica:%'",
+        None,
+    )
 }
 
 /// How many `call` rows with outcome `ok` `gw`'s own audit log holds.
 fn ok_call_rows(gw: &Gateway) -> u64 {
-    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
-    store
-        .with_conn(|c| {
-            Ok(c.query_row(
-                "SELECT COUNT(*) FROM audit WHERE kind = 'call' AND outcome = 'ok'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?)
-        })
-        .map(|n| n.max(0) as u64)
-        .unwrap_or(0)
+    count(
+        gw,
+        "SELECT COUNT(*) FROM audit WHERE kind = 'call' AND outcome = 'ok'",
+        None,
+    )
 }
 
 /// How many rows of replica `name`'s log `gw`'s copy of the cluster chain holds.
 fn chain_rows_of(gw: &Gateway, name: &str) -> u64 {
-    let store = gsv_gateway::store::Store::open(gw.data.path()).expect("store");
-    store
-        .with_conn(|c| {
-            Ok(c.query_row(
-                "SELECT COUNT(*) FROM cluster_audit WHERE replica = ?1",
-                [name],
-                |r| r.get::<_, i64>(0),
-            )?)
-        })
-        .map(|n| n.max(0) as u64)
-        .unwrap_or(0)
+    count(
+        gw,
+        "SELECT COUNT(*) FROM cluster_audit WHERE replica = ?1",
+        Some(name),
+    )
 }
 
 #[tokio::test]
