@@ -103,7 +103,7 @@ pub struct McpState {
     /// The other replicas' nodes as the list_changed watchers last gathered them.
     gathered: Gathered,
     /// Open `subscriptions/listen` streams, capped like sessions.
-    listens: Arc<Listens>,
+    listens: Listens,
 }
 
 /// What a `requestState` stands for: one exact call of one token, asked once.
@@ -117,11 +117,14 @@ struct PendingQuestion {
 impl McpState {
     pub fn new(shared: Arc<Shared>) -> Arc<McpState> {
         Arc::new(McpState {
-            shared,
             questions: DashMap::new(),
             auto_views: view::AutoViews::default(),
             gathered: Gathered::default(),
-            listens: Arc::default(),
+            listens: Listens::new(
+                shared.config.mcp_sessions_per_token,
+                shared.config.mcp_sessions_max,
+            ),
+            shared,
         })
     }
 
@@ -506,16 +509,11 @@ impl ServerHandler for McpHandler {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let lens = self.lens(&context.request_context().extensions).await?;
-        let config = &self.shared().config;
         // Held until the stream ends; a stream past the token's share is refused.
         let _slot = self
             .state
             .listens
-            .open(
-                &lens.who.token_id,
-                config.mcp_sessions_per_token,
-                config.mcp_sessions_max,
-            )
+            .open(&lens.who.token_id)
             .map_err(|e| {
                 tracing::warn!(agent = %lens.who.name, limit = e.limit, max = e.max, "MCP listen stream refused: over its limit");
                 e.to_rpc()
