@@ -1000,3 +1000,50 @@ async fn fs_list_fs_stat_and_git_work_on_the_far_host() {
         r.joined_text()
     );
 }
+
+/// Issue 42: `gsv cp` to and from an SSH-backed node read and wrote the node
+/// process's own machine, not the host the node stands for (an agent copied the node
+/// machine's SSH key). Until copies go through the SSH backend they are refused with
+/// a clear error, both ways and for trees, and nothing is read or written locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_to_an_ssh_node_are_refused_not_made_on_the_wrong_machine() {
+    let dir = TempDir::new("ssh-cp");
+    let host = Host::start(dir.path()).await;
+    let gw = Gateway::start().await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let _node = far_node(&gw, &host, &ws, &[]).await;
+    let token = gw.agent_token();
+    // A file the node machine has at the path the far host's copy would name.
+    let local = dir.path().join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let key = host.sshd.client_key.display().to_string();
+    let cp = |args: &[&str]| {
+        let mut all = vec!["cp"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--token", &token]);
+        tokio::task::block_in_place(|| gw.cli(&all))
+    };
+    let stolen = local.join("stolen");
+    let (code, out, err) = cp(&[&format!("far:{key}"), stolen.to_str().unwrap()]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("over SSH") && err.contains("not supported"),
+        "{err}"
+    );
+    assert!(!stolen.exists(), "nothing copied from the node's machine");
+    let src = local.join("up.txt");
+    std::fs::write(&src, "x").unwrap();
+    let planted = dir.path().join("planted.txt");
+    let (code, _, err) = cp(&[src.to_str().unwrap(), &format!("far:{}", planted.display())]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not supported"), "{err}");
+    assert!(!planted.exists());
+    let (code, _, err) = cp(&[
+        "-r",
+        &format!("far:{}", ws.display()),
+        local.join("t").to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not supported"), "{err}");
+}

@@ -36,9 +36,26 @@ pub fn default_data_dir() -> PathBuf {
 /// its permissions (it may be one the user pointed `--data` at); the files in it are
 /// 0600 anyway.
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+    if !dir.is_dir() {
+        make_dir(dir)?;
     }
+    mark(dir);
+    Ok(())
+}
+
+/// Leaves gsv's marker in the data directory, so nodes on this host keep their file
+/// tools out of it (`gsv_protocol::gsv_files`); a failure is logged, not fatal.
+fn mark(dir: &Path) {
+    let marker = dir.join(gsv_protocol::gsv_files::DATA_DIR_MARKER);
+    if marker.exists() {
+        return;
+    }
+    if let Err(e) = std::fs::File::create(&marker) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot mark the data directory as gsv's");
+    }
+}
+
+fn make_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;

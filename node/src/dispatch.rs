@@ -84,6 +84,11 @@ impl Dispatcher {
                 Method::ToolInvoke => self.invoke(id, params),
                 Method::NodeProbe => self.probe(id, params),
                 Method::SessionsEnd => self.end_sessions(id, params),
+                Method::TransferOpen | Method::TransferList | Method::TransferPlace
+                    if self.node.config.backend != crate::config::Backend::Local =>
+                {
+                    self.reply(encode_err(&id, &remote_copy_refused(&self.node.config)))
+                }
                 Method::TransferOpen => match decode_params(params.as_deref()) {
                     Ok(p) => self.transfers.open(id, p),
                     Err(e) => self.reply(encode_err(&id, &e)),
@@ -495,4 +500,23 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// The answer to a copy asked of a node whose tools work on another host or inside a
+/// container: the transfer code reads and writes the node process's own machine, so
+/// it would copy the wrong files. Refused, until copies go through the backend.
+fn remote_copy_refused(config: &crate::config::NodeConfig) -> ErrorShape {
+    let (kind, target) = match &config.backend {
+        crate::config::Backend::Ssh { target, .. } => ("over SSH on", target.as_str()),
+        crate::config::Backend::Container { name, .. } => ("inside the container", name.as_str()),
+        crate::config::Backend::Local => ("on", "this machine"),
+    };
+    ErrorShape::new(
+        ErrorCode::Forbidden,
+        format!(
+            "node {} works {kind} {}: copies (gsv cp, fleet_copy) to and from such a node are \
+             not supported; use Read and Write with encoding \"base64\" instead",
+            config.id, target
+        ),
+    )
 }

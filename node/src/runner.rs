@@ -333,6 +333,11 @@ fn ready(
     info!(paths = ?protected.paths(), "file tools never touch these (protected)");
     // The previous process's sessions are re-adopted before any call can arrive.
     let journal = crate::recover::open(&config, &registry);
+    // After the journal made the data directory: other nodes on this host learn it is
+    // gsv's from the marker.
+    if let Some(dir) = config.data_dir.as_deref().filter(|d| d.is_dir()) {
+        crate::tools::protected::data_dirs::mark(dir);
+    }
     let ledger =
         crate::ledger::Ledger::with_journal(journal.as_ref().map(|(j, _)| j.calls().clone()));
     let node = Arc::new(NodeState {

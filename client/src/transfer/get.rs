@@ -5,6 +5,7 @@ use super::get_writer::{Refused, Writer};
 use super::partial::{self, Found};
 use super::{hex, io_error, Inbound};
 use crate::{AgentClient, ClientError};
+use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::{Credit, Direction, FileMeta, Finished, CHUNK_BYTES};
 use gsv_protocol::Method;
 use gsv_transport::Received;
@@ -215,7 +216,7 @@ fn place(file: File, part: &Path, target: &Path, meta: FileMeta) -> std::io::Res
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(meta.mode & 0o7777))?;
+        file.set_permissions(std::fs::Permissions::from_mode(safe_mode(meta.mode, false)))?;
     }
     file.sync_all()?;
     drop(file);

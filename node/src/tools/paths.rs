@@ -41,7 +41,7 @@ pub use entry::Entry;
 use crate::tool::ToolContext;
 use crate::tools::beneath::{self, BeneathError, Root};
 use crate::tools::output;
-use crate::tools::protected::{Protected, Snapshot};
+use crate::tools::protected::{data_dirs, Protected, Snapshot};
 use gsv_protocol::ToolResult;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -72,6 +72,13 @@ pub enum AccessError {
          the gateway's TLS key are never read or written by file tools"
     )]
     Protected { path: String },
+    /// Not a regular file or a directory (a FIFO, a device, a socket): file tools and
+    /// copies read and write files, and opening these can block or reach hardware.
+    #[error(
+        "Refused: {path} is a {kind}, not a regular file; file tools and copies only \
+         open regular files and directories"
+    )]
+    Special { path: String, kind: &'static str },
     /// The path cannot be resolved or checked (the message says why).
     #[error("{0}")]
     Unresolvable(String),
@@ -99,7 +106,8 @@ impl AccessError {
         match self {
             AccessError::Outside(_)
             | AccessError::Escaped { .. }
-            | AccessError::Protected { .. } => Some("denied"),
+            | AccessError::Protected { .. }
+            | AccessError::Special { .. } => Some("denied"),
             _ => None,
         }
     }
@@ -109,6 +117,7 @@ impl AccessError {
         match self {
             AccessError::Outside(_) | AccessError::Escaped { .. } => Some("outside_workspace"),
             AccessError::Protected { .. } => Some("protected"),
+            AccessError::Special { .. } => Some("special_file"),
             _ => None,
         }
     }
@@ -263,9 +272,19 @@ impl PathPolicy {
     }
 
     /// Opens what `arg` names with `flags` (following symlinks; beneath the workspace
-    /// when confined) and refuses it if it is protected (blocking).
+    /// when confined) and refuses it if it is protected (blocking). Unless `flags`
+    /// asks for `O_PATH` (a look at the entry, nothing read), the open never blocks
+    /// (`O_NONBLOCK`: a FIFO with no writer cannot strand the thread), never takes a
+    /// controlling terminal, and anything but a regular file or a directory is
+    /// refused ([`AccessError::Special`]).
     pub fn open(&self, arg: impl AsRef<Path>, flags: OFlags) -> Result<Opened, AccessError> {
         let path = self.resolve(arg)?;
+        let reads = !flags.contains(OFlags::PATH);
+        let flags = if reads {
+            flags | OFlags::NONBLOCK | OFlags::NOCTTY
+        } else {
+            flags
+        };
         let snapshot = self.protected.snapshot();
         let fd =
             match self.root()? {
@@ -283,6 +302,9 @@ impl PathPolicy {
             };
         if snapshot.covers_fd(&fd) {
             return Err(self.protected_error(&path));
+        }
+        if reads {
+            refuse_special(&fd, &path)?;
         }
         Ok(Opened { fd, path })
     }
@@ -396,7 +418,7 @@ impl PathPolicy {
                             if snapshot.covers_fd(&cur) {
                                 return Err(self.protected_error(target));
                             }
-                            match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o777)) {
+                            match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o775)) {
                                 Ok(()) | Err(Errno::EXIST) => {}
                                 Err(e) => {
                                     return Err(AccessError::CreateDir {
@@ -501,6 +523,27 @@ impl PathPolicy {
     }
 }
 
+/// Refuses a descriptor that is neither a regular file nor a directory.
+pub(crate) fn refuse_special(fd: &OwnedFd, path: &Path) -> Result<(), AccessError> {
+    use rustix::fs::FileType;
+    let st = rustix::fs::fstat(fd).map_err(|e| AccessError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile | FileType::Directory => return Ok(()),
+        FileType::Fifo => "FIFO",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Socket => "socket",
+        _ => "special file",
+    };
+    Err(AccessError::Special {
+        path: path.display().to_string(),
+        kind,
+    })
+}
+
 /// The file a symlink at `target` points to (so the link survives a Write), else
 /// `target`.
 fn follow_symlink(target: &Path) -> PathBuf {
@@ -531,7 +574,9 @@ impl WalkAccess {
         let protected = if via_symlink {
             self.snapshot.covers_fd(&fd)
         } else {
-            rustix::fs::fstat(&fd).map_or(true, |st| self.snapshot.covers_stat(&st))
+            rustix::fs::fstat(&fd).map_or(true, |st| {
+                self.snapshot.covers_walk_file(path, st.st_dev, st.st_ino)
+            })
         };
         (!protected).then_some(fd)
     }
@@ -549,12 +594,13 @@ impl WalkAccess {
             Err(Errno::NOENT) if is_symlink => rustix::fs::lstat(path).ok()?,
             Err(_) => return None,
         };
-        if self.snapshot.covers_stat(&st) {
+        if self.snapshot.covers_walk_file(path, st.st_dev, st.st_ino) {
             return None;
         }
         if is_symlink
-            && !self.snapshot.is_empty()
-            && std::fs::canonicalize(path).is_ok_and(|real| self.snapshot.covers_real_path(&real))
+            && std::fs::canonicalize(path).is_ok_and(|real| {
+                self.snapshot.covers_real_path(&real) || data_dirs::is_gsv_path(&real)
+            })
         {
             return None;
         }
@@ -589,13 +635,11 @@ impl WalkAccess {
     /// enter it: by device and inode, and, when it was reached through a symlink, by
     /// its real path too (a directory made in a protected one after the snapshot).
     pub fn skips_dir(&self, path: &Path, meta: &std::fs::Metadata, via_symlink: bool) -> bool {
-        if self.snapshot.is_empty() {
-            return false;
-        }
-        self.snapshot.covers_meta(meta)
+        self.snapshot.covers_walk_dir(path, meta)
             || (via_symlink
-                && std::fs::canonicalize(path)
-                    .is_ok_and(|real| self.snapshot.covers_real_path(&real)))
+                && std::fs::canonicalize(path).is_ok_and(|real| {
+                    self.snapshot.covers_real_path(&real) || data_dirs::is_gsv_path(&real)
+                }))
     }
 
     /// Whether the walk is confined.

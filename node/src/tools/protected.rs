@@ -24,10 +24,20 @@
 //! not enter cannot be reached without a symlink, and skipping the `/proc` lookup
 //! for the rest keeps walks as cheap as before.
 //!
+//! Beyond what was configured, every snapshot also covers, for every node and
+//! confined or not: gsv's own process state on procfs ([`own_processes`]: this
+//! process, its threads and ancestors, any process of the same executable,
+//! `/proc/kcore`), and every gsv data directory and secret file on the host
+//! ([`data_dirs`]: the marker every gsv process leaves in its data directory, and
+//! the names gsv gives its secret files).
+//!
 //! Not covered: a protected file copied elsewhere (a copy is a different file); a file
 //! created in a protected directory after a call's snapshot and hard-linked elsewhere
 //! before that call opens the link (the window is one call); and, without `/proc`, a
 //! file created in a protected directory after the snapshot and reached by a symlink.
+
+pub mod data_dirs;
+pub mod own_processes;
 
 use rustix::fd::AsFd;
 use std::collections::HashSet;
@@ -63,7 +73,11 @@ impl Protected {
 
     /// What is protected right now (blocking: reads the protected trees).
     pub fn snapshot(&self) -> Snapshot {
-        let mut snap = Snapshot::default();
+        use std::os::unix::fs::MetadataExt;
+        let mut snap = Snapshot {
+            proc_dev: std::fs::metadata("/proc").ok().map(|m| m.dev()),
+            ..Snapshot::default()
+        };
         for path in &self.paths {
             let Ok(real) = std::fs::canonicalize(path) else {
                 continue;
@@ -88,6 +102,9 @@ pub struct Snapshot {
     ids: HashSet<(u64, u64)>,
     /// Canonical paths of the protected files and directories.
     roots: Vec<PathBuf>,
+    /// The device of the procfs mounted at `/proc`, for walks (which see metadata,
+    /// not descriptors).
+    proc_dev: Option<u64>,
 }
 
 impl Snapshot {
@@ -124,7 +141,8 @@ impl Snapshot {
         }
     }
 
-    /// Whether nothing is protected.
+    /// Whether no path was configured (gsv's own processes and data directories
+    /// are covered all the same).
     pub fn is_empty(&self) -> bool {
         self.roots.is_empty()
     }
@@ -144,24 +162,56 @@ impl Snapshot {
         self.roots.iter().any(|r| real.starts_with(r))
     }
 
-    /// Whether the open descriptor `fd` is, or is inside, something protected.
+    /// Whether the open descriptor `fd` is, or is inside, something protected: a
+    /// configured path, gsv's own process state on procfs, a gsv data directory or
+    /// secret file anywhere on the host.
     pub fn covers_fd(&self, fd: &impl AsFd) -> bool {
-        if self.is_empty() {
-            return false;
-        }
         match rustix::fs::fstat(fd) {
             Ok(st) if self.covers_id(st.st_dev, st.st_ino) => return true,
             Ok(_) => {}
             // A descriptor that cannot be inspected is not let through.
             Err(_) => return true,
         }
-        super::beneath::real_path(fd).is_some_and(|real| self.covers_real_path(&real))
+        let on_proc = rustix::fs::fstatfs(fd).map_or(true, |fs| {
+            fs.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64
+        });
+        match super::beneath::real_path(fd) {
+            Some(real) if on_proc => own_processes::is_own_proc_path(&real),
+            Some(real) => self.covers_real_path(&real) || data_dirs::is_gsv_path(&real),
+            // procfs names every file it has; one without a name is not let through.
+            None => on_proc,
+        }
     }
 
-    /// Whether `metadata` (of a file or directory met in a walk) is protected.
+    /// Whether a file a walk met at `path` (with metadata `st_dev`, `st_ino`) is
+    /// protected: by device and inode, by its name (gsv's secret files), and on procfs
+    /// by the process it belongs to.
+    pub fn covers_walk_file(&self, path: &Path, dev: u64, ino: u64) -> bool {
+        self.covers_id(dev, ino)
+            || data_dirs::has_secret_name(path)
+            || (self.proc_dev == Some(dev) && self.covers_proc(path))
+    }
+
+    /// Whether a walk must not enter the directory at `path` (metadata `meta`): a
+    /// protected one by device and inode, a gsv data directory (it holds the marker),
+    /// or gsv's own process directory on procfs.
+    pub fn covers_walk_dir(&self, path: &Path, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.covers_id(meta.dev(), meta.ino())
+            || data_dirs::holds_marker(path)
+            || (self.proc_dev == Some(meta.dev()) && self.covers_proc(path))
+    }
+
+    /// Whether `path` on procfs is gsv's own process state (unresolvable: yes).
+    fn covers_proc(&self, path: &Path) -> bool {
+        std::fs::canonicalize(path).map_or(true, |real| own_processes::is_own_proc_path(&real))
+    }
+
+    /// Whether `metadata` (of a file or directory met in a walk) is protected by
+    /// device and inode.
     pub fn covers_meta(&self, meta: &std::fs::Metadata) -> bool {
         use std::os::unix::fs::MetadataExt;
-        !self.is_empty() && self.covers_id(meta.dev(), meta.ino())
+        self.covers_id(meta.dev(), meta.ino())
     }
 }
 

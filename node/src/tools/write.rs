@@ -23,6 +23,7 @@ use crate::tools::args::Args;
 use crate::tools::encoding::{self, Encoding};
 use crate::tools::output;
 use crate::tools::paths::{AccessError, Parent, PathPolicy};
+use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -227,7 +228,7 @@ fn keep_owner_and_mode(file: &File, st: &rustix::fs::Stat) -> io::Result<()> {
         Some(rustix::fs::Uid::from_raw(st.st_uid)),
         Some(rustix::fs::Gid::from_raw(st.st_gid)),
     );
-    rustix::fs::fchmod(file, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+    rustix::fs::fchmod(file, Mode::from_raw_mode(safe_mode(st.st_mode, false)))?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use super::{hex, TransferError};
 use crate::tools::paths::{Parent, PathPolicy};
+use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
 use gsv_transport::Received;
 use rustix::fd::OwnedFd;
@@ -138,7 +139,7 @@ impl Incoming {
             if self.meta.mode != 0 {
                 rustix::fs::fchmod(
                     self.out.file(),
-                    Mode::from_raw_mode(self.meta.mode & 0o7777),
+                    Mode::from_raw_mode(safe_mode(self.meta.mode, false)),
                 )?;
             }
             if self.meta.mtime_ms != 0 {

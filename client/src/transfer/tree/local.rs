@@ -7,6 +7,7 @@
 //! for `..`, absolute and repeated entries) cannot lead a write out of the top.
 
 use crate::ClientError;
+use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::tree::{
     check_manifest, depth, EntryKind, TreeEntry, MAX_TREE_DEPTH, MAX_TREE_ENTRIES, ROOT,
 };
@@ -316,7 +317,7 @@ pub(super) fn settle(top: &Path, entries: &[TreeEntry]) -> Result<(), ClientErro
                 .map_err(|err| io_err(&path, err))?;
         }
         if e.mode != 0 {
-            dir.set_permissions(fs::Permissions::from_mode(e.mode & 0o7777))
+            dir.set_permissions(fs::Permissions::from_mode(safe_mode(e.mode, false)))
                 .map_err(|err| io_err(&path, err))?;
         }
     }

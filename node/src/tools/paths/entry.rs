@@ -79,7 +79,7 @@ impl PathPolicy {
                 source: e.into(),
             }
         })?;
-        if snapshot.covers_stat(&stat) {
+        if snapshot.covers_walk_file(&path, stat.st_dev, stat.st_ino) {
             return Err(self.protected_error(&path));
         }
         Ok(Entry {
@@ -122,7 +122,10 @@ impl WalkAccess {
             return None;
         }
         let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        if self.snapshot.covers_stat(&stat) {
+        if self
+            .snapshot
+            .covers_walk_file(path, stat.st_dev, stat.st_ino)
+        {
             return None;
         }
         Some(Entry {

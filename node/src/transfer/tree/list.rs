@@ -111,7 +111,10 @@ impl Walk {
                 Err(rustix::io::Errno::NOENT) => continue,
                 Err(e) => return Err(TreeError::io(&path, e)),
             };
-            if self.snapshot.covers_stat(&st) {
+            if self.snapshot.covers_walk_file(&path, st.st_dev, st.st_ino)
+                || (FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                    && crate::tools::protected::data_dirs::holds_marker(&path))
+            {
                 tracing::debug!(?path, "a protected entry is left out of a listing");
                 continue;
             }

@@ -5,6 +5,7 @@
 use super::{kind_name, TreeError};
 use crate::tools::paths::{AccessError, PathPolicy};
 use crate::tools::protected::Snapshot;
+use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::tree::{
     check_into, check_step, depth, EntryKind, PlaceParams, PlaceStep, Placed, TreeEntry, ROOT,
 };
@@ -262,7 +263,7 @@ impl Top {
                 .map_err(|err| TreeError::io(&shown, err))?;
         }
         if e.mode != 0 {
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(e.mode & 0o7777))
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(safe_mode(e.mode, false)))
                 .map_err(|err| TreeError::io(&shown, err))?;
         }
         Ok(())
