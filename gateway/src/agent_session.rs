@@ -25,6 +25,7 @@ use gsv_protocol::method::{
     ToolsListResult,
 };
 use gsv_protocol::offer::{NodeDetail, NodeIdParams};
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use gsv_transport::{queue, Outbound};
 use serde_json::value::RawValue;
@@ -166,7 +167,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
             Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
             Method::ToolsList => {
-                let tools = shared.registry.tool_entries(|n| agent.policy.visible(n));
+                let tools = shared
+                    .registry
+                    .tool_entries(|n, c| agent.policy.visible(n, c));
                 match shared.cluster.clone() {
                     // Cluster mode: the other replicas' tools too.
                     Some(cluster) => {
@@ -513,9 +516,9 @@ fn start_fanout(
 }
 
 /// Who looks at the registry through this policy: an operator when it is the admin's.
-pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str) -> bool + '_> {
+pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str, ToolClasses) -> bool + '_> {
     Viewer {
-        visible: |n: &str| policy.visible(n),
+        visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: policy.sees_all(),
     }
 }

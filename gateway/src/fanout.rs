@@ -22,6 +22,7 @@ use gsv_protocol::fanout::{
 };
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::names::NAMESPACE_SEPARATOR;
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{ErrorCode, ErrorShape, ToolName};
 use serde_json::value::RawValue;
 use std::future::Future;
@@ -229,7 +230,8 @@ pub async fn run(
         let mut targets = Vec::new();
         for n in nodes {
             let name = format!("{}{NAMESPACE_SEPARATOR}{}", n.id, params.tool);
-            let early = if caller.policy.decide(&name) == crate::policy::Decision::Deny {
+            // By name only here: the call itself is judged with the tool's classes.
+            let early = if caller.policy.precheck(&name) == crate::policy::Decision::Deny {
                 Some(not_called(
                     &n.id,
                     NodeStatus::Denied,
@@ -408,7 +410,7 @@ async fn until_online(
 /// The error of a node still offline after the fan-out waited for it.
 fn offline(shared: &Shared, node: &str) -> RouteError {
     let all = crate::registry::Viewer {
-        visible: |_: &str| true,
+        visible: |_: &str, _: ToolClasses| true,
         operator: true,
     };
     let since = shared

@@ -173,7 +173,7 @@ async fn tools(
 ) -> Result<Json<ToolsListResult>, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let mut tools = shared.registry.tool_entries(|n| policy.visible(n));
+    let mut tools = shared.registry.tool_entries(|n, c| policy.visible(n, c));
     if let Some(cluster) = &shared.cluster {
         let remote = crate::cluster::listing::gather_tools(cluster, principal.token_id()).await;
         tools = crate::cluster::listing::merge_tools(tools, remote);

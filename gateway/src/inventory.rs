@@ -21,6 +21,7 @@ use crate::state::Shared;
 use crate::store::{read_node_labels, write_node_labels};
 use gsv_protocol::inventory::{check_label_key, check_label_value, check_labels, Labels};
 use gsv_protocol::method::{LabelsChange, NodeLabelsResult, NodeSummary};
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{NodeId, Selector};
 use rusqlite::TransactionBehavior;
 
@@ -57,7 +58,7 @@ pub fn with_labels(shared: &Shared, mut summary: NodeSummary) -> NodeSummary {
 
 /// Every node `viewer` may see (the registry's order: online, then offline, each by
 /// id), with its labels, narrowed to those `selector` picks.
-pub fn visible_nodes<F: Fn(&str) -> bool>(
+pub fn visible_nodes<F: Fn(&str, ToolClasses) -> bool>(
     shared: &Shared,
     viewer: &Viewer<F>,
     selector: Option<&Selector>,
@@ -73,7 +74,7 @@ pub fn visible_nodes<F: Fn(&str) -> bool>(
 
 /// The nodes `viewer` may see that `selector` picks, as (id, online, since): the same
 /// nodes as [`visible_nodes`], without their summaries (a fan-out's targets).
-pub fn picked_nodes<F: Fn(&str) -> bool>(
+pub fn picked_nodes<F: Fn(&str, ToolClasses) -> bool>(
     shared: &Shared,
     viewer: &Viewer<F>,
     selector: &Selector,

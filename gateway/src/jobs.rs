@@ -20,6 +20,7 @@ use gsv_protocol::job::{
     AsyncCallResult, Job, JobKind, JobState, JobSummary, JobsListParams, JobsListResult,
 };
 use gsv_protocol::method::ToolsCallParams;
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{ErrorCode, ErrorDetails, ErrorShape};
 use std::sync::Arc;
 use std::time::Duration;
@@ -397,7 +398,7 @@ pub async fn list(
         Some(text) => {
             let selector = crate::inventory::parse_selector(text)?;
             let all = crate::registry::Viewer {
-                visible: |_: &str| true,
+                visible: |_: &str, _: ToolClasses| true,
                 operator: true,
             };
             Some(

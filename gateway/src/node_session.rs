@@ -479,9 +479,17 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
     // operator's approval, since the event shows what Process would — and to operators.
     let owner = event.data.get("owner").and_then(|o| o.as_str());
     let process_tool = NamespacedName::join(handle.id.as_str(), "Process");
+    let process_classes = handle.tools.get("Process").map_or_else(
+        || {
+            gsv_protocol::tool_class::ToolClasses::of(&gsv_protocol::CapabilityId::Builtin(
+                gsv_protocol::capability::Capability::ProcessManage,
+            ))
+        },
+        |t| t.classes,
+    );
     for a in shared.agents.iter() {
         let owns = owner == Some(a.token_id.as_str())
-            && a.policy.decide(&process_tool) == crate::policy::Decision::Allow;
+            && a.policy.decide(&process_tool, process_classes) == crate::policy::Decision::Allow;
         if a.authority.reads_all() || owns {
             a.send_event(EventName::ProcessExited, &event);
         }

@@ -5,9 +5,20 @@
 //! `allow`; `confirm` turns an allowed call into one that needs an operator's approval.
 //! `self_confirm` (off unless the token was made with `--self-confirm`) lets the caller's
 //! own user answer a `confirm` (MCP elicitation) instead of the operator queue.
+//!
+//! An entry `class:NAME` (`class:run`, `class:write`, ... see
+//! [`gsv_protocol::tool_class`]) matches every tool of that class instead of a name:
+//! `--deny 'class:run'` denies Bash, exec, Process and every other tool that runs
+//! code, whatever it is called. A tool is allowed when a name glob or a class in
+//! `allow` matches it, denied when one in `deny` does, and so on; so deciding needs
+//! the tool's classes ([`Policy::decide`]). Where only a name is known (before the
+//! tool is looked up), [`Policy::precheck`] says whether some tool of that name could
+//! be allowed at all.
 
 pub use crate::mcp::view::McpView;
 use globset::{Candidate, Glob, GlobSet, GlobSetBuilder};
+use gsv_protocol::capability::{Capability, CapabilityId};
+use gsv_protocol::tool_class::{ToolClass, ToolClasses};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -30,13 +41,16 @@ pub struct PolicySpec {
     pub mcp_view: McpView,
 }
 
-/// A glob that does not compile.
+/// A glob that does not compile, or a class that does not exist.
 #[derive(Debug, Error)]
 #[error("invalid glob {glob:?}: {reason}")]
 pub struct PolicyError {
     pub glob: String,
     pub reason: String,
 }
+
+/// The prefix of a policy entry that names a class instead of a tool name glob.
+pub const CLASS_PREFIX: &str = "class:";
 
 /// What the policy says about one tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +66,10 @@ pub struct Policy {
     allow: GlobSet,
     deny: GlobSet,
     confirm: GlobSet,
+    /// The classes named by `class:` entries of each list.
+    allow_classes: ToolClasses,
+    deny_classes: ToolClasses,
+    confirm_classes: ToolClasses,
     self_confirm: bool,
     mcp_view: McpView,
     full: bool,
@@ -67,27 +85,53 @@ fn matches_everything(glob: &str) -> bool {
     glob == "*"
 }
 
-fn compile(globs: &[String]) -> Result<GlobSet, PolicyError> {
+/// Compiles one list: its name globs into a set, its `class:` entries into classes.
+fn compile(entries: &[String]) -> Result<(GlobSet, ToolClasses), PolicyError> {
     let mut b = GlobSetBuilder::new();
-    for g in globs {
+    let mut classes = ToolClasses::NONE;
+    let mut globs = Vec::new();
+    for g in entries {
+        if let Some(class) = g.strip_prefix(CLASS_PREFIX) {
+            classes = classes.with(parse_class(class).map_err(|reason| PolicyError {
+                glob: g.clone(),
+                reason,
+            })?);
+            continue;
+        }
         let glob = Glob::new(g).map_err(|e| PolicyError {
             glob: g.clone(),
             reason: e.kind().to_string(),
         })?;
         b.add(glob);
+        globs.push(g.as_str());
     }
-    b.build().map_err(|e| PolicyError {
+    let set = b.build().map_err(|e| PolicyError {
         glob: globs.join(","),
         reason: e.to_string(),
+    })?;
+    Ok((set, classes))
+}
+
+/// A class named in a policy, or why it is not one.
+fn parse_class(name: &str) -> Result<ToolClass, String> {
+    ToolClass::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = ToolClass::ALL.iter().map(|c| c.as_str()).collect();
+        format!("unknown class {name:?} (classes: {})", known.join(", "))
     })
 }
 
 impl Policy {
     pub fn compile(spec: &PolicySpec) -> Result<Policy, PolicyError> {
+        let (allow, allow_classes) = compile(&spec.allow)?;
+        let (deny, deny_classes) = compile(&spec.deny)?;
+        let (confirm, confirm_classes) = compile(&spec.confirm)?;
         Ok(Policy {
-            allow: compile(&spec.allow)?,
-            deny: compile(&spec.deny)?,
-            confirm: compile(&spec.confirm)?,
+            allow,
+            deny,
+            confirm,
+            allow_classes,
+            deny_classes,
+            confirm_classes,
             self_confirm: spec.self_confirm,
             mcp_view: spec.mcp_view,
             full: false,
@@ -103,6 +147,9 @@ impl Policy {
             allow: GlobSet::empty(),
             deny: GlobSet::empty(),
             confirm: GlobSet::empty(),
+            allow_classes: ToolClasses::NONE,
+            deny_classes: ToolClasses::NONE,
+            confirm_classes: ToolClasses::NONE,
             self_confirm: false,
             mcp_view: McpView::Auto,
             full: false,
@@ -117,6 +164,9 @@ impl Policy {
             allow: GlobSet::empty(),
             deny: GlobSet::empty(),
             confirm: GlobSet::empty(),
+            allow_classes: ToolClasses::NONE,
+            deny_classes: ToolClasses::NONE,
+            confirm_classes: ToolClasses::NONE,
             self_confirm: false,
             mcp_view: McpView::Auto,
             full: true,
@@ -125,7 +175,9 @@ impl Policy {
         }
     }
 
-    pub fn decide(&self, namespaced: &str) -> Decision {
+    /// What the policy says about the tool `namespaced`, whose classes are
+    /// `classes` (`ToolClasses::of` its capability).
+    pub fn decide(&self, namespaced: &str, classes: ToolClasses) -> Decision {
         if self.full {
             return Decision::Allow;
         }
@@ -137,13 +189,49 @@ impl Policy {
         // `deny`, no `confirm`, an `allow` of `*`) is not consulted.
         let name = Candidate::new(namespaced);
         let matches = |set: &GlobSet| !set.is_empty() && set.is_match_candidate(&name);
-        if matches(&self.deny) || !(self.allow_all || matches(&self.allow)) {
+        let allowed =
+            self.allow_all || self.allow_classes.intersects(classes) || matches(&self.allow);
+        if !allowed || self.deny_classes.intersects(classes) || matches(&self.deny) {
             Decision::Deny
-        } else if matches(&self.confirm) {
+        } else if self.confirm_classes.intersects(classes) || matches(&self.confirm) {
             Decision::Confirm
         } else {
             Decision::Allow
         }
+    }
+
+    /// [`Policy::decide`] for a tool known only by the built-in capability it has
+    /// (a copy's side is a `Read` or a `Write`, a session's input a command).
+    pub fn decide_as(&self, namespaced: &str, capability: Capability) -> Decision {
+        self.decide(
+            namespaced,
+            ToolClasses::of(&CapabilityId::Builtin(capability)),
+        )
+    }
+
+    /// What can be said from the name alone, before the tool is looked up:
+    /// `Deny` when no tool of that name could be allowed (a `deny` glob matches it, or
+    /// nothing in `allow` could: no glob matches and no class is allowed), else the
+    /// decision for a tool of no class, which [`Policy::decide`] may still tighten.
+    pub fn precheck(&self, namespaced: &str) -> Decision {
+        let named = self.decide(namespaced, ToolClasses::NONE);
+        if named == Decision::Deny && !self.allow_classes.is_empty() && !self.view_only {
+            let name = Candidate::new(namespaced);
+            if self.deny.is_empty() || !self.deny.is_match_candidate(&name) {
+                return Decision::Allow;
+            }
+        }
+        named
+    }
+
+    /// Whether the only thing that could allow `namespaced` is a class (no name glob
+    /// in `allow` matches it): a tool of that name that is not found is then answered
+    /// like a denied one, so a token allowed by class cannot probe for names.
+    pub fn allowed_by_class_only(&self, namespaced: &str) -> bool {
+        !self.full
+            && !self.allow_all
+            && !self.allow_classes.is_empty()
+            && !self.allow.is_match(namespaced)
     }
 
     /// Whether the caller's own user may answer this token's `confirm` (the token was
@@ -169,8 +257,14 @@ impl Policy {
 
     /// Whether the tool is listed for this caller (allowed, possibly with
     /// confirmation; every tool for an operator, who can call none).
-    pub fn visible(&self, namespaced: &str) -> bool {
-        self.view_only || self.decide(namespaced) != Decision::Deny
+    pub fn visible(&self, namespaced: &str, classes: ToolClasses) -> bool {
+        self.view_only || self.decide(namespaced, classes) != Decision::Deny
+    }
+
+    /// Whether some tool of this name could be listed (for a notice that names tools
+    /// without their classes, like another replica's `tools.changed`).
+    pub fn maybe_visible(&self, namespaced: &str) -> bool {
+        self.view_only || self.precheck(namespaced) != Decision::Deny
     }
 }
 
@@ -187,6 +281,9 @@ pub fn lint(spec: &PolicySpec, known: &[&str]) -> Vec<String> {
     ];
     for (flag, globs) in lists {
         for g in globs.iter() {
+            if g.starts_with(CLASS_PREFIX) {
+                continue;
+            }
             let Some((_, tool)) = g.rsplit_once("__") else {
                 continue;
             };
@@ -223,17 +320,77 @@ pub fn lint(spec: &PolicySpec, known: &[&str]) -> Vec<String> {
     warnings
 }
 
+/// Warnings about tools that run code left open beside ones that are closed: a
+/// token whose policy denies (or confirms) one `run` tool of `known` (the standard
+/// tools and their capabilities) and allows another without approval on the same
+/// node most likely meant to keep the agent from running programs at all, and did
+/// not: `--deny '*__Bash'` leaves `exec`. Checked for every node a glob names
+/// literally and for any other node.
+pub fn lint_classes(spec: &PolicySpec, known: &[(&str, Capability)]) -> Vec<String> {
+    let Ok(policy) = Policy::compile(spec) else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<String> = vec!["any-node".to_owned()];
+    for g in spec.allow.iter().chain(&spec.deny).chain(&spec.confirm) {
+        if let Some((node, _)) = g.split_once("__") {
+            let literal = !node.is_empty() && !node.contains(['*', '?', '[', '{']);
+            if literal && !nodes.iter().any(|n| n == node) {
+                nodes.push(node.to_owned());
+            }
+        }
+    }
+    let runners: Vec<(&str, ToolClasses)> = known
+        .iter()
+        .map(|(name, c)| (*name, ToolClasses::of(&CapabilityId::Builtin(*c))))
+        .filter(|(_, classes)| classes.contains(ToolClass::Run))
+        .collect();
+    let mut warnings = Vec::new();
+    for node in &nodes {
+        let decided: Vec<(&str, Decision)> = runners
+            .iter()
+            .map(|(tool, classes)| (*tool, policy.decide(&format!("{node}__{tool}"), *classes)))
+            .collect();
+        let closed: Vec<&str> = decided
+            .iter()
+            .filter(|(_, d)| *d != Decision::Allow)
+            .map(|(t, _)| *t)
+            .collect();
+        let open: Vec<&str> = decided
+            .iter()
+            .filter(|(_, d)| *d == Decision::Allow)
+            .map(|(t, _)| *t)
+            .collect();
+        if !closed.is_empty() && !open.is_empty() {
+            let on = if node == "any-node" {
+                "on every node".to_owned()
+            } else {
+                format!("on {node}")
+            };
+            warnings.push(format!(
+                "{on} this policy denies or confirms {} but allows {} without approval, which run programs too; to keep an agent from running code use --deny 'class:run' (or --confirm 'class:run')",
+                closed.join(", "),
+                open.join(", ")
+            ));
+        }
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gsv_protocol::tool_class::ToolClasses;
 
     #[test]
     fn an_operators_policy_lists_every_tool_and_allows_none() {
         let p = Policy::view_only();
         for name in ["box__Bash", "lab__Read", "x__net_scan"] {
-            assert!(p.visible(name), "{name} hidden from an operator");
+            assert!(
+                p.visible(name, ToolClasses::NONE),
+                "{name} hidden from an operator"
+            );
             assert_eq!(
-                p.decide(name),
+                p.decide(name, ToolClasses::NONE),
                 Decision::Deny,
                 "{name} callable by an operator"
             );
@@ -291,7 +448,7 @@ mod tests {
     #[test]
     fn default_deny() {
         let p = Policy::compile(&PolicySpec::default()).unwrap();
-        assert_eq!(p.decide("laptop__Read"), Decision::Deny);
+        assert_eq!(p.decide("laptop__Read", ToolClasses::NONE), Decision::Deny);
     }
 
     #[test]
@@ -302,35 +459,47 @@ mod tests {
             &["*__Write", "server__*"],
         ))
         .unwrap();
-        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
-        assert_eq!(p.decide("server__Read"), Decision::Confirm);
-        assert_eq!(p.decide("laptop__Bash"), Decision::Deny);
-        assert_eq!(p.decide("laptop__Write"), Decision::Confirm);
-        assert_eq!(p.decide("server__Bash"), Decision::Deny);
-        assert!(!p.visible("server__Bash"));
+        assert_eq!(p.decide("laptop__Read", ToolClasses::NONE), Decision::Allow);
+        assert_eq!(
+            p.decide("server__Read", ToolClasses::NONE),
+            Decision::Confirm
+        );
+        assert_eq!(p.decide("laptop__Bash", ToolClasses::NONE), Decision::Deny);
+        assert_eq!(
+            p.decide("laptop__Write", ToolClasses::NONE),
+            Decision::Confirm
+        );
+        assert_eq!(p.decide("server__Bash", ToolClasses::NONE), Decision::Deny);
+        assert!(!p.visible("server__Bash", ToolClasses::NONE));
     }
 
     #[test]
     fn a_star_allows_every_name_and_deny_and_confirm_still_apply() {
         let p = Policy::compile(&spec(&["*"], &[], &[])).unwrap();
         for name in ["laptop__Read", "a__B", "", "x/y__z", "__"] {
-            assert_eq!(p.decide(name), Decision::Allow, "{name}");
+            assert_eq!(p.decide(name, ToolClasses::NONE), Decision::Allow, "{name}");
         }
         let p = Policy::compile(&spec(&["lab__*", "*"], &["*__Bash"], &["db__*"])).unwrap();
-        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
-        assert_eq!(p.decide("laptop__Bash"), Decision::Deny);
-        assert_eq!(p.decide("db__Read"), Decision::Confirm);
+        assert_eq!(p.decide("laptop__Read", ToolClasses::NONE), Decision::Allow);
+        assert_eq!(p.decide("laptop__Bash", ToolClasses::NONE), Decision::Deny);
+        assert_eq!(p.decide("db__Read", ToolClasses::NONE), Decision::Confirm);
         // A glob that only looks wide is matched as a glob.
         let p = Policy::compile(&spec(&["*__*"], &[], &[])).unwrap();
-        assert_eq!(p.decide("laptop__Read"), Decision::Allow);
-        assert_eq!(p.decide("laptop"), Decision::Deny);
+        assert_eq!(p.decide("laptop__Read", ToolClasses::NONE), Decision::Allow);
+        assert_eq!(p.decide("laptop", ToolClasses::NONE), Decision::Deny);
     }
 
     #[test]
     fn net_prefix_glob() {
         let p = Policy::compile(&spec(&["server__net_*"], &[], &[])).unwrap();
-        assert_eq!(p.decide("server__net_diagnose"), Decision::Allow);
-        assert_eq!(p.decide("server__network_status"), Decision::Deny);
+        assert_eq!(
+            p.decide("server__net_diagnose", ToolClasses::NONE),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.decide("server__network_status", ToolClasses::NONE),
+            Decision::Deny
+        );
     }
 
     #[test]
@@ -340,6 +509,77 @@ mod tests {
 
     #[test]
     fn full_access_allows_everything() {
-        assert_eq!(Policy::full_access().decide("x__Y"), Decision::Allow);
+        assert_eq!(
+            Policy::full_access().decide("x__Y", ToolClasses::NONE),
+            Decision::Allow
+        );
+    }
+
+    fn classes_of(c: Capability) -> ToolClasses {
+        ToolClasses::of(&CapabilityId::Builtin(c))
+    }
+
+    #[test]
+    fn classes_deny_allow_and_confirm_whatever_the_name() {
+        let run = classes_of(Capability::ShellExec);
+        let exec = classes_of(Capability::ProcessExec);
+        let read = classes_of(Capability::FilesystemRead);
+        let write = classes_of(Capability::FilesystemWrite);
+        // The reported case: Bash denied by name, exec slipped through. By class,
+        // both are denied, and so is any run tool of any name.
+        let p = Policy::compile(&spec(&["*"], &["class:run"], &[])).unwrap();
+        assert_eq!(p.decide("lab__Bash", run), Decision::Deny);
+        assert_eq!(p.decide("lab__exec", exec), Decision::Deny);
+        assert_eq!(p.decide("lab__anything_new", run), Decision::Deny);
+        assert_eq!(p.decide("lab__Read", read), Decision::Allow);
+        // `run` is in every class: denying writes denies Bash too.
+        let p = Policy::compile(&spec(&["*"], &["class:write"], &[])).unwrap();
+        assert_eq!(p.decide("lab__Bash", run), Decision::Deny);
+        assert_eq!(p.decide("lab__Write", write), Decision::Deny);
+        assert_eq!(p.decide("lab__Read", read), Decision::Allow);
+        // Allowed by class: read-only tools only, on every node.
+        let p = Policy::compile(&spec(&["class:readonly"], &[], &["class:read"])).unwrap();
+        assert_eq!(p.decide("lab__Read", read), Decision::Confirm);
+        assert_eq!(p.decide("lab__Bash", run), Decision::Deny);
+        assert_eq!(p.decide("lab__Write", write), Decision::Deny);
+        assert_eq!(
+            p.precheck("lab__Bash"),
+            Decision::Allow,
+            "classes decide later"
+        );
+        assert!(p.allowed_by_class_only("lab__Nope"));
+        // A name deny stays final before the tool is known.
+        let p = Policy::compile(&spec(&["class:read"], &["db__*"], &[])).unwrap();
+        assert_eq!(p.precheck("db__Read"), Decision::Deny);
+        assert_eq!(p.precheck("lab__Read"), Decision::Allow);
+        // Confirm by class.
+        let p = Policy::compile(&spec(&["*"], &[], &["class:run"])).unwrap();
+        assert_eq!(p.decide("lab__exec", exec), Decision::Confirm);
+        assert_eq!(p.decide("lab__Read", read), Decision::Allow);
+        assert!(!p.allowed_by_class_only("lab__Nope"));
+    }
+
+    #[test]
+    fn an_unknown_class_is_an_error() {
+        let e = Policy::compile(&spec(&["class:exec"], &[], &[])).unwrap_err();
+        assert!(e.to_string().contains("unknown class"), "{e}");
+        assert!(e.to_string().contains("run"), "{e}");
+    }
+
+    #[test]
+    fn lint_classes_flags_a_half_closed_door() {
+        let known = [
+            ("Bash", Capability::ShellExec),
+            ("exec", Capability::ProcessExec),
+            ("Read", Capability::FilesystemRead),
+        ];
+        let w = lint_classes(&spec(&["*"], &["*__Bash"], &[]), &known);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("Bash") && w[0].contains("exec") && w[0].contains("class:run"));
+        let w = lint_classes(&spec(&["lab__*"], &["lab__Bash"], &[]), &known);
+        assert!(w.iter().any(|w| w.contains("on lab")), "{w:?}");
+        assert!(lint_classes(&spec(&["*"], &["class:run"], &[]), &known).is_empty());
+        assert!(lint_classes(&spec(&["*__Read"], &[], &[]), &known).is_empty());
+        assert!(lint_classes(&spec(&["*"], &[], &[]), &known).is_empty());
     }
 }

@@ -42,10 +42,11 @@ pub async fn gather(shared: &Shared, caller: &Caller<'_>) -> SessionsPage {
         .registry
         .all()
         .into_iter()
-        .filter(|n| shared.registry.tool(n, "Process").is_some())
-        .map(|n| n.id.to_string())
-        .filter(|id| {
-            policy.decide(&NamespacedName::join(id, "Process")) == crate::policy::Decision::Allow
+        .filter_map(|n| {
+            let classes = shared.registry.tool(&n, "Process")?.classes;
+            let id = n.id.to_string();
+            let name = NamespacedName::join(&id, "Process");
+            (policy.decide(&name, classes) == crate::policy::Decision::Allow).then_some(id)
         })
         .collect();
     let list = serde_json::json!({"action": "list"});

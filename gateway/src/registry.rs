@@ -27,6 +27,7 @@ use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::offer::{NodeTool, UnacceptedOffer};
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{ErrorShape, HostRole, NodeId, Runtime};
 use gsv_transport::tungstenite::protocol::frame::coding::CloseCode;
 use gsv_transport::Outbound;
@@ -426,11 +427,15 @@ impl NodeHandle {
 
 /// Cuts `summary` down to the tools of `set` that pass `shown` (by bare name) and the
 /// capabilities those tools declare. False when no tool is shown.
-fn restrict(summary: &mut NodeSummary, set: &ToolSet, mut shown: impl FnMut(&str) -> bool) -> bool {
+fn restrict(
+    summary: &mut NodeSummary,
+    set: &ToolSet,
+    mut shown: impl FnMut(&str, ToolClasses) -> bool,
+) -> bool {
     let kept: Vec<&ToolSpec> = set
         .tools
         .iter()
-        .filter(|t| shown(&t.def.name))
+        .filter(|t| shown(&t.def.name, t.classes))
         .map(|t| t.as_ref())
         .collect();
     if kept.len() < set.tools.len() {
@@ -476,7 +481,7 @@ fn unaccepted_for(
 
 /// Who is looking at the registry: what their token lets them see, and whether they
 /// are an operator (the admin token), who sees every node and what it offers.
-pub struct Viewer<F: Fn(&str) -> bool> {
+pub struct Viewer<F: Fn(&str, ToolClasses) -> bool> {
     /// Whether a namespaced tool name is visible to the caller's policy.
     pub visible: F,
     pub operator: bool,
@@ -636,6 +641,14 @@ impl Registry {
         node.tools.get(name)
     }
 
+    /// The classes of the tool `namespaced` names on a node this gateway holds, if
+    /// it has that tool (and it is not hidden until accepted).
+    pub fn classes_of(&self, namespaced: &str) -> Option<ToolClasses> {
+        let name = NamespacedName::parse(namespaced).ok()?;
+        let node = self.get(name.node.as_str())?;
+        self.tool(&node, name.tool.as_str()).map(|t| t.classes)
+    }
+
     /// The tools a known node (online or offline) offers now.
     pub fn tool_set(&self, id: &str) -> Option<Arc<ToolSet>> {
         self.nodes
@@ -648,7 +661,7 @@ impl Registry {
     /// not hidden (with the capabilities those declare), and what of the node's
     /// unaccepted offer it may know. `None` when an agent may see no tool of it;
     /// operators see every node.
-    fn view<F: Fn(&str) -> bool>(
+    fn view<F: Fn(&str, ToolClasses) -> bool>(
         &self,
         mut summary: NodeSummary,
         set: &ToolSet,
@@ -661,13 +674,13 @@ impl Registry {
         name.push_str(&summary.id);
         name.push_str(gsv_protocol::names::NAMESPACE_SEPARATOR);
         let prefix = name.len();
-        let any = restrict(&mut summary, set, |tool| {
+        let any = restrict(&mut summary, set, |tool, classes| {
             if pending.as_ref().is_some_and(|p| p.hides(tool)) {
                 return false;
             }
             name.truncate(prefix);
             name.push_str(tool);
-            (viewer.visible)(&name)
+            (viewer.visible)(&name, classes)
         });
         if !any && !viewer.operator {
             return None;
@@ -680,7 +693,12 @@ impl Registry {
     /// Whether `viewer` may see node `id` with tool set `set` (as [`Registry::view`]
     /// decides, without building its summary): an operator sees every node, another
     /// viewer a node with at least one tool it may see.
-    fn may_see<F: Fn(&str) -> bool>(&self, id: &str, set: &ToolSet, viewer: &Viewer<F>) -> bool {
+    fn may_see<F: Fn(&str, ToolClasses) -> bool>(
+        &self,
+        id: &str,
+        set: &ToolSet,
+        viewer: &Viewer<F>,
+    ) -> bool {
         if viewer.operator {
             return true;
         }
@@ -696,7 +714,7 @@ impl Registry {
             }
             name.truncate(prefix);
             name.push_str(tool);
-            (viewer.visible)(&name)
+            (viewer.visible)(&name, t.classes)
         })
     }
 
@@ -706,7 +724,7 @@ impl Registry {
     /// summary (a fan-out over thousands of nodes needs only these three).
     pub fn pick<F, P>(&self, viewer: &Viewer<F>, pick: P) -> Vec<(String, bool, u64)>
     where
-        F: Fn(&str) -> bool,
+        F: Fn(&str, ToolClasses) -> bool,
         P: Fn(&str, Option<&gsv_protocol::inventory::Facts>) -> bool,
     {
         let mut online: Vec<(String, bool, u64)> = self
@@ -739,7 +757,10 @@ impl Registry {
     /// Every node `viewer` may see ([`Registry::view`]), online first, then offline,
     /// each sorted by id: a token allowed one tool of a node learns nothing of the
     /// node's other tools.
-    pub fn summaries<F: Fn(&str) -> bool>(&self, viewer: &Viewer<F>) -> Vec<NodeSummary> {
+    pub fn summaries<F: Fn(&str, ToolClasses) -> bool>(
+        &self,
+        viewer: &Viewer<F>,
+    ) -> Vec<NodeSummary> {
         let mut online: Vec<NodeSummary> = self
             .nodes
             .iter()
@@ -765,7 +786,7 @@ impl Registry {
     /// One node as `viewer` may see it, with its tools (name, capability,
     /// description, whether unaccepted or hidden), sorted by name. `None` when the
     /// node is unknown or the viewer may see none of it.
-    pub fn detail<F: Fn(&str) -> bool>(
+    pub fn detail<F: Fn(&str, ToolClasses) -> bool>(
         &self,
         id: &str,
         viewer: &Viewer<F>,
@@ -815,7 +836,7 @@ impl Registry {
     /// How many tools of known nodes pass `visible` (never one hidden until accepted),
     /// counting no further than `limit`: what MCP's `auto` view asks on every
     /// session-less request, without building a listing.
-    pub fn count_tools(&self, visible: impl Fn(&str) -> bool, limit: usize) -> usize {
+    pub fn count_tools(&self, visible: impl Fn(&str, ToolClasses) -> bool, limit: usize) -> usize {
         let mut n = 0;
         let mut count = |node: &str, set: &ToolSet| {
             for t in &set.tools {
@@ -823,7 +844,7 @@ impl Registry {
                     return;
                 }
                 if !self.unaccepted.hides(node, &t.def.name)
-                    && visible(&NamespacedName::join(node, &t.def.name))
+                    && visible(&NamespacedName::join(node, &t.def.name), t.classes)
                 {
                     n += 1;
                 }
@@ -840,7 +861,7 @@ impl Registry {
 
     /// Every tool of every known node whose namespaced name passes `visible`, sorted;
     /// never a tool hidden until accepted (`--pin-tools`).
-    pub fn tool_entries(&self, visible: impl Fn(&str) -> bool) -> Vec<ToolEntry> {
+    pub fn tool_entries(&self, visible: impl Fn(&str, ToolClasses) -> bool) -> Vec<ToolEntry> {
         let mut out = Vec::new();
         let mut push = |node: &str, set: &ToolSet, online: bool| {
             for t in &set.tools {
@@ -848,7 +869,7 @@ impl Registry {
                     continue;
                 }
                 let name = NamespacedName::join(node, &t.def.name);
-                if visible(&name) {
+                if visible(&name, t.classes) {
                     out.push(ToolEntry {
                         name,
                         node: node.to_owned(),

@@ -76,7 +76,7 @@ impl AgentHandle {
                 !hidden(&t.def.name)
                     && self
                         .policy
-                        .visible(&NamespacedName::join(node, &t.def.name))
+                        .visible(&NamespacedName::join(node, &t.def.name), t.classes)
             })
     }
 }

@@ -12,6 +12,7 @@ pub use error::{ArgsError, DeclarationError};
 use dashmap::DashMap;
 use gsv_protocol::capability::{self, CapabilityError};
 use gsv_protocol::names::{NamespacedName, MAX_NAMESPACED_LEN};
+use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{CapabilityId, NodeId, ToolDef, ToolName};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -24,6 +25,8 @@ pub struct ToolSpec {
     /// A built-in id, or a third party's (`x.<vendor>.<name>`), which the gateway
     /// treats as opaque.
     pub capability: CapabilityId,
+    /// What the tool can do, from its capability (`class:` entries of a policy).
+    pub classes: ToolClasses,
     validator: jsonschema::Validator,
 }
 
@@ -135,6 +138,7 @@ fn build(
         })?;
         tools.push(Arc::new(ToolSpec {
             def,
+            classes: ToolClasses::of(&capability),
             capability,
             validator,
         }));

@@ -410,9 +410,16 @@ mod tests {
         let r = Registry::standard(&config(true)).unwrap();
         let mut names = r.names();
         names.sort_unstable();
-        let mut listed = crate::tools::STANDARD_NAMES.to_vec();
+        let mut listed = crate::tools::standard_names();
         listed.sort_unstable();
         assert_eq!(names, listed);
+        for (name, capability) in crate::tools::STANDARD_TOOLS {
+            assert_eq!(
+                r.def(name).map(|d| d.capability.as_str()),
+                Some(capability.as_str()),
+                "{name}"
+            );
+        }
     }
 
     #[test]

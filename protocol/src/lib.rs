@@ -22,6 +22,7 @@ pub mod names;
 pub mod offer;
 pub mod selector;
 pub mod tool;
+pub mod tool_class;
 pub mod transfer;
 
 pub use capability::{Capability, CapabilityError, CapabilityId};

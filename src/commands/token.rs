@@ -126,7 +126,11 @@ pub fn create_agent(data: &Path, name: &str, spec: PolicySpec) -> u8 {
     if spec.allow.is_empty() {
         eprintln!("warning: no --allow given: this token can see and call nothing (default deny)");
     }
-    for w in gsv_gateway::policy::lint(&spec, gsv_node::tools::STANDARD_NAMES) {
+    let standard = gsv_node::tools::STANDARD_TOOLS;
+    for w in gsv_gateway::policy::lint(&spec, &gsv_node::tools::standard_names())
+        .into_iter()
+        .chain(gsv_gateway::policy::lint_classes(&spec, standard))
+    {
         eprintln!("warning: {w}");
     }
     let store = match open(data) {

@@ -210,7 +210,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
         Ok((_, policy)) if wants_tools => {
             tools = shared
                 .registry
-                .tool_entries(|n| policy.visible(n))
+                .tool_entries(|n, c| policy.visible(n, c))
                 .into_iter()
                 .filter(|t| t.online)
                 .collect();

@@ -142,14 +142,21 @@ pub(super) async fn answer(
     call: Forwarded,
     dispatch: Dispatch,
 ) -> Answer {
-    if shared.registry.get(&dispatch.node).is_none() {
+    let Some(node) = shared.registry.get(&dispatch.node) else {
         let mut shape = ErrorShape::new(
             ErrorCode::NodeDisconnected,
             format!("node {:?} is not connected to this replica", dispatch.node),
         );
         shape.retryable = true;
         return Answer::err(shape);
-    }
+    };
+    // A tool the node does not have is of no class: refused below if the policy
+    // allows it only by class, else answered by the node as before.
+    let classes = shared
+        .registry
+        .tool(&node, &dispatch.tool)
+        .map_or(gsv_protocol::tool_class::ToolClasses::NONE, |t| t.classes);
+    drop(node);
     // The caller's token is judged here too: live, and its policy still lets this
     // tool through (one that needs approval only with the approval it was sent with).
     let judged = match super::calls::judge(shared, cluster, &dispatch.token_id).await {
@@ -157,7 +164,7 @@ pub(super) async fn answer(
         Err(shape) => return Answer::err(shape),
     };
     let name = format!("{}__{}", dispatch.node, dispatch.tool);
-    let allowed = match judged.1.decide(&name) {
+    let allowed = match judged.1.decide(&name, classes) {
         Decision::Allow => true,
         Decision::Confirm if dispatch.approval.is_some() => true,
         Decision::Confirm => {

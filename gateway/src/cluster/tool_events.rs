@@ -103,7 +103,7 @@ fn pass_on(shared: &Shared, cluster: &Cluster, c: Change) {
         let sees = a.policy.sees_all()
             || c.tools
                 .iter()
-                .any(|t| a.policy.visible(&NamespacedName::join(&c.node, t)));
+                .any(|t| a.policy.maybe_visible(&NamespacedName::join(&c.node, t)));
         if sees {
             a.send_event(EventName::ToolsChanged, &payload);
         }

@@ -826,7 +826,12 @@ impl McpHandler {
         if is_2026(&context)
             && can_elicit(&context)
             && who.policy.self_confirm()
-            && who.policy.decide(&name) == Decision::Confirm
+            && match self.shared().registry.classes_of(&name) {
+                Some(classes) => who.policy.decide(&name, classes),
+                // Held by another replica: the name decides here, the holder's
+                // router judges the call again with the tool's classes.
+                None => who.policy.precheck(&name),
+            } == Decision::Confirm
         {
             match request.request_state.as_deref() {
                 None => return Ok(self.ask_first(&who, &name, &args_value).into()),

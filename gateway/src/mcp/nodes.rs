@@ -21,6 +21,7 @@ use crate::state::Shared;
 use gsv_protocol::inventory::{Facts, Labels};
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::selector::Selector;
+use gsv_protocol::tool_class::ToolClasses;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -87,7 +88,7 @@ pub fn visible_nodes(
     remote: Option<&RemoteFleet>,
 ) -> Vec<NodeCard> {
     let viewer = Viewer {
-        visible: |n: &str| policy.visible(n),
+        visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
     let local = inventory::visible_nodes(shared, &viewer, None);
@@ -135,7 +136,7 @@ pub fn lens_tool_count(shared: &Shared, lens: &Lens, limit: usize) -> usize {
         None => {
             shared
                 .registry
-                .count_tools(|name| lens.who.policy.visible(name), limit)
+                .count_tools(|name, c| lens.who.policy.visible(name, c), limit)
                 + lens.remote.as_ref().map_or(0, |r| r.entries.len())
         }
         Some(_) => lens_nodes(shared, lens, None)
@@ -150,7 +151,7 @@ pub fn lens_tool_count(shared: &Shared, lens: &Lens, limit: usize) -> usize {
 pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
     let policy = &lens.who.policy;
     let viewer = Viewer {
-        visible: |n: &str| policy.visible(n),
+        visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
     let summary = match shared.registry.detail(node, &viewer) {
@@ -178,7 +179,7 @@ pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<Too
     };
     let local = shared
         .registry
-        .tool_entries(|name| policy.visible(name) && on_listed(name));
+        .tool_entries(|name, c| policy.visible(name, c) && on_listed(name));
     match &lens.remote {
         Some(r) => {
             let remote = r

@@ -26,6 +26,8 @@ pub use shared_approval::FanoutApproval;
 
 use approval::{await_approval, Deciders, CALLER_APPROVAL};
 use delivery::send;
+use gsv_protocol::capability::Capability;
+use gsv_protocol::tool_class::ToolClass;
 
 /// [`approval`]'s short form of a call, for a namespaced name given as text (the MCP
 /// handler asks 2026-07-28 clients before routing).
@@ -241,7 +243,9 @@ async fn route(
 ) -> Routed {
     let started = Instant::now();
     let full = params.name.as_str();
-    let mut decision = caller.policy.decide(full);
+    // By name first, before anything is looked up (an agent cannot probe for nodes
+    // or tools its policy names nowhere); with the tool's classes once it is found.
+    let mut decision = caller.policy.precheck(full);
     if decision == Decision::Deny {
         tracing::warn!(tool = full, "call outside the agent's policy");
         return Err(RouteError::NotAllowed {
@@ -273,6 +277,9 @@ async fn route(
                 return routed.outcome;
             }
         }
+        if caller.policy.allowed_by_class_only(full) {
+            return Err(not_allowed(full));
+        }
         if let Some(since) = shared.registry.offline_since(node_id) {
             return Err(RouteError::NodeOffline {
                 node: node_id.to_owned(),
@@ -286,41 +293,46 @@ async fn route(
     // A tool hidden until accepted (`--pin-tools`) is answered exactly like one the
     // node does not have.
     let Some(spec) = shared.registry.tool(&node, name.tool.as_str()) else {
+        if caller.policy.allowed_by_class_only(full) {
+            return Err(not_allowed(full));
+        }
         return Err(RouteError::NoTool {
             node: node_id.to_owned(),
             tool: name.tool.to_string(),
         });
     };
+    decision = caller.policy.decide(full, spec.classes);
+    if decision == Decision::Deny {
+        return Err(not_allowed(full));
+    }
     trace.known_tool = true;
     let args: Value = serde_json::from_str(params.args.get()).map_err(RouteError::ArgsNotJson)?;
     spec.validate_args(&args)?;
-    // Input to a running session is a command like any other: the token's `confirm`
-    // on the node's Bash covers what it types into a session too (the operator then
-    // sees the exact text or keys), so approving an interactive program does not
-    // approve everything typed into it later.
-    // Written only for calls that wait (no formatting on the call path).
-    // Text typed into a tmux pane (`term_send`) is judged the same way, and more
-    // strictly: the pane is nobody's session (an operator's shell, say), so a token
-    // that may not run Bash may not type there at all.
+    // Input to a running session is a command like any other (one input gate for
+    // every session, whatever started it): it needs approval when any tool of the
+    // node that runs code (class `run`: Bash, exec, and any later one) needs approval
+    // for this token, so approving an interactive program — started by Bash or by
+    // exec — does not approve everything typed into it later; the operator then sees
+    // the exact text or keys. Text typed into a tmux pane (`term_send`) is judged
+    // the same way, and more strictly: the pane is nobody's session (an operator's
+    // shell, say), so a token that may not run Bash may not type there at all.
     let mut reason = None;
     if decision == Decision::Allow && is_session_input(name, &args) {
+        if let Some(starter) = confirmed_runner(caller.policy, node_id, &node.tools) {
+            decision = Decision::Confirm;
+            reason = Some(format!(
+                "input to a session is judged like a command: the token's policy requires approval for {starter}"
+            ));
+        }
         let bash = NamespacedName::join(node_id, "Bash");
-        match caller.policy.decide(&bash) {
-            Decision::Confirm => {
-                decision = Decision::Confirm;
-                reason = Some(format!(
-                    "input to a session is judged like a command: the token's policy requires approval for {bash}"
-                ));
-            }
-            // Denied Bash: the token can own no session, so the node answers "no
-            // such session" to Process by itself; a terminal is refused here.
-            Decision::Deny if name.tool.as_str() == "term_send" => {
-                return Err(RouteError::ShellInputNotAllowed {
-                    name: full.to_owned(),
-                    bash: bash.to_string(),
-                });
-            }
-            _ => {}
+        // Denied Bash: the token can own no Bash session; a terminal is refused here.
+        if name.tool.as_str() == "term_send"
+            && caller.policy.decide_as(&bash, Capability::ShellExec) == Decision::Deny
+        {
+            return Err(RouteError::ShellInputNotAllowed {
+                name: full.to_owned(),
+                bash: bash.to_string(),
+            });
         }
     }
     let timeout_ms = params
@@ -390,6 +402,31 @@ async fn route(
 
 /// Whether a call sends input to a running program: Process `write`, `submit` or
 /// `send-keys`, or `term_send` (keys typed into a tmux pane).
+/// The refusal of a call outside the token's policy (logged: an agent trying).
+fn not_allowed(full: &str) -> RouteError {
+    tracing::warn!(tool = full, "call outside the agent's policy");
+    RouteError::NotAllowed {
+        name: full.to_owned(),
+    }
+}
+
+/// The first tool of the node that starts sessions (class `run`, not one of the
+/// session-input tools themselves) which this token may call only with approval.
+fn confirmed_runner(
+    policy: &crate::policy::Policy,
+    node: &str,
+    tools: &crate::toolset::ToolSet,
+) -> Option<String> {
+    tools
+        .tools
+        .iter()
+        .filter(|t| t.classes.contains(ToolClass::Run))
+        .filter(|t| !matches!(t.def.name.as_str(), "Process" | "term_send"))
+        .map(|t| (NamespacedName::join(node, &t.def.name), t.classes))
+        .find(|(name, classes)| policy.decide(name, *classes) == Decision::Confirm)
+        .map(|(name, _)| name)
+}
+
 fn is_session_input(name: &NamespacedName, args: &Value) -> bool {
     match name.tool.as_str() {
         "term_send" => true,

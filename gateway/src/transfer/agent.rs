@@ -79,7 +79,7 @@ async fn open(
     let tool = tool_of(p.direction);
     let name = NamespacedName::join(node_id.as_str(), tool);
     let who = owner(agent);
-    let mut decision = agent.policy.decide(&name);
+    let mut decision = agent.policy.decide_as(&name, super::capability_of(tool));
     // A file of a directory copy an operator approved as a whole.
     if decision == Decision::Confirm {
         let grants = &shared.transfers.grants;

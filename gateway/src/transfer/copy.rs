@@ -139,9 +139,10 @@ pub async fn copy(
     // A `confirm` side already approved as part of a directory copy (its listing on
     // the source, its placing on the destination) asks no more for each file.
     let decide = |node: &NodeId, tool: &str, path: &str| {
-        let decision = asker
-            .policy
-            .decide(&NamespacedName::join(node.as_str(), tool));
+        let decision = asker.policy.decide_as(
+            &NamespacedName::join(node.as_str(), tool),
+            super::capability_of(tool),
+        );
         let granted = || {
             let conn = asker.conn.as_deref()?;
             shared

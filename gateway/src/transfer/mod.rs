@@ -255,6 +255,17 @@ impl Drop for Route {
     }
 }
 
+/// What a copy's side does, for a policy's `class:` entries: a listing or a get
+/// reads files (`Read`), a put or a placing writes them (`Write`).
+fn capability_of(tool: &str) -> gsv_protocol::capability::Capability {
+    use gsv_protocol::capability::Capability;
+    if tool == "Read" {
+        Capability::FilesystemRead
+    } else {
+        Capability::FilesystemWrite
+    }
+}
+
 fn tool_of(direction: Direction) -> &'static str {
     match direction {
         Direction::Get => "Read",

@@ -229,7 +229,9 @@ fn admit(
     let node_id =
         NodeId::parse(audit.node).map_err(|_| TransferError::BadNode(audit.node.into()))?;
     let name = NamespacedName::join(node_id.as_str(), audit.tool);
-    let decision = agent.policy.decide(&name);
+    let decision = agent
+        .policy
+        .decide_as(&name, super::capability_of(audit.tool));
     if decision == Decision::Deny {
         let e = TransferError::Denied { name };
         tracing::warn!(agent = %agent.name, node = %node_id, tool = audit.tool, method = audit.method.as_str(), path = ?audit.path, "tree request refused by the token's policy");

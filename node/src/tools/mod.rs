@@ -9,6 +9,8 @@
 //! for what fs_list and fs_stat say about an entry, [`git`] for the git tools' hardened git, [`output`] for turning a tool's
 //! typed output into its result).
 
+use gsv_protocol::capability::Capability;
+
 pub mod args;
 pub mod bash;
 pub mod beneath;
@@ -42,42 +44,48 @@ pub mod term;
 pub mod time;
 pub mod write;
 
-/// The names of every tool a standard gsv node can offer (`Echo` only with
-/// `--echo-tool`): what `gsv token create` checks policy globs against.
-pub const STANDARD_NAMES: &[&str] = &[
-    "Read",
-    "Write",
-    "Edit",
-    "Glob",
-    "Grep",
-    "fs_list",
-    "fs_stat",
-    "time",
-    "git_status",
-    "git_log",
-    "git_diff",
-    "git_show",
-    "git_clone",
-    "git_commit",
-    "git_push",
-    "git_pull",
-    "Bash",
-    "exec",
-    "Process",
-    "proc_list",
-    "proc_kill",
-    "term_capture",
-    "term_send",
-    "net_diagnose",
-    "net_discover",
-    "net_services",
-    "network_status",
-    "dns_lookup",
-    "container_list",
-    "container_logs",
-    "container_exec",
-    "pkg_search",
-    "pkg_install",
-    "fetch_url",
-    "Echo",
+/// Every tool a standard gsv node can offer (`Echo` only with `--echo-tool`) and the
+/// capability it declares: what `gsv token create` checks policy globs and classes
+/// against (a unit test holds it to the registry's own declarations).
+pub const STANDARD_TOOLS: &[(&str, Capability)] = &[
+    ("Read", Capability::FilesystemRead),
+    ("Write", Capability::FilesystemWrite),
+    ("Edit", Capability::FilesystemEdit),
+    ("Glob", Capability::FilesystemList),
+    ("Grep", Capability::TextSearch),
+    ("fs_list", Capability::FilesystemList),
+    ("fs_stat", Capability::FilesystemStat),
+    ("time", Capability::SystemTime),
+    ("git_status", Capability::VcsRead),
+    ("git_log", Capability::VcsRead),
+    ("git_diff", Capability::VcsRead),
+    ("git_show", Capability::VcsRead),
+    ("git_clone", Capability::VcsWrite),
+    ("git_commit", Capability::VcsWrite),
+    ("git_push", Capability::VcsWrite),
+    ("git_pull", Capability::VcsWrite),
+    ("Bash", Capability::ShellExec),
+    ("exec", Capability::ProcessExec),
+    ("Process", Capability::ProcessManage),
+    ("proc_list", Capability::ProcessList),
+    ("proc_kill", Capability::ProcessSignal),
+    ("term_capture", Capability::TerminalControl),
+    ("term_send", Capability::TerminalControl),
+    ("net_diagnose", Capability::NetworkDiagnose),
+    ("net_discover", Capability::NetworkDiscover),
+    ("net_services", Capability::NetworkScan),
+    ("network_status", Capability::NetworkStatus),
+    ("dns_lookup", Capability::DnsQuery),
+    ("container_list", Capability::ContainerRead),
+    ("container_logs", Capability::ContainerRead),
+    ("container_exec", Capability::ContainerExec),
+    ("pkg_search", Capability::PackageRead),
+    ("pkg_install", Capability::PackageInstall),
+    ("fetch_url", Capability::HttpFetch),
+    ("Echo", Capability::DiagnosticsEcho),
 ];
+
+/// The names in [`STANDARD_TOOLS`].
+pub fn standard_names() -> Vec<&'static str> {
+    STANDARD_TOOLS.iter().map(|(name, _)| *name).collect()
+}
