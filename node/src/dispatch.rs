@@ -444,6 +444,25 @@ pub(crate) fn encode_result(id: &str, result: &ToolResult, max: usize) -> String
     )
 }
 
+/// The answer to a copy asked of a node whose tools work on another host or inside a
+/// container: the transfer code reads and writes the node process's own machine, so
+/// it would copy the wrong files. Refused, until copies go through the backend.
+fn remote_copy_refused(config: &crate::config::NodeConfig) -> ErrorShape {
+    let (kind, target) = match &config.backend {
+        crate::config::Backend::Ssh { target, .. } => ("over SSH on", target.as_str()),
+        crate::config::Backend::Container { name, .. } => ("inside the container", name.as_str()),
+        crate::config::Backend::Local => ("on", "this machine"),
+    };
+    ErrorShape::new(
+        ErrorCode::Forbidden,
+        format!(
+            "node {} works {kind} {}: copies (gsv cp, fleet_copy) to and from such a node are \
+             not supported; use Read and Write with encoding \"base64\" instead",
+            config.id, target
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,23 +519,4 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
-}
-
-/// The answer to a copy asked of a node whose tools work on another host or inside a
-/// container: the transfer code reads and writes the node process's own machine, so
-/// it would copy the wrong files. Refused, until copies go through the backend.
-fn remote_copy_refused(config: &crate::config::NodeConfig) -> ErrorShape {
-    let (kind, target) = match &config.backend {
-        crate::config::Backend::Ssh { target, .. } => ("over SSH on", target.as_str()),
-        crate::config::Backend::Container { name, .. } => ("inside the container", name.as_str()),
-        crate::config::Backend::Local => ("on", "this machine"),
-    };
-    ErrorShape::new(
-        ErrorCode::Forbidden,
-        format!(
-            "node {} works {kind} {}: copies (gsv cp, fleet_copy) to and from such a node are \
-             not supported; use Read and Write with encoding \"base64\" instead",
-            config.id, target
-        ),
-    )
 }

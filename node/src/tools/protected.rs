@@ -172,9 +172,8 @@ impl Snapshot {
             // A descriptor that cannot be inspected is not let through.
             Err(_) => return true,
         }
-        let on_proc = rustix::fs::fstatfs(fd).map_or(true, |fs| {
-            fs.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64
-        });
+        let on_proc =
+            rustix::fs::fstatfs(fd).map_or(true, |fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC);
         match super::beneath::real_path(fd) {
             Some(real) if on_proc => own_processes::is_own_proc_path(&real),
             Some(real) => self.covers_real_path(&real) || data_dirs::is_gsv_path(&real),
