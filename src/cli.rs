@@ -212,6 +212,18 @@ pub struct GatewayArgs {
     /// Approval requests one agent token may have waiting at once
     #[arg(long, value_name = "N", default_value_t = gsv_gateway::approvals::DEFAULT_PENDING_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub approvals_per_token: usize,
+    /// Agent WebSocket connections one token may hold open at once
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_AGENT_CONNS_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub agent_conns_per_token: usize,
+    /// Agent WebSocket connections open at once in all
+    #[arg(long, value_name = "N", default_value_t = gsv_gateway::config::DEFAULT_AGENT_CONNS_MAX, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub agent_conns_max: usize,
+    /// MiB of node results one agent token's running fan-outs may keep until they end
+    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_FANOUT_RESULT_BYTES_PER_TOKEN >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
+    pub fanout_result_mib_per_token: u64,
+    /// MiB of node results running fan-outs may keep in all
+    #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_FANOUT_RESULT_BYTES_MAX >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
+    pub fanout_result_mib: u64,
     /// MiB of call arguments one agent token may have in flight at once (waiting for
     /// approval or for a node), over every node
     #[arg(long, value_name = "MIB", default_value_t = (gsv_gateway::config::DEFAULT_PENDING_BYTES_PER_TOKEN >> 20) as u64, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=1 << 20))]
@@ -266,6 +278,10 @@ impl GatewayArgs {
         c.mcp_session_idle = Duration::from_secs(self.mcp_session_idle_secs);
         c.pending_calls_per_token = self.pending_calls_per_token;
         c.approvals_per_token = self.approvals_per_token;
+        c.agent_conns_per_token = self.agent_conns_per_token;
+        c.agent_conns_max = self.agent_conns_max;
+        c.fanout_result_bytes_per_token = (self.fanout_result_mib_per_token as usize) << 20;
+        c.fanout_result_bytes_max = (self.fanout_result_mib as usize) << 20;
         c.pending_bytes_per_token = (self.pending_mib_per_token as usize) << 20;
         c.pending_bytes_max = (self.pending_mib as usize) << 20;
         c.approval_ttl = Duration::from_millis(self.approval_ttl_ms.max(100));

@@ -127,6 +127,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_gateway::webhook::QUEUE)]),
         ),
         (
+            "webhook::QUEUE_PER_TOKEN",
+            v(vec![count(gsv_gateway::webhook::QUEUE_PER_TOKEN)]),
+        ),
+        (
             "webhook::ATTEMPTS",
             v(vec![count(gsv_gateway::webhook::ATTEMPTS as usize)]),
         ),
@@ -239,6 +243,10 @@ fn known() -> Vec<(&'static str, Expected)> {
         (
             "MAX_APPROVAL_PLAN_BYTES",
             v(vec![bytes(pl::MAX_APPROVAL_PLAN_BYTES)]),
+        ),
+        (
+            "MAX_AUDIT_PATH_BYTES",
+            v(vec![bytes(pl::MAX_AUDIT_PATH_BYTES)]),
         ),
         (
             "posture::PLAN_TIMEOUT",
@@ -372,6 +380,28 @@ fn known() -> Vec<(&'static str, Expected)> {
         (
             "DEFAULT_PENDING_BYTES_MAX",
             v(vec![bytes(gsv_gateway::config::DEFAULT_PENDING_BYTES_MAX)]),
+        ),
+        (
+            "DEFAULT_FANOUT_RESULT_BYTES_PER_TOKEN",
+            v(vec![bytes(
+                gsv_gateway::config::DEFAULT_FANOUT_RESULT_BYTES_PER_TOKEN,
+            )]),
+        ),
+        (
+            "DEFAULT_FANOUT_RESULT_BYTES_MAX",
+            v(vec![bytes(
+                gsv_gateway::config::DEFAULT_FANOUT_RESULT_BYTES_MAX,
+            )]),
+        ),
+        (
+            "DEFAULT_AGENT_CONNS_PER_TOKEN",
+            v(vec![count(
+                gsv_gateway::config::DEFAULT_AGENT_CONNS_PER_TOKEN,
+            )]),
+        ),
+        (
+            "DEFAULT_AGENT_CONNS_MAX",
+            v(vec![count(gsv_gateway::config::DEFAULT_AGENT_CONNS_MAX)]),
         ),
         (
             "auth_failures_per_minute",

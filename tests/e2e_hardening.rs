@@ -364,7 +364,19 @@ async fn token_create_warns_about_globs_that_match_only_in_another_case() {
     assert!(r.joined_text().contains("not-denied"));
     // A correct policy creates no warning.
     let (_, _, err) = gw.cli(&[
-        "token", "create", "agent", "careful", "--allow", "lab__*", "--deny", "*__Bash",
+        "token",
+        "create",
+        "agent",
+        "careful",
+        "--allow",
+        "lab__*",
+        "--deny",
+        "class:run",
     ]);
     assert!(!err.contains("warning"), "{err}");
+    // Denying Bash by name leaves exec open: said (issue 42).
+    let (_, _, err) = gw.cli(&[
+        "token", "create", "agent", "half", "--allow", "lab__*", "--deny", "*__Bash",
+    ]);
+    assert!(err.contains("exec") && err.contains("class:run"), "{err}");
 }

@@ -142,6 +142,29 @@ async fn a_viewer_reads_everything_but_its_approve_is_refused() {
         matches!(remote_code(e), ErrorCode::Forbidden | ErrorCode::NotFound),
         "a viewer's tool call was not refused"
     );
+    // Nor a fan-out: refused as a whole, no job made (issue 42: the docs said so, the
+    // gateway started one with every node denied).
+    let jobs_before = viewer.jobs(100, 0).await.map(|j| j.jobs.len()).unwrap_or(0);
+    let fanout = gsv_protocol::fanout::ToolsFanoutParams {
+        tool: "Echo".to_owned(),
+        select: "id~*".to_owned(),
+        args: serde_json::value::to_raw_value(&json!({"text": "x"})).unwrap(),
+        batch: None,
+        fail_fast: false,
+        timeout_ms: None,
+        wait_offline_ms: None,
+        is_async: false,
+    };
+    let e = viewer
+        .fanout_with_id("f1", &fanout)
+        .await
+        .expect_err("a viewer's fan-out");
+    assert_eq!(remote_code(e), ErrorCode::Forbidden);
+    assert_eq!(
+        viewer.jobs(100, 0).await.map(|j| j.jobs.len()).unwrap_or(0),
+        jobs_before,
+        "a job was made for a refused fan-out"
+    );
     let (status, body) = http_request(
         &s.gw.addr,
         "POST",

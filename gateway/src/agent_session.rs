@@ -73,6 +73,19 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
             return;
         }
     };
+    // Its place among the token's connections, held while the connection lives.
+    let _place = match shared.agent_conns.open(&hs.token.id) {
+        Ok(place) => place,
+        Err(full) => {
+            tracing::warn!(token_id = %hs.token.id, limit = full.limit, "agent connection refused: too many open");
+            let e = HandshakeError::TooManyConnections {
+                limit: full.limit,
+                max: full.max,
+            };
+            hs.refuse(&shared, e).await;
+            return;
+        }
+    };
     let conn_id = uuid::Uuid::new_v4().to_string();
     let name = hs.token.subject.clone();
     let token_id = hs.token.id.clone();

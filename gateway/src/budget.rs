@@ -112,6 +112,51 @@ impl PendingBytes {
     }
 }
 
+/// Places counted one per open thing (a listen stream, an agent connection), per
+/// token and in all: the bytes budget with units of one, and the names of its two
+/// limits for the refusal.
+#[derive(Debug)]
+pub struct Places {
+    count: PendingBytes,
+    per_token_limit: &'static str,
+    max_limit: &'static str,
+}
+
+/// No place left: which limit, and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoPlace {
+    pub limit: &'static str,
+    pub max: usize,
+}
+
+impl Places {
+    /// `per_token` places per token and `max` in all; `limits` are the two limits'
+    /// stable names (per token, in all), given in refusals.
+    pub fn new(per_token: usize, max: usize, limits: (&'static str, &'static str)) -> Self {
+        Places {
+            count: PendingBytes::new(per_token, max),
+            per_token_limit: limits.0,
+            max_limit: limits.1,
+        }
+    }
+
+    /// One more place for `token`, unless it holds its share or all are taken.
+    pub fn open(&self, token: &str) -> Result<Reservation<'_>, NoPlace> {
+        self.count.reserve(token, 1).map_err(|e| NoPlace {
+            limit: match e {
+                BudgetError::TokenShare { .. } => self.per_token_limit,
+                BudgetError::Full { .. } => self.max_limit,
+            },
+            max: e.max(),
+        })
+    }
+
+    /// Places `token` holds now.
+    pub fn of(&self, token: &str) -> usize {
+        self.count.held_by(token)
+    }
+}
+
 /// Bytes held for one call; given back when dropped.
 #[derive(Debug)]
 pub struct Reservation<'a> {

@@ -20,6 +20,17 @@ pub const DEFAULT_MCP_SESSIONS_MAX: usize = 4096;
 /// Default of [`GatewayConfig::mcp_session_idle`].
 pub const DEFAULT_MCP_SESSION_IDLE: Duration = Duration::from_secs(10 * 60);
 
+/// Default of [`GatewayConfig::agent_conns_per_token`].
+pub const DEFAULT_AGENT_CONNS_PER_TOKEN: usize = 256;
+/// Default of [`GatewayConfig::agent_conns_max`]: well under the ~20 000 descriptors
+/// a process may hold, so nodes keep theirs.
+pub const DEFAULT_AGENT_CONNS_MAX: usize = 8192;
+
+/// Default of [`GatewayConfig::fanout_result_bytes_per_token`]: 64 MiB.
+pub const DEFAULT_FANOUT_RESULT_BYTES_PER_TOKEN: usize = 64 * 1024 * 1024;
+/// Default of [`GatewayConfig::fanout_result_bytes_max`]: 256 MiB.
+pub const DEFAULT_FANOUT_RESULT_BYTES_MAX: usize = 256 * 1024 * 1024;
+
 /// Default of [`GatewayConfig::pending_bytes_per_token`]: 64 MiB, four maximum frames.
 pub const DEFAULT_PENDING_BYTES_PER_TOKEN: usize = 64 * 1024 * 1024;
 /// Default of [`GatewayConfig::pending_bytes_max`]: 256 MiB, four tokens' full shares.
@@ -92,6 +103,16 @@ pub struct GatewayConfig {
     pub pending_bytes_per_token: usize,
     /// Bytes of call arguments in flight at once in all.
     pub pending_bytes_max: usize,
+    /// Agent WebSocket connections one token may hold open at once
+    /// (`crate::agent_conns`).
+    pub agent_conns_per_token: usize,
+    /// Agent WebSocket connections open at once in all.
+    pub agent_conns_max: usize,
+    /// Bytes of node results one token's running fan-outs may keep until they end
+    /// (each node's result goes out in its event whatever this says).
+    pub fanout_result_bytes_per_token: usize,
+    /// Bytes of node results running fan-outs may keep in all.
+    pub fanout_result_bytes_max: usize,
     /// Hide the tools a node offers beyond what was accepted for its id from every
     /// agent until an operator accepts them (`crate::offers`).
     pub pin_tools: bool,
@@ -131,6 +152,10 @@ impl GatewayConfig {
             approvals_per_token: crate::approvals::DEFAULT_PENDING_PER_TOKEN,
             pending_bytes_per_token: DEFAULT_PENDING_BYTES_PER_TOKEN,
             pending_bytes_max: DEFAULT_PENDING_BYTES_MAX,
+            agent_conns_per_token: DEFAULT_AGENT_CONNS_PER_TOKEN,
+            agent_conns_max: DEFAULT_AGENT_CONNS_MAX,
+            fanout_result_bytes_per_token: DEFAULT_FANOUT_RESULT_BYTES_PER_TOKEN,
+            fanout_result_bytes_max: DEFAULT_FANOUT_RESULT_BYTES_MAX,
             pin_tools: false,
             cluster: None,
         }

@@ -51,6 +51,9 @@ pub enum FanoutError {
     Job(ErrorShape),
     #[error("this token already has {MAX_FANOUTS_PER_TOKEN} fan-outs running, its share of the gateway; retry when one ends")]
     TooManyRunning,
+    /// An operator's token: it reads the fleet and decides approvals, and runs nothing.
+    #[error("operator tokens cannot run tools, so they cannot start a fan-out")]
+    ViewOnly,
 }
 
 /// Fan-outs one token may have running at once (async ones and those whose caller
@@ -100,6 +103,7 @@ impl FanoutError {
                     gsv_protocol::ErrorDetails::limit("fanouts_per_token", MAX_FANOUTS_PER_TOKEN),
                 )
             }
+            FanoutError::ViewOnly => ErrorShape::new(ErrorCode::Forbidden, self.to_string()),
             _ => ErrorShape::new(ErrorCode::InvalidArgs, self.to_string()),
         }
     }
@@ -180,6 +184,9 @@ pub async fn run(
     if shared.draining.is_cancelled() {
         return Err(FanoutError::ShuttingDown);
     }
+    if caller.policy.is_view_only() {
+        return Err(FanoutError::ViewOnly);
+    }
     ToolName::parse(&params.tool).map_err(|e| FanoutError::BadTool {
         tool: params.tool.clone(),
         reason: e.to_string(),
@@ -225,6 +232,23 @@ pub async fn run(
         .wait_offline_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
     let span = tracing::info_span!("fanout", %job, tool = %params.tool, nodes = nodes.len());
+    // What the results kept until the fan-out ends cost, against the token's share
+    // of the gateway's fan-out results budget; held until the fan-out is done.
+    let kept_bytes = std::sync::Mutex::new(Vec::new());
+    let keep_within = |outcome: NodeOutcome| -> NodeOutcome {
+        let size = outcome.result.as_ref().map_or(0, |r| r.to_string().len()) + OUTCOME_OVERHEAD;
+        match shared.fanout_result_bytes.reserve(caller.token_id, size) {
+            Ok(held) => {
+                kept_bytes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(held);
+                outcome
+            }
+            Err(over) => without_result(outcome, over),
+        }
+    };
+    let keep_within = &keep_within;
     let outcome = async {
         let mut results = Vec::with_capacity(nodes.len());
         let mut targets = Vec::new();
@@ -251,7 +275,7 @@ pub async fn run(
             match early {
                 Some(outcome) => {
                     report(&outcome);
-                    results.push(outcome);
+                    results.push(keep_within(outcome));
                 }
                 None => targets.push(Target {
                     wait_until: (!n.online).then_some(wait_until).flatten(),
@@ -304,7 +328,7 @@ pub async fn run(
                             let outcome =
                                 classify(t.node.clone(), Err(offline(shared, &t.node).into()));
                             report(&outcome);
-                            return outcome;
+                            return keep_within(outcome);
                         }
                     }
                     let call = ToolsCallParams {
@@ -316,13 +340,13 @@ pub async fn run(
                     let outcome = router::call(shared, caller, call, cancel).await;
                     let outcome = classify(t.node, outcome);
                     report(&outcome);
-                    outcome
+                    keep_within(outcome)
                 }
             },
             |t| {
                 let outcome = skipped(t.node);
                 report(&outcome);
-                outcome
+                keep_within(outcome)
             },
         )
         .await;
@@ -343,6 +367,7 @@ pub async fn run(
     .instrument(span)
     .await;
     let encoded = keep(shared, &job, &outcome).await;
+    drop(kept_bytes);
     shared.running_jobs.remove(&job);
     outcome.map(|result| Ran { result, encoded })
 }
@@ -517,6 +542,30 @@ fn tool_failed(result: &serde_json::Value) -> bool {
         .and_then(serde_json::Value::as_i64)
         .is_some_and(|code| code != 0);
     exit_failed || flag(sc, "timedOut")
+}
+
+/// What a kept node outcome costs beyond its result's JSON (the outcome, the parsed
+/// value's nodes), counted against the fan-out results budget.
+const OUTCOME_OVERHEAD: usize = 512;
+
+/// A node's outcome kept without its result, because the token's share of the fan-out
+/// results budget (or the gateway's total) is used up: the node's call ran and its
+/// status says how it ended; the caller had the whole result in its `fanout.result`
+/// event.
+fn without_result(outcome: NodeOutcome, over: crate::budget::BudgetError) -> NodeOutcome {
+    let mut shape = ErrorShape::new(
+        ErrorCode::Overloaded,
+        format!(
+            "the node's result was not kept: {} (fan-out results); the call ran, its status says how it ended, and its result went out in the fanout.result event",
+            over
+        ),
+    );
+    shape.retryable = false;
+    NodeOutcome {
+        result: None,
+        error: outcome.error.or(Some(shape)),
+        ..outcome
+    }
 }
 
 /// One node call's outcome as a fan-out reports it: a result (ok unless `isError`),

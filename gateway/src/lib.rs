@@ -8,6 +8,7 @@
 //! Tokens live hashed in an embedded SQLite store in the data directory.
 
 pub mod admission;
+pub mod agent_conns;
 pub mod agent_session;
 pub mod approvals;
 pub mod audit;

@@ -250,6 +250,11 @@ impl Policy {
         self.full
     }
 
+    /// Whether this is an operator's policy: every tool listed, none callable.
+    pub fn is_view_only(&self) -> bool {
+        self.view_only
+    }
+
     /// Whether this policy sees the whole fleet: the admin's, or an operator's.
     pub fn sees_all(&self) -> bool {
         self.full || self.view_only

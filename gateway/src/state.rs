@@ -114,6 +114,10 @@ pub struct Shared {
     pub revoked_recent: crate::recent_revocations::RecentRevocations,
     /// Bytes of call arguments in flight, per token and in all.
     pub pending_bytes: crate::budget::PendingBytes,
+    /// Open agent WebSocket connections, per token and in all.
+    pub agent_conns: crate::budget::Places,
+    /// Bytes of node results running fan-outs keep, per token and in all.
+    pub fanout_result_bytes: crate::budget::PendingBytes,
     /// The accepted offers of the node ids seen (`crate::offers`).
     pub offers: crate::offers::Offers,
     /// The labels operators gave node ids (`crate::labels`).
@@ -221,6 +225,14 @@ impl Shared {
             pending_bytes: crate::budget::PendingBytes::new(
                 config.pending_bytes_per_token,
                 config.pending_bytes_max,
+            ),
+            fanout_result_bytes: crate::budget::PendingBytes::new(
+                config.fanout_result_bytes_per_token,
+                config.fanout_result_bytes_max,
+            ),
+            agent_conns: crate::agent_conns::places(
+                config.agent_conns_per_token,
+                config.agent_conns_max,
             ),
             auth_limiter: AuthLimiter::new(config.auth_failures_per_minute),
             admission: Admission::new(config.caps),

@@ -5,13 +5,18 @@
 //! summary, reason, creation and expiry times, and `console`: the request's page in
 //! the operator console); the `X-Gsv-Signature` header is `sha256=` and the hex
 //! HMAC-SHA256 of the body under the key in the data directory's [`KEY_FILE`] (made
-//! on first use, 0600), so the receiver can tell the gateway sent it. Delivery never blocks a call: requests go through a bounded queue
-//! ([`QUEUE`]; when it is full the notification is dropped and logged) to one task
-//! that POSTs them in order, retrying a failed delivery (no answer, 5xx, 408, 429)
+//! on first use, 0600), so the receiver can tell the gateway sent it. Delivery never
+//! blocks a call: requests go through a bounded queue that is fair between tokens
+//! ([`fair_queue`]: [`QUEUE_PER_TOKEN`] per token, [`QUEUE`] in all; a token over its
+//! share loses its own newest, a full queue drops the busiest token's oldest, logged)
+//! to one task that POSTs them one token at a time in turn, retrying a failed delivery (no answer, 5xx, 408, 429)
 //! with backoff up to [`ATTEMPTS`] times; another 4xx is final. http and https
 //! (system roots) URLs.
 
+mod fair_queue;
+
 use crate::approvals::ApprovalRequest;
+use fair_queue::{Dropped, FairQueue};
 use hmac::{Hmac, KeyInit, Mac};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -22,13 +27,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The webhook's key, in the data directory.
 pub const KEY_FILE: &str = "webhook.key";
 /// Notifications waiting to be delivered, at most.
 pub const QUEUE: usize = 256;
+/// Notifications of one token waiting to be delivered, at most.
+pub const QUEUE_PER_TOKEN: usize = 32;
 /// Deliveries tried per notification.
 pub const ATTEMPTS: u32 = 5;
 /// How long one delivery may take.
@@ -59,7 +65,7 @@ enum Delivery {
 
 /// The sending end: where new approval requests are handed over.
 pub struct Webhook {
-    tx: mpsc::Sender<ApprovalRequest>,
+    queue: Arc<FairQueue<ApprovalRequest>>,
 }
 
 impl Webhook {
@@ -74,15 +80,27 @@ impl Webhook {
     ) -> Result<Self, WebhookError> {
         let target = Target::parse(url)?;
         let key = key(data_dir)?;
-        let (tx, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(deliver_all(target, key, console.to_owned(), rx, stop));
-        Ok(Webhook { tx })
+        let queue = Arc::new(FairQueue::new(QUEUE_PER_TOKEN, QUEUE));
+        tokio::spawn(deliver_all(
+            target,
+            key,
+            console.to_owned(),
+            queue.clone(),
+            stop,
+        ));
+        Ok(Webhook { queue })
     }
 
-    /// Queues `request` for delivery; never waits (a full queue drops it, logged).
+    /// Queues `request` for delivery; never waits (what a full queue drops is logged).
     pub fn notify(&self, request: &ApprovalRequest) {
-        if self.tx.try_send(request.clone()).is_err() {
-            tracing::warn!(approval = %request.id, "approval webhook queue full; notification dropped");
+        match self.queue.push(&request.token_id, request.clone()) {
+            None => {}
+            Some(Dropped::New(r)) => {
+                tracing::warn!(approval = %r.id, token_id = %r.token_id, "approval webhook: this token's queue is full; notification dropped");
+            }
+            Some(Dropped::Oldest { token, item }) => {
+                tracing::warn!(approval = %item.id, token_id = %token, "approval webhook queue full; the busiest token's oldest notification dropped");
+            }
         }
     }
 }
@@ -182,13 +200,13 @@ async fn deliver_all(
     target: Target,
     key: Vec<u8>,
     console: String,
-    mut rx: mpsc::Receiver<ApprovalRequest>,
+    queue: Arc<FairQueue<ApprovalRequest>>,
     stop: CancellationToken,
 ) {
     let tls = target.tls.then(tls_connector);
     loop {
         let request = tokio::select! {
-            r = rx.recv() => match r { Some(r) => r, None => return },
+            r = queue.pop() => r,
             _ = stop.cancelled() => return,
         };
         let body = Body {

@@ -64,6 +64,27 @@ pub fn cut_plan(plan: &str) -> String {
     format!("{}{MARK}", &plan[..end])
 }
 
+/// Most bytes of a path an audit row keeps (a transfer's, a directory copy's): a
+/// longer one, which no file system takes anyway, is cut (see [`cut_audit_path`]).
+pub const MAX_AUDIT_PATH_BYTES: usize = 4096;
+
+/// `path` cut to [`MAX_AUDIT_PATH_BYTES`] on a character boundary, saying at its end
+/// how many bytes were left out.
+pub fn cut_audit_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.len() <= MAX_AUDIT_PATH_BYTES {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let mut end = MAX_AUDIT_PATH_BYTES;
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}… [{} more bytes]",
+        &path[..end],
+        path.len() - end
+    ))
+}
+
 /// Close reason the gateway gives a node connection replaced by a newer connection
 /// with the same node id. A node that receives it on its live connection knows another
 /// process took its id, and stops instead of fighting for it.

@@ -270,7 +270,7 @@ struct TokenIdDetail<'a> {
 #[serde(rename_all = "camelCase")]
 struct TransferDetail<'a> {
     bytes: u64,
-    path: &'a str,
+    path: std::borrow::Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sha256: Option<&'a str>,
     token_id: &'a str,
@@ -280,7 +280,7 @@ struct TransferDetail<'a> {
 #[serde(rename_all = "camelCase")]
 struct TreeDetail<'a> {
     method: &'a str,
-    path: &'a str,
+    path: std::borrow::Cow<'a, str>,
     entries: usize,
     token_id: &'a str,
 }
@@ -507,7 +507,7 @@ impl AuditEvent<'_> {
                 let mut e = Row::new(AuditKind::Transfer, format!("agent:{agent}"), outcome)
                     .with(TransferDetail {
                         bytes,
-                        path,
+                        path: gsv_protocol::limits::cut_audit_path(path),
                         sha256,
                         token_id,
                     })
@@ -530,7 +530,7 @@ impl AuditEvent<'_> {
                 let mut e = Row::new(AuditKind::Transfer, format!("agent:{agent}"), outcome)
                     .with(TreeDetail {
                         method,
-                        path,
+                        path: gsv_protocol::limits::cut_audit_path(path),
                         entries,
                         token_id,
                     })

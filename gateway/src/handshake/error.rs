@@ -73,6 +73,9 @@ pub enum HandshakeError {
     StoredPolicy(PolicyError),
     #[error("a node token cannot connect as an agent")]
     NodeTokenAsAgent,
+    /// The token holds its share of agent connections, or the gateway its total.
+    #[error("too many agent connections open ({limit} = {max}); close one, then retry")]
+    TooManyConnections { limit: &'static str, max: usize },
     #[error("a node's connect needs a node object")]
     NoNodeObject,
     #[error(transparent)]
@@ -121,6 +124,7 @@ impl WireError for HandshakeError {
             NoCommonProtocol { .. } => ErrorCode::UnsupportedProtocol,
             NonceMismatch | InvalidToken | JoinTokenUsed => ErrorCode::Unauthorized,
             RateLimited => ErrorCode::RateLimited,
+            TooManyConnections { .. } => ErrorCode::Overloaded,
             NodeTokenAsAgent
             | NotANodeToken(_)
             | BoundToOtherNode { .. }

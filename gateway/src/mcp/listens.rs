@@ -7,13 +7,13 @@
 //! it is counted against the same two limits here. Without the cap one token could open
 //! streams until the gateway's memory or the replicas' listing capacity ran out.
 //!
-//! The counting is the call-argument budget's ([`crate::budget::PendingBytes`]): one
-//! unit per open stream, a token's share and a total, given back when the stream ends.
+//! The counting is [`crate::budget::Places`]: one unit per open stream, a token's
+//! share and a total, given back when the stream ends.
 
-use crate::budget::{BudgetError, PendingBytes, Reservation};
+use crate::budget::{Places, Reservation};
 
 /// Open listen streams, by token and in all.
-pub struct Listens(PendingBytes);
+pub struct Listens(Places);
 
 /// A refused listen stream: which limit it would have passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -45,24 +45,25 @@ pub type ListenSlot<'a> = Reservation<'a>;
 impl Listens {
     /// At most `per_token` streams for one token and `max` in all.
     pub fn new(per_token: usize, max: usize) -> Listens {
-        Listens(PendingBytes::new(per_token, max))
+        Listens(Places::new(
+            per_token,
+            max,
+            ("mcp_sessions_per_token", "mcp_sessions_max"),
+        ))
     }
 
     /// A place for one more stream of `token_id`, unless the token holds its share
     /// already or the gateway its total.
     pub fn open(&self, token_id: &str) -> Result<ListenSlot<'_>, TooManyListens> {
-        self.0.reserve(token_id, 1).map_err(|e| TooManyListens {
-            limit: match e {
-                BudgetError::TokenShare { .. } => "mcp_sessions_per_token",
-                BudgetError::Full { .. } => "mcp_sessions_max",
-            },
-            max: e.max(),
+        self.0.open(token_id).map_err(|e| TooManyListens {
+            limit: e.limit,
+            max: e.max,
         })
     }
 
     /// Streams `token_id` holds open.
     pub fn of(&self, token_id: &str) -> usize {
-        self.0.held_by(token_id)
+        self.0.of(token_id)
     }
 }
 

@@ -16,7 +16,11 @@
 //! `GIT_CONFIG_VALUE_n`, git ≥ 2.31), which take precedence over every configuration
 //! file: `core.fsmonitor=false`, `core.hooksPath=/dev/null`, `core.pager=cat`,
 //! `protocol.allow=never` (no fetch, push or clone over any transport, so no
-//! `core.sshCommand`, `ext::` or `uploadpack` programs), `credential.helper=` (none);
+//! `core.sshCommand`, `ext::` or `uploadpack` programs), `credential.helper=` (none),
+//! no signature checks (`log.showSignature=false`, `gpg.*program=false`: a planted
+//! `gpg.program` never runs for a signed commit), no editor or prompt programs
+//! (`core.editor`, `sequence.editor`, `core.askPass`), and no pager per command
+//! (`pager.log` and friends, which win over `core.pager`);
 //! sets `GIT_PAGER=cat`; and removes the variables that name programs for git
 //! (`GIT_EXTERNAL_DIFF`, `GIT_SSH`, `GIT_SSH_COMMAND`, `GIT_ASKPASS`, `SSH_ASKPASS`,
 //! `GIT_PROXY_COMMAND`, `GIT_EXEC_PATH`, `GIT_EDITOR`, `GIT_SEQUENCE_EDITOR`) and the
@@ -47,6 +51,32 @@ pub const GIT_SETTINGS: &[(&str, &str)] = &[
     ("core.pager", "cat"),
     ("protocol.allow", "never"),
     ("credential.helper", ""),
+    // Signatures: no check runs a program the repository names.
+    ("log.showSignature", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    // Editors and prompts: an edit that would start one fails instead.
+    ("core.editor", "false"),
+    ("sequence.editor", "false"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "false"),
+    // Pagers by command (they win over `core.pager` and `GIT_PAGER`).
+    ("pager.log", "false"),
+    ("pager.show", "false"),
+    ("pager.diff", "false"),
+    ("pager.status", "false"),
+    ("pager.branch", "false"),
+    ("pager.tag", "false"),
+    ("pager.grep", "false"),
+    ("pager.blame", "false"),
+    ("pager.stash", "false"),
+    ("pager.reflog", "false"),
+    ("pager.shortlog", "false"),
+    ("pager.whatchanged", "false"),
+    ("pager.config", "false"),
 ];
 
 /// Variables removed from an auto-approved command's environment.
@@ -70,11 +100,10 @@ pub const REMOVED_VARS: &[&str] = &[
 
 /// What the git tools (`git_status`, `git_log`, `git_diff`, `git_show`,
 /// [`crate::tools::git`]) force on top of [`GIT_SETTINGS`]: no attributes file from
-/// the user's configuration, no signature checks (`gpg.program`), no submodule
-/// summaries (a git run in another repository), no colour.
+/// the user's configuration, no submodule summaries (a git run in another
+/// repository), no colour.
 pub const READ_TOOL_SETTINGS: &[(&str, &str)] = &[
     ("core.attributesFile", "/dev/null"),
-    ("log.showSignature", "false"),
     ("status.submoduleSummary", "false"),
     ("color.ui", "never"),
     ("core.quotePath", "false"),
@@ -123,7 +152,10 @@ mod tests {
                 .find(|(k, _)| k == name)
                 .and_then(|(_, v)| v.clone())
         };
-        assert_eq!(get("GIT_CONFIG_COUNT"), Some(OsString::from("5")));
+        assert_eq!(
+            get("GIT_CONFIG_COUNT"),
+            Some(OsString::from(GIT_SETTINGS.len().to_string()))
+        );
         assert_eq!(
             get("GIT_CONFIG_KEY_0"),
             Some(OsString::from("core.fsmonitor"))

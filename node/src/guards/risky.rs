@@ -135,8 +135,15 @@ pub(crate) fn risk(command: &SimpleCommand) -> Option<String> {
             ));
         }
     }
-    let words = command.words();
-    let unwrapped = unwrap(&words);
+    argv_risk(&command.words())
+}
+
+/// Why an argument vector (program first) that an auto-approval covers still needs an
+/// operator, if it does: the one table of options that write files or run programs,
+/// for every path that runs a program without an operator (an `--approve-shell`
+/// command's words, an `--approve-exec` call's argv).
+pub(crate) fn argv_risk(words: &[&str]) -> Option<String> {
+    let unwrapped = unwrap(words);
     if !unwrapped.command_lines.is_empty() {
         return Some("a wrapper runs a command line given in an option".to_owned());
     }
@@ -273,6 +280,37 @@ const GIT_TOOL_SUBCOMMANDS: &[&str] = &[
     "config",
 ];
 
+/// Whether `git config ARGS` only reads: it starts with a read action (`--get`,
+/// `--get-all`, `--get-regexp`, `--list`, `-l`, `get`, `list`) and names no action
+/// that writes or opens an editor.
+fn config_reads_only(args: &[&str]) -> bool {
+    const READS: &[&str] = &[
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--list",
+        "-l",
+        "get",
+        "list",
+    ];
+    const WRITES: &[&str] = &[
+        "--add",
+        "--unset",
+        "--unset-all",
+        "--replace-all",
+        "--rename-section",
+        "--remove-section",
+        "--edit",
+        "-e",
+        "set",
+        "unset",
+        "edit",
+        "rename-section",
+        "remove-section",
+    ];
+    args.first().is_some_and(|a| READS.contains(a)) && !args.iter().any(|a| WRITES.contains(a))
+}
+
 fn git_risk(args: &[&str]) -> Option<String> {
     // Global options, before the subcommand.
     let mut i = 0;
@@ -300,7 +338,7 @@ fn git_risk(args: &[&str]) -> Option<String> {
     }
     let sub = args.get(i).copied()?;
     let rest = args.get(i + 1..).unwrap_or(&[]);
-    if GIT_TOOL_SUBCOMMANDS.contains(&sub) {
+    if GIT_TOOL_SUBCOMMANDS.contains(&sub) && !(sub == "config" && config_reads_only(rest)) {
         return Some(format!(
             "`git {sub}` writes configuration or runs external tools"
         ));
@@ -541,6 +579,8 @@ mod tests {
         "git submodule foreach 'rm -rf x'",
         "git bisect run ./t.sh",
         "git config core.fsmonitor x",
+        "git config --get core.hooksPath --add core.x y",
+        "git config set core.pager sh",
         "git cat-file --filters HEAD:a",
         // find.
         "find . -exec rm {} ;",
@@ -659,6 +699,8 @@ mod tests {
         "awk -v x=1 'NR==x' f",
         "sort -u f",
         "sort -n -k2 f",
+        "git config --get core.hooksPath",
+        "git config --list",
         "tar -tzf a.tgz",
         "tar tf a.tar",
         "curl -s http://127.0.0.1/",
@@ -705,6 +747,15 @@ mod tests {
         for line in PLAIN {
             assert_eq!(risk_of(line), None, "{line:?}");
         }
+    }
+
+    #[test]
+    fn exec_argv_is_judged_by_the_same_table() {
+        assert!(argv_risk(&["git", "log", "--output=/tmp/x"]).is_some());
+        assert!(argv_risk(&["/usr/bin/git", "log", "--ou=/tmp/x"]).is_some());
+        assert!(argv_risk(&["find", ".", "-exec", "sh", "{}", ";"]).is_some());
+        assert!(argv_risk(&["git", "log", "-1"]).is_none());
+        assert!(argv_risk(&["/usr/bin/git", "config", "--get", "core.hooksPath"]).is_none());
     }
 
     #[test]

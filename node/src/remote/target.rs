@@ -26,6 +26,19 @@ const REFUSED_OPTIONS: &[&str] = &[
     "stdinnull",
     "forkafterauthentication",
     "escapechar",
+    // Run a local command, or load local code.
+    "proxycommand",
+    "knownhostscommand",
+    "pkcs11provider",
+    "securitykeyprovider",
+    "include",
+    // Forward ports: the far host could reach the node's own network.
+    "localforward",
+    "remoteforward",
+    "dynamicforward",
+    "gatewayports",
+    "tunnel",
+    "tunneldevice",
 ];
 
 /// Where an SSH-backed node works.
@@ -168,7 +181,8 @@ fn check_option(o: &str) -> Result<(), RemoteError> {
     if REFUSED_OPTIONS.contains(&key.to_ascii_lowercase().as_str()) {
         return Err(bad(format!(
             "{key} is set by the node itself (batch mode, strict host-key checking, its own \
-             control socket, no forwarding or local commands) and cannot be changed"
+             control socket, no forwarding, no local commands or code: ProxyCommand, \
+             KnownHostsCommand, Include and providers are refused) and cannot be changed"
         )));
     }
     Ok(())
@@ -221,6 +235,15 @@ mod tests {
             "ControlPath=/tmp/x",
             "LocalCommand=id",
             "ForwardAgent=yes",
+            "ProxyCommand=sh -c id",
+            "proxycommand=nc %h %p",
+            "KnownHostsCommand=/tmp/x",
+            "PKCS11Provider=/tmp/evil.so",
+            "SecurityKeyProvider=/tmp/evil.so",
+            "Include=/tmp/other_config",
+            "LocalForward=8080 127.0.0.1:80",
+            "RemoteForward=9000 127.0.0.1:22",
+            "DynamicForward=1080",
             "NoEquals",
             "Bad-Key=1",
             "IdentityFile=/a\nb",

@@ -257,9 +257,18 @@ impl Exec {
                 "{} with these arguments matches none of its --approve-exec entries",
                 program.display()
             )),
-            Ok(_) => None,
+            Ok(_) => risky_argv(request),
         }
     }
+}
+
+/// Why an argv an `--approve-exec` entry matches still needs an operator: one of its
+/// options writes files or runs programs (the table `--approve-shell` uses,
+/// [`crate::guards::risky`]), whatever the entry's globs say.
+fn risky_argv(request: &ExecRequest) -> Option<String> {
+    let words: Vec<&str> = request.argv.iter().map(String::as_str).collect();
+    crate::guards::risky::argv_risk(&words)
+        .map(|why| format!("{why}, which no --approve-exec entry approves without an operator"))
 }
 
 #[async_trait::async_trait]
@@ -341,7 +350,9 @@ impl Tool for Exec {
         // Checked again here, on exactly the path about to run: a file planted
         // between `check` and now changes nothing.
         if auto_approved
-            && (!request.env.is_empty() || !self.allow.allows(&program, &request.argv[1..]))
+            && (!request.env.is_empty()
+                || !self.allow.allows(&program, &request.argv[1..])
+                || risky_argv(&request).is_some())
         {
             return ToolResult::error(format!(
                 "exec: not approved: {} with these arguments matches none of the node's --approve-exec entries",
