@@ -213,3 +213,24 @@ async fn one_token_cannot_push_another_agents_webhook_notification_out() {
     .await;
     assert!(position < 40, "delivered only after {position} others");
 }
+
+/// Job names were not bounded: an async call with a name of megabytes stored a job
+/// row of that size before the name was ever checked. Now the name is refused with
+/// `invalid_args` before anything is kept, and no job row appears.
+#[tokio::test]
+async fn a_job_name_longer_than_any_tool_name_is_refused_before_it_is_kept() {
+    let gw = Gateway::start().await;
+    let agent = gw.agent().await;
+    let before = agent.jobs(100, 0).await.expect("jobs").total;
+    let name = format!("lab__{}", "x".repeat(2 * 1024 * 1024));
+    let e = agent
+        .call_async(&name, serde_json::json!({}), None)
+        .await
+        .expect_err("a 2 MiB name");
+    assert_eq!(
+        e.remote().map(|r| r.code),
+        Some(ErrorCode::InvalidArgs),
+        "{e:?}"
+    );
+    assert_eq!(agent.jobs(100, 0).await.expect("jobs").total, before);
+}

@@ -176,6 +176,20 @@ pub async fn record(
     select: Option<&str>,
     nodes: Vec<String>,
 ) -> Result<String, ErrorShape> {
+    // A job's name is a tool's: a namespaced name (a call) or a bare one (a fan-out),
+    // never longer. Checked here, before anything is stored, whatever the door: an
+    // async call's name is otherwise only checked when the call is routed, after its
+    // job row was written.
+    if name.len() > gsv_protocol::names::MAX_NAMESPACED_LEN {
+        return Err(ErrorShape::new(
+            ErrorCode::InvalidArgs,
+            format!(
+                "a tool name is at most {} characters; this one has {}",
+                gsv_protocol::names::MAX_NAMESPACED_LEN,
+                name.len()
+            ),
+        ));
+    }
     let job = JobSummary {
         id: uuid::Uuid::new_v4().simple().to_string(),
         agent: caller.name.to_owned(),
