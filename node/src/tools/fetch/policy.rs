@@ -21,7 +21,7 @@
 //! refuses the name, one public address makes it public. The connection then goes to
 //! an address that was checked, never to a fresh lookup of the name.
 
-use crate::tools::net::target::{canonical, classify, AddrClass};
+use crate::tools::net::target::{canonical, classify, stands_for, AddrClass};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use thiserror::Error;
@@ -124,7 +124,7 @@ impl FetchPolicy {
         for &raw in addresses {
             let address = canonical(raw);
             let class = classify(address);
-            if METADATA.contains(&address) {
+            if METADATA.contains(&address) || METADATA.contains(&stands_for(address)) {
                 return Err(Refusal::Forbidden {
                     host: host.to_owned(),
                     address,
@@ -201,10 +201,28 @@ mod tests {
             "100.100.100.200",
             "168.63.129.16",
             "::ffff:169.254.169.254",
+            // Other IPv6 spellings of the metadata service (issue 42): IPv4-compatible,
+            // SIIT, NAT64 (well-known and local-use prefixes), 6to4, Teredo.
+            "::169.254.169.254",
+            "::ffff:0:169.254.169.254",
+            "64:ff9b::169.254.169.254",
+            "64:ff9b:1::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:5601:5601",
+            // And of the other metadata addresses.
+            "64:ff9b::100.100.100.200",
+            "2002:a83f:8110::",
         ] {
             let e = p.check("metadata.internal", &[ip("10.0.0.1"), ip(bad)]);
             assert!(matches!(e, Err(Refusal::Forbidden { .. })), "{bad}: {e:?}");
+            // Whatever the owner allows.
+            let all = FetchPolicy::new(&["*".into()]).unwrap();
+            let e = all.check("metadata.internal", &[ip(bad)]);
+            assert!(matches!(e, Err(Refusal::Forbidden { .. })), "{bad} with *: {e:?}");
         }
+        // A 6to4 address that embeds a LAN address is still public, not the LAN.
+        let e = p.check("x", &[ip("2002:c0a8:0101::1")]);
+        assert!(matches!(e, Err(Refusal::Public { .. })), "{e:?}");
         // Even an owner who allows every public host cannot open the metadata service.
         let all = FetchPolicy::new(&["*".into()]).unwrap();
         assert!(all.check("x", &[ip("168.63.129.16")]).is_err());

@@ -149,11 +149,61 @@ pub fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Classifies one address (after [`canonical`]).
+/// The address `ip` stands for when it is judged: an IPv6 address that embeds an
+/// IPv4 one reaches that IPv4 host (through a translator or a tunnel), so it is judged
+/// as that IPv4 address. Covered: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
+/// (`::a.b.c.d`, not `::` or `::1`), SIIT's IPv4-translated (`::ffff:0:a.b.c.d`),
+/// NAT64's well-known and local-use prefixes (`64:ff9b::/96`, `64:ff9b:1::/48`, the
+/// IPv4 address in the last 32 bits), 6to4 (`2002:AABB:CCDD::/48`) and Teredo
+/// (`2001::/32`, the client's address, inverted, in the last 32 bits). Every other
+/// address is itself. Connections still go to the address as resolved
+/// ([`canonical`]); only the judgement looks through it.
+pub fn stands_for(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = canonical(ip) else {
+        return ip;
+    };
+    let s = v6.segments();
+    let last32 = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+    let embedded = match s {
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_unspecified() && !v6.is_loopback() => Some(last32),
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(last32),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(last32),
+        [0x64, 0xff9b, 1, _, _, _, _, _] => Some(last32),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))),
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!u32::from(last32))),
+        _ => None,
+    };
+    embedded.map_or(IpAddr::V6(v6), IpAddr::V4)
+}
+
+/// Classifies one address. An IPv6 address that embeds an IPv4 one
+/// ([`stands_for`]) gets the stricter of the two classes: the metadata service
+/// behind `64:ff9b::a9fe:a9fe` is link-local, and a 6to4 address that embeds a LAN
+/// address stays public (it is routed over the internet, not to the LAN).
 pub fn classify(ip: IpAddr) -> AddrClass {
-    match canonical(ip) {
-        IpAddr::V4(v4) => classify_v4(v4),
+    let ip = canonical(ip);
+    let own = match ip {
+        IpAddr::V4(v4) => return classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
+    };
+    match stands_for(ip) {
+        IpAddr::V4(v4) => stricter(own, classify_v4(v4)),
+        IpAddr::V6(_) => own,
+    }
+}
+
+/// The class that allows less: refused ones first, then public, then private.
+fn stricter(a: AddrClass, b: AddrClass) -> AddrClass {
+    let rank = |c: AddrClass| match c {
+        AddrClass::NotUnicast => 3,
+        AddrClass::LinkLocal => 2,
+        AddrClass::Public => 1,
+        _ => 0,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
     }
 }
 
