@@ -328,3 +328,41 @@ async fn a_job_whose_node_is_killed_mid_call_is_read_back_complete() {
         "the session's output survived: {polled}"
     );
 }
+
+/// Issue 42: `jobs.list` with a selector matched over every node, so a token's own job
+/// on a node it may not see (a refused call is a job too) told it that node's labels.
+/// Now the selector matches only the nodes the token may see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_selector_never_reveals_a_node_the_token_cannot_see() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("jobs-sel-ws");
+    let _open = gw.node("open", ws.path()).await;
+    let _vault = gw.node("vault", ws.path()).await;
+    let (code, _, err) = gw.cli(&["nodes", "label", "vault", "env=secret"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = gw.cli(&["nodes", "label", "open", "env=public"]);
+    assert_eq!(code, 0, "{err}");
+    let token = gw.token(&["agent", "narrow", "--allow", "open__*"]);
+    let agent = gw.agent_with(&token).await;
+    // A job on the hidden node, refused by the policy, and one on the open node.
+    let _ = agent
+        .call_async("vault__Echo", serde_json::json!({"text": "x"}), None)
+        .await;
+    agent
+        .call_async("open__Echo", serde_json::json!({"text": "x"}), None)
+        .await
+        .expect("a job on the open node");
+    let listed = |select: &str| {
+        let (code, out, err) = cli_as(&gw, &token, &["jobs", "list", "--select", select, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        v["jobs"].as_array().map(|j| j.len()).unwrap_or(0)
+    };
+    assert_eq!(
+        listed("env=secret"),
+        0,
+        "the hidden node's label picked a job"
+    );
+    assert_eq!(listed("id~vault"), 0, "the hidden node's id picked a job");
+    assert_eq!(listed("env=public"), 1);
+}

@@ -272,7 +272,11 @@ async fn probe(
 
 /// Who a principal is as a reader of jobs.
 fn job_reader(principal: &Principal) -> crate::jobs::Reader<'_> {
-    crate::jobs::Reader::new(principal.token_id(), principal.authority())
+    let reader = crate::jobs::Reader::new(principal.token_id(), principal.authority());
+    match principal {
+        Principal::Agent { policy, .. } => reader.seeing(policy),
+        _ => reader,
+    }
 }
 
 /// `GET /v1/jobs[?limit=&offset=]`: the `jobs.list` result.

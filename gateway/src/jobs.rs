@@ -102,6 +102,9 @@ pub struct Reader<'a> {
     pub admin: bool,
     /// An operator token: reads every job, cancels only its own (it starts none).
     pub read_only: bool,
+    /// An agent's policy: a selector in `jobs.list` matches only the nodes it may see
+    /// (`None`: every node, for readers who see every node anyway).
+    pub policy: Option<&'a crate::policy::Policy>,
 }
 
 impl<'a> Reader<'a> {
@@ -111,13 +114,20 @@ impl<'a> Reader<'a> {
             token_id,
             admin: authority.reads_all(),
             read_only: !authority.is_admin() && authority.reads_all(),
+            policy: None,
         }
+    }
+
+    /// The same reader, whose selectors match only what `policy` may see.
+    pub fn seeing(mut self, policy: &'a crate::policy::Policy) -> Self {
+        self.policy = Some(policy);
+        self
     }
 }
 
 impl<'a> From<&'a AgentHandle> for Reader<'a> {
     fn from(agent: &'a AgentHandle) -> Self {
-        Reader::new(&agent.token_id, agent.authority)
+        Reader::new(&agent.token_id, agent.authority).seeing(&agent.policy)
     }
 }
 
@@ -406,17 +416,19 @@ pub async fn list(
 ) -> Result<JobsListResult, JobError> {
     let token = (!reader.admin).then(|| reader.token_id.to_owned());
     let limit = params.limit.clamp(1, MAX_PAGE);
-    // The nodes the selector picks now, among every node the gateway knows: the jobs
-    // listed are the reader's own anyway.
+    // The nodes the selector picks now, among the nodes the reader may see: its own
+    // job on a node it may not see (a call refused by its policy is a job too) must not
+    // tell it that node's labels or facts.
     let nodes = match params.select.as_deref() {
         Some(text) => {
             let selector = crate::inventory::parse_selector(text)?;
-            let all = crate::registry::Viewer {
-                visible: |_: &str, _: ToolClasses| true,
-                operator: true,
+            let policy = reader.policy.filter(|_| !reader.admin);
+            let seen = crate::registry::Viewer {
+                visible: |n: &str, c: ToolClasses| policy.is_none_or(|p| p.visible(n, c)),
+                operator: policy.is_none(),
             };
             Some(
-                crate::inventory::visible_nodes(shared, &all, Some(&selector))
+                crate::inventory::visible_nodes(shared, &seen, Some(&selector))
                     .into_iter()
                     .map(|n| n.id)
                     .collect::<Vec<_>>(),

@@ -247,6 +247,7 @@ async fn serve_cancels(shared: &Arc<Shared>, cluster: &Cluster) {
                             token_id: "",
                             admin: true,
                             read_only: false,
+                            policy: None,
                         };
                         let answer = match crate::jobs::cancel(&shared, owner, &ask.id).await {
                             Ok(job) => Cancelled::Ok(Box::new(job)),

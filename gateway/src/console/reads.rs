@@ -324,6 +324,7 @@ fn reader<'a>(token_id: &'a str) -> crate::jobs::Reader<'a> {
         token_id,
         admin: true,
         read_only: true,
+        policy: None,
     }
 }
 

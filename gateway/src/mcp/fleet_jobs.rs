@@ -84,6 +84,7 @@ fn reader(who: &McpPrincipal) -> Reader<'_> {
         token_id: &who.token_id,
         admin: who.admin,
         read_only: false,
+        policy: Some(&who.policy),
     }
 }
 

@@ -218,7 +218,10 @@ mod tests {
             // Whatever the owner allows.
             let all = FetchPolicy::new(&["*".into()]).unwrap();
             let e = all.check("metadata.internal", &[ip(bad)]);
-            assert!(matches!(e, Err(Refusal::Forbidden { .. })), "{bad} with *: {e:?}");
+            assert!(
+                matches!(e, Err(Refusal::Forbidden { .. })),
+                "{bad} with *: {e:?}"
+            );
         }
         // A 6to4 address that embeds a LAN address is still public, not the LAN.
         let e = p.check("x", &[ip("2002:c0a8:0101::1")]);
