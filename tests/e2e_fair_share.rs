@@ -467,3 +467,96 @@ async fn one_token_cannot_hold_every_pending_byte() {
         h.abort();
     }
 }
+
+/// The pids of processes whose command line is exactly `argv`.
+fn pids_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// Issue 42: what a token started under `setsid` (its own session, outside the
+/// session's process group) outlived the token's revocation. Every process a session
+/// starts carries its owner in the environment, so revoking the token ends these too,
+/// while another token's detached process goes on.
+#[tokio::test]
+async fn revocation_ends_what_a_token_detached_with_setsid() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("share-setsid-ws");
+    let _node = gw.node("lab", ws.path()).await;
+    let doomed = gw.token(&["agent", "doomed", "--allow", "lab__*"]);
+    let bystander = gw.token(&["agent", "bystander", "--allow", "lab__*"]);
+    let tag = format!("{}", std::process::id());
+    let mine = ["sleep", "301", &tag];
+    let theirs = ["sleep", "302", &tag];
+    for (token, argv) in [(&doomed, &mine), (&bystander, &theirs)] {
+        let a = gw.agent_with(token).await;
+        // The shell exits at once; only the detached sleep is left.
+        let command = format!(
+            "setsid -f {} >/dev/null 2>&1 </dev/null; echo started",
+            argv.join(" ")
+        );
+        let r = a
+            .call("lab__Bash", json!({"command": command}), None)
+            .await
+            .expect("ran");
+        assert!(r.joined_text().contains("started"), "{}", r.joined_text());
+        // And through exec, whose caller-given env cannot replace the owner tag.
+        let r = a
+            .call(
+                "lab__exec",
+                json!({"argv": ["setsid", "-f", argv[0], argv[1], argv[2], "1"],
+                       "env": {"GSV_SESSION_OWNER": "someone-else"}}),
+                None,
+            )
+            .await
+            .expect("ran");
+        assert!(!r.is_error, "{}", r.joined_text());
+    }
+    let with_x = |argv: &[&str]| {
+        let mut v = argv.to_vec();
+        v.push("1");
+        v.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let mine_x = with_x(&mine);
+    let theirs_x = with_x(&theirs);
+    let running = |argv: &[String]| {
+        let v: Vec<&str> = argv.iter().map(String::as_str).collect();
+        !pids_running(&v).is_empty()
+    };
+    eventually(
+        "the detached sleeps run",
+        Duration::from_secs(10),
+        || async {
+            (!pids_running(&mine).is_empty() && running(&mine_x) && running(&theirs_x))
+                .then_some(())
+        },
+    )
+    .await;
+    let (code, _, err) = gw.cli(&["token", "revoke", &token_id(&doomed)]);
+    assert_eq!(code, 0, "{err}");
+    eventually(
+        "the revoked token's detached processes ended",
+        Duration::from_secs(20),
+        || async { (pids_running(&mine).is_empty() && !running(&mine_x)).then_some(()) },
+    )
+    .await;
+    assert!(
+        !pids_running(&theirs).is_empty(),
+        "a bystander's process was ended"
+    );
+    assert!(running(&theirs_x), "a bystander's exec process was ended");
+    // Clean up the bystander's.
+    for pid in pids_running(&theirs).into_iter().chain(pids_running(
+        &theirs_x.iter().map(String::as_str).collect::<Vec<_>>(),
+    )) {
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+    }
+}

@@ -39,6 +39,7 @@ pub mod buffer;
 pub mod error;
 pub mod group;
 pub mod keys;
+pub mod owner_tag;
 pub mod pty;
 pub(crate) mod record;
 pub mod session;
@@ -260,6 +261,10 @@ impl SessionManager {
         if let Some(argv) = &spec.argv {
             overrides.extend(argv.env.iter().map(|(k, v)| (k.into(), Some(v.into()))));
         }
+        // Last, so no caller-given `env` replaces it: what revocation finds.
+        if let Some(owner) = &spec.owner {
+            overrides.push(owner_tag::tag(owner));
+        }
         if !overrides.is_empty() {
             env = Arc::new(env.with_overrides(&overrides));
         }
@@ -415,6 +420,8 @@ impl SessionManager {
                 ended += 1;
             }
         }
+        // And whatever their commands started that left the session's group.
+        owner_tag::end_tagged(owners, group::KILL_GRACE);
         ended
     }
 
