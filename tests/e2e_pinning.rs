@@ -653,3 +653,56 @@ async fn gsv_nodes_marks_a_node_that_runs_another_version() {
     );
     reader.abort();
 }
+
+/// Issue 42: a pinned tool's description and schema could change after acceptance.
+/// A tool's definition (description, schema, annotations, approval posture) is now
+/// part of what was accepted: the node restarted with `proc_kill`'s approval posture
+/// waived (`--no-approval proc_kill`, which widens what it does without an operator)
+/// offers it anew, and under `--pin-tools` it is hidden until accepted again.
+#[tokio::test]
+async fn a_pinned_tool_whose_definition_changed_is_hidden_until_accepted_again() {
+    let gw = Gateway::start_with(&["--pin-tools"]).await;
+    let ws = TempDir::new("pin-def-ws");
+    let token = gw.node_token(ID);
+    let mut node = start_node(&gw, &token, ws.path(), false);
+    let first = admin_view(&gw, |n| n.tools.contains(&"proc_kill".to_owned())).await;
+    assert_eq!(first.unaccepted, None);
+    let before = first.conn_id.clone();
+    node.kill();
+    let mut cmd = gw.node_command(ID, &token, ws.path());
+    cmd.args(["--no-approval", "proc_kill"]);
+    node = Proc(
+        common::die_with_parent(&mut cmd)
+            .spawn()
+            .expect("spawn gsv node"),
+    );
+    let seen = admin_view(&gw, |n| n.conn_id != before && n.unaccepted.is_some()).await;
+    let u = seen.unaccepted.expect("flagged");
+    assert_eq!(
+        (u.tools.as_slice(), u.hidden),
+        (&["proc_kill".to_owned()][..], true)
+    );
+    let agent = gw.agent().await;
+    let tools = agent.list_tools().await.expect("tools.list");
+    assert!(
+        tools.iter().all(|t| t.tool != "proc_kill"),
+        "a changed pinned tool is listed"
+    );
+    assert!(
+        tools.iter().any(|t| t.tool == "Read"),
+        "the unchanged tools stay"
+    );
+    let hidden = agent
+        .call(&format!("{ID}__proc_kill"), json!({"pid": 1}), Some(10_000))
+        .await;
+    assert!(
+        matches!(&hidden, Err(ClientError::Remote(e)) if e.code == ErrorCode::NotFound),
+        "{hidden:?}"
+    );
+    // Accepted again: listed as it is now.
+    let (code, _, err) = gw.cli(&["nodes", "accept-tools", ID]);
+    assert_eq!(code, 0, "{err}");
+    let accepted = admin_view(&gw, |n| n.unaccepted.is_none()).await;
+    assert!(accepted.tools.contains(&"proc_kill".to_owned()));
+    node.kill();
+}

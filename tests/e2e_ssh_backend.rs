@@ -73,7 +73,9 @@ async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
 }
 
 fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
+    r.structured_content
+        .as_ref()
+        .unwrap_or_else(|| panic!("no structuredContent: {}", r.joined_text()))
 }
 
 #[tokio::test]
@@ -697,7 +699,7 @@ async fn a_background_job_survives_a_dropped_link_and_a_node_restart() {
 }
 
 #[tokio::test]
-async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
+async fn tmux_runs_commands_in_a_window_of_their_own_an_operator_can_watch() {
     let dir = TempDir::new("ssh-tmux");
     let host = Host::start(dir.path()).await;
     let ws = dir.path().join("ws");
@@ -705,6 +707,31 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
     // A tmux server of this test's own (TMUX_TMPDIR, sent through ssh's SetEnv).
     let tmux_dir = dir.path().join("tmux");
     std::fs::create_dir_all(&tmux_dir).unwrap();
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .env("TMUX_TMPDIR", &tmux_dir)
+            .env_remove("TMUX")
+            .args(args)
+            .output()
+            .expect("tmux")
+    };
+    // The operator's own session, with a secret exported into the server's
+    // environment and a half-typed line in their pane (issue 42).
+    assert!(
+        tmux(&["new-session", "-d", "-s", "work", "-x", "120", "-y", "40"])
+            .status
+            .success()
+    );
+    assert!(
+        tmux(&["set-environment", "-g", "GSV_TEST_SECRET", "s3cr3t"])
+            .status
+            .success()
+    );
+    assert!(
+        tmux(&["send-keys", "-t", "=work:0", "-l", "echo half-typed"])
+            .status
+            .success()
+    );
     let set_env = format!("SetEnv=TMUX_TMPDIR={}", tmux_dir.display());
     let gw = Gateway::start().await;
     let _node = node_named(
@@ -720,28 +747,47 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
     let r = call(
         &agent,
         "Bash",
-        json!({"command": "echo hello-from-pane; exit 3"}),
+        json!({"command": "echo hello-from-pane; echo \"secret=${GSV_TEST_SECRET:-none}\"; exit 3"}),
     )
     .await;
     assert!(!r.is_error, "{}", r.joined_text());
     assert_eq!(sc(&r)["exitCode"], 3, "{}", r.joined_text());
-    assert_eq!(sc(&r)["output"], "hello-from-pane\n", "{}", r.joined_text());
-    // The operator's view: the command line and its output, in the pane.
+    assert_eq!(
+        sc(&r)["output"],
+        "hello-from-pane\nsecret=none\n",
+        "the command saw the server's environment: {}",
+        r.joined_text()
+    );
+    // The operator's view: the command line and its output, in gsv's window.
     let r = call(
         &agent,
         "term_capture",
-        json!({"target": "work", "lines": 50}),
+        json!({"target": "work:gsv", "lines": 50}),
     )
     .await;
     assert!(!r.is_error, "{}", r.joined_text());
     let screen = sc(&r)["text"].as_str().unwrap().to_owned();
-    assert!(
-        screen.contains("$ echo hello-from-pane; exit 3"),
-        "{screen}"
-    );
+    assert!(screen.contains("$ echo hello-from-pane"), "{screen}");
     assert!(screen.contains("hello-from-pane"), "{screen}");
+    // The operator's pane: nothing typed into it, the half-typed line not sent.
+    let r = call(
+        &agent,
+        "term_capture",
+        json!({"target": "work:0", "lines": 50}),
+    )
+    .await;
+    let theirs = sc(&r)["text"].as_str().unwrap().to_owned();
+    assert!(theirs.contains("echo half-typed"), "{theirs}");
+    assert!(
+        !theirs.contains("hello-from-pane"),
+        "typed into the operator's pane: {theirs}"
+    );
+    assert!(
+        !theirs.contains("run'"),
+        "typed into the operator's pane: {theirs}"
+    );
 
-    // A timeout ends the command in the pane, which then takes the next one.
+    // A timeout ends the command in the window, which then takes the next one.
     let r = call(
         &agent,
         "Bash",
@@ -752,8 +798,8 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
     let r = call(&agent, "Bash", json!({"command": "echo again"})).await;
     assert_eq!(sc(&r)["output"], "again\n", "{}", r.joined_text());
 
-    // One token's long command in the pane does not hold up another's: that one runs
-    // outside the pane meanwhile.
+    // One token's long command in the window does not hold up another's: that one
+    // runs outside the window meanwhile.
     let other = gw.agent().await;
     let long = call(&agent, "Bash", json!({"command": "sleep 4; echo long"}));
     let quick = async {
@@ -767,44 +813,27 @@ async fn tmux_runs_commands_in_a_pane_an_operator_can_watch() {
     assert_eq!(sc(&quick)["output"], "quick\n", "{}", quick.joined_text());
     assert!(
         took < Duration::from_secs(3),
-        "waited {took:?} behind the pane"
+        "waited {took:?} behind the window"
     );
 
-    // A pane busy with another program is never typed into.
+    // The operator's pane busy with a program changes nothing for gsv's window.
     let r = call(
         &agent,
         "term_send",
-        json!({"target": "work", "text": "cat", "enter": true}),
+        json!({"target": "work:0", "keys": ["C-u"]}),
     )
     .await;
     assert!(!r.is_error, "{}", r.joined_text());
-    let busy = eventually("the pane runs cat", Duration::from_secs(10), || async {
-        let r = call(&agent, "Bash", json!({"command": "echo never"})).await;
-        (r.is_error && r.joined_text().contains("busy")).then_some(r)
-    })
-    .await;
-    assert!(busy.joined_text().contains("cat"), "{}", busy.joined_text());
     let r = call(
         &agent,
         "term_send",
-        json!({"target": "work", "keys": ["C-c"]}),
+        json!({"target": "work:0", "text": "cat", "enter": true}),
     )
     .await;
     assert!(!r.is_error, "{}", r.joined_text());
-    eventually(
-        "the pane takes commands again",
-        Duration::from_secs(10),
-        || async {
-            let r = call(&agent, "Bash", json!({"command": "echo back"})).await;
-            (sc_opt(&r)?["output"] == "back\n").then_some(())
-        },
-    )
-    .await;
-    let _ = std::process::Command::new("tmux")
-        .env("TMUX_TMPDIR", &tmux_dir)
-        .env_remove("TMUX")
-        .args(["kill-server"])
-        .output();
+    let r = call(&agent, "Bash", json!({"command": "echo still-mine"})).await;
+    assert_eq!(sc(&r)["output"], "still-mine\n", "{}", r.joined_text());
+    let _ = tmux(&["kill-server"]);
 }
 
 fn sc_opt(r: &ToolResult) -> Option<&Value> {

@@ -18,9 +18,13 @@
 //!   offers leaves the accepted offer at once (and is named in the audited
 //!   difference): offering it again later makes it new again.
 //!
-//! Names and capabilities are compared, not descriptions or schemas: a node's upgrade
-//! may reword a tool without a review, but cannot add one, or widen what one may do,
-//! unseen.
+//! - **A tool's definition is part of what was accepted.** Its description, input
+//!   schema, annotations and approval posture are kept as a digest with the accepted
+//!   offer: a registration that offers an accepted tool with another definition offers
+//!   it anew (flagged, audited, and hidden until accepted under `--pin-tools`), so a
+//!   node cannot reword what agents read of a pinned tool, or widen what its schema
+//!   lets through, unseen. An offer accepted before gsv kept definitions takes the
+//!   definitions of the next registration as accepted (trust on first use again).
 
 mod error;
 
@@ -35,6 +39,7 @@ use dashmap::DashMap;
 use gsv_protocol::offer::{AcceptToolsResult, UnacceptedOffer};
 use gsv_protocol::NodeId;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// `accepted_by` of an offer accepted at the node id's first registration.
@@ -49,7 +54,36 @@ pub fn offer_of(set: &ToolSet) -> Offer {
             .map(|t| (t.def.name.clone(), t.def.capability.clone()))
             .collect(),
         capabilities: set.capabilities.iter().cloned().collect(),
+        definitions: set
+            .tools
+            .iter()
+            .map(|t| (t.def.name.clone(), definition_digest(&t.def)))
+            .collect(),
     }
+}
+
+/// The hex SHA-256 of what agents read of a tool and what it lets through: its
+/// description, input schema, annotations and approval posture.
+fn definition_digest(def: &gsv_protocol::ToolDef) -> String {
+    let shown = serde_json::json!({
+        "description": def.description,
+        "inputSchema": def.input_schema,
+        "annotations": def.annotations,
+        "requiresApproval": def.requires_approval,
+    });
+    let digest = Sha256::digest(serde_json::to_vec(&shown).unwrap_or_default());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `offered` offers tool `name` as `accepted` accepted it: the same
+/// capability, and the same definition where the accepted offer knows it.
+fn same_tool(accepted: &Offer, offered: &Offer, name: &str) -> bool {
+    accepted.tools.contains_key(name)
+        && accepted.tools.get(name) == offered.tools.get(name)
+        && accepted
+            .definitions
+            .get(name)
+            .is_none_or(|d| offered.definitions.get(name) == Some(d))
 }
 
 /// SHA-256 of the offer's JSON (its maps are sorted, so equal offers hash equal).
@@ -75,9 +109,9 @@ impl OfferDiff {
         OfferDiff {
             added_tools: offered
                 .tools
-                .iter()
-                .filter(|(name, cap)| accepted.tools.get(*name) != Some(cap))
-                .map(|(name, _)| name.clone())
+                .keys()
+                .filter(|name| !same_tool(accepted, offered, name))
+                .cloned()
                 .collect(),
             removed_tools: accepted
                 .tools
@@ -117,20 +151,34 @@ impl OfferDiff {
 }
 
 /// `accepted` less what `offered` no longer has: a tool stays only with the
-/// capability it is offered with now, a capability only if still declared.
+/// capability it is offered with now (its accepted definition kept, or taken from
+/// `offered` when the accepted offer did not know it), a capability only if still
+/// declared.
 fn still_offered(accepted: &Offer, offered: &Offer) -> Offer {
+    let tools: BTreeMap<String, String> = accepted
+        .tools
+        .iter()
+        .filter(|(name, cap)| offered.tools.get(*name) == Some(cap))
+        .map(|(n, c)| (n.clone(), c.clone()))
+        .collect();
+    let definitions = tools
+        .keys()
+        .filter_map(|name| {
+            accepted
+                .definitions
+                .get(name)
+                .or_else(|| offered.definitions.get(name))
+                .map(|d| (name.clone(), d.clone()))
+        })
+        .collect();
     Offer {
-        tools: accepted
-            .tools
-            .iter()
-            .filter(|(name, cap)| offered.tools.get(*name) == Some(cap))
-            .map(|(n, c)| (n.clone(), c.clone()))
-            .collect(),
+        tools,
         capabilities: accepted
             .capabilities
             .intersection(&offered.capabilities)
             .cloned()
             .collect(),
+        definitions,
     }
 }
 
@@ -342,6 +390,7 @@ mod tests {
                 .map(|(n, c)| (n.to_string(), c.to_string()))
                 .collect(),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
+            definitions: BTreeMap::new(),
         }
     }
 
@@ -443,6 +492,25 @@ mod tests {
         let fresh = Offers::load(&store).expect("load skips it");
         assert!(fresh.review(&store, &lab, &read).await.is_err());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_changed_definition_is_offered_anew_and_an_old_row_learns_it() {
+        let with = |d: &str| {
+            let mut o = offer(&[("Read", "filesystem.read")], &["filesystem.read"]);
+            o.definitions.insert("Read".into(), d.into());
+            o
+        };
+        // Same capability, another definition: offered anew, the accepted one kept.
+        let diff = OfferDiff::between(&with("d1"), &with("d2"));
+        assert_eq!(diff.added_tools, ["Read"]);
+        assert_eq!(still_offered(&with("d1"), &with("d2")), with("d1"));
+        // The same definition: nothing new.
+        assert!(OfferDiff::between(&with("d1"), &with("d1")).is_empty());
+        // A row from before definitions were kept takes the offered one, quietly.
+        let old = offer(&[("Read", "filesystem.read")], &["filesystem.read"]);
+        assert!(OfferDiff::between(&old, &with("d2")).is_empty());
+        assert_eq!(still_offered(&old, &with("d2")), with("d2"));
     }
 
     #[test]

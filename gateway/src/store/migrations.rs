@@ -215,10 +215,17 @@ const MIGRATIONS: &[Migration] = &[
             INSERT INTO job_changes (id) VALUES (NEW.id);
         END;",
     },
+    // 13: what each accepted tool's definition was (its description, schema,
+    // annotations and approval posture, as a digest), so a pinned tool cannot be
+    // reworded or widened after acceptance unseen (`crate::offers`).
+    Migration {
+        version: 13,
+        sql: "ALTER TABLE node_offers ADD COLUMN definitions TEXT NOT NULL DEFAULT '{}';",
+    },
 ];
 
 /// The schema version this gsv writes: the last migration's.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// Brings the database to [`SCHEMA_VERSION`], one migration (and its version bump) per
 /// transaction, so a failure leaves the database at the last version fully applied.
@@ -501,6 +508,7 @@ mod tests {
         let offer = crate::store::Offer {
             tools: [("Echo".to_owned(), "diagnostics.echo".to_owned())].into(),
             capabilities: ["diagnostics.echo".to_owned()].into(),
+            definitions: [("Echo".to_owned(), "d1".to_owned())].into(),
         };
         store.accept_offer("lab", &offer, "first-use", 7).unwrap();
         let got = store.accepted_offer("lab").unwrap().expect("stored");

@@ -16,6 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Offer {
     pub tools: BTreeMap<String, String>,
     pub capabilities: BTreeSet<String>,
+    /// Each tool's definition (description, schema, annotations, approval posture) as
+    /// the hex SHA-256 of its JSON; empty in rows accepted before gsv kept it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub definitions: BTreeMap<String, String>,
 }
 
 /// A node's accepted offer, as stored.
@@ -38,7 +42,7 @@ impl Store {
         let row = self
             .conn()
             .query_row(
-                "SELECT tools, capabilities, accepted_at, accepted_by FROM node_offers WHERE node = ?1",
+                "SELECT tools, capabilities, accepted_at, accepted_by, definitions FROM node_offers WHERE node = ?1",
                 params![node],
                 |r| {
                     Ok((
@@ -46,11 +50,12 @@ impl Store {
                         r.get::<_, String>(1)?,
                         r.get::<_, i64>(2)?,
                         r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
                     ))
                 },
             )
             .optional()?;
-        let Some((tools, capabilities, at, by)) = row else {
+        let Some((tools, capabilities, at, by, definitions)) = row else {
             return Ok(None);
         };
         let corrupt = |e: serde_json::Error| StoreError::Offer {
@@ -61,6 +66,7 @@ impl Store {
             offer: Offer {
                 tools: serde_json::from_str(&tools).map_err(corrupt)?,
                 capabilities: serde_json::from_str(&capabilities).map_err(corrupt)?,
+                definitions: serde_json::from_str(&definitions).map_err(corrupt)?,
             },
             accepted_at: u64::try_from(at).unwrap_or(0),
             accepted_by: by,
@@ -71,17 +77,19 @@ impl Store {
     /// decode is returned as its error (the node's next connect reads it again).
     pub fn accepted_offers(&self) -> Result<Vec<StoredOffer>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT node, tools, capabilities FROM node_offers")?;
+        let mut stmt =
+            conn.prepare("SELECT node, tools, capabilities, definitions FROM node_offers")?;
         let rows = stmt.query_map([], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (node, tools, capabilities) = row?;
+            let (node, tools, capabilities, definitions) = row?;
             let corrupt = |e: serde_json::Error| StoreError::Offer {
                 node: node.clone(),
                 reason: e.to_string(),
@@ -92,6 +100,7 @@ impl Store {
                     Ok(Offer {
                         tools,
                         capabilities: serde_json::from_str(&capabilities).map_err(corrupt)?,
+                        definitions: serde_json::from_str(&definitions).map_err(corrupt)?,
                     })
                 });
             out.push((node, offer));
@@ -113,16 +122,18 @@ impl Store {
         };
         let tools = serde_json::to_string(&offer.tools).map_err(corrupt)?;
         let capabilities = serde_json::to_string(&offer.capabilities).map_err(corrupt)?;
+        let definitions = serde_json::to_string(&offer.definitions).map_err(corrupt)?;
         self.conn().execute(
-            "INSERT INTO node_offers (node, tools, capabilities, accepted_at, accepted_by)
-             VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(node) DO UPDATE SET tools = ?2, capabilities = ?3, accepted_at = ?4, accepted_by = ?5",
+            "INSERT INTO node_offers (node, tools, capabilities, accepted_at, accepted_by, definitions)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(node) DO UPDATE SET tools = ?2, capabilities = ?3, accepted_at = ?4, accepted_by = ?5, definitions = ?6",
             params![
                 node,
                 tools,
                 capabilities,
                 i64::try_from(at).unwrap_or(i64::MAX),
-                by
+                by,
+                definitions
             ],
         )?;
         Ok(())

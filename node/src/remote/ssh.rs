@@ -239,8 +239,42 @@ async fn drain(mut from: tokio::process::ChildStderr) {
 }
 
 /// A directory only this user can enter, removed on drop: the control socket's.
-/// Kept short (a Unix socket path is at most 107 bytes).
+/// Kept short (a Unix socket path is at most 107 bytes). Its name holds the node's
+/// process id (`gsv-ssh-PID-RANDOM`), so a node killed outright (no drop runs) leaves
+/// a directory the next node of this user removes ([`sweep_stale`]).
 struct PrivateDir(PathBuf);
+
+/// Removes the control directories of `gsv-ssh` nodes of this user that are gone
+/// (their process id no longer exists). Best effort: a directory that cannot be read
+/// or removed is left.
+fn sweep_stale(base: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("gsv-ssh-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        let gone = pid > 0
+            && matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Err(nix::errno::Errno::ESRCH)
+            );
+        if ours && gone {
+            tracing::debug!(dir = %e.path().display(), "removing the control directory of a node that is gone");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
 
 impl PrivateDir {
     fn new() -> Result<PrivateDir, RemoteError> {
@@ -249,8 +283,10 @@ impl PrivateDir {
             .map(PathBuf::from)
             .filter(|p| p.is_dir() && p.as_os_str().len() < 60)
             .unwrap_or_else(|| PathBuf::from("/tmp"));
+        sweep_stale(&base);
         let name = format!(
-            "gsv-ssh-{}",
+            "gsv-ssh-{}-{}",
+            std::process::id(),
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
         let dir = base.join(name);
@@ -271,6 +307,24 @@ impl Drop for PrivateDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_directories_of_gone_nodes_are_swept() {
+        let base = tempfile::tempdir().unwrap();
+        // A pid that cannot be running: beyond the kernel's pid limit.
+        let stale = base.path().join("gsv-ssh-2147483000-abc");
+        let live = base
+            .path()
+            .join(format!("gsv-ssh-{}-def", std::process::id()));
+        let other = base.path().join("gsv-ssh-notapid");
+        for d in [&stale, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        sweep_stale(base.path());
+        assert!(!stale.exists());
+        assert!(live.exists());
+        assert!(other.exists());
+    }
 
     #[test]
     fn ssh_complaints_are_told_apart() {

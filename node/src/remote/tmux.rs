@@ -1,15 +1,26 @@
 //! tmux on the host a node works on: the runner behind term_capture and term_send
-//! there, and `--tmux SESSION`, the pane an operator can attach to and watch, where
-//! a waiting Bash command is typed and runs.
+//! there, and `--tmux SESSION`: a window of that session, named [`WINDOW`], where a
+//! waiting Bash command runs and an operator can attach and watch it.
 //!
-//! In the pane a command runs through a small script in its job directory: it
-//! prints the command line, runs it with its output shown in the pane and copied to
-//! a file (`tee`), and records its exit status; the node waits for that status, so
-//! the output it returns is exactly what the command printed, not a reading of the
-//! screen. One command at a time: the pane is one terminal, and a call that finds it
-//! taken by another call's command runs outside it instead. A pane busy with
-//! something else than a shell (an editor, a pager, a REPL an operator started) is
-//! never typed into.
+//! The window is gsv's own: it is made when missing (`new-window -d`, so nobody's
+//! current window changes), and each command replaces what it shows
+//! (`respawn-pane -k`, the script `exec`ed so it leads the pane's process group and
+//! a kill of the group ends all of it), so no key is ever typed into a pane a person
+//! uses, and no
+//! half-typed line of theirs is sent with an Enter. The window keeps the last
+//! command's output on screen after it ends (`remain-on-exit`).
+//!
+//! A command runs through a small script in its job directory: it prints the command
+//! line, runs it with its output shown in the window and copied to a file (`tee`),
+//! and records its exit status; the node waits for that status, so the output it
+//! returns is exactly what the command printed, not a reading of the screen. The
+//! command gets a clean environment (`env -i`, then `HOME`, `USER`, `LOGNAME`,
+//! `SHELL`, `PATH`, `LANG` of the node's own SSH session): nothing the tmux server
+//! or a person's shell exported reaches it. It runs as the tmux server's user, which
+//! is the node's SSH user (the server is found by that user's socket), never as a
+//! shell someone raised with `sudo -s`. One command at a time: the window is one
+//! terminal, and a call that finds it taken by another call's command runs outside
+//! it instead.
 
 use super::host::{Lane, RemoteHost};
 use super::quote::quote;
@@ -95,39 +106,47 @@ pub fn check_session(name: &str) -> Result<&str, super::RemoteError> {
     }
 }
 
-/// The run script a pane runs for one command (`sh JOB/run`): it reads the command,
-/// the working directory and the umask from files beside it.
+/// The name of gsv's window in the `--tmux` session.
+pub const WINDOW: &str = "gsv";
+
+/// The run script the window runs for one command (`sh JOB/run`): it reads the
+/// command, the working directory, the umask and the environment to give it from
+/// files beside it.
 pub const RUN_SCRIPT: &str = r#"j=$(dirname "$0")
 echo $$ > "$j/pid"
 printf '\n$ %s\n' "$(cat "$j/cmd")"
-{ ( cd "$(cat "$j/wd")" && umask "$(cat "$j/umask")" && exec "${SHELL:-/bin/sh}" -c "$(cat "$j/cmd")" ) </dev/null 2>&1; echo $? > "$j/rc.t"; } | tee "$j/out"
+{ ( cd "$(cat "$j/wd")" && umask "$(cat "$j/umask")" && exec env -i HOME="$(cat "$j/home")" USER="$(cat "$j/user")" LOGNAME="$(cat "$j/user")" SHELL="$(cat "$j/shell")" PATH="$(cat "$j/path")" LANG="$(cat "$j/lang")" TERM=screen "$(cat "$j/shell")" -c "$(cat "$j/cmd")" ) </dev/null 2>&1; echo $? > "$j/rc.t"; } | tee "$j/out"
 mv "$j/rc.t" "$j/rc"
 "#;
 
-/// The script that types one command into the pane of `session` and waits for it;
+/// The script that runs one command in gsv's window of `session` and waits for it;
 /// the job directory is `$gsv_j`, which holds `cmd` and `wd` already.
 pub fn pane_script(session: &str) -> Option<String> {
     let run = quote(RUN_SCRIPT)?;
-    let s = quote(&format!("={session}:"))?;
+    let window_name = quote(WINDOW)?;
+    let window = quote(&format!("={session}:{WINDOW}"))?;
+    let at = quote(&format!("={session}:"))?;
     let has = quote(&format!("={session}"))?;
     let name = quote(session)?;
     Some(format!(
         r#"  printf '%s' "$gsv_umask" > "$gsv_j/umask"
   printf '%s' {run} > "$gsv_j/run"
+  printf '%s' "$HOME" > "$gsv_j/home"; printf '%s' "${{USER:-$(id -un)}}" > "$gsv_j/user"
+  printf '%s' "${{SHELL:-/bin/sh}}" > "$gsv_j/shell"; printf '%s' "$PATH" > "$gsv_j/path"
+  printf '%s' "${{LANG:-C.UTF-8}}" > "$gsv_j/lang"
   case "$gsv_j" in *"'"*) gsv_text error "the node's directory on the host has a quote in its path"; rm -rf "$gsv_j"; return 0;; esac
   gsv_t() {{ (unset TMUX TMUX_PANE; exec tmux -L default "$@"); }}
   if ! command -v tmux >/dev/null 2>&1; then gsv_text error "tmux is not installed on the host"; rm -rf "$gsv_j"; return 0; fi
   gsv_t has-session -t {has} 2>/dev/null || gsv_t new-session -d -s {name} -x 200 -y 50 || {{ gsv_text error "cannot start the tmux session"; rm -rf "$gsv_j"; return 0; }}
-  gsv_pc=$(gsv_t display-message -p -t {s} '#{{pane_current_command}}' 2>/dev/null)
-  case "$gsv_pc" in
-    sh|bash|zsh|dash|ksh|ash|fish|mksh|-sh|-bash|-zsh) ;;
-    *) gsv_text error "the pane of tmux session is busy running ${{gsv_pc:-something}}: it takes no command until that ends"; rm -rf "$gsv_j"; return 0;;
-  esac
-  gsv_t send-keys -t {s} -l "sh '$gsv_j/run'" && gsv_t send-keys -t {s} Enter
+  if ! gsv_t list-windows -t {has} -F '#{{window_name}}' 2>/dev/null | grep -qx {window_name}; then
+    gsv_t new-window -d -t {at} -n {window_name} 'sleep 86400' || {{ gsv_text error "cannot open gsv's tmux window"; rm -rf "$gsv_j"; return 0; }}
+  fi
+  gsv_t set-option -w -t {window} remain-on-exit on 2>/dev/null
+  gsv_t respawn-pane -k -t {window} "exec sh '$gsv_j/run'" || {{ gsv_text error "cannot run in gsv's tmux window"; rm -rf "$gsv_j"; return 0; }}
   gsv_w=0
   while [ ! -f "$gsv_j/rc" ]; do
     if [ -f "$gsv_j/pid" ]; then kill -0 "$(cat "$gsv_j/pid")" 2>/dev/null || break
-    else gsv_w=$((gsv_w + 1)); [ "$gsv_w" -gt 200 ] && {{ gsv_text error "the pane did not start the command (is its shell waiting for input?)"; rm -rf "$gsv_j"; return 0; }}
+    else gsv_w=$((gsv_w + 1)); [ "$gsv_w" -gt 200 ] && {{ gsv_text error "gsv's tmux window did not start the command"; rm -rf "$gsv_j"; return 0; }}
     fi
     sleep 0.05
   done
