@@ -363,3 +363,49 @@ async fn glob_and_grep_fall_back_to_find_and_grep_without_rg() {
     assert_eq!(sc(&r)["matches"][0]["line"], 1);
     assert!(r.joined_text().contains("no rg"), "{}", r.joined_text());
 }
+
+/// Issue 42: copies to and from a `--container` node read and wrote the node
+/// process's own machine, not the container. Refused with a clear error until copies
+/// go through the engine, both ways; nothing read or written on this machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_to_a_container_node_are_refused_not_made_on_the_wrong_machine() {
+    let dir = TempDir::new("container-cp");
+    let fake = Fake::new(dir.path(), "docker");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let gw = Gateway::start().await;
+    let _node = gw.spawn_node_with_env(
+        "box",
+        &gw.node_token("box"),
+        &ws,
+        &["--container", "web"],
+        &fake.env(),
+        &[],
+    );
+    gw.wait_online("box").await;
+    let token = gw.agent_token();
+    let secret = dir.path().join("host-secret");
+    std::fs::write(&secret, "on the node's own machine").unwrap();
+    let out = dir.path().join("stolen");
+    let cp = |args: &[&str]| {
+        let mut all = vec!["cp"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--token", &token]);
+        tokio::task::block_in_place(|| gw.cli(&all))
+    };
+    let (code, _, err) = cp(&[&format!("box:{}", secret.display()), out.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("inside the container") && err.contains("not supported"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let planted = dir.path().join("planted");
+    let (code, _, err) = cp(&[
+        secret.to_str().unwrap(),
+        &format!("box:{}", planted.display()),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not supported"), "{err}");
+    assert!(!planted.exists());
+}

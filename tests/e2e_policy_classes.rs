@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{decided, eventually, Gateway, TempDir};
 use gsv_client::{AgentClient, ClientError};
-use gsv_protocol::{ErrorCode, EventName, ToolResult};
+use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::sync::Arc;
@@ -181,33 +181,6 @@ async fn allow_class_readonly_gives_the_looking_tools_only() {
 
 fn sc(r: &ToolResult) -> &Value {
     r.structured_content.as_ref().expect("structuredContent")
-}
-
-/// The next `approval.requested` the operator hears of.
-async fn next_request(operator: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = operator.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
-}
-
-/// Runs `args` on `tool` as `agent`; the operator decides the request it opens.
-async fn decided(
-    gw: &Gateway,
-    agent: &Arc<AgentClient>,
-    operator: &AgentClient,
-    tool: &str,
-    args: Value,
-    decision: &str,
-) -> (Value, Result<ToolResult, ClientError>) {
-    let (a, tool) = (agent.clone(), tool.to_owned());
-    let call = tokio::spawn(async move { a.call(&tool, args, Some(60_000)).await });
-    let req = next_request(operator).await;
-    let id = req["id"].as_str().expect("id").to_owned();
-    let (code, _, err) = gw.cli(&["approvals", decision, &id]);
-    assert_eq!(code, 0, "{err}");
-    (req, call.await.expect("join"))
 }
 
 /// The reported case: `exec` under `--confirm`, Bash not allowed. The operator

@@ -9,25 +9,15 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
-use gsv_client::AgentClient;
-use gsv_protocol::{EventName, ToolResult};
+use common::{Gateway, TempDir};
+use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 
 fn sc(r: &ToolResult) -> &Value {
     r.structured_content.as_ref().expect("structuredContent")
-}
-
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -137,7 +127,7 @@ async fn approve_exec_entries_never_approve_options_that_write_or_run() {
         let a = agent.clone();
         let sent = json!({"argv": argv});
         let call = tokio::spawn(async move { a.call("ax__exec", sent, Some(60_000)).await });
-        let req = next_request(&operator).await;
+        let req = common::next_approval_request(&operator).await;
         assert_eq!(req["tool"], "exec", "{argv}");
         let reason = req["reason"].as_str().unwrap_or("");
         assert!(

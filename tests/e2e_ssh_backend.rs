@@ -1076,3 +1076,30 @@ async fn copies_to_an_ssh_node_are_refused_not_made_on_the_wrong_machine() {
     assert_ne!(code, 0);
     assert!(err.contains("not supported"), "{err}");
 }
+
+/// Issue 42: the docs said `--ssh-option` cannot run local commands, but
+/// `ProxyCommand` and `KnownHostsCommand` did. Now the node refuses them at start
+/// (usage error, exit 2), and the command never runs.
+#[test]
+fn ssh_options_that_run_local_commands_are_refused_at_start() {
+    let dir = TempDir::new("ssh-option");
+    let marker = dir.path().join("RAN");
+    for option in [
+        format!("ProxyCommand=touch {}", marker.display()),
+        format!("KnownHostsCommand=/bin/sh -c 'touch {}'", marker.display()),
+        "LocalForward=18080 127.0.0.1:80".to_owned(),
+    ] {
+        let out = std::process::Command::new(common::gsv_bin())
+            .args(["node", "--gateway", "http://127.0.0.1:9", "--id", "far"])
+            .args(["--token", "gsv_join_x_y", "--ssh", "u@127.0.0.1:9"])
+            .args(["--ssh-option", &option])
+            .arg("--data")
+            .arg(dir.path())
+            .output()
+            .expect("gsv node");
+        assert_eq!(out.status.code(), Some(2), "{option}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--ssh-option"), "{option}: {err}");
+        assert!(!marker.exists(), "{option} ran");
+    }
+}

@@ -543,3 +543,34 @@ pub fn rss(pid: u32) -> u64 {
         .expect("VmRSS");
     kib * 1024
 }
+
+/// The next `approval.requested` event `operator` hears of (within 15 s).
+pub async fn next_approval_request(operator: &AgentClient) -> serde_json::Value {
+    eventually("approval.requested", Duration::from_secs(15), || async {
+        let e = operator.next_event(Duration::from_millis(100)).await?;
+        (e.event == gsv_protocol::EventName::ApprovalRequested).then_some(e.payload)
+    })
+    .await
+}
+
+/// Calls `tool` with `args` as `agent`; the operator `decision`s (`approve` or `deny`,
+/// through `gsv approvals`) the request it opens. The request, and the call's outcome.
+pub async fn decided(
+    gw: &Gateway,
+    agent: &std::sync::Arc<AgentClient>,
+    operator: &AgentClient,
+    tool: &str,
+    args: serde_json::Value,
+    decision: &str,
+) -> (
+    serde_json::Value,
+    Result<gsv_protocol::ToolResult, gsv_client::ClientError>,
+) {
+    let (a, tool) = (agent.clone(), tool.to_owned());
+    let call = tokio::spawn(async move { a.call(&tool, args, Some(60_000)).await });
+    let req = next_approval_request(operator).await;
+    let id = req["id"].as_str().expect("id").to_owned();
+    let (code, _, err) = gw.cli(&["approvals", decision, &id]);
+    assert_eq!(code, 0, "{err}");
+    (req, call.await.expect("join"))
+}

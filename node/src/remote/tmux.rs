@@ -113,6 +113,7 @@ pub const WINDOW: &str = "gsv";
 /// command, the working directory, the umask and the environment to give it from
 /// files beside it.
 pub const RUN_SCRIPT: &str = r#"j=$(dirname "$0")
+trap 'echo 143 > "$j/rc"; exit 143' TERM HUP INT
 echo $$ > "$j/pid"
 printf '\n$ %s\n' "$(cat "$j/cmd")"
 { ( cd "$(cat "$j/wd")" && umask "$(cat "$j/umask")" && exec env -i HOME="$(cat "$j/home")" USER="$(cat "$j/user")" LOGNAME="$(cat "$j/user")" SHELL="$(cat "$j/shell")" PATH="$(cat "$j/path")" LANG="$(cat "$j/lang")" TERM=screen "$(cat "$j/shell")" -c "$(cat "$j/cmd")" ) </dev/null 2>&1; echo $? > "$j/rc.t"; } | tee "$j/out"
@@ -143,9 +144,11 @@ pub fn pane_script(session: &str) -> Option<String> {
   fi
   gsv_t set-option -w -t {window} remain-on-exit on 2>/dev/null
   gsv_t respawn-pane -k -t {window} "exec sh '$gsv_j/run'" || {{ gsv_text error "cannot run in gsv's tmux window"; rm -rf "$gsv_j"; return 0; }}
+  # Gone, or a zombie the tmux server has not reaped yet.
+  gsv_alive() {{ kill -0 "$1" 2>/dev/null || return 1; [ -r "/proc/$1/stat" ] || return 0; case "$(cut -d' ' -f3 "/proc/$1/stat")" in Z) return 1;; esac; return 0; }}
   gsv_w=0
   while [ ! -f "$gsv_j/rc" ]; do
-    if [ -f "$gsv_j/pid" ]; then kill -0 "$(cat "$gsv_j/pid")" 2>/dev/null || break
+    if [ -f "$gsv_j/pid" ]; then gsv_alive "$(cat "$gsv_j/pid")" || break
     else gsv_w=$((gsv_w + 1)); [ "$gsv_w" -gt 200 ] && {{ gsv_text error "gsv's tmux window did not start the command"; rm -rf "$gsv_j"; return 0; }}
     fi
     sleep 0.05

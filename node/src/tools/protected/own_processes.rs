@@ -51,19 +51,20 @@ pub fn is_own_proc_path(real: &Path) -> bool {
 
 /// The process a process or thread id belongs to (`Tgid:` of its `status`).
 fn thread_group(id: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{id}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    status_field(id, "Tgid:")
 }
 
 /// The parent of a process (`PPid:` of its `status`).
 fn parent(pid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_field(pid, "PPid:")
+}
+
+/// A numeric field of `/proc/ID/status`, named with its colon.
+fn status_field(id: i32, field: &str) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{id}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().parse().ok())
 }
 
