@@ -67,14 +67,13 @@ impl Fake {
     }
 }
 
-#[tokio::test]
-async fn a_container_node_works_through_the_engine_and_goes_offline_with_it() {
-    let dir = TempDir::new("container-backend");
-    let fake = Fake::new(dir.path(), "docker");
-    let ws = dir.path().join("ws");
+/// A gateway and node `box` working inside container `web` through `fake`, online;
+/// its workspace is `DIR/ws`.
+async fn box_node(dir: &Path, fake: &Fake) -> (Gateway, common::Proc, PathBuf) {
+    let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let gw = Gateway::start().await;
-    let _node = gw.spawn_node_with_env(
+    let node = gw.spawn_node_with_env(
         "box",
         &gw.node_token("box"),
         &ws,
@@ -83,6 +82,14 @@ async fn a_container_node_works_through_the_engine_and_goes_offline_with_it() {
         &[],
     );
     gw.wait_online("box").await;
+    (gw, node, ws)
+}
+
+#[tokio::test]
+async fn a_container_node_works_through_the_engine_and_goes_offline_with_it() {
+    let dir = TempDir::new("container-backend");
+    let fake = Fake::new(dir.path(), "docker");
+    let (gw, _node, ws) = box_node(dir.path(), &fake).await;
     let agent = gw.agent().await;
 
     let r = call(&agent, "Bash", json!({"command": "echo inside; pwd"})).await;
@@ -371,18 +378,7 @@ async fn glob_and_grep_fall_back_to_find_and_grep_without_rg() {
 async fn copies_to_a_container_node_are_refused_not_made_on_the_wrong_machine() {
     let dir = TempDir::new("container-cp");
     let fake = Fake::new(dir.path(), "docker");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let gw = Gateway::start().await;
-    let _node = gw.spawn_node_with_env(
-        "box",
-        &gw.node_token("box"),
-        &ws,
-        &["--container", "web"],
-        &fake.env(),
-        &[],
-    );
-    gw.wait_online("box").await;
+    let (gw, _node, _ws) = box_node(dir.path(), &fake).await;
     let token = gw.agent_token();
     let secret = dir.path().join("host-secret");
     std::fs::write(&secret, "on the node's own machine").unwrap();

@@ -235,8 +235,10 @@ pub async fn run(
     // What the results kept until the fan-out ends cost, against the token's share
     // of the gateway's fan-out results budget; held until the fan-out is done.
     let kept_bytes = std::sync::Mutex::new(Vec::new());
-    let keep_within = |outcome: NodeOutcome| -> NodeOutcome {
-        let size = outcome.result.as_ref().map_or(0, |r| r.to_string().len()) + OUTCOME_OVERHEAD;
+    // `result_bytes`: the length of the node's raw result (0 when it gave none), so
+    // nothing is encoded again to be measured.
+    let keep_within = |outcome: NodeOutcome, result_bytes: usize| -> NodeOutcome {
+        let size = result_bytes + OUTCOME_OVERHEAD;
         match shared.fanout_result_bytes.reserve(caller.token_id, size) {
             Ok(held) => {
                 kept_bytes
@@ -275,7 +277,7 @@ pub async fn run(
             match early {
                 Some(outcome) => {
                     report(&outcome);
-                    results.push(keep_within(outcome));
+                    results.push(keep_within(outcome, 0));
                 }
                 None => targets.push(Target {
                     wait_until: (!n.online).then_some(wait_until).flatten(),
@@ -328,7 +330,7 @@ pub async fn run(
                             let outcome =
                                 classify(t.node.clone(), Err(offline(shared, &t.node).into()));
                             report(&outcome);
-                            return keep_within(outcome);
+                            return keep_within(outcome, 0);
                         }
                     }
                     let call = ToolsCallParams {
@@ -338,15 +340,16 @@ pub async fn run(
                         is_async: false,
                     };
                     let outcome = router::call(shared, caller, call, cancel).await;
+                    let result_bytes = outcome.as_ref().map_or(0, |raw| raw.get().len());
                     let outcome = classify(t.node, outcome);
                     report(&outcome);
-                    keep_within(outcome)
+                    keep_within(outcome, result_bytes)
                 }
             },
             |t| {
                 let outcome = skipped(t.node);
                 report(&outcome);
-                keep_within(outcome)
+                keep_within(outcome, 0)
             },
         )
         .await;
