@@ -424,3 +424,40 @@ async fn nothing_gsv_creates_gets_setuid_setgid_sticky_or_world_write() {
     assert!(!r.is_error, "{}", r.joined_text());
     assert_eq!(mode_of(&ws.path().join("tool")), 0o775);
 }
+
+/// The marker that makes a directory gsv's is not an agent's to plant: a `.gsv-data`
+/// (or any of gsv's secret names) made by Write, by a directory Write creates, or by a
+/// copy would hide the files around it from every other agent's file tools. Refused,
+/// and another agent still finds the files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_plant_the_marker_to_hide_files_from_others() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("gate-plant-ws");
+    let local = TempDir::new("gate-plant-local");
+    std::fs::create_dir_all(ws.path().join("shared")).unwrap();
+    std::fs::write(ws.path().join("shared/report.txt"), "FINDME\n").unwrap();
+    let _node = gw.node("box", ws.path()).await;
+    let token = gw.agent_token();
+    let hostile = gw.agent_with(&token).await;
+    for path in [
+        "shared/.gsv-data",
+        "shared/.gsv-data/x",
+        "shared/admin.token",
+    ] {
+        let r = call(&hostile, "Write", json!({"path": path, "content": ""})).await;
+        refused_with(&r, "protected", &format!("Write {path}"));
+    }
+    let src = local.path().join("empty");
+    std::fs::write(&src, "").unwrap();
+    let (code, _, err) = cp(&gw, &token, &[s(&src), "box:shared/.gsv-data"]);
+    assert_ne!(code, 0, "a copy planted the marker: {err}");
+    assert!(!ws.path().join("shared/.gsv-data").exists());
+    let other = gw.agent().await;
+    let r = call(
+        &other,
+        "Grep",
+        json!({"pattern": "FINDME", "path": "shared"}),
+    )
+    .await;
+    assert_eq!(found(&r).len(), 1, "{}", r.joined_text());
+}

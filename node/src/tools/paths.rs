@@ -329,6 +329,9 @@ impl PathPolicy {
                 ),
             });
         };
+        if data_dirs::refuses_new_name(name) {
+            return Err(self.protected_error(&path));
+        }
         let snapshot = self.protected.snapshot();
         let dir = match self.root()? {
             Some(root) => {
@@ -415,7 +418,7 @@ impl PathPolicy {
                     cur = match open(&cur, &cur_path, Path::new(name)) {
                         Ok(fd) => fd,
                         Err(e) if beneath::is_not_found(&e) => {
-                            if snapshot.covers_fd(&cur) {
+                            if snapshot.covers_fd(&cur) || data_dirs::refuses_new_name(name) {
                                 return Err(self.protected_error(target));
                             }
                             match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o775)) {

@@ -32,6 +32,14 @@ pub fn has_secret_name(path: &Path) -> bool {
         .is_some_and(is_secret_file_name)
 }
 
+/// Whether a file tool or a copy may not *create* an entry named `name`: gsv's secret
+/// names, the marker among them. An agent that could make a `.gsv-data` would hide the
+/// directory around it from every other agent's file tools; one that could make an
+/// `admin.token` would make a file nobody's file tools can read again.
+pub fn refuses_new_name(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_some_and(is_secret_file_name)
+}
+
 /// Leaves the marker in `dir` (a data directory this process uses), so every other
 /// gsv node on the host leaves it alone. Failing to write it is logged, not fatal.
 pub fn mark(dir: &Path) {

@@ -114,6 +114,11 @@ fn make_dir_at(
     shown: &Path,
 ) -> Result<OwnedFd, TreeError> {
     let name = name.as_ref();
+    if crate::tools::protected::data_dirs::refuses_new_name(name) {
+        return Err(TreeError::Protected {
+            path: shown.display().to_string(),
+        });
+    }
     match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(MADE_DIR_MODE)) {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(TreeError::io(shown, e)),
