@@ -6,6 +6,7 @@
 //! `docs/protocol.md` is the normative description; this crate is its implementation.
 
 pub mod capability;
+pub mod display;
 pub mod endpoint;
 pub mod error;
 pub mod event;
