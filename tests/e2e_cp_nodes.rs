@@ -334,7 +334,7 @@ async fn confirm_rules_turn_transfers_into_approval_requests() {
     assert!(
         req["summary"]
             .as_str()
-            .is_some_and(|s| s.contains("up.bin (agent careful)")),
+            .is_some_and(|s| s.contains("up.bin\" (agent \"careful\")")),
         "{req}"
     );
     let id = req["id"].as_str().expect("id").to_owned();

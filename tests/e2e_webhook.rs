@@ -115,7 +115,11 @@ async fn each_approval_request_is_posted_signed_and_retried() {
     let agent = gw.agent_with(&token).await;
     // The call waits for an operator (a job, so this test does not wait with it).
     let job = agent
-        .call_async("lab__Echo", json!({"text": "<script>x</script>"}), None)
+        .call_async(
+            "lab__Echo",
+            json!({"text": "<script>x</script>\u{202E}gnp.exe\u{200B}"}),
+            None,
+        )
         .await
         .expect("started");
 
@@ -144,6 +148,12 @@ async fn each_approval_request_is_posted_signed_and_retried() {
     assert_eq!(body["agent"], "careful");
     assert_eq!(body["node"], "lab");
     assert_eq!(body["tool"], "Echo");
+    // A person reads the body (a chat bridge): hidden and bidi characters escaped.
+    let summary = body["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("\\u{202e}gnp.exe\\u{200b}") && !summary.contains('\u{202E}'),
+        "{summary}"
+    );
     let id = body["id"].as_str().expect("the request id").to_owned();
     assert!(
         body["decide"].as_str().is_some_and(|d| d.contains(&id)),

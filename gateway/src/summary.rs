@@ -5,8 +5,11 @@
 //! — not only a Bash `command` but its `workdir`, `background`, `pty`, `timeout` — and
 //! nothing may be cut so that a dangerous tail hides behind a harmless head. Long values
 //! are shortened with a count of what was left out, never silently. Control and bidi
-//! characters are left as they are here (the JSON carries them escaped); every place
-//! that prints the summary for a person escapes them (`gsv`'s terminal output).
+//! characters in a tool call's arguments are left as they are here (the JSON carries
+//! them escaped); every place that shows the summary to a person escapes them with the
+//! one display rule (`gsv_protocol::display`: the CLI, the console, the webhook).
+//! Agent-given values inside a sentence the gateway writes ([`quoted`]) are escaped
+//! here already.
 
 use serde_json::Value;
 
@@ -43,12 +46,23 @@ pub fn summary_of(name: &str, args: &Value) -> String {
 
 /// `text`, or its first `max` characters and how many more there were.
 fn shorten(text: &str, max: usize) -> String {
-    let total = text.chars().count();
-    if total <= max {
-        return text.to_owned();
-    }
-    let head: String = text.chars().take(max).collect();
-    format!("{head}…(+{} more characters)", total - max)
+    gsv_protocol::display::cut(text, max).into_owned()
+}
+
+/// Most characters of one agent- or node-given value inside a sentence the gateway
+/// writes (a copy's source or destination).
+pub const QUOTED_CHARS: usize = 300;
+
+/// An agent- or node-given value inside a sentence the gateway writes: in quotes, cut
+/// to [`QUOTED_CHARS`] with the visible count, hidden characters and quotes escaped.
+/// Escaped here and not only where it is shown: a sentence mixes the gateway's text
+/// with the agent's, and a bidi override in the agent's part must not be able to
+/// reorder the gateway's part after it on a surface that draws it raw.
+pub fn quoted(text: &str) -> String {
+    use gsv_protocol::display::{cut, safe};
+    let cut = cut(text, QUOTED_CHARS);
+    let plain = cut.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{}\"", safe(&plain))
 }
 
 /// A value as compact JSON, each string in it shortened to [`VALUE_CHARS`].
@@ -101,6 +115,15 @@ mod tests {
             s.contains("workdir=\"/\""),
             "options survive a long command: {s}"
         );
+    }
+
+    #[test]
+    fn a_quoted_value_cannot_reorder_or_end_the_gateways_sentence() {
+        let q = quoted("a\u{202E}b\"c\\d");
+        assert_eq!(q, "\"a\\u{202e}b\\\"c\\\\d\"");
+        assert!(!q.contains('\u{202E}'));
+        let long = quoted(&"x".repeat(QUOTED_CHARS + 5));
+        assert!(long.ends_with("…(+5 more characters)\""), "{long}");
     }
 
     #[test]

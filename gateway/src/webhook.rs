@@ -181,6 +181,12 @@ struct Body<'a> {
     console: String,
 }
 
+/// Agent- or node-given text of the body (a chat bridge shows it to a person as it
+/// is): through the one display rule, hidden and bidi characters escaped.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    gsv_protocol::display::safe(text)
+}
+
 /// The hex HMAC-SHA256 of `body` under `key`.
 pub fn signature(key: &[u8], body: &[u8]) -> String {
     let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
@@ -212,12 +218,12 @@ async fn deliver_all(
         let body = Body {
             event: "approval.requested",
             id: &request.id,
-            agent: &request.agent,
+            agent: &shown(&request.agent),
             node: &request.node,
             nodes: &request.nodes,
             tool: &request.tool,
-            summary: &request.summary,
-            reason: &request.reason,
+            summary: &shown(&request.summary),
+            reason: &shown(&request.reason),
             created_at: request.created_at,
             expires_at: request.expires_at,
             decide: format!(

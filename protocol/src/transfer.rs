@@ -161,8 +161,17 @@ pub struct OpenParams {
 #[serde(rename_all = "camelCase")]
 pub struct OpenResult {
     pub id: uuid::Uuid,
-    /// The file resolved on the node (absolute).
+    /// The file resolved on the node (absolute): where the bytes are read from or
+    /// written to, every symlink resolved and `..` collapsed when `resolved`.
     pub path: String,
+    /// The node resolved `path` from the open file itself (its descriptor's real
+    /// path); `false`: `path` is the node's lexical resolution (no `/proc`, or an older
+    /// node). Approvals say which.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resolved: bool,
+    /// `put`: a file already stands at `path` and will be replaced. `None` on a get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<bool>,
     /// `get`: the file as it is now; `put`: what was announced.
     pub meta: FileMeta,
     /// `put`: bytes the node already holds of this file from an earlier, interrupted

@@ -579,8 +579,11 @@ fn elicitation_params(question: &str) -> ElicitRequestParams {
 }
 
 /// `Allow laptop__Bash: rm -r build/ ?`
+/// The question an MCP client's user reads: the summary through the one display rule
+/// (`gsv_protocol::display`), so a hidden or bidi character in an agent's arguments
+/// cannot redraw what the user approves.
 fn question_text(summary: &str) -> String {
-    format!("Allow {summary} ?")
+    format!("Allow {} ?", gsv_protocol::display::safe(summary))
 }
 
 /// An elicitation answer as an approval decision: accept approves; decline and cancel

@@ -104,24 +104,11 @@ async fn open(
         return Err(e);
     }
     let node = super::copy::online(shared, node_id.as_str(), tool)?;
-    // A get that waits for an approval is opened held: its size is part of the
-    // question, and nothing is sent before the answer.
+    // A transfer that waits for an approval is opened on the node first, so the
+    // question names the file the node resolved (and a get's size); nothing moves
+    // before the answer: a held get sends nothing, and the agent learns a put's id
+    // (without which its chunks go nowhere) only once it is approved.
     let confirm = decision == Decision::Confirm;
-    if confirm && p.direction == Direction::Put {
-        let size = p.meta.map(|m| m.size).unwrap_or(0);
-        let asked = Asked::put(
-            &who,
-            agent,
-            node_id.as_str(),
-            &p.path,
-            p.source.as_deref(),
-            size,
-        );
-        if let Err(e) = approval::wait(shared, &asked, agent.out.closed_token()).await {
-            refuse(&e);
-            return Err(e);
-        }
-    }
     let id = uuid::Uuid::new_v4();
     // Registered before the node is asked: a node sends a `get`'s first chunks as
     // soon as it has opened the file, and they may arrive before its answer is read.
@@ -153,28 +140,40 @@ async fn open(
             return Err(e);
         }
     };
-    if params.hold {
-        let asked = Asked::get(
-            &who,
-            agent,
-            node_id.as_str(),
-            &opened.path,
-            p.source.as_deref(),
-            opened.meta.size,
-        );
+    if confirm {
+        let asked = match p.direction {
+            Direction::Get => Asked::get(
+                &who,
+                agent,
+                node_id.as_str(),
+                (&p.path, &opened),
+                p.source.as_deref(),
+                opened.meta.size,
+            ),
+            Direction::Put => Asked::put(
+                &who,
+                agent,
+                node_id.as_str(),
+                (&p.path, &opened),
+                p.source.as_deref(),
+                opened.meta.size,
+            ),
+        };
         route.waiting.store(true, Ordering::Relaxed);
         let approved = approval::wait(shared, &asked, agent.out.closed_token()).await;
         route.waiting.store(false, Ordering::Relaxed);
         route.touch();
         if let Err(e) = approved {
-            super::relay::cancel_on_node(shared, &route, e.code().as_str());
+            super::relay::refuse_on_node(shared, &route, e.code().as_str(), opened.offset > 0);
             return Err(e);
         }
-        // Released: the node starts sending.
-        let release = Credit { id, bytes: 0 };
-        let _ = node
-            .out
-            .send(encode_event(EventName::TransferCredit, &release, 0));
+        if params.hold {
+            // Released: the node starts sending.
+            let release = Credit { id, bytes: 0 };
+            let _ = node
+                .out
+                .send(encode_event(EventName::TransferCredit, &release, 0));
+        }
     }
     // The agent may have gone while the node opened it.
     if agent.out.is_closed() {

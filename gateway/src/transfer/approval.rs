@@ -1,12 +1,20 @@
 //! A transfer the token's policy marks `confirm` waits for an operator: the request
 //! shows the source, the destination and the size, and is decided like a call's
 //! (`gsv approvals`, the console, `approvals.decide`).
+//!
+//! What the operator reads is what runs: a file's side is named as its node resolved
+//! it when the transfer opened (the descriptor's real path: symlinks resolved, `..`
+//! collapsed, and whether a put replaces a file), not as the agent wrote it, and the
+//! bytes go to exactly that open file, so a symlink swapped after the question cannot
+//! redirect them. Every agent- or node-given value is quoted, cut and escaped
+//! ([`quoted`]), so it cannot pass for the gateway's own words around it.
 
 use super::{Owner, TransferError};
 use crate::approvals::{NewRequest, Verdict};
 use crate::audit::{args_hash, AuditEvent};
 use crate::state::{AgentHandle, Shared};
-use gsv_protocol::transfer::MAX_SOURCE_CHARS;
+use crate::summary::quoted;
+use gsv_protocol::transfer::{OpenResult, MAX_SOURCE_CHARS};
 use gsv_protocol::EventName;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -50,56 +58,90 @@ impl TreeSize {
     }
 }
 
-/// The agent's name for its own end, cut for the operator's screen.
+/// The agent's name for its own end, quoted for the operator's screen.
 pub(super) fn local(agent: &AgentHandle, source: Option<&str>) -> String {
-    let named: String = source
-        .unwrap_or("(not named)")
-        .chars()
-        .take(MAX_SOURCE_CHARS)
-        .collect();
-    format!("{} (agent {})", named, agent.name)
+    let named = source.map_or_else(
+        || "(not named)".to_owned(),
+        |s| quoted(&s.chars().take(MAX_SOURCE_CHARS).collect::<String>()),
+    );
+    format!("{named} (agent {})", quoted(&agent.name))
+}
+
+/// `NODE:"PATH"` for a file on a node, as the node resolved it.
+pub(super) fn on_node(node: &str, path: &str) -> String {
+    format!("{node}:{}", quoted(path))
+}
+
+/// What the node said of the file it opened, for the question: whether the path is the
+/// open file's real one, whether a put replaces a file, and the agent's own name for it
+/// when that differs.
+fn resolution(asked: &str, opened: &OpenResult) -> String {
+    let mut s = String::new();
+    match opened.replaces {
+        Some(true) => s.push_str("; replaces the file there"),
+        Some(false) => s.push_str("; a new file"),
+        None => {}
+    }
+    if !opened.resolved {
+        s.push_str("; the node could not resolve the path further (no /proc)");
+    }
+    if asked != opened.path {
+        s.push_str("; the agent named it ");
+        s.push_str(&quoted(asked));
+    }
+    s
 }
 
 impl Asked {
-    /// A put: the agent's file `source` → `node:path`, `size` bytes.
+    /// A put: the agent's file `source` → `node:path` as the node resolved it when it
+    /// opened the transfer (`opened`), `size` bytes.
     pub fn put(
         owner: &Owner,
         agent: &AgentHandle,
         node: &str,
-        path: &str,
+        (asked, opened): (&str, &OpenResult),
         source: Option<&str>,
         size: u64,
     ) -> Asked {
         let from = local(agent, source);
-        let to = format!("{node}:{path}");
+        let to = on_node(node, &opened.path);
         Asked {
             owner: owner.clone(),
             conn: Some(agent.conn_id.clone()),
             node: node.to_owned(),
             tool: "Write",
-            summary: format!("copy {from} → {to} ({size} bytes)"),
-            args: json!({"source": from, "destination": to, "size": size}),
+            summary: format!(
+                "copy {from} → {to} ({size} bytes{})",
+                resolution(asked, opened)
+            ),
+            args: json!({"source": from, "destination": to, "size": size,
+                "asked": asked, "resolved": opened.resolved, "replaces": opened.replaces}),
         }
     }
 
-    /// A get: `node:path` → the agent's `destination`, `size` bytes.
+    /// A get: `node:path` as the node resolved it (`opened`) → the agent's
+    /// `destination`, `size` bytes.
     pub fn get(
         owner: &Owner,
         agent: &AgentHandle,
         node: &str,
-        path: &str,
+        (asked, opened): (&str, &OpenResult),
         destination: Option<&str>,
         size: u64,
     ) -> Asked {
-        let from = format!("{node}:{path}");
+        let from = on_node(node, &opened.path);
         let to = local(agent, destination);
         Asked {
             owner: owner.clone(),
             conn: Some(agent.conn_id.clone()),
             node: node.to_owned(),
             tool: "Read",
-            summary: format!("copy {from} → {to} ({size} bytes)"),
-            args: json!({"source": from, "destination": to, "size": size}),
+            summary: format!(
+                "copy {from} → {to} ({size} bytes{})",
+                resolution(asked, opened)
+            ),
+            args: json!({"source": from, "destination": to, "size": size,
+                "asked": asked, "resolved": opened.resolved}),
         }
     }
 
@@ -132,22 +174,29 @@ impl Asked {
     }
 
     /// A node → node copy; `node`/`tool`: the side that needs the approval (the
-    /// destination's Write when both do).
+    /// destination's Write when both do). `from`: the source as its node resolved it;
+    /// `to`: the destination node's answer when it opened the partial file.
     pub fn copy(
         owner: &Owner,
         conn: Option<String>,
         (node, tool): (&str, &'static str),
-        from: &str,
-        to: &str,
+        (from_node, from): (&str, &str),
+        (to_node, asked, to): (&str, &str, &OpenResult),
         size: u64,
     ) -> Asked {
+        let shown_from = on_node(from_node, from);
+        let shown_to = on_node(to_node, &to.path);
         Asked {
             owner: owner.clone(),
             conn,
             node: node.to_owned(),
             tool,
-            summary: format!("copy {from} → {to} ({size} bytes)"),
-            args: json!({"source": from, "destination": to, "size": size}),
+            summary: format!(
+                "copy {shown_from} → {shown_to} ({size} bytes{})",
+                resolution(asked, to)
+            ),
+            args: json!({"source": shown_from, "destination": shown_to, "size": size,
+                "asked": asked, "resolved": to.resolved, "replaces": to.replaces}),
         }
     }
 }

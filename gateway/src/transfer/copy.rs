@@ -220,18 +220,10 @@ pub async fn copy(
     };
     let _ = get.path.set(meta.1.clone());
     let from = format!("{}:{}", src_id, meta.1);
-    if read == Decision::Confirm || write == Decision::Confirm {
-        let side = if write == Decision::Confirm {
-            (dst_id.as_str(), "Write")
-        } else {
-            (src_id.as_str(), "Read")
-        };
-        let to = format!("{}:{}", dst_id, p.to.path);
-        let asked = Asked::copy(who, asker.conn.clone(), side, &from, &to, meta.0.size);
-        approval::wait(shared, &asked, &asker.gone).await?;
-    }
 
-    // The destination opens its partial file and says where to go on from.
+    // The destination opens its partial file and says where to go on from, before
+    // any approval: the question names the file the node resolved, and the bytes go
+    // to exactly that open file.
     let opened_put = OpenParams {
         id: put_id,
         direction: Direction::Put,
@@ -246,6 +238,25 @@ pub async fn copy(
         _ = asker.gone.cancelled() => return Err(TransferError::Cancelled),
     };
     let placed = put.opened(placed);
+    if read == Decision::Confirm || write == Decision::Confirm {
+        let side = if write == Decision::Confirm {
+            (dst_id.as_str(), "Write")
+        } else {
+            (src_id.as_str(), "Read")
+        };
+        let asked = Asked::copy(
+            who,
+            asker.conn.clone(),
+            side,
+            (src_id.as_str(), &meta.1),
+            (dst_id.as_str(), &p.to.path, &placed),
+            meta.0.size,
+        );
+        if let Err(e) = approval::wait(shared, &asked, &asker.gone).await {
+            super::relay::refuse_on_node(shared, &put, e.code().as_str(), placed.offset > 0);
+            return Err(e);
+        }
+    }
     let resumed_from = placed.offset;
     let opened_get = OpenParams {
         id: get_id,

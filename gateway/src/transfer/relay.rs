@@ -270,7 +270,17 @@ pub fn agent_gone(shared: &Shared, conn_id: &str) {
 pub(super) fn cancel_on_node(shared: &Shared, route: &Route, outcome: &str) {
     if shared.transfers.routes.contains_key(&route.id) {
         end(shared, route, outcome, None, None);
-        tell_node_cancel(route);
+        tell_node_cancel(route, false);
+    }
+}
+
+/// [`cancel_on_node`] for a put the operator did not approve: the partial file its
+/// open made is removed too (`discard`), so a refused copy leaves nothing behind. A
+/// partial file an earlier, interrupted copy left (`resumable`) is kept.
+pub(super) fn refuse_on_node(shared: &Shared, route: &Route, outcome: &str, resumable: bool) {
+    if shared.transfers.routes.contains_key(&route.id) {
+        end(shared, route, outcome, None, None);
+        tell_node_cancel(route, route.direction == Direction::Put && !resumable);
     }
 }
 
@@ -311,7 +321,7 @@ pub(super) fn fail(shared: &Shared, route: &Route, error: ErrorShape) {
         return;
     }
     end(shared, route, error.code.as_str(), None, None);
-    tell_node_cancel(route);
+    tell_node_cancel(route, false);
     match &route.far {
         Far::Agent(agent) => agent.send_event(
             EventName::TransferFailed,
@@ -327,7 +337,7 @@ pub(super) fn fail(shared: &Shared, route: &Route, error: ErrorShape) {
 }
 
 /// Sends the node a `transfer.cancel` without waiting for its answer.
-fn tell_node_cancel(route: &Route) {
+fn tell_node_cancel(route: &Route, discard: bool) {
     if route.node.out.is_closed() {
         return;
     }
@@ -336,7 +346,7 @@ fn tell_node_cancel(route: &Route) {
     };
     let params = CancelParams {
         id: route.id,
-        discard: false,
+        discard,
     };
     if route
         .node

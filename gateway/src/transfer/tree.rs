@@ -68,7 +68,7 @@ pub(super) async fn list(
     if let (true, Ok(first)) = (ask, &outcome) {
         let size = TreeSize::of(&first.entries);
         let root = first.root.clone();
-        let from = format!("{}:{}", node.id, root);
+        let from = approval::on_node(node.id.as_str(), &root);
         let to = approval::local(agent, p.source.as_deref());
         let asked = Asked::tree(
             &owner(agent),
@@ -139,8 +139,12 @@ pub(super) async fn place(
         }
         let from = approval::local(agent, p.source.as_deref());
         let to = match &p.into {
-            Some(into) => format!("{}:{} (or {}/{})", node.id, p.path, p.path, into),
-            None => format!("{}:{}", node.id, p.path),
+            Some(into) => format!(
+                "{} (or {})",
+                approval::on_node(node.id.as_str(), &p.path),
+                crate::summary::quoted(&format!("{}/{}", p.path, into))
+            ),
+            None => approval::on_node(node.id.as_str(), &p.path),
         };
         let size = TreeSize::of(&p.entries);
         let asked = Asked::tree(

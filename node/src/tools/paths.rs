@@ -162,6 +162,18 @@ pub struct Opened {
     pub path: PathBuf,
 }
 
+impl Opened {
+    /// Where the opened file really is, as the kernel names it (every symlink
+    /// resolved, `..` collapsed), and whether that is known: `(path, false)` where
+    /// there is no `/proc` to ask.
+    pub fn canonical(&self) -> (PathBuf, bool) {
+        match beneath::real_path(&self.fd) {
+            Some(p) => (p, true),
+            None => (self.path.clone(), false),
+        }
+    }
+}
+
 /// The directory a Write or Edit target lives in, opened, and the target's name in it.
 #[derive(Debug)]
 pub struct Parent {
@@ -171,6 +183,18 @@ pub struct Parent {
     pub name: OsString,
     /// The target's resolved path (canonical when confined).
     pub path: PathBuf,
+}
+
+impl Parent {
+    /// Where the target really is: the opened directory as the kernel names it (every
+    /// symlink resolved, `..` collapsed) joined with the target's name, and whether
+    /// that is known: `(path, false)` where there is no `/proc` to ask.
+    pub fn canonical(&self) -> (PathBuf, bool) {
+        match beneath::real_path(&self.dir) {
+            Some(d) => (d.join(&self.name), true),
+            None => (self.path.clone(), false),
+        }
+    }
 }
 
 impl PathPolicy {

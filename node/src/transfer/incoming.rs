@@ -24,6 +24,10 @@ pub struct Incoming {
     part: OsString,
     out: Received,
     path: PathBuf,
+    /// `path` is the opened directory's real path (see [`Parent::canonical`]).
+    resolved: bool,
+    /// A file stood at the target when the transfer opened.
+    replaces: bool,
     meta: FileMeta,
     expected: Option<String>,
     offset: u64,
@@ -41,13 +45,17 @@ impl Incoming {
         meta: FileMeta,
         expected: Option<String>,
     ) -> Result<Incoming, TransferError> {
-        let Parent { dir, name, path } = policy.open_parent(arg)?;
+        let parent = policy.open_parent(arg)?;
+        let (path, resolved) = parent.canonical();
+        let Parent { dir, name, .. } = parent;
+        let mut replaces = false;
         if let Ok(st) = rustix::fs::statat(&dir, &name, AtFlags::empty()) {
             if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
                 return Err(TransferError::NotAFile {
                     path: path.display().to_string(),
                 });
             }
+            replaces = true;
         }
         let part = part_name(&name, &meta, expected.as_deref());
         let fd = rustix::fs::openat(
@@ -72,6 +80,8 @@ impl Incoming {
             part,
             out: Received::new(file, held),
             path,
+            resolved,
+            replaces,
             meta,
             expected,
             offset: held,
@@ -87,6 +97,16 @@ impl Incoming {
     /// The target's resolved path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether [`Incoming::path`] is the real path of the opened directory.
+    pub fn resolved(&self) -> bool {
+        self.resolved
+    }
+
+    /// Whether a file stood at the target when the transfer opened.
+    pub fn replaces(&self) -> bool {
+        self.replaces
     }
 
     /// The file as announced.

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 pub struct Outgoing {
     file: Sending,
     path: PathBuf,
+    /// `path` is the opened file's real path.
+    resolved: bool,
     meta: FileMeta,
     offset: u64,
     hasher: Sha256,
@@ -24,7 +26,7 @@ impl Outgoing {
     /// whole file's (blocking).
     pub fn open(policy: &PathPolicy, arg: &str, offset: u64) -> Result<Outgoing, TransferError> {
         let opened = policy.open(arg, OFlags::RDONLY)?;
-        let path = opened.path;
+        let (path, resolved) = opened.canonical();
         let st = rustix::fs::fstat(&opened.fd).map_err(|e| TransferError::io(&path, e.into()))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             return Err(TransferError::NotAFile {
@@ -39,6 +41,7 @@ impl Outgoing {
         let mut out = Outgoing {
             file: Sending::new(File::from(opened.fd)),
             path,
+            resolved,
             meta,
             offset: 0,
             hasher: Sha256::new(),
@@ -63,6 +66,11 @@ impl Outgoing {
     /// The file's resolved path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether [`Outgoing::path`] is the opened file's real path.
+    pub fn resolved(&self) -> bool {
+        self.resolved
     }
 
     /// Bytes read (and hashed) so far: where the next chunk starts.

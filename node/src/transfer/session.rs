@@ -293,6 +293,8 @@ async fn open(
         Opened::Get(out, _) => OpenResult {
             id,
             path: out.path().display().to_string(),
+            resolved: out.resolved(),
+            replaces: None,
             meta: out.meta(),
             offset: out.offset(),
             lane: false,
@@ -300,6 +302,8 @@ async fn open(
         Opened::Put(inc) => OpenResult {
             id,
             path: inc.path().display().to_string(),
+            resolved: inc.resolved(),
+            replaces: Some(inc.replaces()),
             meta: inc.meta(),
             offset: inc.offset(),
             lane: false,
