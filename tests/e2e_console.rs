@@ -1248,3 +1248,76 @@ async fn a_page_on_another_port_cannot_use_the_admins_console() {
     // No call and no audit row as the admin's console came of the attack.
     only_the_good_read_was_audited(&gw, CONSOLE_ADMIN).await;
 }
+
+#[tokio::test]
+async fn hidden_characters_show_escaped_in_the_browser() {
+    let Some(python) = browser_tools() else {
+        return;
+    };
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("console-hidden-ws");
+    let _lab = gw.node("lab", ws.path()).await;
+    let work = TempDir::new("console-hidden");
+    let careful = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "lab__Bash",
+        "--confirm",
+        "lab__Write",
+        "--confirm",
+        "lab__Echo",
+    ]);
+    // A command that reads as a harmless echo when drawn, and runs `touch` if approved.
+    let command = "echo \"\u{202E} \" ; touch pwned_bidi ; echo \"\u{2066}#\u{2069}\"";
+    let (mut bash, _, _) = spawn_call(
+        &gw,
+        &careful,
+        "lab__Bash",
+        &json!({ "command": command }),
+        work.path(),
+        "bash",
+    );
+    // A put whose agent-given source name reverses what follows it.
+    let agent = std::sync::Arc::new(gw.agent_with(&careful).await);
+    let src = work.path().join("report\u{202E}txt.exe");
+    std::fs::write(&src, b"not wanted").expect("write");
+    let a = agent.clone();
+    let put = tokio::spawn(async move { a.put_file("lab", &src, "dest.bin", |_, _| {}).await });
+    // A 200 000-character argument.
+    let big_chars = 200_000;
+    let big = format!(
+        "BIGARG{}BIGEND",
+        "x".repeat(big_chars - "BIGARG".len() - "BIGEND".len())
+    );
+    agent
+        .call_async("lab__Echo", json!({ "text": big }), None)
+        .await
+        .expect("the long call waits");
+    let shots = work.path().join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let config = json!({
+        "part": "hidden",
+        "login": login_link(&gw),
+        "base": gw.url(),
+        "screenshots": shots,
+        "bashMarker": "pwned_bidi",
+        "putMarker": "report",
+        "bigMarker": "BIGARG",
+        "bigEnd": "BIGEND",
+        "bigChars": big_chars,
+        "argMax": 4000,
+    });
+    let config_path = work.path().join("config.json");
+    std::fs::write(&config_path, config.to_string()).expect("config");
+    assert_eq!(
+        run_script(&python, "attack.py", &config_path).await,
+        0,
+        "tests/console/attack.py hidden failed (its output is above)"
+    );
+    assert_eq!(exit_of(&mut bash).await, 5, "the denied Bash call exits 5");
+    assert!(!ws.path().join("pwned_bidi").exists(), "touch never ran");
+    put.abort();
+}

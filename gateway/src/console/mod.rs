@@ -184,6 +184,7 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/api/nodes/{id}", get(reads::node))
         .route("/ui/api/approvals", get(reads::approvals))
         .route("/ui/api/approvals/{id}", post(actions::decide))
+        .route("/ui/api/approvals/{id}/args", get(reads::approval_args))
         .route("/ui/api/sessions", get(reads::sessions))
         .route("/ui/api/sessions/{node}/{id}/log", get(reads::session_log))
         .route("/ui/api/sessions/{node}/{id}/kill", post(actions::kill))

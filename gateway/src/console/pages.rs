@@ -7,7 +7,8 @@
 //! (from the gateway's own origin) uses the code and sets the cookie. What the page
 //! needs from the gateway is put into the served text, never as inline script (the
 //! CSP forbids it): the session's CSRF token as a `<meta>` of the app's HTML (only the
-//! gateway's own origin can read it).
+//! gateway's own origin can read it), and the display rule's table
+//! ([`gsv_protocol::display::HIDDEN`]) into `app.js`.
 
 use super::codes::Refused;
 use super::{guard, mint_at, ConsoleError, Role};
@@ -18,15 +19,27 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 const LOGIN: &str = include_str!("assets/login.html");
 
+/// Where `app.js` takes the display rule's table.
+const HIDDEN_SLOT: &str = "/*GSV_HIDDEN*/[]";
 /// Where the app's HTML takes the session's CSRF token.
 const CSRF_SLOT: &str = "{{CSRF}}";
+
+/// `app.js` with [`gsv_protocol::display::HIDDEN`] in it: one list, in Rust.
+static SCRIPT_SERVED: LazyLock<String> = LazyLock::new(|| {
+    let ranges: Vec<[u32; 2]> = gsv_protocol::display::HIDDEN
+        .iter()
+        .map(|&(lo, hi)| [lo, hi])
+        .collect();
+    let table = serde_json::to_string(&ranges).unwrap_or_else(|_| "[]".into());
+    SCRIPT.replacen(HIDDEN_SLOT, &table, 1)
+});
 
 /// What an unauthenticated visitor of `/ui/` sees.
 const SIGNED_OUT: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>gsv console</h1><p>You are not signed in. On the gateway's machine, run</p><pre>gsv ui --open</pre><p>for a one-time login link (valid 5 minutes, usable once).</p></main></body></html>";
@@ -58,7 +71,7 @@ pub async fn index(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
 pub async fn script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        SCRIPT,
+        SCRIPT_SERVED.as_str(),
     )
         .into_response()
 }
@@ -308,6 +321,14 @@ mod tests {
             super::html_text("<b>\u{202e}&'\"", 100),
             "&lt;b&gt;\\u{202e}&amp;&#39;&quot;"
         );
+    }
+
+    #[test]
+    fn the_script_carries_the_display_rules_table() {
+        assert!(super::SCRIPT.contains(super::HIDDEN_SLOT));
+        assert!(!super::SCRIPT_SERVED.contains(super::HIDDEN_SLOT));
+        assert!(super::SCRIPT_SERVED.contains("[[0,31],[127,159],"));
+        assert!(super::INDEX.contains(super::CSRF_SLOT));
     }
 
     #[test]

@@ -35,13 +35,15 @@ const MAX_FILTER: usize = 200;
 #[serde(rename_all = "camelCase")]
 struct Me {
     role: super::Role,
+    /// Who the session acts as (`console:NAME`): shown in the page's header.
+    actor: String,
     csrf: String,
     can_decide: bool,
     can_manage: bool,
     version: &'static str,
 }
 
-/// `GET /ui/api/me`: the session's role and CSRF token.
+/// `GET /ui/api/me`: the session's role, who it acts as, and its CSRF token.
 pub async fn me(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -51,6 +53,7 @@ pub async fn me(
         role: s.role,
         can_decide: s.role.can_decide(),
         can_manage: s.role.can_manage(),
+        actor: s.actor,
         csrf: s.csrf,
         version: crate::VERSION,
     })
@@ -181,6 +184,26 @@ pub async fn approvals(
     guard::reader(&shared, &headers).await?;
     let page = crate::cluster::approvals::list_everywhere(&shared, query(q)?).await?;
     Ok(Json(page).into_response())
+}
+
+/// `GET /ui/api/approvals/{id}/args`: every argument of a call still waiting on this
+/// gateway, as the canonical JSON its hash is taken of, whatever its size (lists carry
+/// them only up to [`crate::approvals::MAX_SHOWN_ARGS_BYTES`]); the page cuts long
+/// values visibly and shows them whole on request.
+pub async fn approval_args(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    guard::reader(&shared, &headers).await?;
+    let args = shared
+        .approvals
+        .args_of(&id)
+        .ok_or_else(|| ConsoleError::NotFound {
+            what: "pending approval request on this gateway",
+            id: gsv_protocol::display::shown(&id, 64).into_owned(),
+        })?;
+    Ok(Json(serde_json::json!({ "id": id, "args": &*args })).into_response())
 }
 
 /// The caller the console's `Process` calls are made as: the session's role as the
