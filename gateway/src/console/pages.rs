@@ -156,10 +156,11 @@ pub async fn login_page(
             // Its form's POST must carry the page's own Origin (see guard's headers).
             (
                 [(header::REFERRER_POLICY, "same-origin")],
+                // The code first: it is plain, so it cannot hold the other slot.
                 Html(
                     LOGIN
-                        .replacen("{{WHO}}", &who, 1)
-                        .replacen("{{CODE}}", code, 1),
+                        .replacen("{{CODE}}", code, 1)
+                        .replacen("{{WHO}}", &who, 1),
                 ),
             )
                 .into_response()
