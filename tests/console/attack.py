@@ -128,6 +128,8 @@ def hidden(driver, config):
     bash = card_with(driver, config["bashMarker"])
     escaped(driver, "#approval-%s .summary" % bash, "the Bash summary")
     escaped(driver, "#approval-%s .args" % bash, "the Bash arguments")
+    driver.execute_script("document.getElementById('approval-' + arguments[0]).scrollIntoView()", bash)
+    shot(driver, config, "hidden-bidi")
 
     put = card_with(driver, config["putMarker"])
     escaped(driver, "#approval-%s .summary" % put, "the put's summary")
