@@ -379,3 +379,49 @@ impl Approvals {
             .and_then(|w| w.args.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(args: Option<String>) -> NewRequest {
+        NewRequest {
+            agent: "careful".into(),
+            token_id: "t1".into(),
+            node: "lab".into(),
+            tool: "Echo".into(),
+            args_hash: "h".into(),
+            summary: "s".into(),
+            reason: "r".into(),
+            plan: None,
+            nodes: Vec::new(),
+            args,
+        }
+    }
+
+    #[tokio::test]
+    async fn large_arguments_stay_out_of_lists_but_are_kept_whole_for_the_console() {
+        let dir = std::env::temp_dir().join(format!("gsv-approvals-{}", uuid::Uuid::new_v4()));
+        let store = Arc::new(Store::open(&dir).expect("open"));
+        let approvals = Approvals::new(store, DEFAULT_TTL);
+        let big = shown_args(&serde_json::json!({ "text": "x".repeat(200_000) }));
+        let small = shown_args(&serde_json::json!({ "text": "hi" }));
+        let (b, _brx) = approvals.open(asked(big.clone())).await.expect("open");
+        let (s, _srx) = approvals.open(asked(small.clone())).await.expect("open");
+        assert!(b.args.is_none(), "over 64 KiB: not in the request's event");
+        assert_eq!(s.args, small);
+        let page = approvals.list(ListQuery::default()).await.expect("list");
+        let listed = |id: &str| page.approvals.iter().find(|r| r.id == id).cloned();
+        assert!(listed(&b.id).expect("listed").args.is_none());
+        assert_eq!(listed(&s.id).expect("listed").args, small);
+        assert_eq!(approvals.args_of(&b.id).as_deref(), big.as_deref(), "whole");
+        assert_eq!(approvals.args_of(&s.id).as_deref(), small.as_deref());
+        assert!(approvals.args_of("nope").is_none());
+        approvals.expire(&b.id).await;
+        assert!(
+            approvals.args_of(&b.id).is_none(),
+            "gone with the waiting call"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
