@@ -136,22 +136,74 @@ fn path_of(link: &str) -> &str {
     link.find("/ui/").map(|i| &link[i..]).unwrap_or(link)
 }
 
-/// Logs in with a fresh code; returns the cookie header value and the CSRF token.
-async fn sign_in(gw: &Gateway) -> (String, String) {
-    let link = login_link(gw);
-    let r = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+/// The code of a login link.
+fn code_of(link: &str) -> &str {
+    link.split_once("code=").map(|(_, c)| c).unwrap_or("")
+}
+
+/// `POST /ui/login` with the code of `link`, from the gateway's own origin (what the
+/// link's page's "Sign in" button sends).
+async fn redeem(gw: &Gateway, link: &str) -> Reply {
+    let origin = gw.url();
+    let body = format!("code={}", code_of(link));
+    request(
+        &gw.addr,
+        "POST",
+        "/ui/login",
+        &[("Origin", &origin), ("Sec-Fetch-Site", "same-origin")],
+        Some(&body),
+    )
+    .await
+}
+
+/// The page's CSRF token: in the app's HTML (`<meta name="gsv-csrf">`), which only
+/// the gateway's own origin can read.
+async fn csrf_of(gw: &Gateway, cookie: &str) -> String {
+    let page = request(&gw.addr, "GET", "/ui/", &[("Cookie", cookie)], None).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let at = page
+        .body
+        .find("name=\"gsv-csrf\" content=\"")
+        .expect("the CSRF token in the page");
+    let rest = &page.body[at + "name=\"gsv-csrf\" content=\"".len()..];
+    rest.split('"').next().unwrap_or_default().to_owned()
+}
+
+/// Logs in with the code of `link`; returns the cookie header value and the CSRF token.
+async fn sign_in_link(gw: &Gateway, link: &str) -> (String, String) {
+    let r = redeem(gw, link).await;
     assert_eq!(r.status, 303, "{}", r.body);
     let set = r.header("set-cookie").expect("a session cookie").to_owned();
     let cookie = set.split(';').next().unwrap_or_default().to_owned();
-    let me = request(&gw.addr, "GET", "/ui/api/me", &[("Cookie", &cookie)], None).await;
-    assert_eq!(me.status, 200, "{}", me.body);
-    let csrf = me.json()["csrf"].as_str().expect("csrf").to_owned();
+    let csrf = csrf_of(gw, &cookie).await;
     (cookie, csrf)
 }
 
-/// Logs in as the holder of `token` (an operator's) through `POST /v1/ui/login-codes`;
-/// returns the cookie header value, the CSRF token and `/ui/api/me`.
-async fn sign_in_with(gw: &Gateway, token: &str) -> (String, String, Value) {
+/// Logs in with a fresh code; returns the cookie header value and the CSRF token.
+async fn sign_in(gw: &Gateway) -> (String, String) {
+    let link = login_link(gw);
+    sign_in_link(gw, &link).await
+}
+
+/// `GET /ui/api/{path}` as the console's page sends it: the cookie and the CSRF token.
+async fn read(gw: &Gateway, cookie: &str, csrf: &str, path: &str) -> Reply {
+    request(
+        &gw.addr,
+        "GET",
+        &format!("/ui/api/{path}"),
+        &[
+            ("Cookie", cookie),
+            ("x-csrf-token", csrf),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
+        None,
+    )
+    .await
+}
+
+/// A login link for the holder of `token` (an operator's), from
+/// `POST /v1/ui/login-codes`.
+async fn login_link_with(gw: &Gateway, token: &str) -> String {
     let bearer = format!("Bearer {token}");
     let r = request(
         &gw.addr,
@@ -162,16 +214,17 @@ async fn sign_in_with(gw: &Gateway, token: &str) -> (String, String, Value) {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let link = r.json()["url"].as_str().expect("url").to_owned();
-    let r = request(&gw.addr, "GET", path_of(&link), &[], None).await;
-    assert_eq!(r.status, 303, "{}", r.body);
-    let set = r.header("set-cookie").expect("a session cookie").to_owned();
-    let cookie = set.split(';').next().unwrap_or_default().to_owned();
-    let me = request(&gw.addr, "GET", "/ui/api/me", &[("Cookie", &cookie)], None).await;
+    r.json()["url"].as_str().expect("url").to_owned()
+}
+
+/// Logs in as the holder of `token` (an operator's) through `POST /v1/ui/login-codes`;
+/// returns the cookie header value, the CSRF token and `/ui/api/me`.
+async fn sign_in_with(gw: &Gateway, token: &str) -> (String, String, Value) {
+    let link = login_link_with(gw, token).await;
+    let (cookie, csrf) = sign_in_link(gw, &link).await;
+    let me = read(gw, &cookie, &csrf, "me").await;
     assert_eq!(me.status, 200, "{}", me.body);
-    let me = me.json();
-    let csrf = me["csrf"].as_str().expect("csrf").to_owned();
-    (cookie, csrf, me)
+    (cookie, csrf, me.json())
 }
 
 /// A fake node `id` whose one tool's description is [`XSS`], kept connected (and
@@ -192,23 +245,36 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
     let link = login_link(&gw);
     let path = path_of(&link).to_owned();
 
+    // The link's page asks (a GET signs no one in); its button posts the code.
+    let page = request(&gw.addr, "GET", &path, &[], None).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.header("set-cookie").is_none());
+    assert!(page.body.contains("id=\"sign-in\""), "{}", page.body);
+
     // First use: a session cookie, with its flags, and a redirect to the app.
-    let first = request(&gw.addr, "GET", &path, &[], None).await;
+    let first = redeem(&gw, &link).await;
     assert_eq!(first.status, 303, "{}", first.body);
     assert_eq!(first.header("location"), Some("/ui/"));
     let set = first.header("set-cookie").expect("cookie").to_owned();
-    for flag in ["gsv_console=", "HttpOnly", "SameSite=Strict", "Path=/ui"] {
+    for flag in ["gsv_console_", "HttpOnly", "SameSite=Strict", "Path=/ui"] {
         assert!(set.contains(flag), "{set}");
     }
     assert!(!set.contains("Secure"), "plain http: {set}");
     let cookie = set.split(';').next().unwrap_or_default().to_owned();
 
     // Second use, and a code never minted: refused, no cookie.
-    let again = request(&gw.addr, "GET", &path, &[], None).await;
+    let again = redeem(&gw, &link).await;
     assert_eq!(again.status, 401, "{}", again.body);
     assert!(again.header("set-cookie").is_none());
     assert!(again.body.contains("already used"), "{}", again.body);
-    let unknown = request(&gw.addr, "GET", "/ui/login?code=AAAA", &[], None).await;
+    let shown = request(&gw.addr, "GET", &path, &[], None).await;
+    assert_eq!(
+        shown.status, 401,
+        "a used link's page says so: {}",
+        shown.body
+    );
+    assert!(shown.body.contains("already used"), "{}", shown.body);
+    let unknown = redeem(&gw, "/ui/login?code=AAAA").await;
     assert_eq!(unknown.status, 401);
     assert!(unknown.header("set-cookie").is_none());
     let none = request(&gw.addr, "GET", "/ui/login", &[], None).await;
@@ -217,29 +283,26 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
     // Without a session: the API answers 401 JSON, the page says how to sign in.
     let api = request(&gw.addr, "GET", "/ui/api/nodes", &[], None).await;
     assert_eq!((api.status, api.code().as_str()), (401, "unauthorized"));
-    let forged = request(
-        &gw.addr,
-        "GET",
-        "/ui/api/nodes",
-        &[("Cookie", "gsv_console=forged")],
-        None,
-    )
-    .await;
+    let forged = read(&gw, "gsv_console=forged", "x", "nodes").await;
     assert_eq!(forged.status, 401);
     let page = request(&gw.addr, "GET", "/ui/", &[], None).await;
     assert_eq!(page.status, 401);
     assert!(page.body.contains("gsv ui"), "{}", page.body);
 
     // With it: the app, its script, and the API, each with the security headers.
+    let csrf = csrf_of(&gw, &cookie).await;
     for p in [
         "/ui/",
         "/ui/app.js",
         "/ui/app.css",
         "/ui/api/me",
         "/ui/api/nodes",
+        "/ui/login?code=AAAA",
     ] {
-        let r = request(&gw.addr, "GET", p, &[("Cookie", &cookie)], None).await;
-        assert_eq!(r.status, 200, "{p}: {}", r.body);
+        let headers = [("Cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())];
+        let r = request(&gw.addr, "GET", p, &headers, None).await;
+        let status = if p.starts_with("/ui/login") { 401 } else { 200 };
+        assert_eq!(r.status, status, "{p}: {}", r.body);
         let csp = r.header("content-security-policy").unwrap_or_default();
         for directive in [
             "default-src 'none'",
@@ -259,11 +322,10 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
         "no inline script or style: {}",
         page.body
     );
-    let me = request(&gw.addr, "GET", "/ui/api/me", &[("Cookie", &cookie)], None).await;
+    let me = read(&gw, &cookie, &csrf, "me").await;
     let me = me.json();
     assert_eq!(me["role"], "admin");
     assert_eq!(me["canManage"], true);
-    let csrf = me["csrf"].as_str().expect("csrf").to_owned();
 
     // A change needs the session's CSRF token, and the gateway's own origin.
     let body = r#"{"name":"made-in-console","allow":["*__Read"]}"#;
@@ -381,18 +443,18 @@ async fn login_codes_work_once_and_changes_need_the_csrf_token_and_origin() {
     )
     .await;
     assert_eq!(out.status, 204);
-    let after = request(&gw.addr, "GET", "/ui/api/me", &[("Cookie", &cookie)], None).await;
+    let after = read(&gw, &cookie, &csrf, "me").await;
     assert_eq!(after.status, 401);
 }
 
-/// Opens `GET /ui/api/events` with `cookie`; the stream.
-async fn events(gw: &Gateway, cookie: &str) -> tokio::net::TcpStream {
+/// Opens `GET /ui/api/events?csrf=CSRF` with `cookie`; the stream.
+async fn events(gw: &Gateway, cookie: &str, csrf: &str) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(&gw.addr)
         .await
         .expect("connect");
     s.write_all(
         format!(
-            "GET /ui/api/events HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n",
+            "GET /ui/api/events?csrf={csrf} HTTP/1.1\r\nHost: {}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n",
             gw.addr
         )
         .as_bytes(),
@@ -432,12 +494,14 @@ async fn an_expired_login_code_is_refused() {
     let gw = Gateway::start_with(&["--console-code-ttl-ms", "300"]).await;
     let link = login_link(&gw);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let r = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+    let page = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+    assert_eq!(page.status, 410, "the link's page says so: {}", page.body);
+    let r = redeem(&gw, &link).await;
     assert_eq!(r.status, 410, "{}", r.body);
     assert!(r.header("set-cookie").is_none());
     assert!(r.body.contains("expired"), "{}", r.body);
     // Expired is spent: the same code again is unknown.
-    let again = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+    let again = redeem(&gw, &link).await;
     assert_eq!(again.status, 401);
 }
 
@@ -451,7 +515,7 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     let cookie_h = ("Cookie", cookie.as_str());
 
     // The node's tool description, verbatim, as a JSON string; with its input schema.
-    let r = request(&gw.addr, "GET", "/ui/api/nodes/xss", &[cookie_h], None).await;
+    let r = read(&gw, &cookie, &csrf, "nodes/xss").await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("content-type"), Some("application/json"));
     let detail = r.json();
@@ -459,7 +523,7 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     assert_eq!(tool["description"], format!("hostile tool {XSS}"));
     assert_eq!(tool["inputSchema"]["properties"]["text"]["type"], "string");
     // The list, filtered.
-    let r = request(&gw.addr, "GET", "/ui/api/nodes?q=xs", &[cookie_h], None).await;
+    let r = read(&gw, &cookie, &csrf, "nodes?q=xs").await;
     let page = r.json();
     assert_eq!(page["total"], 1, "{page}");
     assert_eq!(page["nodes"][0]["id"], "xss");
@@ -467,7 +531,7 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     // An agent's call with hostile text waits for approval; the console lists it with
     // the text as it is, and its decision reaches the call.
     // A live-update stream: the page hears of the request as it opens.
-    let mut stream = events(&gw, &cookie).await;
+    let mut stream = events(&gw, &cookie, &csrf).await;
     let first = notice(&mut stream, "sessions").await;
     assert!(
         first
@@ -482,17 +546,9 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
         .await
         .expect("started");
     let pending = eventually("the approval request", Duration::from_secs(20), || {
-        let addr = gw.addr.clone();
-        let cookie = cookie.clone();
+        let (gw, cookie, csrf) = (&gw, cookie.clone(), csrf.clone());
         async move {
-            let r = request(
-                &addr,
-                "GET",
-                "/ui/api/approvals",
-                &[("Cookie", &cookie)],
-                None,
-            )
-            .await;
+            let r = read(gw, &cookie, &csrf, "approvals").await;
             let v = r.json();
             let first = v["approvals"].get(0)?.clone();
             Some(first)
@@ -544,16 +600,9 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     assert_eq!(done.summary.state, gsv_protocol::job::JobState::Done);
 
     // Jobs, audit (filtered, verified) and sessions read through the same functions.
-    let jobs = request(&gw.addr, "GET", "/ui/api/jobs", &[cookie_h], None).await;
+    let jobs = read(&gw, &cookie, &csrf, "jobs").await;
     assert!(jobs.body.contains(&job), "{}", jobs.body);
-    let audit = request(
-        &gw.addr,
-        "GET",
-        "/ui/api/audit?q=APPROVED&verify=true",
-        &[cookie_h],
-        None,
-    )
-    .await;
+    let audit = read(&gw, &cookie, &csrf, "audit?q=APPROVED&verify=true").await;
     let audit = audit.json();
     assert_eq!(audit["verify"]["ok"], true, "{audit}");
     let rows = audit["rows"].as_array().expect("rows");
@@ -561,7 +610,7 @@ async fn agent_and_node_text_comes_back_as_json_strings_and_decisions_reach_the_
     assert!(rows
         .iter()
         .all(|r| r.to_string().to_lowercase().contains("approved")));
-    let sessions = request(&gw.addr, "GET", "/ui/api/sessions", &[cookie_h], None).await;
+    let sessions = read(&gw, &cookie, &csrf, "sessions").await;
     assert_eq!(sessions.status, 200, "{}", sessions.body);
     assert!(sessions.json()["sessions"].is_array());
 }
@@ -585,17 +634,9 @@ async fn operator_sessions_have_their_tokens_role() {
         .await
         .expect("started");
     let id = eventually("the approval request", Duration::from_secs(20), || {
-        let addr = gw.addr.clone();
-        let cookie = v_cookie.clone();
+        let (gw, cookie, csrf) = (&gw, v_cookie.clone(), v_csrf.clone());
         async move {
-            let r = request(
-                &addr,
-                "GET",
-                "/ui/api/approvals",
-                &[("Cookie", &cookie)],
-                None,
-            )
-            .await;
+            let r = read(gw, &cookie, &csrf, "approvals").await;
             r.json()["approvals"].get(0)?["id"]
                 .as_str()
                 .map(str::to_owned)
@@ -607,14 +648,7 @@ async fn operator_sessions_have_their_tokens_role() {
 
     // A viewer reads every page but decides nothing, kills nothing, makes no token.
     for page in ["nodes", "sessions", "audit", "tokens", "jobs"] {
-        let r = request(
-            &gw.addr,
-            "GET",
-            &format!("/ui/api/{page}"),
-            &[("Cookie", &v_cookie)],
-            None,
-        )
-        .await;
+        let r = read(&gw, &v_cookie, &v_csrf, page).await;
         assert_eq!(r.status, 200, "{page}: {}", r.body);
     }
     let viewer_h = [
@@ -674,14 +708,7 @@ async fn operator_sessions_have_their_tokens_role() {
         .to_owned();
     let (code, _, err) = gw.cli(&["token", "revoke", &vera]);
     assert_eq!(code, 0, "{err}");
-    let r = request(
-        &gw.addr,
-        "GET",
-        "/ui/api/nodes",
-        &[("Cookie", &v_cookie)],
-        None,
-    )
-    .await;
+    let r = read(&gw, &v_cookie, &v_csrf, "nodes").await;
     assert_eq!(r.status, 401, "a revoked operator's session: {}", r.body);
 }
 
@@ -723,6 +750,31 @@ impl Drop for Group {
         }
         let _ = self.0.wait();
     }
+}
+
+/// Runs `tests/console/SCRIPT CONFIG` with `python` in its own process group (so
+/// chromedriver and Chromium go with it), at most 90 s; its exit code.
+async fn run_script(python: &Path, script: &str, config: &Path) -> i32 {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/console")
+        .join(script);
+    let mut cmd = Command::new(python);
+    cmd.arg(&script)
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut run = Group(
+        common::die_with_parent(&mut cmd)
+            .spawn()
+            .expect("run the browser script"),
+    );
+    eventually("the browser script", Duration::from_secs(90), || {
+        let status = run.0.try_wait().ok().flatten();
+        async move { status.map(|s| s.code().unwrap_or(-1)) }
+    })
+    .await
 }
 
 /// Runs `gsv call` as an agent would, in the background: (process, stdout file,
@@ -840,27 +892,9 @@ async fn the_console_page_in_a_browser() {
     });
     let config_path = work.path().join("config.json");
     std::fs::write(&config_path, config.to_string()).expect("config");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console/browser.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .arg(&config_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    // Its own process group, so chromedriver and Chromium go with it.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut run = Group(
-        common::die_with_parent(&mut cmd)
-            .spawn()
-            .expect("run the browser script"),
-    );
-    let code = eventually("the browser script", Duration::from_secs(60), || {
-        let status = run.0.try_wait().ok().flatten();
-        async move { status.map(|s| s.code().unwrap_or(-1)) }
-    })
-    .await;
     assert_eq!(
-        code, 0,
+        run_script(&python, "browser.py", &config_path).await,
+        0,
         "tests/console/browser.py failed (its output is above)"
     );
 
@@ -893,4 +927,397 @@ async fn the_console_page_in_a_browser() {
         }
         eprintln!("screenshots written to {}", docs.display());
     }
+}
+
+/// The audit actor of the admin's console sessions' calls.
+const CONSOLE_ADMIN: &str = "agent:console:admin";
+
+/// The rows of the gateway's audit log whose actor is `actor`.
+fn rows_by(gw: &Gateway, actor: &str) -> Vec<Value> {
+    let (code, out, err) = gw.cli(&["audit", "tail", "--lines", "2000", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["actor"] == actor)
+        .collect()
+}
+
+/// A background session on `lab` (a `sleep`); its id.
+async fn background_session(agent: &gsv_client::AgentClient) -> String {
+    let started = agent
+        .call(
+            "lab__Bash",
+            json!({"command": "sleep 120 # console-attack", "background": true}),
+            None,
+        )
+        .await
+        .expect("a background session");
+    assert!(!started.is_error, "{started:?}");
+    let text = serde_json::to_string(&started).unwrap_or_default();
+    let at = text.find("\"sessionId\":\"").expect("a session id") + "\"sessionId\":\"".len();
+    text[at..].split('"').next().unwrap_or_default().to_owned()
+}
+
+/// After refused requests: one good read of every node's sessions (one `Process`
+/// call, so one audit row of `actor`) lands, and it is the only row of `actor`: the
+/// refused ones, sent before it, made none (rows are written in order).
+async fn only_the_good_read_was_audited(gw: &Gateway, actor: &str) {
+    let (cookie, csrf) = sign_in(gw).await;
+    let r = read(gw, &cookie, &csrf, "sessions").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rows = eventually("the good read's audit row", Duration::from_secs(20), || {
+        let rows = rows_by(gw, actor);
+        async move { (!rows.is_empty()).then_some(rows) }
+    })
+    .await;
+    assert_eq!(
+        rows.len(),
+        1,
+        "only the good read made a call as {actor}: {rows:#?}"
+    );
+}
+
+#[tokio::test]
+async fn every_console_request_carries_proof_of_origin_and_one_session_cookie() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("console-origin-ws");
+    let _lab = gw.node("lab", ws.path()).await;
+    let agent = gw.agent().await;
+    let session = background_session(&agent).await;
+    let (cookie, csrf) = sign_in(&gw).await;
+    let name = cookie.split('=').next().unwrap_or_default().to_owned();
+    assert!(
+        name.starts_with("gsv_console_") && name.len() >= "gsv_console_".len() + 32,
+        "a per-gateway cookie name no other page can guess: {name}"
+    );
+    let other = "http://127.0.0.1:1";
+    let two = format!("{cookie}; gsv_console=planted");
+    let twice = format!("gsv_console_x=planted; {cookie}");
+    let reads = [
+        "me".to_owned(),
+        "sessions".to_owned(),
+        format!("sessions/lab/{session}/log"),
+        "approvals".to_owned(),
+        "nodes".to_owned(),
+        "audit".to_owned(),
+        "tokens".to_owned(),
+        "jobs".to_owned(),
+        "events".to_owned(),
+    ];
+    for path in &reads {
+        let cases: [Refusal; 7] = [
+            ("no CSRF token", vec![("Cookie", &cookie)], "bad_csrf"),
+            (
+                "a wrong CSRF token",
+                vec![("Cookie", &cookie), ("x-csrf-token", "nope")],
+                "bad_csrf",
+            ),
+            (
+                "Sec-Fetch-Site same-site (another port)",
+                vec![
+                    ("Cookie", &cookie),
+                    ("x-csrf-token", &csrf),
+                    ("Sec-Fetch-Site", "same-site"),
+                ],
+                "cross_site",
+            ),
+            (
+                "Sec-Fetch-Site cross-site",
+                vec![
+                    ("Cookie", &cookie),
+                    ("x-csrf-token", &csrf),
+                    ("Sec-Fetch-Site", "cross-site"),
+                ],
+                "cross_site",
+            ),
+            (
+                "another port's Origin",
+                vec![
+                    ("Cookie", &cookie),
+                    ("x-csrf-token", &csrf),
+                    ("Origin", other),
+                ],
+                "cross_site",
+            ),
+            (
+                "a second console cookie",
+                vec![("Cookie", &two), ("x-csrf-token", &csrf)],
+                "two_cookies",
+            ),
+            (
+                "a second console cookie before it",
+                vec![("Cookie", &twice), ("x-csrf-token", &csrf)],
+                "two_cookies",
+            ),
+        ];
+        for (what, headers, rule) in cases {
+            let r = request(&gw.addr, "GET", &format!("/ui/api/{path}"), &headers, None).await;
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (403, "forbidden"),
+                "{path}, {what}: {}",
+                r.body
+            );
+            assert_eq!(
+                r.json()["error"]["details"]["rule"],
+                rule,
+                "{path}, {what}: {}",
+                r.body
+            );
+        }
+    }
+    // The event stream takes its token in the query (EventSource sends no headers).
+    let r = request(
+        &gw.addr,
+        "GET",
+        "/ui/api/events?csrf=nope",
+        &[("Cookie", &cookie)],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let mut stream = events(&gw, &cookie, &csrf).await;
+    notice(&mut stream, "sessions").await;
+    drop(stream);
+    // The app's page itself, with two console cookies: refused too (not resolved).
+    let page = request(&gw.addr, "GET", "/ui/", &[("Cookie", &two)], None).await;
+    assert_ne!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("gsv-csrf"), "{}", page.body);
+
+    // A change from another port, even with the token, does nothing.
+    let r = request(
+        &gw.addr,
+        "POST",
+        &format!("/ui/api/sessions/lab/{session}/kill"),
+        &[
+            ("Cookie", &cookie),
+            ("x-csrf-token", &csrf),
+            ("Sec-Fetch-Site", "same-site"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+
+    // The login link: a GET shows a page and changes nothing; only a POST from the
+    // gateway's own origin redeems it.
+    let link = login_link(&gw);
+    for _ in 0..2 {
+        let page = request(&gw.addr, "GET", path_of(&link), &[], None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.header("set-cookie").is_none(), "{:?}", page.headers);
+        assert!(page.body.contains("method=\"post\""), "{}", page.body);
+        assert!(!page.body.contains("<script>"), "no inline script");
+    }
+    let body = format!("code={}", code_of(&link));
+    for (what, headers) in [
+        ("another port's Origin", vec![("Origin", other)]),
+        (
+            "Sec-Fetch-Site same-site",
+            vec![("Sec-Fetch-Site", "same-site")],
+        ),
+        ("Origin null", vec![("Origin", "null")]),
+    ] {
+        let r = request(&gw.addr, "POST", "/ui/login", &headers, Some(&body)).await;
+        assert_eq!(r.status, 403, "{what}: {}", r.body);
+        assert!(r.header("set-cookie").is_none(), "{what}");
+    }
+    let (fresh, fresh_csrf) = sign_in_link(&gw, &link).await;
+    assert_eq!(
+        read(&gw, &fresh, &fresh_csrf, "me").await.json()["role"],
+        "admin"
+    );
+
+    // None of the refused requests made a call or an audit row.
+    only_the_good_read_was_audited(&gw, CONSOLE_ADMIN).await;
+}
+
+/// A refused request: what it lacks, its headers, and the rule it breaks.
+type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+
+/// A tiny web server on another loopback port: every request gets `html`.
+async fn attacker_site(html: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+/// The attacker's page: many GETs at the console's API (img, script, fetch no-cors
+/// with credentials, EventSource), form posts (a kill, the viewer's login code), and
+/// console cookies planted with more specific paths (again once its requests are
+/// answered: the gateway's refusals clear them).
+fn attacker_html(gw: &str, session: &str, viewer_code: &str) -> String {
+    format!(
+        r#"<!doctype html><html><body><h1>cat pictures</h1>
+<iframe name="sink" style="display:none"></iframe>
+<form id="kill" method="post" target="sink" action="{gw}/ui/api/sessions/lab/{session}/kill"><input name="x" value="1"></form>
+<form id="login" method="post" target="sink" action="{gw}/ui/login"><input name="code" value="{viewer_code}"></form>
+<script>
+window.attackFired = 0; window.attackDone = false;
+function plant() {{
+  document.cookie = "gsv_console=ATTACKER; path=/ui/api";
+  document.cookie = "gsv_console=ATTACKER2; path=/ui/api/me";
+  document.cookie = "gsv_console_guess=ATTACKER3; path=/ui/api/approvals";
+}}
+plant();
+const gw = "{gw}";
+const paths = ["/ui/api/sessions", "/ui/api/sessions/lab/{session}/log", "/ui/api/approvals", "/ui/api/me"];
+const pending = [];
+for (let i = 0; i < 20; i++) {{
+  for (const p of paths) {{
+    const u = gw + p + "?n=" + i;
+    pending.push(new Promise((done) => {{ const img = new Image(); img.onload = img.onerror = done; img.src = u + "&img"; }}));
+    pending.push(new Promise((done) => {{ const s = document.createElement("script"); s.onload = s.onerror = done; s.src = u + "&script"; document.body.appendChild(s); }}));
+    pending.push(fetch(u + "&fetch", {{ mode: "no-cors", credentials: "include" }}).catch(() => null));
+    window.attackFired += 3;
+  }}
+}}
+try {{ new EventSource(gw + "/ui/api/events", {{ withCredentials: true }}); }} catch (_) {{}}
+document.getElementById("kill").submit();
+setTimeout(() => document.getElementById("login").submit(), 300);
+const bound = new Promise((done) => setTimeout(done, 15000));
+// Planted again at the end: the gateway clears them from its refusals' answers.
+Promise.race([Promise.all(pending), bound]).then(() => setTimeout(() => {{ plant(); window.attackDone = true; }}, 1000));
+</script></body></html>"#
+    )
+}
+
+#[tokio::test]
+async fn a_page_on_another_port_cannot_use_the_admins_console() {
+    let Some(python) = browser_tools() else {
+        return;
+    };
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("console-attack-ws");
+    let _lab = gw.node("lab", ws.path()).await;
+    let agent = gw.agent().await;
+    let session = background_session(&agent).await;
+    let viewer = gw.token(&["operator", "mallory", "--role", "viewer"]);
+    let viewer_link = login_link_with(&gw, &viewer).await;
+    let viewer_from_page = login_link_with(&gw, &viewer).await;
+    let attacker = attacker_site(attacker_html(
+        &gw.url(),
+        &session,
+        code_of(&viewer_from_page),
+    ))
+    .await;
+    let work = TempDir::new("console-attack");
+    let shots = work.path().join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let config = json!({
+        "part": "another-port",
+        "login": login_link(&gw),
+        "viewerLogin": viewer_link,
+        "attacker": attacker,
+        "base": gw.url(),
+        "screenshots": shots,
+    });
+    let config_path = work.path().join("config.json");
+    std::fs::write(&config_path, config.to_string()).expect("config");
+    assert_eq!(
+        run_script(&python, "attack.py", &config_path).await,
+        0,
+        "tests/console/attack.py another-port failed (its output is above)"
+    );
+    // The session the attacker's page tried to kill still runs.
+    let listed = agent
+        .call("lab__Process", json!({"action": "list"}), None)
+        .await
+        .expect("list");
+    let listed = serde_json::to_string(&listed.structured_content).unwrap_or_default();
+    assert!(listed.contains("\"status\":\"running\""), "{listed}");
+    // The viewer's codes were never redeemed: each still signs in (once).
+    sign_in_link(&gw, &viewer_link).await;
+    sign_in_link(&gw, &viewer_from_page).await;
+    // No call and no audit row as the admin's console came of the attack.
+    only_the_good_read_was_audited(&gw, CONSOLE_ADMIN).await;
+}
+
+#[tokio::test]
+async fn hidden_characters_show_escaped_in_the_browser() {
+    let Some(python) = browser_tools() else {
+        return;
+    };
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("console-hidden-ws");
+    let _lab = gw.node("lab", ws.path()).await;
+    let work = TempDir::new("console-hidden");
+    let careful = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "lab__Bash",
+        "--confirm",
+        "lab__Write",
+        "--confirm",
+        "lab__Echo",
+    ]);
+    // A command that reads as a harmless echo when drawn, and runs `touch` if approved.
+    let command = "echo \"\u{202E} \" ; touch pwned_bidi ; echo \"\u{2066}#\u{2069}\"";
+    let (mut bash, _, _) = spawn_call(
+        &gw,
+        &careful,
+        "lab__Bash",
+        &json!({ "command": command }),
+        work.path(),
+        "bash",
+    );
+    // A put whose agent-given source name reverses what follows it.
+    let agent = std::sync::Arc::new(gw.agent_with(&careful).await);
+    let src = work.path().join("report\u{202E}txt.exe");
+    std::fs::write(&src, b"not wanted").expect("write");
+    let a = agent.clone();
+    let put = tokio::spawn(async move { a.put_file("lab", &src, "dest.bin", |_, _| {}).await });
+    // A 200 000-character argument.
+    let big_chars = 200_000;
+    let big = format!(
+        "BIGARG{}BIGEND",
+        "x".repeat(big_chars - "BIGARG".len() - "BIGEND".len())
+    );
+    agent
+        .call_async("lab__Echo", json!({ "text": big }), None)
+        .await
+        .expect("the long call waits");
+    let shots = work.path().join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let config = json!({
+        "part": "hidden",
+        "login": login_link(&gw),
+        "base": gw.url(),
+        "screenshots": shots,
+        "bashMarker": "pwned_bidi",
+        "putMarker": "report",
+        "bigMarker": "BIGARG",
+        "bigEnd": "BIGEND",
+        "bigChars": big_chars,
+        "argMax": 4000,
+    });
+    let config_path = work.path().join("config.json");
+    std::fs::write(&config_path, config.to_string()).expect("config");
+    assert_eq!(
+        run_script(&python, "attack.py", &config_path).await,
+        0,
+        "tests/console/attack.py hidden failed (its output is above)"
+    );
+    assert_eq!(exit_of(&mut bash).await, 5, "the denied Bash call exits 5");
+    assert!(!ws.path().join("pwned_bidi").exists(), "touch never ran");
+    put.abort();
 }

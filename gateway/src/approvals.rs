@@ -38,22 +38,27 @@ pub struct NewRequest {
     pub plan: Option<String>,
     /// A fan-out's request: the nodes it covers ([`ApprovalRequest::nodes`]).
     pub nodes: Vec<String>,
-    /// The call's arguments as canonical JSON ([`ApprovalRequest::args`]); `None`
-    /// when over [`MAX_SHOWN_ARGS_BYTES`].
+    /// The call's arguments as canonical JSON, whatever their size: lists and events
+    /// carry them ([`ApprovalRequest::args`]) up to [`MAX_SHOWN_ARGS_BYTES`], the
+    /// console's page whole ([`Approvals::args_of`]).
     pub args: Option<String>,
 }
 
-/// The largest canonical arguments a request carries for operators to read (64 KiB);
-/// larger ones (a big Write) are shown by their summary, which names every argument
-/// and cuts long strings visibly.
+/// The largest canonical arguments a listed request carries for operators to read
+/// (64 KiB); larger ones (a big Write) are shown by their summary, which names every
+/// argument and cuts long strings visibly, and whole by [`Approvals::args_of`].
 pub const MAX_SHOWN_ARGS_BYTES: usize = 64 * 1024;
 
 /// The canonical JSON of `args` for [`NewRequest::args`]: object keys sorted (the form
-/// the arguments hash is taken of), `None` when over [`MAX_SHOWN_ARGS_BYTES`].
+/// the arguments hash is taken of).
 pub fn shown_args(args: &serde_json::Value) -> Option<String> {
-    serde_json::to_string(args)
-        .ok()
-        .filter(|t| t.len() <= MAX_SHOWN_ARGS_BYTES)
+    serde_json::to_string(args).ok()
+}
+
+/// `args` if it is small enough to carry in a list or an event.
+fn listed(args: Option<&str>) -> Option<String> {
+    args.filter(|t| t.len() <= MAX_SHOWN_ARGS_BYTES)
+        .map(str::to_owned)
 }
 
 /// The approval queue of one gateway.
@@ -73,8 +78,9 @@ pub struct Approvals {
 struct Waiter {
     token_id: String,
     tx: oneshot::Sender<Verdict>,
-    /// The call's arguments for operators to read. Kept in memory only, while the call
-    /// waits: the database keeps their hash, as the audit log does.
+    /// The call's arguments for operators to read, whole. Kept in memory only, while
+    /// the call waits (which holds them anyway): the database keeps their hash, as the
+    /// audit log does.
     args: Option<Arc<str>>,
 }
 
@@ -177,7 +183,7 @@ impl Approvals {
             state: "pending".into(),
             decided_at: None,
             decided_by: None,
-            args: req.args,
+            args: listed(req.args.as_deref()),
         };
         let (tx, rx) = oneshot::channel();
         self.waiters.insert(
@@ -185,7 +191,7 @@ impl Approvals {
             Waiter {
                 token_id,
                 tx,
-                args: request.args.as_deref().map(Arc::from),
+                args: req.args.map(Arc::from),
             },
         );
         drop(admit);
@@ -359,8 +365,63 @@ impl Approvals {
             r.args = self
                 .waiters
                 .get(&r.id)
-                .and_then(|w| w.args.as_deref().map(str::to_owned));
+                .and_then(|w| listed(w.args.as_deref()));
         }
         Ok(page)
+    }
+
+    /// Every argument of request `id` while its call waits on this gateway, whatever
+    /// their size.
+    pub fn args_of(&self, id: &str) -> Option<Arc<str>> {
+        self.waiters
+            .get(id)
+            .filter(|w| !w.tx.is_closed())
+            .and_then(|w| w.args.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(args: Option<String>) -> NewRequest {
+        NewRequest {
+            agent: "careful".into(),
+            token_id: "t1".into(),
+            node: "lab".into(),
+            tool: "Echo".into(),
+            args_hash: "h".into(),
+            summary: "s".into(),
+            reason: "r".into(),
+            plan: None,
+            nodes: Vec::new(),
+            args,
+        }
+    }
+
+    #[tokio::test]
+    async fn large_arguments_stay_out_of_lists_but_are_kept_whole_for_the_console() {
+        let dir = std::env::temp_dir().join(format!("gsv-approvals-{}", uuid::Uuid::new_v4()));
+        let store = Arc::new(Store::open(&dir).expect("open"));
+        let approvals = Approvals::new(store, DEFAULT_TTL);
+        let big = shown_args(&serde_json::json!({ "text": "x".repeat(200_000) }));
+        let small = shown_args(&serde_json::json!({ "text": "hi" }));
+        let (b, _brx) = approvals.open(asked(big.clone())).await.expect("open");
+        let (s, _srx) = approvals.open(asked(small.clone())).await.expect("open");
+        assert!(b.args.is_none(), "over 64 KiB: not in the request's event");
+        assert_eq!(s.args, small);
+        let page = approvals.list(ListQuery::default()).await.expect("list");
+        let listed = |id: &str| page.approvals.iter().find(|r| r.id == id).cloned();
+        assert!(listed(&b.id).expect("listed").args.is_none());
+        assert_eq!(listed(&s.id).expect("listed").args, small);
+        assert_eq!(approvals.args_of(&b.id).as_deref(), big.as_deref(), "whole");
+        assert_eq!(approvals.args_of(&s.id).as_deref(), small.as_deref());
+        assert!(approvals.args_of("nope").is_none());
+        approvals.expire(&b.id).await;
+        assert!(
+            approvals.args_of(&b.id).is_none(),
+            "gone with the waiting call"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

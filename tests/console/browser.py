@@ -8,7 +8,8 @@ waiting for approval, a background session and a token to revoke, then runs
     .venv/bin/python tests/console/browser.py CONFIG.json
 
 CONFIG holds the one-time login link, what to look for, and where to save the
-screenshots. The script logs in (and checks that the link works only once), looks at
+screenshots. The script logs in (the link's page asks, "Sign in" posts the code; the
+link works only once), looks at
 the nodes and the hostile node's tools, approves one waiting call and denies the
 other, kills the background session, revokes the token, creates a token, and checks
 on every page that hostile strings are shown as text: the literal text is visible,
@@ -133,6 +134,20 @@ def shot(driver, config, name):
     driver.save_screenshot(path)
 
 
+def sign_in(driver, link):
+    """Opens a one-time login link and presses its "Sign in" button (the link itself
+    signs no one in); waits for the app."""
+    driver.get(link)
+    wait_for(
+        driver,
+        "the sign-in page or the app",
+        lambda d: d.find_elements(By.ID, "sign-in") or d.find_elements(By.ID, "whoami"),
+    )
+    if driver.find_elements(By.ID, "sign-in"):
+        click(driver, "Sign in", "#sign-in")
+    wait_for(driver, "the app after login", lambda d: d.find_elements(By.ID, "whoami") and js_text(d, "#whoami"))
+
+
 def go(driver, config, page):
     driver.get(config["base"] + "/ui/#/" + page)
 
@@ -144,11 +159,11 @@ def main():
     driver = browser()
     try:
         # The one-time link signs in once.
-        driver.get(config["login"])
-        wait_for(driver, "the app after login", lambda d: d.current_url.endswith("/ui/") or "#/" in d.current_url)
+        sign_in(driver, config["login"])
         wait_for(driver, "the nodes table", lambda d: d.find_elements(By.CSS_SELECTOR, "tr.node"))
-        cookies = [c for c in driver.get_cookies() if c["name"] == "gsv_console"]
-        assert cookies and cookies[0]["httpOnly"], cookies
+        cookies = [c for c in driver.get_cookies() if c["name"].startswith("gsv_console")]
+        assert len(cookies) == 1 and cookies[0]["httpOnly"], cookies
+        assert len(cookies[0]["name"]) > len("gsv_console_") + 16, "a per-gateway name: %r" % cookies
         assert driver.execute_script("return document.cookie") == "", "the cookie is HttpOnly"
 
         # Nodes: both listed; the hostile node's tool shown as text.

@@ -122,6 +122,18 @@ impl Codes {
         }
     }
 
+    /// What `code` would grant, without using it: for the login page, which names the
+    /// session the button would open (a GET changes nothing).
+    pub fn peek(&self, code: &str) -> Result<Grant, Refused> {
+        let now = Instant::now();
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(&digest(code)) {
+            None => Err(Refused::Unknown),
+            Some(p) if p.expires <= now => Err(Refused::Expired),
+            Some(p) => Ok(p.grant.clone()),
+        }
+    }
+
     /// Makes every outstanding code expire now (tests).
     #[cfg(test)]
     fn age_all(&self) {
@@ -170,7 +182,10 @@ mod tests {
         let codes = Codes::default();
         let c = codes.mint(grant()).expect("minted");
         assert!(c.len() >= 43, "256 bits: {c}");
+        assert_eq!(codes.peek(&c).expect("a look").token_id, "t1");
+        assert_eq!(codes.peek(&c).expect("looking uses nothing").token_id, "t1");
         assert_eq!(codes.redeem(&c).expect("first use").token_id, "t1");
+        assert_eq!(codes.peek(&c).err(), Some(Refused::Unknown));
         assert_eq!(codes.redeem(&c).err(), Some(Refused::Unknown));
         assert_eq!(codes.redeem("nope").err(), Some(Refused::Unknown));
         for i in 0..MAX_CODES {
@@ -187,6 +202,7 @@ mod tests {
         // Swept on the next mint or redeem; this one is found expired first.
         let map_has = codes.map.lock().map(|m| m.len()).unwrap_or(0);
         assert_eq!(map_has, 1);
+        assert_eq!(codes.peek(&c).err(), Some(Refused::Expired));
         assert_eq!(codes.redeem(&c).err(), Some(Refused::Expired));
     }
 }

@@ -1,8 +1,11 @@
 //! Why the console refused a request: each variant's wire code (and so its HTTP
 //! status) is fixed here, like every other gateway error ([`crate::error::WireError`]).
+//! A request refused for where it came from also names the rule it broke in
+//! `details.rule` (`bad_csrf`, `cross_site`, `two_cookies`): stable, for the page and
+//! for tests to tell them apart under the one code `forbidden`.
 
 use crate::error::WireError;
-use gsv_protocol::ErrorCode;
+use gsv_protocol::{ErrorCode, ErrorDetails};
 use thiserror::Error;
 
 /// A refused console request.
@@ -10,10 +13,12 @@ use thiserror::Error;
 pub enum ConsoleError {
     #[error("not signed in to the console: run `gsv ui` for a login link")]
     NoSession,
-    #[error("the request lacks the session's x-csrf-token")]
+    #[error("the request lacks the session's CSRF token")]
     BadCsrf,
-    #[error("cross-site request refused (Origin {origin:?})")]
-    CrossSite { origin: String },
+    #[error("request from another site or port refused ({why})")]
+    CrossSite { why: String },
+    #[error("the request carries more than one gsv console cookie (another page on this host planted one); it was refused and the extra cookies cleared: reload the page")]
+    TwoCookies,
     #[error("{what} needs the {needs} console role")]
     Role {
         what: &'static str,
@@ -45,6 +50,7 @@ impl WireError for ConsoleError {
             ConsoleError::NoSession => ErrorCode::Unauthorized,
             ConsoleError::BadCsrf
             | ConsoleError::CrossSite { .. }
+            | ConsoleError::TwoCookies
             | ConsoleError::Role { .. }
             | ConsoleError::AgentToken => ErrorCode::Forbidden,
             ConsoleError::TooManyCodes | ConsoleError::TooManyStreams => ErrorCode::Overloaded,
@@ -54,6 +60,16 @@ impl WireError for ConsoleError {
             ConsoleError::NotFound { .. } => ErrorCode::NotFound,
             ConsoleError::Task(_) | ConsoleError::Store(_) => ErrorCode::Internal,
         }
+    }
+
+    fn details(&self) -> Option<ErrorDetails> {
+        let rule = match self {
+            ConsoleError::BadCsrf => "bad_csrf",
+            ConsoleError::CrossSite { .. } => "cross_site",
+            ConsoleError::TwoCookies => "two_cookies",
+            _ => return None,
+        };
+        Some(ErrorDetails::Rule { rule: rule.into() })
     }
 }
 
@@ -66,7 +82,8 @@ mod tests {
         let cases = [
             (ConsoleError::NoSession, 401),
             (ConsoleError::BadCsrf, 403),
-            (ConsoleError::CrossSite { origin: "x".into() }, 403),
+            (ConsoleError::CrossSite { why: "x".into() }, 403),
+            (ConsoleError::TwoCookies, 403),
             (
                 ConsoleError::Role {
                     what: "x",
@@ -97,5 +114,16 @@ mod tests {
             assert_eq!(e.status().as_u16(), status, "{e}");
         }
         assert_eq!(ConsoleError::BadCsrf.to_shape().code, ErrorCode::Forbidden);
+        for (e, rule) in [
+            (ConsoleError::BadCsrf, "bad_csrf"),
+            (ConsoleError::CrossSite { why: "x".into() }, "cross_site"),
+            (ConsoleError::TwoCookies, "two_cookies"),
+        ] {
+            assert_eq!(
+                e.to_shape().details,
+                Some(serde_json::json!({ "rule": rule }))
+            );
+        }
+        assert!(ConsoleError::NoSession.to_shape().details.is_none());
     }
 }

@@ -1,5 +1,7 @@
-//! Live updates for open console pages: `GET /ui/api/events`, a Server-Sent Events
-//! stream of small "this list changed" notices; the page refetches what it shows.
+//! Live updates for open console pages: `GET /ui/api/events?csrf=TOKEN`, a Server-Sent
+//! Events stream of small "this list changed" notices; the page refetches what it
+//! shows. `EventSource` cannot send headers, so the session's CSRF token comes in the
+//! query string, checked like the header ([`guard::proven`], constant time).
 //!
 //! One broadcast channel for the whole gateway ([`CHANNEL`] notices deep): a slow
 //! page misses notices rather than hold memory, and is told to refetch everything
@@ -13,7 +15,7 @@
 use super::{guard, ConsoleError};
 use crate::auth::ApiError;
 use crate::state::Shared;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -141,13 +143,26 @@ impl Reader {
     }
 }
 
-/// `GET /ui/api/events`.
+#[derive(serde::Deserialize, Default)]
+pub struct StreamQuery {
+    /// The session's CSRF token (`EventSource` cannot send headers).
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `GET /ui/api/events?csrf=TOKEN`.
 pub async fn stream(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    query: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let session = guard::session(&shared, &headers).await?;
-    let cookie = guard::cookie(&headers).unwrap_or_default().to_owned();
+    let sent = query.map(|Query(q)| q.csrf).unwrap_or_default();
+    let session = guard::proven(&shared, &headers, &sent).await?;
+    let cookie = guard::cookie(&headers, shared.console.cookie_name())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .to_owned();
     let events = &shared.console.events;
     let taken = events
         .streams

@@ -4,10 +4,12 @@
 //! Nothing here decides anything new: every page reads and acts through the same
 //! functions as the CLI and the admin API (inventory, approvals, jobs, tokens, audit,
 //! the router for `Process` calls). What the console adds is the browser's side of
-//! safety: one-time login codes instead of a token in a URL ([`codes`]), cookie
-//! sessions with a CSRF token each ([`sessions`], [`guard`]), a strict
-//! Content-Security-Policy on every response, and a page that renders every string
-//! it gets as text.
+//! safety: one-time login codes instead of a token in a URL ([`codes`]), redeemed only
+//! by a `POST` from the gateway's own page ([`pages`]: no GET signs anyone in), cookie
+//! sessions under a per-gateway cookie name with a CSRF token each ([`sessions`]),
+//! proof of origin on every API request, reads included ([`guard`]), a strict
+//! Content-Security-Policy on every response, and a page that renders every string it
+//! gets as text, through the one display rule of [`gsv_protocol::display`].
 
 mod actions;
 mod codes;
@@ -31,15 +33,15 @@ use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// The cookie that carries a console session.
-pub const COOKIE: &str = "gsv_console";
-
 /// The console's state in [`Shared`].
 pub struct Console {
     /// `http(s)://ADDR` of the gateway: where login links and webhook links point.
     base: String,
     /// The gateway serves TLS: cookies are `Secure`.
     secure: bool,
+    /// The session cookie's name: `gsv_console_` and 128 random bits, new each start
+    /// (sessions live in memory and end with the process anyway).
+    cookie: String,
     codes: codes::Codes,
     sessions: sessions::Sessions,
     events: events::Events,
@@ -49,9 +51,16 @@ impl Console {
     /// The console of a gateway reached at `base` (`http(s)://ADDR`), its login codes
     /// valid `code_ttl`.
     pub fn new(base: String, secure: bool, code_ttl: std::time::Duration) -> Console {
+        let bytes: [u8; 16] = rand::RngExt::random(&mut rand::rng());
+        let cookie = format!(
+            "{}_{}",
+            guard::COOKIE_PREFIX,
+            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
         Console {
             base,
             secure,
+            cookie,
             codes: codes::Codes::new(code_ttl),
             sessions: Default::default(),
             events: events::Events::new(),
@@ -67,6 +76,11 @@ impl Console {
     /// `http(s)://ADDR`.
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The name of the cookie that carries a console session on this gateway.
+    pub fn cookie_name(&self) -> &str {
+        &self.cookie
     }
 
     /// The console's page of one approval request (the webhook's `console` link).
@@ -157,11 +171,11 @@ fn mint_at(
 
 /// The console's routes: `POST /v1/ui/login-codes` (Bearer) and everything under
 /// `/ui` (cookie), the latter with the console's security headers.
-pub fn router(_shared: Arc<Shared>) -> Router<Arc<Shared>> {
+pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
     let ui = Router::new()
         .route("/ui", get(pages::to_index))
         .route("/ui/", get(pages::index))
-        .route("/ui/login", get(pages::login))
+        .route("/ui/login", get(pages::login_page).post(pages::login))
         .route("/ui/logout", post(pages::logout))
         .route("/ui/app.js", get(pages::script))
         .route("/ui/app.css", get(pages::style))
@@ -170,6 +184,7 @@ pub fn router(_shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/api/nodes/{id}", get(reads::node))
         .route("/ui/api/approvals", get(reads::approvals))
         .route("/ui/api/approvals/{id}", post(actions::decide))
+        .route("/ui/api/approvals/{id}/args", get(reads::approval_args))
         .route("/ui/api/sessions", get(reads::sessions))
         .route("/ui/api/sessions/{node}/{id}/log", get(reads::session_log))
         .route("/ui/api/sessions/{node}/{id}/kill", post(actions::kill))
@@ -182,7 +197,10 @@ pub fn router(_shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/api/jobs", get(reads::jobs))
         .route("/ui/api/jobs/{id}", get(reads::job))
         .route("/ui/api/events", get(events::stream))
-        .layer(axum::middleware::from_fn(guard::security_headers));
+        .layer(axum::middleware::from_fn_with_state(
+            shared,
+            guard::security_headers,
+        ));
     Router::new()
         .route("/v1/ui/login-codes", post(pages::login_codes))
         .merge(ui)

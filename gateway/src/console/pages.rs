@@ -1,9 +1,17 @@
 //! The console's pages: the embedded app (HTML, script, stylesheet, compiled into the
 //! binary: no build step, no CDN), the login-code exchange, and the Bearer endpoint
 //! that mints login codes for `gsv ui`.
+//!
+//! No GET changes anything: a login link (`GET /ui/login?code=`) shows a page that
+//! names the session it would open and has a "Sign in" button; only its form's `POST`
+//! (from the gateway's own origin) uses the code and sets the cookie. What the page
+//! needs from the gateway is put into the served text, never as inline script (the
+//! CSP forbids it): the session's CSRF token as a `<meta>` of the app's HTML (only the
+//! gateway's own origin can read it), and the display rule's table
+//! ([`gsv_protocol::display::HIDDEN`]) into `app.js`.
 
 use super::codes::Refused;
-use super::{guard, mint_at, Role, COOKIE};
+use super::{guard, mint_at, ConsoleError, Role};
 use crate::auth::{authorize, ApiError};
 use crate::state::Shared;
 use axum::extract::{ConnectInfo, Query, State};
@@ -11,11 +19,27 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
+const LOGIN: &str = include_str!("assets/login.html");
+
+/// Where `app.js` takes the display rule's table.
+const HIDDEN_SLOT: &str = "/*GSV_HIDDEN*/[]";
+/// Where the app's HTML takes the session's CSRF token.
+const CSRF_SLOT: &str = "{{CSRF}}";
+
+/// `app.js` with [`gsv_protocol::display::HIDDEN`] in it: one list, in Rust.
+static SCRIPT_SERVED: LazyLock<String> = LazyLock::new(|| {
+    let ranges: Vec<[u32; 2]> = gsv_protocol::display::HIDDEN
+        .iter()
+        .map(|&(lo, hi)| [lo, hi])
+        .collect();
+    let table = serde_json::to_string(&ranges).unwrap_or_else(|_| "[]".into());
+    SCRIPT.replacen(HIDDEN_SLOT, &table, 1)
+});
 
 /// What an unauthenticated visitor of `/ui/` sees.
 const SIGNED_OUT: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>gsv console</h1><p>You are not signed in. On the gateway's machine, run</p><pre>gsv ui --open</pre><p>for a one-time login link (valid 5 minutes, usable once).</p></main></body></html>";
@@ -25,10 +49,21 @@ pub async fn to_index() -> Redirect {
     Redirect::permanent("/ui/")
 }
 
-/// `GET /ui/`: the app, or how to sign in.
+/// `GET /ui/`: the app with the session's CSRF token, or how to sign in.
 pub async fn index(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     match guard::session(&shared, &headers).await {
-        Ok(_) => Html(INDEX).into_response(),
+        // The token is URL-safe base64: nothing in it needs escaping in an attribute.
+        Ok(s)
+            if s.csrf
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)) =>
+        {
+            Html(INDEX.replacen(CSRF_SLOT, &s.csrf, 1)).into_response()
+        }
+        Ok(_) => (StatusCode::INTERNAL_SERVER_ERROR, Html(SIGNED_OUT)).into_response(),
+        Err(e @ ConsoleError::TwoCookies) => {
+            refused(StatusCode::FORBIDDEN, "Refused", &e.to_string())
+        }
         Err(_) => (StatusCode::UNAUTHORIZED, Html(SIGNED_OUT)).into_response(),
     }
 }
@@ -36,7 +71,7 @@ pub async fn index(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
 pub async fn script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        SCRIPT,
+        SCRIPT_SERVED.as_str(),
     )
         .into_response()
 }
@@ -45,12 +80,58 @@ pub async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
 }
 
-/// A plain page for a refused login.
-fn refused(status: StatusCode, why: &str) -> Response {
+/// Text for an HTML page: escaped for HTML, hidden characters shown (the display
+/// rule), at most `max` characters.
+fn html_text(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for c in gsv_protocol::display::shown(text, max).chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A plain page for a refused request (`why` is the gateway's own text).
+fn refused(status: StatusCode, title: &str, why: &str) -> Response {
+    let (title, why) = (html_text(title, 100), html_text(why, 500));
     let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>Login link refused</h1><p>{why}</p><p>Run <code>gsv ui --open</code> for a new one.</p></main></body></html>"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>gsv console</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/app.css\"></head><body><main class=\"signed-out\"><h1>{title}</h1><p>{why}</p><p>Run <code>gsv ui --open</code> for a new login link.</p></main></body></html>"
     );
     (status, Html(page)).into_response()
+}
+
+/// A refused login link.
+fn refused_link(status: StatusCode, why: &str) -> Response {
+    refused(status, "Login link refused", why)
+}
+
+/// The page for a code that cannot be used.
+fn refused_code(why: Refused) -> Response {
+    match why {
+        Refused::Expired => refused_link(StatusCode::GONE, "This login link has expired."),
+        Refused::Unknown => refused_link(
+            StatusCode::UNAUTHORIZED,
+            "This login link is unknown or was already used (each works once).",
+        ),
+    }
+}
+
+/// A login code as it may appear in a page: the URL-safe base64 that
+/// [`super::codes`] mints, at most 64 characters; anything else is unknown.
+fn plain_code(code: &str) -> Option<&str> {
+    let code = code.trim();
+    (!code.is_empty()
+        && code.len() <= 64
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)))
+    .then_some(code)
 }
 
 #[derive(serde::Deserialize)]
@@ -59,13 +140,68 @@ pub struct LoginQuery {
     code: String,
 }
 
-/// `GET /ui/login?code=...`: a valid code becomes a session cookie, once.
-pub async fn login(
+/// `GET /ui/login?code=...`: a page naming the session the code would open, with a
+/// "Sign in" button that posts it. Uses nothing, counts nothing, sets no cookie.
+pub async fn login_page(
     State(shared): State<Arc<Shared>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     query: Result<Query<LoginQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let code = query.map(|Query(q)| q.code).unwrap_or_default();
+    let Some(code) = plain_code(&code) else {
+        return refused_code(Refused::Unknown);
+    };
+    match shared.console.codes.peek(code) {
+        Ok(grant) => {
+            let who = html_text(&format!("{} {}", role_name(grant.role), grant.name), 100);
+            // Its form's POST must carry the page's own Origin (see guard's headers).
+            (
+                [(header::REFERRER_POLICY, "same-origin")],
+                // The code first: it is plain, so it cannot hold the other slot.
+                Html(
+                    LOGIN
+                        .replacen("{{CODE}}", code, 1)
+                        .replacen("{{WHO}}", &who, 1),
+                ),
+            )
+                .into_response()
+        }
+        Err(why) => refused_code(why),
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Admin => "admin",
+        Role::Approver => "approver",
+        Role::Viewer => "viewer",
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /ui/login` (form `code=...`, from the login page's button): from the gateway's
+/// own origin only, a valid code becomes a session cookie, once.
+pub async fn login(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    if let Err(e) = guard::proof_of_origin(&headers, shared.console.secure) {
+        tracing::warn!(%peer, "console login from another site or port refused");
+        return refused(
+            StatusCode::FORBIDDEN,
+            "Sign-in refused",
+            &format!("{e}: only the console's own login page may sign in."),
+        );
+    }
+    let code = serde_urlencoded::from_bytes::<LoginForm>(&bytes)
+        .map(|f| f.code)
+        .unwrap_or_default();
     let grant = match shared.console.codes.redeem(code.trim()) {
         Ok(g) => g,
         Err(why) => {
@@ -74,24 +210,18 @@ pub async fn login(
             shared.auth_limiter.failed(peer.ip());
             tracing::warn!(%peer, ?why, limited, "console login code refused");
             if limited {
-                return refused(
+                return refused_link(
                     StatusCode::TOO_MANY_REQUESTS,
                     "Too many refused logins from this address; wait a minute.",
                 );
             }
-            return match why {
-                Refused::Expired => refused(StatusCode::GONE, "This login link has expired."),
-                Refused::Unknown => refused(
-                    StatusCode::UNAUTHORIZED,
-                    "This login link is unknown or was already used (each works once).",
-                ),
-            };
+            return refused_code(why);
         }
     };
     match guard::token_live(&shared, &grant.token_id).await {
         Ok(true) => {}
         _ => {
-            return refused(
+            return refused_link(
                 StatusCode::UNAUTHORIZED,
                 "The token that made this link was revoked.",
             )
@@ -99,7 +229,7 @@ pub async fn login(
     }
     tracing::info!(%peer, role = ?grant.role, token_id = %grant.token_id, "console session opened");
     let cookie = shared.console.sessions.open(grant);
-    let set = session_cookie(&cookie, shared.console.secure);
+    let set = session_cookie(shared.console.cookie_name(), &cookie, shared.console.secure);
     let mut res = Redirect::to("/ui/").into_response();
     if let Ok(v) = HeaderValue::from_str(&set) {
         res.headers_mut().insert(header::SET_COOKIE, v);
@@ -109,9 +239,9 @@ pub async fn login(
 
 /// The `Set-Cookie` value of a new session: not readable by scripts, sent only with
 /// the gateway's own requests under `/ui`, and only over TLS when the gateway has it.
-fn session_cookie(value: &str, secure: bool) -> String {
+fn session_cookie(name: &str, value: &str, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
-    format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/ui{secure}")
+    format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/ui{secure}")
 }
 
 /// `POST /ui/logout`: ends the session (with its CSRF token, like any change).
@@ -120,14 +250,15 @@ pub async fn logout(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     guard::writer(&shared, &headers, |_| true, "signing out").await?;
-    if let Some(c) = guard::cookie(&headers) {
+    let name = shared.console.cookie_name();
+    if let Ok(Some(c)) = guard::cookie(&headers, name) {
         shared.console.sessions.close(c);
     }
     let mut res = StatusCode::NO_CONTENT.into_response();
-    res.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("gsv_console=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0"),
-    );
+    let clear = format!("{name}=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0");
+    if let Ok(v) = HeaderValue::from_str(&clear) {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
     Ok(res)
 }
 
@@ -171,13 +302,34 @@ mod tests {
     #[test]
     fn the_session_cookie_is_secure_with_tls() {
         assert_eq!(
-            super::session_cookie("v", false),
-            "gsv_console=v; HttpOnly; SameSite=Strict; Path=/ui"
+            super::session_cookie("gsv_console_k", "v", false),
+            "gsv_console_k=v; HttpOnly; SameSite=Strict; Path=/ui"
         );
         assert_eq!(
-            super::session_cookie("v", true),
-            "gsv_console=v; HttpOnly; SameSite=Strict; Path=/ui; Secure"
+            super::session_cookie("gsv_console_k", "v", true),
+            "gsv_console_k=v; HttpOnly; SameSite=Strict; Path=/ui; Secure"
         );
+    }
+
+    #[test]
+    fn the_login_page_takes_only_plain_codes_and_escapes_names() {
+        assert_eq!(super::plain_code(" Ab-_9 "), Some("Ab-_9"));
+        let long = "a".repeat(65);
+        for bad in ["", "a\"b", "<script>", "a b", long.as_str()] {
+            assert_eq!(super::plain_code(bad), None, "{bad}");
+        }
+        assert_eq!(
+            super::html_text("<b>\u{202e}&'\"", 100),
+            "&lt;b&gt;\\u{202e}&amp;&#39;&quot;"
+        );
+    }
+
+    #[test]
+    fn the_script_carries_the_display_rules_table() {
+        assert!(super::SCRIPT.contains(super::HIDDEN_SLOT));
+        assert!(!super::SCRIPT_SERVED.contains(super::HIDDEN_SLOT));
+        assert!(super::SCRIPT_SERVED.contains("[[0,31],[127,159],"));
+        assert!(super::INDEX.contains(super::CSRF_SLOT));
     }
 
     #[test]

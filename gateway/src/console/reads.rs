@@ -1,5 +1,7 @@
 //! The console's read-only API (`GET /ui/api/...`): every one open to every role, each
-//! a thin wrapper over the function the CLI and admin API use for the same list.
+//! a thin wrapper over the function the CLI and admin API use for the same list. Each
+//! proves its origin first ([`guard::reader`]): some reads (sessions, a session's log)
+//! are `Process` calls on nodes, audited as the session's operator.
 
 use super::{guard, ConsoleError};
 use crate::auth::ApiError;
@@ -33,22 +35,25 @@ const MAX_FILTER: usize = 200;
 #[serde(rename_all = "camelCase")]
 struct Me {
     role: super::Role,
+    /// Who the session acts as (`console:NAME`): shown in the page's header.
+    actor: String,
     csrf: String,
     can_decide: bool,
     can_manage: bool,
     version: &'static str,
 }
 
-/// `GET /ui/api/me`: the session's role and CSRF token.
+/// `GET /ui/api/me`: the session's role, who it acts as, and its CSRF token.
 pub async fn me(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let s = guard::session(&shared, &headers).await?;
+    let s = guard::reader(&shared, &headers).await?;
     Ok(Json(Me {
         role: s.role,
         can_decide: s.role.can_decide(),
         can_manage: s.role.can_manage(),
+        actor: s.actor,
         csrf: s.csrf,
         version: crate::VERSION,
     })
@@ -87,7 +92,7 @@ pub async fn nodes(
     headers: HeaderMap,
     q: QueryResult<NodesQuery>,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    guard::reader(&shared, &headers).await?;
     let q = query(q)?;
     let selector = q
         .select
@@ -147,7 +152,7 @@ pub async fn node(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    guard::reader(&shared, &headers).await?;
     let detail = crate::agent_session::show_node(&shared, &Policy::full_access(), &id)?;
     let set = shared.registry.tool_set(&id);
     let tools: Vec<ToolView> = detail
@@ -176,9 +181,29 @@ pub async fn approvals(
     headers: HeaderMap,
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    guard::reader(&shared, &headers).await?;
     let page = crate::cluster::approvals::list_everywhere(&shared, query(q)?).await?;
     Ok(Json(page).into_response())
+}
+
+/// `GET /ui/api/approvals/{id}/args`: every argument of a call still waiting on this
+/// gateway, as the canonical JSON its hash is taken of, whatever its size (lists carry
+/// them only up to [`crate::approvals::MAX_SHOWN_ARGS_BYTES`]); the page cuts long
+/// values visibly and shows them whole on request.
+pub async fn approval_args(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    guard::reader(&shared, &headers).await?;
+    let args = shared
+        .approvals
+        .args_of(&id)
+        .ok_or_else(|| ConsoleError::NotFound {
+            what: "pending approval request on this gateway",
+            id: gsv_protocol::display::shown(&id, 64).into_owned(),
+        })?;
+    Ok(Json(serde_json::json!({ "id": id, "args": &*args })).into_response())
 }
 
 /// The caller the console's `Process` calls are made as: the session's role as the
@@ -205,7 +230,7 @@ pub async fn sessions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = guard::session(&shared, &headers).await?;
+    let session = guard::reader(&shared, &headers).await?;
     let policy = Policy::full_access();
     let caller = caller(&session, &policy);
     let page = crate::process_sessions::gather(&shared, &caller).await;
@@ -228,7 +253,7 @@ pub async fn session_log(
     Path((node, id)): Path<(String, String)>,
     q: QueryResult<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let session = guard::session(&shared, &headers).await?;
+    let session = guard::reader(&shared, &headers).await?;
     let q = query(q)?;
     let mut args = serde_json::json!({"action": "log", "sessionId": id});
     if let Some(o) = q.offset {
@@ -279,7 +304,7 @@ pub async fn audit(
     headers: HeaderMap,
     q: QueryResult<AuditQuery>,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    guard::reader(&shared, &headers).await?;
     let q = query(q)?;
     let text =
         q.q.map(|t| t.trim().chars().take(MAX_FILTER).collect::<String>())
@@ -308,7 +333,7 @@ pub async fn tokens(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::session(&shared, &headers).await?;
+    guard::reader(&shared, &headers).await?;
     let list = shared
         .store
         .blocking(|s| s.list_tokens())
@@ -334,7 +359,7 @@ pub async fn jobs(
     headers: HeaderMap,
     q: QueryResult<gsv_protocol::job::JobsListParams>,
 ) -> Result<Response, ApiError> {
-    let session = guard::session(&shared, &headers).await?;
+    let session = guard::reader(&shared, &headers).await?;
     let page = crate::jobs::list(&shared, reader(&session.token_id), query(q)?).await?;
     Ok(Json(page).into_response())
 }
@@ -345,7 +370,7 @@ pub async fn job(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let session = guard::session(&shared, &headers).await?;
+    let session = guard::reader(&shared, &headers).await?;
     let job = crate::jobs::get(&shared, reader(&session.token_id), &id).await?;
     Ok(Json(job).into_response())
 }

@@ -1,10 +1,19 @@
 // gsv console: a single-page app over /ui/api, no framework, no build step.
 //
-// Safety rule of this file: every string that came from the gateway (and so maybe
+// Safety rules of this file: every string that came from the gateway (and so maybe
 // from an agent or a node) reaches the page as text only: through el()'s children
 // (document.createTextNode) or .textContent. Nothing here assigns innerHTML,
-// outerHTML or uses insertAdjacentHTML / document.write.
+// outerHTML or uses insertAdjacentHTML / document.write. And every such string is
+// drawn by the one display rule (shown, shownBlock, argsView below): add() puts each
+// string child through shown(), so a bidi override or a zero-width character shows as
+// a marked escape and a long value is cut with a visible count; raw() is only for our
+// own text.
+//
+// Every request carries the session's CSRF token (reads too: some make calls on
+// nodes), which the gateway puts into the app's HTML (<meta name="gsv-csrf">).
 "use strict";
+
+const CSRF = (document.querySelector("meta[name=\"gsv-csrf\"]") || {}).content || "";
 
 const state = {
   me: null,
@@ -24,7 +33,7 @@ function el(tag, props, ...kids) {
   for (const [k, v] of Object.entries(props || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === "class") e.className = v;
-    else if (k === "text") e.textContent = String(v);
+    else if (k === "text") add(e, String(v));
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (k === "dataset") Object.assign(e.dataset, v);
     else e.setAttribute(k, v === true ? "" : String(v));
@@ -32,11 +41,12 @@ function el(tag, props, ...kids) {
   return add(e, kids);
 }
 
-/** Appends children (arrays flattened, strings as text) to `parent`. */
+/** Appends children (arrays flattened) to `parent`; strings as text, by the display
+ * rule (shown). */
 function add(parent, ...kids) {
   for (const kid of kids.flat(Infinity)) {
     if (kid === undefined || kid === null || kid === false) continue;
-    parent.appendChild(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    parent.appendChild(kid instanceof Node ? kid : shown(String(kid)));
   }
   return parent;
 }
@@ -65,19 +75,185 @@ function left(ms) {
   return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
 }
 
-/** JSON text indented for reading (as it is when it does not parse). */
-function pretty(text) {
-  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+/** A value as indented JSON, drawn as a block by the display rule. */
+function jsonBlock(value) {
+  return shownBlock(JSON.stringify(value === undefined ? null : value, null, 2));
 }
 
 let toastTimer = null;
 function toast(message, error) {
   const t = document.getElementById("toast");
-  t.textContent = message;
+  add(clear(t), message);
   t.className = error ? "toast error" : "toast";
   t.hidden = false;
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => { t.hidden = true; }, 5000);
+}
+
+// ---- the display rule ------------------------------------------------------------
+//
+// protocol/src/display.rs, the one rule for text a person reads: every character in
+// its HIDDEN table (controls, bidi embeddings/overrides/isolates, zero-width and other
+// invisible characters) is drawn as a visible, marked escape (`\u{202e}` in a
+// <span class="esc">), never as itself; a long value is cut with a visible
+// "…(+N more characters)" count and a "show all" button. The gateway puts its table
+// here when it serves this file: one list, in Rust.
+const HIDDEN = /*GSV_HIDDEN*/[];
+const MAX_TEXT = 2000;   // an ordinary field
+const MAX_ARG = 4000;    // one value in the arguments block
+const MAX_BLOCK = 20000; // an output, log, plan or JSON block
+
+const HIDDEN_RE = new RegExp("[\\u{0}-\\u{1f}\\u{7f}-\\u{9f}" +
+  HIDDEN.map(([lo, hi]) => "\\u{" + lo.toString(16) + "}-\\u{" + hi.toString(16) + "}").join("") + "]", "u");
+
+function isHidden(cp) {
+  if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) return true; // char::is_control
+  for (const [lo, hi] of HIDDEN) {
+    if (cp < lo) return false;
+    if (cp <= hi) return true;
+  }
+  return false;
+}
+
+/** The visible escape of a hidden character, as display.rs writes it. */
+function escapeOf(cp) {
+  if (cp === 0x0a) return "\\n";
+  if (cp === 0x0d) return "\\r";
+  if (cp === 0x09) return "\\t";
+  if (cp < 0x100) return "\\x" + cp.toString(16).padStart(2, "0");
+  return "\\u{" + cp.toString(16).padStart(4, "0") + "}";
+}
+
+/** Our own text, as it is (structure around gateway strings: never gateway data). */
+function raw(text) {
+  return document.createTextNode(text);
+}
+
+/** Appends `chars` (code points) to `parent`: hidden ones as marked escapes; with
+ * `block`, newlines and tabs stay line breaks; with `quote`, `"` and `\` are escaped as
+ * in JSON (a value cannot seem to end early). */
+function draw(parent, chars, block, quote) {
+  let run = "";
+  const flush = () => { if (run) { parent.appendChild(raw(run)); run = ""; } };
+  for (const ch of chars) {
+    const cp = ch.codePointAt(0);
+    if (block && (ch === "\n" || ch === "\t")) { run += ch; continue; }
+    if (isHidden(cp)) {
+      flush();
+      const mark = document.createElement("span");
+      mark.className = "esc";
+      mark.textContent = escapeOf(cp);
+      parent.appendChild(mark);
+      continue;
+    }
+    run += quote && (ch === "\"" || ch === "\\") ? "\\" + ch : ch;
+  }
+  flush();
+}
+
+/** The marker after a cut value: `…(+N more characters)` (display.rs `more_marker`). */
+function moreMarker(n) {
+  return "…(+" + n + " more characters)";
+}
+
+/** `text` as a person should read it: cut to `max` characters (code points, as Rust
+ * counts them) with the marker and a "show all" button, hidden characters escaped and
+ * marked. Options: `block` (keep line breaks), `quote` (JSON string escapes). */
+function shownNode(text, max, opts) {
+  const s = String(text);
+  const o = opts || {};
+  if (!o.block && !o.quote && s.length <= max && !HIDDEN_RE.test(s)) return raw(s);
+  const chars = Array.from(s);
+  const box = document.createElement("span");
+  box.className = "shown";
+  const render = (all) => {
+    clear(box);
+    const cut = !all && chars.length > max;
+    draw(box, cut ? chars.slice(0, max) : chars, o.block, o.quote);
+    if (cut) {
+      box.appendChild(el("span", { class: "more" }, moreMarker(chars.length - max)));
+      box.appendChild(raw(" "));
+      box.appendChild(el("button", { type: "button", class: "show-all", onclick: () => render(true) }, "show all"));
+    }
+  };
+  render(false);
+  return box;
+}
+
+/** An ordinary field. */
+function shown(text, max) {
+  return shownNode(text, max || MAX_TEXT);
+}
+
+/** An output, log, plan or pretty-printed JSON block: line breaks and tabs kept. */
+function shownBlock(text, max) {
+  return shownNode(text, max || MAX_BLOCK, { block: true });
+}
+
+/** Plain text for places that take no markup (browser notifications). */
+function plain(text, max) {
+  const chars = Array.from(String(text));
+  const head = chars.slice(0, max).map((ch) => isHidden(ch.codePointAt(0)) ? escapeOf(ch.codePointAt(0)) : ch).join("");
+  return chars.length > max ? head + moreMarker(chars.length - max) : head;
+}
+
+/** JSON text as tokens (`p` punctuation, `s` a string's value, `l` a literal, kept as
+ * written: a number is never rounded); `null` when it is not JSON. */
+function jsonTokens(text) {
+  const out = [];
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === " " || c === "\n" || c === "\r" || c === "\t") { i++; continue; }
+    if ("{}[],:".includes(c)) { out.push({ p: c }); i++; continue; }
+    if (c === "\"") {
+      let j = i + 1;
+      while (j < text.length && text[j] !== "\"") j += text[j] === "\\" ? 2 : 1;
+      if (j >= text.length) return null;
+      try { out.push({ s: JSON.parse(text.slice(i, j + 1)) }); } catch (_) { return null; }
+      i = j + 1;
+      continue;
+    }
+    let j = i;
+    while (j < text.length && !" \n\r\t{}[],:\"".includes(text[j])) j++;
+    out.push({ l: text.slice(i, j) });
+    i = j;
+  }
+  return out;
+}
+
+/** The arguments block: the call's JSON indented, every key and value shown by the
+ * display rule, each value cut on its own (a long one never hides those after it). */
+function argsView(text) {
+  const tokens = jsonTokens(String(text));
+  if (!tokens) return shownBlock(text);
+  const box = document.createElement("span");
+  let depth = 0;
+  const line = () => raw("\n" + "  ".repeat(depth));
+  tokens.forEach((t, i) => {
+    const next = tokens[i + 1] || {};
+    if (t.p === "{" || t.p === "[") {
+      const close = t.p === "{" ? "}" : "]";
+      if (next.p === close) { box.appendChild(raw(t.p)); return; }
+      depth++;
+      add(box, raw(t.p), line());
+    } else if (t.p === "}" || t.p === "]") {
+      const prev = tokens[i - 1] || {};
+      if (prev.p === "{" || prev.p === "[") { box.appendChild(raw(t.p)); return; }
+      depth = Math.max(0, depth - 1);
+      add(box, line(), raw(t.p));
+    } else if (t.p === ",") {
+      add(box, raw(","), line());
+    } else if (t.p === ":") {
+      box.appendChild(raw(": "));
+    } else if (t.s !== undefined) {
+      const key = next.p === ":";
+      add(box, raw("\""), shownNode(t.s, key ? MAX_TEXT : MAX_ARG, { quote: true }), raw("\""));
+    } else {
+      box.appendChild(shown(t.l));
+    }
+  });
+  return box;
 }
 
 // ---- API ---------------------------------------------------------------------
@@ -90,20 +266,22 @@ class ApiError extends Error {
   }
 }
 
-async function api(path, options) {
-  const opts = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
-  if (opts.method === "POST") {
-    opts.headers["x-csrf-token"] = state.me ? state.me.csrf : "";
-    if (opts.body !== undefined) {
-      opts.headers["content-type"] = "application/json";
-      opts.body = JSON.stringify(opts.body);
-    }
+async function api(path, options, again) {
+  const opts = Object.assign({ credentials: "same-origin" }, options || {});
+  opts.headers = { "x-csrf-token": CSRF };
+  if (opts.method === "POST" && opts.body !== undefined) {
+    opts.headers["content-type"] = "application/json";
+    opts.body = JSON.stringify(opts.body);
   }
   const res = await fetch("/ui/api/" + path, opts);
   let body = null;
   try { body = await res.json(); } catch (_) { body = null; }
   if (!res.ok) {
     const err = (body && body.error) || {};
+    const rule = err.details && err.details.rule;
+    // Another page on this host planted a console cookie: the gateway refused the
+    // request (nothing done) and cleared that cookie; once more.
+    if (rule === "two_cookies" && !again) return api(path, options, true);
     if (res.status === 401) signedOut();
     throw new ApiError(res.status, err.code || "http_" + res.status, err.message || res.statusText);
   }
@@ -119,7 +297,7 @@ function signedOut() {
   main.appendChild(el("div", { class: "signed-out" },
     el("h1", {}, "Signed out"),
     el("p", {}, "Your console session ended (signed out, expired, or its token was revoked). Run"),
-    el("pre", {}, "gsv ui --open"),
+    el("pre", {}, raw("gsv ui --open")),
     el("p", {}, "for a new one-time login link.")));
 }
 
@@ -223,10 +401,28 @@ pages.node = {
             t.unaccepted ? el("span", { class: "label" }, "not accepted") : null),
           el("div", { class: "desc tool-desc" }, t.description || ""),
           el("details", {}, el("summary", {}, "Input schema"),
-            el("pre", { class: "schema" }, JSON.stringify(t.inputSchema, null, 2))))));
+            el("pre", { class: "schema" }, jsonBlock(t.inputSchema))))));
     };
   },
 };
+
+// Every argument of a waiting call; over 64 KiB the list leaves them out and they are
+// asked for (once per request) from approvals/{id}/args.
+const argsCache = new Map();
+function argsBox(a) {
+  const box = el("pre", { class: "args" });
+  if (typeof a.args === "string") return add(box, argsView(a.args));
+  add(box, raw("(loading every argument…)"));
+  let text = argsCache.get(a.id);
+  if (!text) {
+    text = api("approvals/" + encodeURIComponent(a.id) + "/args").then((r) => r.args);
+    argsCache.set(a.id, text);
+    text.catch(() => argsCache.delete(a.id));
+  }
+  text.then((t) => add(clear(box), argsView(t)),
+    (e) => add(clear(box), "Arguments not available here (" + e.code + ": " + e.message + "); the summary above names every one."));
+  return box;
+}
 
 // Approvals: pending requests with every argument the gateway keeps, a countdown to
 // expiry, approve / deny; then the recent decided ones.
@@ -269,8 +465,8 @@ pages.approvals = {
             el("dt", {}, "Arguments hash"), el("dd", { class: "mono" }, a.argsHash),
             el("dt", {}, "Asked"), el("dd", {}, when(a.createdAt)),
             el("dt", {}, "Expires in"), el("dd", {}, el("span", { class: "countdown", dataset: { expires: String(a.expiresAt) } }, left(a.expiresAt)))),
-          typeof a.args === "string" ? [el("div", { class: "muted" }, "Arguments (every one, as the call will run):"), el("pre", { class: "args" }, pretty(a.args))] : null,
-          a.plan ? [el("div", { class: "muted" }, "Plan (from the node):"), el("pre", { class: "plan" }, a.plan)] : null,
+          el("div", { class: "muted" }, "Arguments (every one, as the call will run):"), argsBox(a),
+          a.plan ? [el("div", { class: "muted" }, "Plan (from the node):"), el("pre", { class: "plan" }, shownBlock(a.plan))] : null,
           el("div", { class: "actions" },
             el("button", { type: "button", class: "approve", disabled: !canDecide, onclick: (ev) => decide("approve", ev.target) }, "Approve"),
             el("button", { type: "button", class: "deny", disabled: !canDecide, onclick: (ev) => decide("deny", ev.target) }, "Deny")));
@@ -308,7 +504,7 @@ pages.sessions = {
       try {
         const r = await api("sessions/" + encodeURIComponent(node) + "/" + encodeURIComponent(id) + "/log?limit=200");
         const text = (r.content || []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
-        log.appendChild(el("pre", { class: "log" }, text));
+        log.appendChild(el("pre", { class: "log" }, shownBlock(text)));
       } catch (e) { failed(log, e); }
     };
     return async () => {
@@ -360,16 +556,16 @@ pages.audit = {
         el("thead", {}, el("tr", {}, ["#", "Time", "Kind", "Actor", "Target", "Outcome", "Detail"].map((h) => el("th", {}, h)))),
         body), more);
     const check = async () => {
-      verify.textContent = "checking the chain…";
+      add(clear(verify), "checking the chain…");
       try {
         const r = await api("audit?limit=1&verify=true");
         const v = r.verify;
         const c = v.cluster;
         const own = v.firstBadSeq ? "CHAIN BROKEN at row " + v.firstBadSeq + ": " + v.problem : "chain verifies: " + v.rows + " rows";
         const cluster = !c ? "" : c.ok ? " · cluster chain verifies: " + c.rows + " rows" : " · CLUSTER CHAIN BROKEN at row " + c.firstBadSeq + ": " + c.problem;
-        verify.textContent = own + cluster;
+        add(clear(verify), own + cluster);
         verify.className = v.ok ? "ok" : "bad";
-      } catch (e) { verify.textContent = e.message; verify.className = "bad"; }
+      } catch (e) { add(clear(verify), e.message); verify.className = "bad"; }
     };
     const row = (r) => el("tr", { dataset: { seq: String(r.seq) } },
       el("td", {}, String(r.seq)),
@@ -495,7 +691,7 @@ pages.jobs = {
         try {
           const j = await api("jobs/" + encodeURIComponent(id));
           add(clear(detail), el("div", { class: "card" }, el("h3", { class: "mono" }, j.id + " " + j.state),
-            el("pre", {}, JSON.stringify(j.error || j.result || null, null, 2))));
+            el("pre", {}, jsonBlock(j.error || j.result || null))));
         } catch (e) { clear(detail); failed(detail, e); }
       }
     };
@@ -535,9 +731,13 @@ function changed(topic) {
 
 function listen() {
   const live = document.getElementById("live");
-  const source = new EventSource("/ui/api/events");
+  const source = new EventSource("/ui/api/events?csrf=" + encodeURIComponent(CSRF));
   source.addEventListener("open", () => { live.className = "live"; changed("all"); });
-  source.addEventListener("error", () => { live.className = "live off"; });
+  source.addEventListener("error", () => {
+    live.className = "live off";
+    // A refused stream is not retried by the browser (a planted cookie, since cleared).
+    if (source.readyState === EventSource.CLOSED) setTimeout(listen, 3000);
+  });
   source.addEventListener("changed", (ev) => {
     let topic = "all";
     try { topic = JSON.parse(ev.data); } catch (_) { topic = "all"; }
@@ -574,7 +774,7 @@ async function checkPending() {
     beep();
     if ("Notification" in window && Notification.permission === "granted") {
       for (const a of fresh.slice(0, 3)) {
-        const n = new Notification("gsv: approval requested", { body: a.agent + ": " + a.summary, tag: a.id });
+        const n = new Notification("gsv: approval requested", { body: plain(a.agent + ": " + a.summary, 300), tag: a.id });
         n.onclick = () => { window.focus(); location.hash = "#/approvals/" + encodeURIComponent(a.id); };
       }
     }
@@ -594,7 +794,7 @@ async function start() {
   } catch (_) {
     return;
   }
-  document.getElementById("whoami").textContent = state.me.role + " · gsv " + state.me.version;
+  add(clear(document.getElementById("whoami")), state.me.role + " · " + state.me.actor + " · gsv " + state.me.version);
   const notify = document.getElementById("notify");
   notify.checked = notifying();
   notify.addEventListener("change", async () => {
