@@ -264,3 +264,74 @@ async fn gets_and_node_to_node_copies_name_what_the_nodes_resolved() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_tools_question_shows_what_its_path_names_and_the_call_writes_exactly_there() {
+    let gw = Gateway::start().await;
+    let l = layout("shows-write");
+    let _node = gw.node("box", &l.ws).await;
+    let elsewhere = l.base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+    let token = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "box__Write",
+        "--confirm",
+        "box__Bash",
+    ]);
+    let agent = Arc::new(gw.agent_with(&token).await);
+    let operator = gw.agent_with(&gw.admin_token()).await;
+
+    let (a, args) = (
+        agent.clone(),
+        serde_json::json!({"path": "docs/notes.txt", "content": "approved text"}),
+    );
+    let call = tokio::spawn(async move { a.call("box__Write", args, Some(60_000)).await });
+    let req = next_request(&operator).await;
+    let plan = req["plan"].as_str().unwrap_or_default().to_owned();
+    let real = l.outside.join("notes.txt");
+    assert!(
+        plan.contains(&format!(
+            "path \"docs/notes.txt\" is \"{}\" on the node: nothing there yet",
+            real.display()
+        )),
+        "the node's resolution is on the question: {req}"
+    );
+    // While the operator reads, the agent points `docs` somewhere else.
+    std::fs::remove_file(l.ws.join("docs")).expect("unlink");
+    std::os::unix::fs::symlink(&elsewhere, l.ws.join("docs")).expect("relink");
+    decide(&gw, &req, "approve");
+    let done = call.await.expect("join").expect("written");
+    assert!(!done.is_error, "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(&real).expect("what was approved"),
+        "approved text"
+    );
+    assert!(
+        names(&elsewhere).is_empty(),
+        "nothing where the link now points"
+    );
+
+    // A Bash `workdir` is resolved the same way.
+    let (a, args) = (
+        agent.clone(),
+        serde_json::json!({"command": "pwd", "workdir": "docs"}),
+    );
+    let call = tokio::spawn(async move { a.call("box__Bash", args, Some(60_000)).await });
+    let req = next_request(&operator).await;
+    let plan = req["plan"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        plan.contains(&format!(
+            "workdir \"docs\" is \"{}\" on the node: a directory",
+            elsewhere.display()
+        )),
+        "{req}"
+    );
+    decide(&gw, &req, "approve");
+    let done = call.await.expect("join").expect("ran");
+    let text = serde_json::to_string(&done.content).unwrap_or_default();
+    assert!(text.contains(&elsewhere.display().to_string()), "{text}");
+}

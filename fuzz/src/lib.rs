@@ -118,6 +118,9 @@ pub fn frame_decode(data: &[u8]) -> Verdict {
                 Method::SessionsEnd => {
                     let _ = params::<gsv_protocol::method::SessionsEndParams>(raw);
                 }
+                Method::PathsResolve => {
+                    let _ = params::<gsv_protocol::resolve::ResolveParams>(raw);
+                }
                 Method::TransferOpen => {
                     use gsv_protocol::transfer::{AgentOpenParams, OpenParams};
                     if let Ok(open) = params::<AgentOpenParams>(raw) {

@@ -16,9 +16,11 @@
 //! every list this registry gives agents, and [`Registry::tool`] on the call path,
 //! leave out the tools it hides (`--pin-tools`).
 
+mod ask;
 mod error;
 pub mod unaccepted;
 
+pub use ask::AskError;
 pub use error::Disconnected;
 pub use unaccepted::{PendingOffer, Unaccepted};
 

@@ -8,9 +8,8 @@
 //! agent tokens revoked recently ([`crate::recent_revocations`]: a node offline at
 //! revocation time ends them when it comes back).
 
-use crate::registry::NodeHandle;
+use crate::registry::{AskError, NodeHandle};
 use crate::state::Shared;
-use gsv_protocol::frame::encode_req;
 use gsv_protocol::method::SessionsEndParams;
 use gsv_protocol::Method;
 use std::sync::Arc;
@@ -24,27 +23,15 @@ pub async fn end_on(node: Arc<NodeHandle>, token_ids: Vec<String>) {
     if token_ids.is_empty() {
         return;
     }
-    let Ok((call_id, rx)) = node.begin_call() else {
-        return;
-    };
-    let frame = encode_req(
-        &call_id.to_string(),
-        Method::SessionsEnd,
-        &SessionsEndParams { token_ids },
-    );
-    if node.out.send(frame).is_err() {
-        node.abandon_call(call_id);
-        return;
-    }
-    match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
-        Ok(Ok(Ok(raw))) => {
+    let params = SessionsEndParams { token_ids };
+    match node.ask(Method::SessionsEnd, &params, ANSWER_TIMEOUT).await {
+        Ok(raw) => {
             tracing::info!(node_id = %node.id, result = raw.get(), "sessions of revoked tokens ended")
         }
-        Ok(Ok(Err(e))) => {
-            tracing::warn!(node_id = %node.id, error = %e.message, "sessions.end refused")
+        Err(AskError::Refused { shape, .. }) => {
+            tracing::warn!(node_id = %node.id, error = %shape.message, "sessions.end refused")
         }
-        Ok(Err(_)) => {}
-        Err(_) => node.abandon_call(call_id),
+        Err(_) => {}
     }
 }
 

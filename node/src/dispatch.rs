@@ -11,6 +11,7 @@ use crate::guards::posture;
 use crate::ledger::Seen;
 use crate::state::NodeState;
 use crate::tool::{Tool, ToolContext};
+use crate::tools::paths::PathPolicy;
 use futures_util::FutureExt;
 use gsv_protocol::event::EventsAck;
 use gsv_protocol::frame::{encode_err, encode_ok};
@@ -84,6 +85,7 @@ impl Dispatcher {
                 Method::ToolInvoke => self.invoke(id, params),
                 Method::NodeProbe => self.probe(id, params),
                 Method::SessionsEnd => self.end_sessions(id, params),
+                Method::PathsResolve => self.resolve_paths(id, params),
                 Method::TransferOpen | Method::TransferList | Method::TransferPlace
                     if self.node.config.backend != crate::config::Backend::Local =>
                 {
@@ -245,6 +247,61 @@ impl Dispatcher {
     }
 
     /// `sessions.end`: the tokens were revoked; their running sessions stop.
+    /// `paths.resolve`: what a waiting call's paths name here, for the operator's
+    /// question. A node that works on another host cannot tell from here: it says so.
+    fn resolve_paths(&self, id: String, params: Option<Box<RawValue>>) {
+        use gsv_protocol::resolve::{ResolveParams, ResolveResult, Resolved, MAX_PATHS};
+        let params: ResolveParams = match decode_params(params.as_deref()) {
+            Ok(p) => p,
+            Err(e) => return self.reply(encode_err(&id, &e)),
+        };
+        if params.paths.len() > MAX_PATHS {
+            return self.reply(encode_err(
+                &id,
+                &ErrorShape::new(
+                    ErrorCode::InvalidArgs,
+                    format!("paths.resolve takes at most {MAX_PATHS} paths"),
+                ),
+            ));
+        }
+        let node = Arc::clone(&self.node);
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            let config = &node.config;
+            let far = match &config.backend {
+                crate::config::Backend::Local => None,
+                crate::config::Backend::Ssh { target, .. } => Some(format!("over SSH on {target}")),
+                crate::config::Backend::Container { name, .. } => {
+                    Some(format!("inside the container {name}"))
+                }
+            };
+            let paths = match far {
+                Some(far) => params
+                    .paths
+                    .into_iter()
+                    .map(|asked| Resolved {
+                        error: Some(format!(
+                            "node {} works {far}: its paths are resolved there when the call runs",
+                            config.id
+                        )),
+                        asked,
+                        ..Resolved::default()
+                    })
+                    .collect(),
+                None => {
+                    let policy = PathPolicy::new(config.workspace.clone(), config.confine)
+                        .with_protected(Arc::clone(&node.protected));
+                    tokio::task::spawn_blocking(move || {
+                        params.paths.iter().map(|p| policy.named(p)).collect()
+                    })
+                    .await
+                    .unwrap_or_default()
+                }
+            };
+            let _ = out.send(encode_ok(&id, &ResolveResult { paths })).await;
+        });
+    }
+
     fn end_sessions(&self, id: String, params: Option<Box<RawValue>>) {
         let params: gsv_protocol::method::SessionsEndParams = match decode_params(params.as_deref())
         {

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod method;
 pub mod names;
 pub mod offer;
+pub mod resolve;
 pub mod selector;
 pub mod tool;
 pub mod tool_class;

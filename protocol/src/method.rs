@@ -88,6 +88,10 @@ pub enum Method {
     /// directories' modes and mtimes.
     #[serde(rename = "transfer.place")]
     TransferPlace,
+    /// Gateway → node: what the paths of a call waiting for approval name on the node
+    /// ([`crate::resolve`]), for the operator's question.
+    #[serde(rename = "paths.resolve")]
+    PathsResolve,
     /// A method this build does not know.
     #[serde(other)]
     Unknown,
@@ -119,6 +123,7 @@ impl Method {
             Method::TransferCopy => "transfer.copy",
             Method::TransferList => "transfer.list",
             Method::TransferPlace => "transfer.place",
+            Method::PathsResolve => "paths.resolve",
             Method::Unknown => "unknown",
         }
     }

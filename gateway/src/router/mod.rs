@@ -19,6 +19,7 @@
 mod approval;
 mod delivery;
 mod error;
+mod resolve;
 mod shared_approval;
 
 pub use error::RouteError;
@@ -361,6 +362,9 @@ async fn route(
     // accepts it. The caller's own answer (`--self-confirm`) is not sent: a node guard
     // that asks then still gets an operator's decision.
     let mut approval = None;
+    // The approved call, when the node resolved its paths for the question: sent with
+    // the absolute paths the operator read.
+    let mut resolved_call = None;
     if decision == Decision::Confirm {
         let reason =
             reason.unwrap_or_else(|| format!("the token's policy requires approval for {full}"));
@@ -370,10 +374,22 @@ async fn route(
         } else {
             Deciders::Operator
         };
-        let id = await_approval(&scope, &args, reason, None, who).await?;
+        let resolution = resolve::for_question(&node, spec.classes, &args).await;
+        let plan = resolution.as_ref().map(|r| r.plan.clone());
+        let id = await_approval(&scope, &args, reason, plan, who).await?;
         approval = (id != CALLER_APPROVAL).then_some(id);
+        resolved_call = resolution
+            .and_then(|r| r.args)
+            .and_then(|a| serde_json::value::to_raw_value(&a).ok())
+            .map(|args| ToolsCallParams {
+                name: params.name.clone(),
+                args,
+                timeout_ms: params.timeout_ms,
+                is_async: params.is_async,
+            });
     }
     drop(args);
+    let params = resolved_call.as_ref().unwrap_or(params);
 
     let outcome = send(&scope, &node, params, approval.as_deref()).await;
     match outcome {

@@ -33,7 +33,6 @@ use crate::audit::AuditEvent;
 use crate::registry::NodeHandle;
 use crate::state::{AgentHandle, Shared};
 use dashmap::DashMap;
-use gsv_protocol::frame::encode_req;
 use gsv_protocol::transfer::{Direction, OpenResult, WINDOW_BYTES};
 use gsv_protocol::Method;
 use serde::Serialize;
@@ -358,30 +357,13 @@ async fn ask_node<P: Serialize>(
     params: &P,
     limit: Duration,
 ) -> Result<Box<RawValue>, TransferError> {
-    let (call_id, rx) = node.begin_call().map_err(|_| TransferError::Busy {
-        node: node.id.to_string(),
-    })?;
-    let gone = || TransferError::Disconnected {
-        node: node.id.to_string(),
-    };
-    if node
-        .out
-        .send(encode_req(&call_id.to_string(), method, params))
-        .is_err()
-    {
-        node.abandon_call(call_id);
-        return Err(gone());
-    }
-    match tokio::time::timeout(limit, rx).await {
-        Ok(Ok(outcome)) => outcome.map_err(TransferError::Node),
-        Ok(Err(_)) => Err(gone()),
-        Err(_) => {
-            node.abandon_call(call_id);
-            Err(TransferError::Timeout {
-                node: node.id.to_string(),
-            })
-        }
-    }
+    use crate::registry::AskError;
+    node.ask(method, params, limit).await.map_err(|e| match e {
+        AskError::Busy { node } => TransferError::Busy { node },
+        AskError::Gone { node } => TransferError::Disconnected { node },
+        AskError::Timeout { node } => TransferError::Timeout { node },
+        AskError::Refused { shape, .. } => TransferError::Node(shape),
+    })
 }
 
 /// Decodes a node's answer.

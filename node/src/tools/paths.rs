@@ -35,6 +35,7 @@
 //! not beneath the workspace at that moment is left out.
 
 mod entry;
+mod named;
 
 pub use entry::Entry;
 
