@@ -452,7 +452,10 @@ async fn a_confirm_fan_out_asks_one_approval_for_all_its_nodes() {
     assert_eq!(req["node"], "env=prod", "{req}");
     assert_eq!(req["nodes"], json!(["n1", "n2", "n3"]), "{req}");
     let summary = req["summary"].as_str().unwrap_or("");
-    assert!(summary.contains("fan-out to 3 nodes"), "{req}");
+    assert!(
+        summary.starts_with("fan-out to 3 nodes (selected by \"env=prod\"): "),
+        "the agent's selector quoted inside the gateway's sentence: {req}"
+    );
     let (code, out, err) = f.gw.cli(&["approvals", "list"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("on 3 nodes: n1, n2, n3"), "{out}");

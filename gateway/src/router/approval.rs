@@ -79,9 +79,9 @@ async fn ask(
         Some(group) => (
             group.select.clone(),
             format!(
-                "fan-out to {} nodes ({}): {}",
+                "fan-out to {} nodes (selected by {}): {}",
                 group.nodes.len(),
-                group.select,
+                crate::summary::quoted(&group.select),
                 summary_of(name.tool.as_str(), args)
             ),
             group.nodes.clone(),
