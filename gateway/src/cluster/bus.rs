@@ -19,6 +19,10 @@ use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// How long a request waits for its answer when it names no timeout (NATS's own
+/// default).
+pub(crate) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Core NATS for the replicas: every payload sealed with the cluster key.
 #[derive(Clone)]
 pub(crate) struct Bus {
@@ -61,33 +65,54 @@ impl Bus {
         self.client.publish_with_reply(subject, reply, body).await
     }
 
-    /// A request whose payload is sealed; its answer is opened (an answer that is not
-    /// a replica's fails the request).
+    /// A request whose payload is sealed; its answer is the first message on the
+    /// request's own inbox that a replica sealed for it (one that is not is dropped
+    /// and the wait goes on, so a forged answer cannot fail the request), within the
+    /// request's timeout ([`REQUEST_TIMEOUT`] when it names none).
     pub async fn send_request<S: ToSubject>(
         &self,
         subject: S,
-        mut request: Request,
+        request: Request,
     ) -> Result<Message, RequestError> {
         let subject = subject.to_subject();
-        let payload = request.payload.take().unwrap_or_default();
+        let payload = request.payload.unwrap_or_default();
         let body = self
             .seal
             .seal(subject.as_str(), &payload)
             .map_err(|e| RequestError::with_source(RequestErrorKind::Other, e))?;
-        request.payload = Some(body.into());
-        let mut answer = self.client.send_request(subject, request).await?;
-        match self
-            .seal
-            .open(answer.subject.as_str(), &answer.payload, Taken::Reply)
-        {
-            Ok(plain) => {
-                answer.payload = plain.into();
-                Ok(answer)
+        let inbox = request.inbox.unwrap_or_else(|| self.client.new_inbox());
+        let mut answers = self.client.subscribe(inbox.clone()).await?;
+        self.client
+            .publish_with_reply(subject, inbox, body.into())
+            .await?;
+        let answer = async {
+            loop {
+                let Some(mut m) = answers.next().await else {
+                    return Err(RequestError::with_source(
+                        RequestErrorKind::Other,
+                        "the answers' subscription ended",
+                    ));
+                };
+                if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+                    return Err(RequestError::with_source(
+                        RequestErrorKind::NoResponders,
+                        "no responders",
+                    ));
+                }
+                match self.seal.open(m.subject.as_str(), &m.payload, Taken::Reply) {
+                    Ok(plain) => {
+                        m.payload = plain.into();
+                        return Ok(m);
+                    }
+                    Err(e) => refused(m.subject.as_str(), &e),
+                }
             }
-            Err(e) => {
-                refused(answer.subject.as_str(), &e);
-                Err(RequestError::with_source(RequestErrorKind::Other, e))
-            }
+        };
+        match request.timeout.unwrap_or(Some(REQUEST_TIMEOUT)) {
+            Some(wait) => tokio::time::timeout(wait, answer)
+                .await
+                .map_err(|e| RequestError::with_source(RequestErrorKind::TimedOut, e))?,
+            None => answer.await,
         }
     }
 
