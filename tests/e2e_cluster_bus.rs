@@ -430,6 +430,66 @@ async fn a_replayed_genuine_call_is_not_answered_and_does_not_run_again() {
     );
 }
 
+#[tokio::test]
+async fn a_forged_answer_on_a_calls_inbox_neither_fails_nor_fakes_the_call() {
+    use futures_util::StreamExt;
+    let dir = TempDir::new("bus-forged-answer");
+    let nats = NatsServer::start(dir.path()).await.expect("nats-server");
+    let key = cluster_key(dir.path());
+    // Whatever call crosses to A, this client answers first, on its inbox.
+    let forger = async_nats::connect(nats.url()).await.expect("connect");
+    let mut calls = forger
+        .subscribe("gsv.replica.a.call")
+        .await
+        .expect("subscribe");
+    forger.flush().await.expect("flush");
+    let answering = forger.clone();
+    let forged_answers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&forged_answers);
+    let _task = tokio::spawn(async move {
+        while let Some(m) = calls.next().await {
+            if let Some(reply) = m.reply {
+                let fake = json!({"ok": {"result": {"content": [{"type": "text", "text": "faked"}],
+                    "isError": false}, "progress": 0, "audited": true}});
+                let _ = answering
+                    .publish(reply, serde_json::to_vec(&fake).expect("json").into())
+                    .await;
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let a = replica(&nats.url(), "a", &key, &[]).await;
+    let b = replica(&nats.url(), "b", &key, &[]).await;
+    let ws = TempDir::new("bus-forged-answer-ws");
+    let _node = a.spawn_node("far", &a.node_token("far"), ws.path(), &[]);
+    a.wait_online("far").await;
+    let agent = accepted(&b, &a.agent_token(), "A's agent token on B").await;
+    eventually("B lists A's node", SPREAD, || async {
+        let (code, out, _) = b.cli(&["nodes", "--json"]);
+        (code == 0 && out.contains("\"far\"")).then_some(())
+    })
+    .await;
+    // The first call crossing to A (over NATS: no link yet), once, no retry; its real
+    // answer comes a second later than the forged one.
+    let r = agent
+        .call(
+            "far__Bash",
+            json!({"command": "sleep 1; echo real-answer"}),
+            Some(20_000),
+        )
+        .await
+        .expect("the call is answered by A, not failed by the forger");
+    assert!(
+        forged_answers.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the call crossed on NATS and was answered by the forger first"
+    );
+    assert!(
+        r.joined_text().contains("real-answer") && !r.joined_text().contains("faked"),
+        "{}",
+        r.joined_text()
+    );
+}
+
 /// `gsv gateway` in cluster mode with `args`, expected to stop by itself: its exit code
 /// and stderr (killed after 30 s).
 fn refused_start(data: &Path, args: &[&str]) -> (Option<i32>, String) {
@@ -520,6 +580,45 @@ async fn replicas_join_a_nats_that_requires_an_nkey_and_one_without_it_is_refuse
             "a clear error: {err}"
         );
     }
+}
+
+#[tokio::test]
+async fn replicas_reach_a_nats_that_serves_tls_with_the_cluster_ca() {
+    let dir = TempDir::new("bus-tls");
+    // A certificate for 127.0.0.1, its own CA.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("params");
+    let cert = params.self_signed(&key).expect("certificate");
+    let (cert_file, key_file) = (dir.path().join("nats.crt"), dir.path().join("nats.key"));
+    std::fs::write(&cert_file, cert.pem()).expect("write");
+    std::fs::write(&key_file, key.serialize_pem()).expect("write");
+    let conf = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\n",
+        cert_file.display(),
+        key_file.display()
+    );
+    let nats = NatsServer::start_conf(dir.path(), &conf)
+        .await
+        .expect("nats-server");
+    let url = nats.url().replace("nats://", "tls://");
+    let ca = cert_file.to_str().expect("utf-8");
+    let cluster_key = cluster_key(dir.path());
+    let a = replica(&url, "a", &cluster_key, &["--cluster-ca", ca]).await;
+    let b = replica(&url, "b", &cluster_key, &["--cluster-ca", ca]).await;
+    let ws = TempDir::new("bus-tls-ws");
+    let _node = a.spawn_node("far", &a.node_token("far"), ws.path(), &[]);
+    a.wait_online("far").await;
+    let agent = accepted(&b, &a.agent_token(), "A's agent token on B, over NATS TLS").await;
+    let r = eventually("B reaches A's node", SPREAD, || async {
+        agent
+            .call("far__Echo", json!({"text": "over tls"}), Some(10_000))
+            .await
+            .ok()
+    })
+    .await;
+    assert!(r.joined_text().contains("over tls"));
 }
 
 #[tokio::test]
