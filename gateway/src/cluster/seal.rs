@@ -18,7 +18,7 @@
 //! practice, whatever the number of replicas sharing the key.
 //!
 //! **Replays**: a message taken live (core NATS: calls, answers, approvals, hellos,
-//! cancels, lists, tool events) must have been sealed within [`WINDOW`] of this
+//! cancels, lists, tool events) must have been sealed within [`REPLAY_WINDOW`] of this
 //! replica's clock, and a message is taken once per subscription: the nonces seen
 //! within the window are kept ([`SealError::Replayed`]). A message read back from
 //! JetStream (tokens, labels, jobs, the audit chain, slots, the node directory) is
@@ -39,9 +39,9 @@ use std::time::Duration;
 /// The fewest bytes a cluster key file may hold.
 pub const KEY_MIN: usize = 32;
 /// The most bytes read from a cluster key file.
-const KEY_MAX: usize = 4096;
+pub const KEY_MAX: usize = 4096;
 /// How far from this replica's clock a live message may have been sealed.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
 /// The most nonces kept for the replay check; past it live messages are refused
 /// (fail closed) until older ones leave the window.
 pub const MAX_SEEN: usize = 1 << 20;
@@ -258,7 +258,7 @@ impl Seal {
                 },
             )
             .map_err(|_| SealError::Forged)?;
-        let window = WINDOW.as_millis() as u64;
+        let window = REPLAY_WINDOW.as_millis() as u64;
         match taken {
             Taken::Stored => {}
             Taken::Reply | Taken::Live { .. } if now.abs_diff(at) > window => {
@@ -281,7 +281,7 @@ impl Seal {
         let mut h = DefaultHasher::new();
         filter.hash(&mut h);
         let key = (h.finish(), nonce);
-        let window = WINDOW.as_millis() as u64;
+        let window = REPLAY_WINDOW.as_millis() as u64;
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if now.saturating_sub(seen.pruned_at) >= 1000 || seen.nonces.len() >= MAX_SEEN {
             // Older than the window: refused as stale anyway, so forgotten.
@@ -411,7 +411,7 @@ mod tests {
         let now = now_ms();
         let sealed = s.seal_at("gsv.x.a", b"1", now).unwrap();
         assert!(s.open_at("gsv.x.a", &sealed, LIVE, now).is_ok());
-        let later = now + WINDOW.as_millis() as u64 + 5_000;
+        let later = now + REPLAY_WINDOW.as_millis() as u64 + 5_000;
         let fresh = s.seal_at("gsv.x.a", b"2", later).unwrap();
         assert!(s.open_at("gsv.x.a", &fresh, LIVE, later).is_ok());
         assert_eq!(
