@@ -247,6 +247,20 @@ pub struct GatewayArgs {
     /// PEM CA certificates NATS's TLS certificate must chain to (turns TLS on)
     #[arg(long, value_name = "FILE", requires = "cluster")]
     pub cluster_ca: Option<PathBuf>,
+    /// NATS user nkey seed file (one line, `SU...`) for --cluster, for a NATS server
+    /// that names its users by nkey
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "cluster",
+        conflicts_with = "cluster_creds"
+    )]
+    pub cluster_nkey: Option<PathBuf>,
+    /// The cluster key every replica holds (32 random bytes or more, mode 0600):
+    /// every message on NATS is encrypted and authenticated with it. Required with
+    /// --cluster
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_key_file: Option<PathBuf>,
     /// This replica's name (default: made at the first start and kept in the data dir)
     #[arg(long, value_name = "NAME", requires = "cluster")]
     pub replica: Option<String>,
@@ -309,6 +323,8 @@ impl GatewayArgs {
                     .filter(|u| !u.is_empty())
                     .collect(),
                 creds: self.cluster_creds.clone(),
+                nkey: self.cluster_nkey.clone(),
+                key: self.cluster_key_file.clone(),
                 ca: self.cluster_ca.clone(),
                 replica: self.replica.clone(),
                 advertise: self.cluster_advertise.clone(),

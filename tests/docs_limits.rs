@@ -472,6 +472,26 @@ fn known() -> Vec<(&'static str, Expected)> {
             ),
         ),
         (
+            "REPLAY_WINDOW",
+            v(vec![dur(gsv_gateway::cluster::seal::REPLAY_WINDOW)]),
+        ),
+        (
+            "MAX_SEEN",
+            v(vec![count(gsv_gateway::cluster::seal::MAX_SEEN)]),
+        ),
+        (
+            "KEY_MIN",
+            v(vec![bytes(gsv_gateway::cluster::seal::KEY_MIN)]),
+        ),
+        (
+            "KEY_MAX",
+            v(vec![bytes(gsv_gateway::cluster::seal::KEY_MAX)]),
+        ),
+        (
+            "OVERHEAD",
+            v(vec![bytes(gsv_gateway::cluster::seal::OVERHEAD)]),
+        ),
+        (
             "ANSWERS_AT_ONCE",
             src(
                 "gateway/src/cluster/listing.rs",

@@ -16,7 +16,15 @@ use std::time::Duration;
 const SPREAD: Duration = Duration::from_secs(15);
 
 async fn replica(nats: &NatsServer, name: &str) -> Gateway {
-    Gateway::start_with(&["--cluster", &nats.url(), "--replica", name]).await
+    replica_with(nats, name, &[]).await
+}
+
+/// A replica of `nats`'s cluster (its URL and cluster key) with `extra` flags.
+async fn replica_with(nats: &NatsServer, name: &str, extra: &[&str]) -> Gateway {
+    let mut args = nats.cluster_args();
+    args.extend(["--replica".to_owned(), name.to_owned()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Gateway::start_with(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
 }
 
 /// The id part of `gsv_KIND_ID_SECRET`.
@@ -936,19 +944,8 @@ async fn a_replica_link_is_open_only_to_a_replica_that_proves_it_heard_the_hello
 async fn replicas_with_tls_link_over_tls_pinned_by_the_fingerprint_in_their_hello() {
     let dir = TempDir::new("cluster-tls-link");
     let nats = NatsServer::start(dir.path()).await.expect("nats-server");
-    let tls = |name: &str| {
-        [
-            "--tls-self-signed".to_owned(),
-            "--cluster".to_owned(),
-            nats.url(),
-            "--replica".to_owned(),
-            name.to_owned(),
-        ]
-    };
-    let a_args = tls("a");
-    let b_args = tls("b");
-    let a = Gateway::start_with(&a_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
-    let b = Gateway::start_with(&b_args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let a = replica_with(&nats, "a", &["--tls-self-signed"]).await;
+    let b = replica_with(&nats, "b", &["--tls-self-signed"]).await;
     assert!(a.url().starts_with("https://"), "{}", a.url());
     let ws = TempDir::new("cluster-tls-link-ws");
     let pin = a.tls_options().pin.expect("A's fingerprint");
@@ -1474,7 +1471,7 @@ async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_an
 async fn clients_on_one_replica_hear_of_tools_accepted_on_another() {
     let dir = TempDir::new("cluster-mcp-accept");
     let nats = NatsServer::start(dir.path()).await.expect("nats-server");
-    let a = Gateway::start_with(&["--cluster", &nats.url(), "--replica", "a", "--pin-tools"]).await;
+    let a = replica_with(&nats, "a", &["--pin-tools"]).await;
     let b = replica(&nats, "b").await;
     let token = a.agent_token();
     accepted(&b, &token, "A's agent token on B").await;

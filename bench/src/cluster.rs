@@ -122,14 +122,13 @@ async fn measure(
         // nodes failing over at once are shed and come back with their backoff rather
         // than all handshaking at once. (Only the per-source cap is lifted: every
         // simulated node dials from 127.0.0.1.)
-        let extra = vec![
-            "--cluster".to_owned(),
-            nats.url(),
+        let mut extra = nats.cluster_args();
+        extra.extend([
             "--replica".to_owned(),
             format!("r{r}"),
             "--max-unauth-conns".to_owned(),
             gsv_gateway::admission::DEFAULT_MAX_UNAUTH.to_string(),
-        ];
+        ]);
         replicas
             .push(GatewayProcess::spawn_with(data, &format!("127.0.0.{}:0", r + 2), &extra).await?);
     }

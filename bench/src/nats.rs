@@ -16,6 +16,9 @@ pub struct NatsServer {
     dir: PathBuf,
     port: u16,
     proc: Option<Proc>,
+    /// Lines added to the server's configuration file (e.g. an `authorization`
+    /// block), kept across restarts.
+    conf: String,
 }
 
 impl NatsServer {
@@ -37,6 +40,12 @@ impl NatsServer {
 
     /// Starts one under `dir` (its store and ports file) on a port of its choosing.
     pub async fn start(dir: &Path) -> Result<NatsServer, String> {
+        NatsServer::start_conf(dir, "").await
+    }
+
+    /// [`NatsServer::start`] with `conf` added to its configuration file (NATS's own
+    /// syntax: an `authorization { users = [...] }` block, for instance).
+    pub async fn start_conf(dir: &Path, conf: &str) -> Result<NatsServer, String> {
         let bin = NatsServer::find()?;
         let dir = dir.join("nats");
         std::fs::create_dir_all(&dir).map_err(|e| format!("nats dir: {e}"))?;
@@ -45,6 +54,7 @@ impl NatsServer {
             dir,
             port: 0,
             proc: None,
+            conf: conf.to_owned(),
         };
         server.spawn("-1").await?;
         Ok(server)
@@ -58,6 +68,42 @@ impl NatsServer {
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The cluster key of the replicas this server's tests start
+    /// (`--cluster-key-file`): 32 random bytes, mode 0600, made once in its directory.
+    pub fn cluster_key(&self) -> PathBuf {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.dir.join("cluster.key");
+        if !path.exists() {
+            let mut bytes = [0u8; 32];
+            let read =
+                std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+            let made = read.and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(&bytes))
+            });
+            if let Err(e) = made {
+                tracing::warn!(error = %e, "cannot make the cluster key");
+            }
+        }
+        path
+    }
+
+    /// `--cluster URL --cluster-key-file FILE`: what every replica of this server's
+    /// cluster is started with.
+    pub fn cluster_args(&self) -> Vec<String> {
+        vec![
+            "--cluster".to_owned(),
+            self.url(),
+            "--cluster-key-file".to_owned(),
+            self.cluster_key().display().to_string(),
+        ]
     }
 
     /// Stops it at once (SIGKILL), as a crash would.
@@ -76,7 +122,8 @@ impl NatsServer {
         let log = self.dir.join("server.log");
         // Results of up to gsv's 16 MiB frames cross between replicas in one message.
         let conf = self.dir.join("nats.conf");
-        std::fs::write(&conf, "max_payload: 33554432\n").map_err(|e| format!("nats conf: {e}"))?;
+        std::fs::write(&conf, format!("max_payload: 33554432\n{}\n", self.conf))
+            .map_err(|e| format!("nats conf: {e}"))?;
         let mut cmd = Command::new(&self.bin);
         cmd.arg("-c")
             .arg(&conf)

@@ -72,6 +72,9 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .set(shared.admission.unauthenticated() as i64);
     if let Some(cluster) = &shared.cluster {
         shared.metrics.set_cluster_connected(cluster.connected());
+        shared
+            .metrics
+            .set_cluster_refused(cluster.refused_messages());
     }
     (
         [(

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub unauthenticated_connections: Gauge,
     /// 1 while this replica is connected to NATS (cluster mode).
     pub cluster_connected: Gauge,
+    /// Messages from NATS refused at the envelope since start (cluster mode).
+    pub cluster_refused: Gauge,
     /// Nodes' bulk lanes open now.
     pub bulk_lanes: Gauge,
     /// Transfer chunks carried by nodes' bulk lanes, both ways.
@@ -79,6 +81,7 @@ impl Metrics {
         let shed_connections = Family::<ShedLabels, Counter>::default();
         let unauthenticated_connections = Gauge::default();
         let cluster_connected = Gauge::default();
+        let cluster_refused = Gauge::default();
         let bulk_lanes = Gauge::default();
         let lane_chunks = Counter::default();
         let forwarded_calls = Family::<PathLabels, Counter>::default();
@@ -102,6 +105,11 @@ impl Metrics {
             "lane_chunks",
             "Transfer chunks carried by nodes' bulk lanes, both ways",
             lane_chunks.clone(),
+        );
+        registry.register(
+            "cluster_refused_messages",
+            "Messages from NATS this replica refused since it started (cluster mode): not sealed with the cluster key for their subject, replayed, or outside the replay window",
+            cluster_refused.clone(),
         );
         registry.register(
             "cluster_connected",
@@ -175,12 +183,19 @@ impl Metrics {
             forwarded_calls,
             list_answers,
             cluster_connected,
+            cluster_refused,
         }
     }
 
     /// Records whether this replica is connected to NATS.
     pub fn set_cluster_connected(&self, connected: bool) {
         self.cluster_connected.set(i64::from(connected));
+    }
+
+    /// Records how many messages from NATS the replica refused so far.
+    pub fn set_cluster_refused(&self, refused: u64) {
+        self.cluster_refused
+            .set(i64::try_from(refused).unwrap_or(i64::MAX));
     }
 
     /// Counts a call forwarded to another replica on `path` (`link` or `nats`).

@@ -126,6 +126,11 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             crate::cluster::replica_name(cluster.replica.as_deref(), &shared.config.data_dir)?;
         tracing::info!(replica = %replica, nats = %cluster.urls.join(","), "cluster mode: joining");
         let joined = crate::cluster::Cluster::connect(&cluster, replica).await?;
+        // NATS refusing the replica's credentials stops it here, with a clear error;
+        // NATS unreachable does not (the replica starts degraded and keeps trying).
+        let joining = std::time::Instant::now();
+        let patience = std::time::Duration::from_secs(10);
+        joined.first_connection(patience).await?;
         // Where the other replicas reach this one's link (`cluster::link`).
         let base = match &cluster.advertise {
             Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
@@ -153,7 +158,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         match crate::cluster::slot::claim(
             &joined,
             &shared.config.data_dir,
-            std::time::Duration::from_secs(10),
+            patience.saturating_sub(joining.elapsed()),
         )
         .await
         {

@@ -574,3 +574,23 @@ pub async fn decided(
     assert_eq!(code, 0, "{err}");
     (req, call.await.expect("join"))
 }
+
+/// A fresh cluster key (32 random bytes, mode 0600) in `dir`, for
+/// `gsv gateway --cluster ... --cluster-key-file FILE`: every replica of one test
+/// cluster is given the same file.
+pub fn cluster_key(dir: &Path) -> PathBuf {
+    use rand::RngExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("cluster.key");
+    if !path.exists() {
+        let bytes: [u8; 32] = rand::rng().random();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .expect("create the cluster key");
+        std::io::Write::write_all(&mut f, &bytes).expect("write the cluster key");
+    }
+    path
+}

@@ -15,7 +15,6 @@
 use super::Cluster;
 use crate::approvals::{AgentCount, ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::state::Shared;
-use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;

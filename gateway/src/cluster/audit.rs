@@ -22,7 +22,7 @@ use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::audit::cluster_chain::{self, Record};
 use crate::state::Shared;
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream::stream;
 use rusqlite::TransactionBehavior;
 use std::sync::Arc;
 use std::time::Duration;
@@ -196,18 +196,12 @@ async fn publish_all(cluster: &Cluster, records: Vec<Record>) -> Published {
     let mut error = None;
     for (rseq, id, payload) in messages(records) {
         let sent = cluster
-            .jetstream()
-            .send_publish(
-                subject.clone(),
-                jetstream::message::PublishMessage::build()
-                    .payload(payload.into())
-                    .message_id(&id),
-            )
+            .js_publish(&subject, &payload, |m| m.message_id(&id))
             .await;
         match sent {
             Ok(ack) => pending.push((rseq, ack)),
             Err(e) => {
-                error = Some(e.to_string());
+                error = Some(e);
                 break;
             }
         }

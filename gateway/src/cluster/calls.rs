@@ -27,7 +27,6 @@ use crate::reattach::Dispatch;
 use crate::registry::ProgressSink;
 use crate::router::{Caller, DispatchTx, FromReplica, RouteError};
 use crate::state::Shared;
-use futures_util::StreamExt;
 use gsv_protocol::event::CallProgress;
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorShape};
@@ -495,7 +494,7 @@ async fn by_key(cluster: &Cluster, prefix: String, on: impl Fn(&Cluster, &str, &
 
 /// Publishes on the cancel subject when dropped armed.
 struct CancelOnDrop {
-    client: async_nats::Client,
+    client: super::bus::Bus,
     subject: Option<String>,
 }
 

@@ -86,6 +86,17 @@ impl Entry {
     }
 }
 
+/// The subject `node`'s entry is stored under, which its seal names.
+fn kv_subject(node: &str) -> String {
+    format!("$KV.{BUCKET}.{node}")
+}
+
+/// `node`'s entry as a replica sealed it; `None` for one no replica sealed for that
+/// node (or not one a replica writes).
+fn sealed_entry(cluster: &Cluster, node: &str, value: &[u8]) -> Option<Entry> {
+    Entry::decode(&cluster.open_stored(&kv_subject(node), value)?)
+}
+
 /// Whether an entry can carry `instance` (short, printable ASCII).
 fn valid_instance(instance: &str) -> bool {
     instance.len() <= MAX_INSTANCE && instance.bytes().all(|b| b.is_ascii_graphic())
@@ -112,7 +123,7 @@ impl Directory {
         }
         let store = self.store.get()?;
         let got = tokio::time::timeout(FETCH_WAIT, store.get(node)).await;
-        let entry = Entry::decode(&got.ok()?.ok()??)?;
+        let entry = sealed_entry(cluster, node, &got.ok()?.ok()??)?;
         self.holders.insert(node.to_owned(), entry);
         self.entry(cluster, node)
     }
@@ -251,7 +262,10 @@ async fn put(shared: &Shared, cluster: &Cluster, store: &kv::Store, node: &str) 
             String::new()
         },
     };
-    match store.put(node, entry.encode().into()).await {
+    let Ok(sealed) = cluster.seal_for(&kv_subject(node), &entry.encode()) else {
+        return;
+    };
+    match store.put(node, sealed.into()).await {
         Ok(revision) => {
             tracing::debug!(node_id = %node, revision, "cluster: directory entry written");
             cluster.directory.mine.insert(node.to_owned(), revision);
@@ -305,7 +319,7 @@ fn apply(
     }
     match entry.operation {
         kv::Operation::Put => {
-            let Some(held) = Entry::decode(&entry.value) else {
+            let Some(held) = sealed_entry(cluster, node, &entry.value) else {
                 return false;
             };
             if let Some(snapshot) = fresh {

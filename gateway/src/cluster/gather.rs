@@ -18,7 +18,6 @@ use bytes::Bytes;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use futures_util::future::{BoxFuture, FutureExt, Shared, WeakShared};
-use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,7 +143,7 @@ pub async fn gather<T: DeserializeOwned>(
 
 /// Publishes one question and collects the answers' payloads.
 async fn ask(
-    client: async_nats::Client,
+    client: super::bus::Bus,
     subject: &'static str,
     payload: Vec<u8>,
     peers: usize,

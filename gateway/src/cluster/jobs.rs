@@ -20,8 +20,7 @@ use super::replication::{open_stream, read_for_ever, Batches, Kept, Rounds};
 use super::Cluster;
 use crate::state::Shared;
 use crate::store::job_copies::{self, JobCopy};
-use async_nats::jetstream::{self, stream};
-use futures_util::StreamExt;
+use async_nats::jetstream::stream;
 use gsv_protocol::job::Job;
 use gsv_protocol::{ErrorCode, ErrorShape};
 use rusqlite::TransactionBehavior;
@@ -120,16 +119,12 @@ async fn publish_all(cluster: &Cluster, copies: Vec<JobCopy>) -> Result<(), Stri
         if payload.len() > MAX_COPY {
             payload = serde_json::to_vec(&copy.clone().cut()).map_err(|e| e.to_string())?;
         }
+        let id = format!("{}.{}", copy.id, copy.state);
         let ack = cluster
-            .jetstream()
-            .send_publish(
-                format!("gsv.jobs.{}", copy.id),
-                jetstream::message::PublishMessage::build()
-                    .payload(payload.into())
-                    .message_id(format!("{}.{}", copy.id, copy.state)),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            .js_publish(&format!("gsv.jobs.{}", copy.id), &payload, |m| {
+                m.message_id(id)
+            })
+            .await?;
         pending.push(ack);
     }
     for ack in pending {

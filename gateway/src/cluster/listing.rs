@@ -12,7 +12,6 @@
 
 use super::Cluster;
 use crate::state::Shared;
-use futures_util::StreamExt;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

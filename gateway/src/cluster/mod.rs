@@ -7,12 +7,19 @@
 //! them), [`labels`], [`jobs`] (read and cancelled through any replica) and
 //! [`audit`] (one chain of every replica's audit rows). Without `--cluster` nothing here runs: one gateway, SQLite, no NATS.
 //!
+//! Everything on the bus is sealed with the cluster key (`--cluster-key-file`,
+//! required): [`seal`] is the one envelope, [`bus::Bus`] the only way to core NATS,
+//! [`Cluster::js_publish`] and [`replication::Batches`] the ways in and out of
+//! JetStream. A NATS client without the key reads nothing in clear and makes no
+//! replica act.
+//!
 //! The replica connects in the background and keeps reconnecting (NATS's own
 //! client reconnects with backoff): a replica whose NATS is down keeps serving what
 //! it holds, and catches up from the streams when NATS is back.
 
 pub mod approvals;
 pub mod audit;
+pub(crate) mod bus;
 pub mod calls;
 pub mod directory;
 mod gather;
@@ -23,6 +30,7 @@ pub mod listing;
 pub mod presence;
 mod replication;
 mod resume;
+pub mod seal;
 pub mod slot;
 pub mod tokens;
 pub mod tool_events;
@@ -39,6 +47,12 @@ pub struct ClusterConfig {
     pub urls: Vec<String>,
     /// A NATS credentials file (JWT and NKey seed).
     pub creds: Option<PathBuf>,
+    /// A file holding a NATS user's NKey seed (`SU…`), for a server that names its
+    /// users by nkey.
+    pub nkey: Option<PathBuf>,
+    /// The cluster key every replica holds (`--cluster-key-file`): what seals every
+    /// message on the bus ([`seal`]). Required.
+    pub key: Option<PathBuf>,
     /// A PEM file of CA certificates that NATS's TLS certificate must chain to.
     pub ca: Option<PathBuf>,
     /// This replica's name (default: a name made once and kept in the data dir).
@@ -60,8 +74,14 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read the NATS nkey seed file {path}: {message}")]
+    Nkey { path: PathBuf, message: String },
+    #[error("--cluster-key-file: {0}")]
+    Key(#[from] seal::KeyError),
     #[error("cannot reach NATS at {urls}: {message}")]
     Connect { urls: String, message: String },
+    #[error("NATS refused this replica's credentials ({0}): give it the NATS user's --cluster-creds or --cluster-nkey")]
+    Refused(String),
 }
 
 /// A replica's link to the cluster.
@@ -69,7 +89,13 @@ pub struct Cluster {
     /// This replica's name.
     pub replica: String,
     client: async_nats::Client,
+    /// Core NATS, every payload sealed ([`bus`]).
+    bus: bus::Bus,
+    /// The cluster key's envelope ([`seal`]).
+    seal: Arc<seal::Seal>,
     js: async_nats::jetstream::Context,
+    /// What NATS said when it refused this replica's credentials, if it did.
+    refused: Arc<std::sync::Mutex<Option<String>>>,
     /// How many times the client has (re)connected: a consumer made before the last
     /// reconnection may be gone with a restarted server.
     connects: Arc<AtomicU64>,
@@ -105,8 +131,16 @@ impl Cluster {
                 )));
             }
         }
+        let Some(key) = &config.key else {
+            return Err(ClusterError::Config(
+                "cluster mode needs the cluster key every replica holds: --cluster-key-file FILE (32 random bytes or more, mode 0600; docs/operations.md, Cluster mode)".into(),
+            ));
+        };
+        let seal = Arc::new(seal::Seal::load(key)?);
         let connects = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&connects);
+        let refused: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let said = Arc::clone(&refused);
         let mut options = async_nats::ConnectOptions::new()
             .name(format!("gsv-gateway {replica}"))
             .retry_on_initial_connect()
@@ -114,11 +148,31 @@ impl Cluster {
             .connection_timeout(Duration::from_secs(5))
             .event_callback(move |event| {
                 let counter = Arc::clone(&counter);
+                let said = Arc::clone(&said);
                 async move {
                     match event {
                         async_nats::Event::Connected => {
                             counter.fetch_add(1, Ordering::SeqCst);
+                            if let Ok(mut s) = said.lock() {
+                                *s = None;
+                            }
                             tracing::info!("cluster: connected to NATS")
+                        }
+                        async_nats::Event::ClientError(async_nats::ClientError::Other(e))
+                            if refusal(&e) =>
+                        {
+                            tracing::error!(error = %e, "cluster: NATS refused this replica's credentials (--cluster-creds, --cluster-nkey)");
+                            if let Ok(mut s) = said.lock() {
+                                *s = Some(e);
+                            }
+                        }
+                        async_nats::Event::ServerError(
+                            e @ async_nats::ServerError::AuthorizationViolation,
+                        ) => {
+                            tracing::error!(error = %e, "cluster: NATS refused this replica's credentials (--cluster-creds, --cluster-nkey)");
+                            if let Ok(mut s) = said.lock() {
+                                *s = Some(e.to_string());
+                            }
                         }
                         async_nats::Event::Disconnected => {
                             tracing::warn!(
@@ -139,6 +193,20 @@ impl Cluster {
                         source,
                     })?;
         }
+        if let Some(path) = &config.nkey {
+            let seed = std::fs::read_to_string(path).map_err(|e| ClusterError::Nkey {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            let seed = seed.trim().to_owned();
+            if !seed.starts_with("SU") {
+                return Err(ClusterError::Nkey {
+                    path: path.clone(),
+                    message: "not a NATS user's nkey seed (one line starting with SU)".into(),
+                });
+            }
+            options = options.nkey(seed);
+        }
         if let Some(ca) = &config.ca {
             options = options.add_root_certificates(ca.clone()).require_tls(true);
         }
@@ -152,10 +220,14 @@ impl Cluster {
                     message: e.to_string(),
                 })?;
         let js = async_nats::jetstream::new(client.clone());
+        let bus = bus::Bus::new(client.clone(), Arc::clone(&seal));
         Ok(Cluster {
             replica,
             client,
+            bus,
+            seal,
             js,
+            refused,
             connects,
             peers: dashmap::DashMap::new(),
             calls: calls::CallBook::default(),
@@ -171,18 +243,92 @@ impl Cluster {
         self.client.connection_state() == async_nats::connection::State::Connected
     }
 
-    pub(crate) fn client(&self) -> async_nats::Client {
-        self.client.clone()
+    /// Core NATS, sealed: the only way cluster code publishes, asks and subscribes.
+    pub(crate) fn client(&self) -> bus::Bus {
+        self.bus.clone()
     }
 
+    /// JetStream, to make and look up streams and buckets. Messages go out through
+    /// [`Cluster::js_publish`] and come back in through [`replication::Batches`] or
+    /// [`Cluster::open_stored`]: never a payload of its own.
     pub(crate) fn jetstream(&self) -> &async_nats::jetstream::Context {
         &self.js
+    }
+
+    /// Publishes `payload` on a stream's `subject`, sealed; `with` adds the message's
+    /// options (its id, an expected sequence). The acknowledgement is the caller's to
+    /// wait for.
+    pub(crate) async fn js_publish(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        with: impl FnOnce(
+            async_nats::jetstream::message::PublishMessage,
+        ) -> async_nats::jetstream::message::PublishMessage,
+    ) -> Result<async_nats::jetstream::context::PublishAckFuture, String> {
+        let sealed = self
+            .seal
+            .seal(subject, payload)
+            .map_err(|e| e.to_string())?;
+        let message =
+            with(async_nats::jetstream::message::PublishMessage::build().payload(sealed.into()));
+        self.js
+            .send_publish(subject.to_owned(), message)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// What a message read back from JetStream (published on `subject`) says, if a
+    /// replica sealed it for that subject; `None` (logged, counted) otherwise.
+    pub(crate) fn open_stored(&self, subject: &str, payload: &[u8]) -> Option<Vec<u8>> {
+        match self.seal.open(subject, payload, seal::Taken::Stored) {
+            Ok(plain) => Some(plain),
+            Err(e) => {
+                bus::refused(subject, &e);
+                None
+            }
+        }
+    }
+
+    /// Seals `payload` for `subject` (a bucket's entry: `$KV.BUCKET.KEY`).
+    pub(crate) fn seal_for(&self, subject: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+        self.seal.seal(subject, payload).map_err(|e| e.to_string())
+    }
+
+    /// Messages refused at the envelope so far (not a replica's, replayed, stale).
+    pub fn refused_messages(&self) -> u64 {
+        self.seal.refused()
+    }
+
+    /// Waits up to `patience` for the first connection: `Err` when NATS refused this
+    /// replica's credentials meanwhile (a misconfiguration, not an outage); `Ok` when
+    /// connected, or when NATS could not be reached (the replica starts degraded and
+    /// keeps trying, as before).
+    pub async fn first_connection(&self, patience: Duration) -> Result<(), ClusterError> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < patience {
+            if self.connected() {
+                return Ok(());
+            }
+            let said = self.refused.lock().ok().and_then(|s| s.clone());
+            if let Some(said) = said {
+                return Err(ClusterError::Refused(said));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
     }
 
     /// The number of (re)connections so far.
     pub(crate) fn connects(&self) -> u64 {
         self.connects.load(Ordering::SeqCst)
     }
+}
+
+/// Whether a connection error says NATS refused the credentials.
+fn refusal(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    e.contains("authorization") || e.contains("authentication")
 }
 
 /// The messages of `stream` under `filter`, in order, from sequence `next` on (an

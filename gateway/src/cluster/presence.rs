@@ -9,7 +9,6 @@
 
 use super::Cluster;
 use crate::state::Shared;
-use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -185,13 +185,11 @@ impl<'a> Batches<'a> {
             return Ok(None);
         };
         let first = first.map_err(|e| e.to_string())?;
-        let mut batch = vec![self.took(first)];
+        let mut batch = Vec::new();
+        batch.extend(self.took(first));
         while batch.len() < max {
             match self.messages.next().now_or_never() {
-                Some(Some(Ok(m))) => {
-                    let m = self.took(m);
-                    batch.push(m);
-                }
+                Some(Some(Ok(m))) => batch.extend(self.took(m)),
                 Some(Some(Err(e))) => {
                     self.failed = Some(e.to_string());
                     break;
@@ -202,10 +200,16 @@ impl<'a> Batches<'a> {
         Ok(Some(batch))
     }
 
-    fn took(&mut self, m: Message) -> Message {
+    /// A message read: the sequence goes past it, and it is opened — one no replica
+    /// sealed for its subject is dropped here, before any kind's code sees it.
+    fn took(&mut self, mut m: Message) -> Option<Message> {
         if let Ok(info) = m.info() {
             self.next = info.stream_sequence + 1;
         }
-        m
+        let plain = self
+            .cluster
+            .open_stored(m.message.subject.as_str(), &m.message.payload)?;
+        m.message.payload = plain.into();
+        Some(m)
     }
 }

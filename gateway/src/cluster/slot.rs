@@ -15,7 +15,7 @@
 //! replica that restarts while NATS is down keeps it.
 
 use super::Cluster;
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream::stream;
 use std::path::Path;
 use std::time::Duration;
 
@@ -76,21 +76,19 @@ async fn try_claim(cluster: &Cluster) -> Result<Option<u64>, String> {
     for slot in 0..SLOTS {
         let subject = format!("gsv.slots.{slot}");
         match stream.get_last_raw_message_by_subject(&subject).await {
+            // A claim no replica sealed holds the slot for nobody, and is not ours.
             Ok(m) => {
-                if m.payload.as_ref() == cluster.replica.as_bytes() {
+                let claimed = cluster.open_stored(m.subject.as_str(), &m.payload);
+                if claimed.as_deref() == Some(cluster.replica.as_bytes()) {
                     return Ok(Some(slot));
                 }
             }
             Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                let claim = js
-                    .send_publish(
-                        subject,
-                        jetstream::message::PublishMessage::build()
-                            .payload(cluster.replica.clone().into_bytes().into())
-                            .expected_last_subject_sequence(0),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let claim = cluster
+                    .js_publish(&subject, cluster.replica.as_bytes(), |m| {
+                        m.expected_last_subject_sequence(0)
+                    })
+                    .await?;
                 if claim.await.is_ok() {
                     return Ok(Some(slot));
                 }

@@ -30,7 +30,7 @@ use crate::operator::OperatorRole;
 use crate::policy::PolicySpec;
 use crate::state::Shared;
 use crate::token::TokenKind;
-use async_nats::jetstream::{self, stream};
+use async_nats::jetstream::stream;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -164,15 +164,8 @@ pub(super) async fn publish<T: Serialize>(
 ) -> Result<(), String> {
     let payload = serde_json::to_vec(body).map_err(|e| e.to_string())?;
     let ack = cluster
-        .jetstream()
-        .send_publish(
-            subject.to_owned(),
-            jetstream::message::PublishMessage::build()
-                .payload(payload.into())
-                .message_id(message_id),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        .js_publish(subject, &payload, |m| m.message_id(message_id))
+        .await?;
     match tokio::time::timeout(ACK_WAIT, ack).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),

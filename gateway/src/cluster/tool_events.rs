@@ -15,7 +15,6 @@
 
 use super::Cluster;
 use crate::state::Shared;
-use futures_util::StreamExt;
 use gsv_protocol::event::ToolsChanged;
 use gsv_protocol::names::NamespacedName;
 use gsv_protocol::EventName;

@@ -5,7 +5,7 @@
 //! to the holder, on the holder's own listener (`/v1/replica`: TLS when the gateway has
 //! it), so they cross once. NATS stays the cluster's backbone: a replica says in its
 //! hello where its link is, its certificate's fingerprint (pinned by whoever dials it:
-//! the hello comes over NATS, which replicas trust) and a random secret of this run;
+//! the hello comes over NATS sealed with the cluster key, [`super::seal`]) and a random secret of this run;
 //! a replica that dials proves it heard that hello (an HMAC of a fresh challenge under
 //! the secret, [`wire`]). Everything else still goes over NATS, and a call falls back
 //! to it whenever there is no link: the first call to a replica (its link is dialled
@@ -193,7 +193,7 @@ pub(crate) struct Outgoing {
 impl Outgoing {
     /// Publishes the message's body on its NATS subject instead (nothing when it has
     /// none).
-    pub(crate) async fn over_nats(self, client: &async_nats::Client) {
+    pub(crate) async fn over_nats(self, client: &super::bus::Bus) {
         let Some((subject, reply)) = self.fallback else {
             return;
         };
