@@ -97,13 +97,27 @@ pub fn write_varied(path: &Path, size: u64, seed: u64) -> String {
             buf[at..at + 8].copy_from_slice(&stamp);
         }
         let n = left.min(MIB) as usize;
-        f.write_all(&buf[..n]).expect("write");
+        if let Err(e) = f.write_all(&buf[..n]) {
+            panic!("writing {}: {e}; {}", path.display(), free_space(path));
+        }
         hasher.update(&buf[..n]);
         left -= n as u64;
         piece += 1;
     }
-    f.flush().expect("flush");
+    if let Err(e) = f.flush() {
+        panic!("writing {}: {e}; {}", path.display(), free_space(path));
+    }
     hex(hasher)
+}
+
+/// What `df` says of the disk under `path`, for a failure message (a full CI disk
+/// reads as a write error otherwise).
+fn free_space(path: &Path) -> String {
+    let dir = path.parent().unwrap_or(path);
+    match std::process::Command::new("df").arg("-h").arg(dir).output() {
+        Ok(o) => format!("df: {}", String::from_utf8_lossy(&o.stdout).trim()),
+        Err(e) => format!("df could not run: {e}"),
+    }
 }
 
 /// Lower-case hex of a finished SHA-256.

@@ -104,8 +104,10 @@ def card_with(driver, marker):
     )
 
 
-def escaped(driver, css, what):
-    """`css`'s text shows \\u{202e} as an escape and no raw bidi control, and marks it."""
+def escaped(driver, css, what, marked=True):
+    """`css`'s text shows \\u{202e} as an escape and no raw bidi control, and marks it
+    (`marked`). A value the gateway quoted into its own sentence arrives escaped by the
+    gateway (summary::quoted), so the page has no raw character left to mark there."""
     text = wait_for(driver, what, lambda d: js_text(d, css))
     assert "\\u{202e}" in text, "%s: the escape is shown: %r" % (what, text[:400])
     for raw in RAW:
@@ -113,7 +115,8 @@ def escaped(driver, css, what):
     marks = driver.execute_script(
         "return Array.from(document.querySelectorAll(arguments[0] + ' .esc')).map((e) => e.textContent);", css
     )
-    assert "\\u{202e}" in marks, "%s: the escape is marked: %r" % (what, marks)
+    if marked:
+        assert "\\u{202e}" in marks, "%s: the escape is marked: %r" % (what, marks)
 
 
 def hidden(driver, config):
@@ -132,8 +135,8 @@ def hidden(driver, config):
     shot(driver, config, "hidden-bidi")
 
     put = card_with(driver, config["putMarker"])
-    escaped(driver, "#approval-%s .summary" % put, "the put's summary")
-    escaped(driver, "#approval-%s .args" % put, "the put's arguments")
+    escaped(driver, "#approval-%s .summary" % put, "the put's summary", marked=False)
+    escaped(driver, "#approval-%s .args" % put, "the put's arguments", marked=False)
 
     big = card_with(driver, config["bigMarker"])
     args = "#approval-%s .args" % big
