@@ -335,3 +335,55 @@ async fn a_file_tools_question_shows_what_its_path_names_and_the_call_writes_exa
     let text = serde_json::to_string(&done.content).unwrap_or_default();
     assert!(text.contains(&elsewhere.display().to_string()), "{text}");
 }
+
+/// A directory copy (`gsv cp -r`) to `docs`, a directory the agent reached through a
+/// planted symlink: the question names the directory the node resolved (into
+/// `outside/tree`, since `docs` is a directory), and the approved tree lands under it
+/// even though the link is re-pointed while the operator reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_copys_question_names_the_directory_the_node_resolved() {
+    let gw = Gateway::start().await;
+    let l = layout("shows-tree");
+    let _node = gw.node("box", &l.ws).await;
+    let local = TempDir::new("shows-tree-local");
+    let tree = local.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).expect("tree");
+    std::fs::write(tree.join("a.txt"), b"a").expect("a");
+    std::fs::write(tree.join("sub/b.txt"), b"b").expect("b");
+    let token = gw.token(&[
+        "agent",
+        "careful",
+        "--allow",
+        "*",
+        "--confirm",
+        "box__Write",
+    ]);
+    let agent = Arc::new(gw.agent_with(&token).await);
+    let operator = gw.agent_with(&gw.admin_token()).await;
+    let elsewhere = l.base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere");
+
+    let call = {
+        let (a, tree) = (agent.clone(), tree.clone());
+        tokio::spawn(async move {
+            let mut top = None;
+            a.put_tree("box", &tree, "docs", &mut top, |_, _| {}).await
+        })
+    };
+    let req = next_request(&operator).await;
+    let s = summary(&req);
+    let real = l.outside.join("tree");
+    assert!(
+        s.contains(&format!("box:\"{}\" (a new directory", real.display())),
+        "the node's resolved top is named: {s}"
+    );
+    assert!(s.contains("the agent named it \"docs/tree\""), "{s}");
+    // The agent re-points its link while the operator reads.
+    std::fs::remove_file(l.ws.join("docs")).expect("rm link");
+    std::os::unix::fs::symlink(&elsewhere, l.ws.join("docs")).expect("re-point");
+    decide(&gw, &req, "approve");
+    let copied = call.await.expect("join").expect("tree copied");
+    assert_eq!(copied.root, real.display().to_string());
+    assert_eq!(std::fs::read(real.join("sub/b.txt")).expect("landed"), b"b");
+    assert!(names(&elsewhere).is_empty(), "{:?}", names(&elsewhere));
+}

@@ -293,7 +293,8 @@ async fn policy_and_confinement_refuse_trees() {
     let summary = req["summary"].as_str().unwrap_or_default().to_owned();
     assert!(summary.starts_with("copy directory "), "{req}");
     assert!(
-        summary.contains("box:\"dest\"") && summary.contains(" files"),
+        summary.contains("/dest\" (a new directory; the agent named it \"dest\")")
+            && summary.contains(" files"),
         "{req}"
     );
     assert_eq!(

@@ -181,6 +181,8 @@ impl Fleet {
             "--confirm",
             "alpha__Echo",
             "--confirm",
+            "alpha__Write",
+            "--confirm",
             "guarded__Bash",
             "--self-confirm",
         ]);
@@ -296,6 +298,7 @@ const HTTP_CHECKS: &[&str] = &[
     "unauthorized",
     "cancel",
     "elicit",
+    "elicit-plan",
     "no-self-approval",
     "guard-operator",
     "operator-queue",

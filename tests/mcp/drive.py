@@ -270,6 +270,45 @@ async def check_elicit() -> None:
         expect(r.is_error is True and text_of(r).startswith("denied:"), f"declined call: {text_of(r)!r}")
 
 
+async def check_elicit_plan() -> None:
+    """The user's question names the file the node resolved the agent's path to (a
+    symlink followed), and the answer holds only for that file: the link re-pointed
+    while the user reads changes nothing. Asked during the call (legacy), the approved
+    call goes to the file the question named; asked before it (2026-07-28's
+    InputRequiredResult), the retry finds the path resolving elsewhere and waits for
+    an operator (who denies it here)."""
+    tag = f"plan-{ARGS.transport}-{ARGS.mode}"
+    first, second = (os.path.join(ARGS.workspace, f"{tag}-{n}") for n in ("a", "b"))
+    link = os.path.join(ARGS.workspace, f"{tag}-link")
+    os.makedirs(first)
+    os.makedirs(second)
+    os.symlink(first, link)
+    asked: list[str] = []
+
+    async def repoint(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        os.remove(link)
+        os.symlink(second, link)
+        return types.ElicitResult(action="accept", content={})
+
+    legacy = ARGS.mode == "legacy"
+    async with client(ARGS.self_confirm_token, elicitation_callback=repoint) as c:
+        async with anyio.create_task_group() as tg:
+            if not legacy:
+                tg.start_soon(decide_when_asked, ARGS.node, "Write", "deny")
+            r = await c.call_tool(f"{ARGS.node}__Write", {"path": f"{tag}-link/f.txt", "content": "x"})
+    shown = os.path.join(os.path.realpath(first), "f.txt")
+    expect(len(asked) == 1 and f'"{shown}"' in asked[0] and "nothing there yet" in asked[0],
+           f"the question names the resolved file {shown}: {asked}")
+    expect(not os.path.exists(os.path.join(second, "f.txt")), "written through the re-pointed link")
+    if legacy:
+        expect(not r.is_error and os.path.exists(shown), f"the approved file was not written: {text_of(r)!r}")
+    else:
+        expect(r.is_error is True and text_of(r).startswith("denied:"),
+               f"a retry whose path resolves elsewhere was not left to the operator: {text_of(r)!r}")
+        expect(not os.path.exists(shown), "the retry wrote although the operator denied it")
+
+
 def gsv_cli(*args: str) -> str:
     out = subprocess.run([ARGS.gsv, *args, "--data", ARGS.data], capture_output=True, text=True, timeout=20)
     if out.returncode != 0:
@@ -822,6 +861,7 @@ CHECKS = {
     "unauthorized": check_unauthorized,
     "cancel": check_cancel,
     "elicit": check_elicit,
+    "elicit-plan": check_elicit_plan,
     "no-self-approval": check_no_self_approval,
     "guard-operator": check_guard_operator,
     "operator-queue": check_operator_queue,
@@ -876,7 +916,7 @@ if __name__ == "__main__":
     p.add_argument("--limited-token", required=True, help="allow NODE__*, deny NODE__Bash")
     p.add_argument("--confirm-token", required=True, help="allow *, confirm NODE__Echo")
     p.add_argument("--self-confirm-token", required=True,
-                   help="allow *, confirm NODE__Echo and GUARDED__Bash, --self-confirm")
+                   help="allow *, confirm NODE__Echo, NODE__Write and GUARDED__Bash, --self-confirm")
     p.add_argument("--only-read-token", required=True, help="allow NODE__Read only")
     p.add_argument("--fleet-token", required=True, help="allow *, --mcp-view fleet")
     p.add_argument("--guarded", required=True, help="a node run with --approve-shell 'echo .*'")

@@ -111,6 +111,9 @@ struct PendingQuestion {
     token_id: String,
     name: String,
     args_hash: String,
+    /// What the node resolved the call's paths to when the user was asked: the answer
+    /// holds only while the node still resolves them the same way.
+    plan: Option<String>,
     expires: Instant,
 }
 
@@ -581,9 +584,16 @@ fn elicitation_params(question: &str) -> ElicitRequestParams {
 /// `Allow laptop__Bash: rm -r build/ ?`
 /// The question an MCP client's user reads: the summary through the one display rule
 /// (`gsv_protocol::display`), so a hidden or bidi character in an agent's arguments
-/// cannot redraw what the user approves.
-fn question_text(summary: &str) -> String {
-    format!("Allow {} ?", gsv_protocol::display::safe(summary))
+/// cannot redraw what the user approves, then what the node resolved the call's paths
+/// to (the same plan an operator's card shows), each line through the same rule.
+fn question_text(summary: &str, plan: Option<&str>) -> String {
+    use gsv_protocol::display::safe;
+    let mut text = format!("Allow {} ?", safe(summary));
+    for line in plan.into_iter().flat_map(str::lines) {
+        text.push('\n');
+        text.push_str(&safe(line));
+    }
+    text
 }
 
 /// An elicitation answer as an approval decision: accept approves; decline and cancel
@@ -602,7 +612,7 @@ struct McpAsker {
     peer: Peer<RoleServer>,
     elicit: bool,
     /// An answer decided before routing (2026-07-28 `InputRequiredResult` round trip).
-    preset: Option<Verdict>,
+    preset: Option<Answered>,
     progress: Option<mpsc::Sender<CallProgress>>,
     queued: Mutex<Option<ApprovalRequest>>,
 }
@@ -610,13 +620,20 @@ struct McpAsker {
 impl ApprovalAsker for McpAsker {
     fn ask<'a>(&'a self, q: &'a ApprovalQuestion<'a>) -> BoxFuture<'a, Option<Verdict>> {
         Box::pin(async move {
-            if let Some(d) = self.preset {
-                return Some(d);
+            if let Some(a) = &self.preset {
+                // The node resolves the paths otherwise than the user read (a symlink
+                // moved in between): their answer was not about this call; an
+                // operator decides.
+                if a.plan.as_deref() != q.plan {
+                    tracing::warn!("the call's paths resolve otherwise than the user was shown; the call waits for an operator");
+                    return None;
+                }
+                return Some(a.verdict);
             }
             if !self.elicit {
                 return None;
             }
-            let params = elicitation_params(&question_text(&q.summary));
+            let params = elicitation_params(&question_text(&q.summary, q.plan));
             match self.peer.create_elicitation(params).await {
                 Ok(answer) => Some(decision_of(&answer.action)),
                 Err(e) => {
@@ -837,7 +854,7 @@ impl McpHandler {
             } == Decision::Confirm
         {
             match request.request_state.as_deref() {
-                None => return Ok(self.ask_first(&who, &name, &args_value).into()),
+                None => return Ok(self.ask_first(&who, &name, &args_value).await.into()),
                 Some(state) => {
                     preset = Some(self.answer_of(&who, &name, &args_value, state, &request)?)
                 }
@@ -913,18 +930,20 @@ impl McpHandler {
     }
 
     /// First round on 2026-07-28: the approval question as an `InputRequiredResult`.
-    fn ask_first(&self, who: &McpPrincipal, name: &str, args: &Value) -> InputRequiredResult {
+    async fn ask_first(&self, who: &McpPrincipal, name: &str, args: &Value) -> InputRequiredResult {
         let summary = router::summary_of(name, args);
+        let plan = router::plan_for(self.shared(), name, args).await;
         let ttl = self.shared().approvals.ttl;
         let state = self.state.remember_question(PendingQuestion {
             token_id: who.token_id.clone(),
             name: name.to_owned(),
             args_hash: args_hash(args),
+            plan: plan.clone(),
             expires: Instant::now() + ttl,
         });
         let mut requests = InputRequests::new();
         let input = InputRequest::Elicitation(ElicitRequest::new(elicitation_params(
-            &question_text(&summary),
+            &question_text(&summary, plan.as_deref()),
         )));
         requests.insert(APPROVAL_INPUT.to_owned(), input);
         tracing::info!("asking the MCP client's user for approval");
@@ -940,7 +959,7 @@ impl McpHandler {
         args: &Value,
         state: &str,
         request: &CallToolRequestParams,
-    ) -> Result<Verdict, ErrorData> {
+    ) -> Result<Answered, ErrorData> {
         let stale = || {
             ErrorData::invalid_params(
                 "requestState is unknown, used or expired; call the tool again",
@@ -967,8 +986,18 @@ impl McpHandler {
                     None,
                 )
             })?;
-        Ok(decision_of(&action))
+        Ok(Answered {
+            verdict: decision_of(&action),
+            plan: q.plan,
+        })
     }
+}
+
+/// A user's answer to a question this gateway asked (2026-07-28), with the plan the
+/// question showed.
+struct Answered {
+    verdict: Verdict,
+    plan: Option<String>,
 }
 
 /// Sends one progress notification (only with a token; values strictly increase).

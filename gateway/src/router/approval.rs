@@ -71,7 +71,7 @@ async fn ask(
         cancel,
     } = *call;
     if let (Some(asker), Deciders::CallerOrOperator) = (caller.asker, deciders) {
-        if let Some(answer) = ask_caller(call, asker, args, &reason).await? {
+        if let Some(answer) = ask_caller(call, asker, args, &reason, plan.as_deref()).await? {
             return answer.map(|()| CALLER_APPROVAL.to_owned());
         }
     }
@@ -150,6 +150,7 @@ async fn ask_caller(
     asker: &dyn ApprovalAsker,
     args: &Value,
     reason: &str,
+    plan: Option<&str>,
 ) -> Result<Option<Result<(), RouteError>>, RouteError> {
     let Scope {
         shared,
@@ -163,6 +164,7 @@ async fn ask_caller(
         args,
         summary: summary(name, args),
         reason,
+        plan,
     };
     let wait = deadline
         .saturating_duration_since(Instant::now())

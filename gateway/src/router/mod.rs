@@ -23,6 +23,7 @@ mod resolve;
 mod shared_approval;
 
 pub use error::RouteError;
+pub use resolve::plan_for;
 pub use shared_approval::FanoutApproval;
 
 use approval::{await_approval, Deciders, CALLER_APPROVAL};
@@ -97,6 +98,9 @@ pub struct ApprovalQuestion<'a> {
     pub summary: String,
     /// Why approval is needed.
     pub reason: &'a str,
+    /// What the node resolved the call's paths to (the operator's card shows the same
+    /// text), when it was asked.
+    pub plan: Option<&'a str>,
 }
 
 /// Asks the caller's own user whether a call may run, in place of the operator queue.

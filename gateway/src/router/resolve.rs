@@ -13,6 +13,7 @@
 //! the question says so and the call goes as it was asked.
 
 use crate::registry::NodeHandle;
+use crate::state::Shared;
 use crate::summary::quoted;
 use gsv_protocol::resolve::{ResolveParams, ResolveResult, Resolved};
 use gsv_protocol::tool_class::{ToolClass, ToolClasses};
@@ -92,6 +93,18 @@ pub(super) async fn for_question(
         plan: lines.join("\n"),
         args: changed.then_some(rewritten),
     })
+}
+
+/// The plan a question about `name` (on a node this replica holds) would show,
+/// asked of the node now: for a caller's user asked before the call is routed (MCP
+/// 2026-07-28's first round), so that the answer holds only for what they read.
+pub async fn plan_for(shared: &Shared, name: &str, args: &Value) -> Option<String> {
+    let name = gsv_protocol::NamespacedName::parse(name).ok()?;
+    let node = shared.registry.get(name.node.as_str())?;
+    let spec = shared.registry.tool(&node, name.tool.as_str())?;
+    for_question(&node, spec.classes, args)
+        .await
+        .map(|r| r.plan)
 }
 
 /// `path "docs/a.txt" is "/srv/real/a.txt" on the node: a file that exists`.

@@ -19,6 +19,7 @@ mod grant;
 mod idle;
 mod relay;
 mod tree;
+mod tree_top;
 mod uploads;
 
 pub use agent::request;

@@ -13,7 +13,7 @@
 use super::agent::{owner, parse};
 use super::approval::{self, Asked, TreeSize};
 use super::grant::{Grant, GRANT_LIFE};
-use super::{ask_node, decode, TransferError};
+use super::{ask_node, decode, tree_top, TransferError};
 use crate::audit::AuditEvent;
 use crate::error::WireError;
 use crate::policy::Decision;
@@ -125,6 +125,8 @@ pub(super) async fn place(
     let (node, decision) = admit(shared, agent, &audit)?;
     let grants = &shared.transfers.grants;
     let mut approved = None;
+    // Exactly the top the operator read, once approved.
+    let mut resolved_top = None;
     if decision == Decision::Confirm
         && grants
             .covering(&agent.conn_id, node.id.as_str(), "Write", &p.path)
@@ -138,24 +140,20 @@ pub(super) async fn place(
             return Err(e);
         }
         let from = approval::local(agent, p.source.as_deref());
-        let to = match &p.into {
-            Some(into) => format!(
-                "{} (or {})",
-                approval::on_node(node.id.as_str(), &p.path),
-                crate::summary::quoted(&format!("{}/{}", p.path, into))
-            ),
-            None => approval::on_node(node.id.as_str(), &p.path),
-        };
+        let top = tree_top::resolve(&node, &p.path, p.into.as_deref()).await;
         let size = TreeSize::of(&p.entries);
         let asked = Asked::tree(
             &owner(agent),
             agent,
             (node.id.as_str(), "Write"),
-            (from, to),
+            (from, top.shown),
             size,
         );
         match approval::wait(shared, &asked, agent.out.closed_token()).await {
-            Ok(a) => approved = Some(a),
+            Ok(a) => {
+                approved = Some(a);
+                resolved_top = Some((top.path, top.into));
+            }
             Err(e) => {
                 audit.record(e.code().as_str(), 0);
                 return Err(e);
@@ -163,9 +161,10 @@ pub(super) async fn place(
         }
     }
     let entries = p.entries.len();
+    let (path, into) = resolved_top.unwrap_or_else(|| (p.path.clone(), p.into));
     let params = PlaceParams {
-        path: p.path.clone(),
-        into: p.into,
+        path,
+        into,
         step: p.step,
         entries: p.entries,
     };
