@@ -5,6 +5,7 @@
 //! `Arc` between every node that declares it, keyed by a hash of its canonical JSON:
 //! a node then costs one pointer for its tools, not a copy of twelve schemas.
 
+pub(crate) mod counts;
 mod error;
 
 pub use error::{ArgsError, DeclarationError};
@@ -28,6 +29,8 @@ pub struct ToolSpec {
     /// What the tool can do, from its capability (`class:` entries of a policy).
     pub classes: ToolClasses,
     validator: jsonschema::Validator,
+    /// The whole-number arguments that are counts ([`counts`]).
+    counts: Vec<String>,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -39,6 +42,12 @@ impl std::fmt::Debug for ToolSpec {
 }
 
 impl ToolSpec {
+    /// Rounds down each whole-number count in `args` given with a fraction
+    /// ([`counts`]); whether anything changed.
+    pub fn floor_counts(&self, args: &mut Value) -> bool {
+        counts::floor(&self.counts, args)
+    }
+
     /// Checks call arguments against the tool's schema; the error names the JSON
     /// pointer of the first failing value.
     pub fn validate_args(&self, args: &Value) -> Result<(), ArgsError> {
@@ -137,6 +146,7 @@ fn build(
             }
         })?;
         tools.push(Arc::new(ToolSpec {
+            counts: counts::of_schema(&def.input_schema),
             def,
             classes: ToolClasses::of(&capability),
             capability,

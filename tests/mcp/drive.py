@@ -519,6 +519,9 @@ async def check_fleet_call() -> None:
         flat = await c.call_tool(f"{ARGS.node}__Read", args)
     async with client(ARGS.token, view="fleet") as c:
         fleet = await fleet_call(c, ARGS.node, "Read", args)
+        # A whole-number count with a fraction is rounded down, not refused.
+        odd = await c.call_tool("fleet_call", {"node": ARGS.node, "tool": "Read", "args": args, "timeoutMs": 1500.5})
+        expect(not odd.is_error and text_of(odd).startswith("1\tsame"), f"fleet_call timeoutMs 1500.5: {text_of(odd)!r}")
         expect((fleet.content, fleet.structured_content, fleet.is_error) == (flat.content, flat.structured_content, flat.is_error),
                f"fleet {fleet} != flat {flat}")
         expect(text_of(fleet).startswith("1\tsame"), f"fleet_call Read: {text_of(fleet)!r}")
@@ -527,19 +530,24 @@ async def check_fleet_call() -> None:
         expect(r.is_error is True and text_of(r).startswith("invalid_args:"), f"bad node id: {text_of(r)!r}")
         e = await rpc_error(fleet_call(c, ARGS.node, "Nope", {}))
         expect(e.code == -32602 and f"{ARGS.node}__Nope" in str(e), f"unknown tool: {e}")
-        e = await rpc_error(c.call_tool(f"{ARGS.node}__Read", args))
-        expect(e.code == -32602, f"a flat name in the fleet view: {e}")
+        # A namespaced name works in the fleet view too, though it lists none: the
+        # same routed call.
+        direct = await c.call_tool(f"{ARGS.node}__Read", args)
+        expect((direct.content, direct.structured_content, direct.is_error) == (flat.content, flat.structured_content, flat.is_error),
+               f"direct {direct} != flat {flat}")
+        e = await rpc_error(c.call_tool(f"{ARGS.node}__Nope", {}))
+        expect(e.code == -32602 and f"{ARGS.node}__Nope" in str(e), f"unknown namespaced tool in the fleet view: {e}")
     mine: list[dict] = []
     for _ in range(50):
         rows = await audit_calls()
         mine = [r for r in rows if r.get("node") == ARGS.node and r.get("tool") == "Read" and r.get("outcome") == "ok"]
-        if len(mine) >= 2:
+        if len(mine) >= 3:
             break
         await anyio.sleep(0.1)
-    expect(len(mine) >= 2, f"audit rows of the two calls: {mine}")
+    expect(len(mine) >= 3, f"audit rows of the three calls: {mine}")
     keys = ("kind", "actor", "node", "tool", "argsHash", "outcome")
-    a, b = ({k: r.get(k) for k in keys} for r in mine[-2:])
-    expect(a == b, f"audit rows differ: flat {a} fleet {b}")
+    a, b, d = ({k: r.get(k) for k in keys} for r in mine[-3:])
+    expect(a == b == d, f"audit rows differ: flat {a} fleet {b} direct {d}")
 
 
 async def check_fleet_progress() -> None:
@@ -706,6 +714,14 @@ async def check_no_leak() -> None:
         expect(str(c_hidden) == str(hidden), f"fleet_call of a hidden tool {c_hidden!s} vs flat {hidden!s}")
         r = await fleet_call(c, node, "Read", {"path": "hello.txt"})
         expect(not r.is_error and text_of(r).startswith("1\thello world"), f"the allowed call: {text_of(r)!r}")
+        # Namespaced calls in the fleet view: the allowed one runs; the rest answer
+        # exactly as in the flat view, like tools that do not exist.
+        r = await c.call_tool(f"{node}__Read", {"path": "hello.txt"})
+        expect(not r.is_error and text_of(r).startswith("1\thello world"), f"the direct call: {text_of(r)!r}")
+        d_hidden = await rpc_error(c.call_tool(f"{node}__Bash", {"command": "true"}))
+        d_other = await rpc_error(c.call_tool(f"{ARGS.guarded}__Read", {"path": "x"}))
+        expect(str(d_hidden) == str(hidden) and str(d_other) == str(other),
+               f"direct calls in the fleet view {d_hidden!s}, {d_other!s} vs flat {hidden!s}, {other!s}")
 
 
 async def check_resources() -> None:

@@ -61,6 +61,49 @@ impl FleetTool {
         }
     }
 
+    /// Rounds down the whole-number counts of its arguments given with a fraction
+    /// (`timeoutMs: 1500.5`), by the same rule as every node tool's
+    /// (`crate::toolset::counts`).
+    pub fn floor_counts(self, args: &mut Option<Map<String, Value>>) {
+        use std::collections::HashMap;
+        use std::sync::OnceLock;
+        static COUNTS: OnceLock<HashMap<String, Vec<String>>> = OnceLock::new();
+        let counts = COUNTS.get_or_init(|| {
+            definitions()
+                .into_iter()
+                .map(|t| {
+                    let schema = Value::Object((*t.input_schema).clone());
+                    (
+                        t.name.to_string(),
+                        crate::toolset::counts::of_schema(&schema),
+                    )
+                })
+                .collect()
+        });
+        let Some(names) = counts.get(self.name()) else {
+            return;
+        };
+        let Some(map) = args.take() else { return };
+        let mut v = Value::Object(map);
+        crate::toolset::counts::floor(names, &mut v);
+        if let Value::Object(map) = v {
+            *args = Some(map);
+        }
+    }
+
+    /// Its name in `tools/list`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FleetTool::Nodes => FLEET_NODES,
+            FleetTool::Tools => FLEET_TOOLS,
+            FleetTool::Call => FLEET_CALL,
+            FleetTool::Run => FLEET_RUN,
+            FleetTool::Jobs => FLEET_JOBS,
+            FleetTool::Job => FLEET_JOB,
+            FleetTool::Copy => FLEET_COPY,
+        }
+    }
+
     /// Whether the flat view lists it too: the tools that do what no `{node}__{tool}`
     /// does (run on many nodes, read kept jobs, copy between nodes).
     pub fn in_flat(self) -> bool {

@@ -671,8 +671,8 @@ struct Routed {
 }
 
 impl McpHandler {
-    /// A `tools/call` in the session's view: a flat `{node}__{tool}`, or one of the
-    /// fleet tools. A name the view does not list is unknown.
+    /// A `tools/call`: one of the view's gateway tools, or a `{node}__{tool}` in any
+    /// view (the fleet view lists none, yet `laptop__Bash` works there too).
     async fn dispatch(
         &self,
         request: CallToolRequestParams,
@@ -683,9 +683,13 @@ impl McpHandler {
         // The fleet view's tools; the flat view lists those no node offers too.
         let gateway = FleetTool::from_name(&request.name)
             .filter(|t| lens.shown == Shown::Fleet || t.in_flat());
-        let args = request.arguments.clone();
+        let mut args = request.arguments.clone();
+        if let Some(t) = gateway {
+            t.floor_counts(&mut args);
+        }
         let answer = match gateway {
-            None if lens.shown == Shown::Fleet => return Err(result::not_found(&request.name)),
+            // `{node}__{tool}`, in every view: listed or not, the same routed call (the
+            // router answers a tool the token may not call as one that does not exist).
             None => {
                 let routed = Routed {
                     name: request.name.to_string(),

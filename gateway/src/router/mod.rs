@@ -311,7 +311,11 @@ async fn route(
         return Err(not_allowed(full));
     }
     trace.known_tool = true;
-    let args: Value = serde_json::from_str(params.args.get()).map_err(RouteError::ArgsNotJson)?;
+    let mut args: Value =
+        serde_json::from_str(params.args.get()).map_err(RouteError::ArgsNotJson)?;
+    // `timeout: 1500.5` is 1500 ms: whole-number counts given with a fraction are
+    // rounded down for every tool, and the call goes with the rounded value.
+    let floored = spec.floor_counts(&mut args);
     spec.validate_args(&args)?;
     // Input to a running session is a command like any other (one input gate for
     // every session, whatever started it): it needs approval when any tool of the
@@ -368,7 +372,17 @@ async fn route(
     let mut approval = None;
     // The approved call, when the node resolved its paths for the question: sent with
     // the absolute paths the operator read.
-    let mut resolved_call = None;
+    let with_args = |args: &Value| {
+        serde_json::value::to_raw_value(args)
+            .ok()
+            .map(|args| ToolsCallParams {
+                name: params.name.clone(),
+                args,
+                timeout_ms: params.timeout_ms,
+                is_async: params.is_async,
+            })
+    };
+    let mut resolved_call = if floored { with_args(&args) } else { None };
     if decision == Decision::Confirm {
         let reason =
             reason.unwrap_or_else(|| format!("the token's policy requires approval for {full}"));
@@ -382,15 +396,9 @@ async fn route(
         let plan = resolution.as_ref().map(|r| r.plan.clone());
         let id = await_approval(&scope, &args, reason, plan, who).await?;
         approval = (id != CALLER_APPROVAL).then_some(id);
-        resolved_call = resolution
-            .and_then(|r| r.args)
-            .and_then(|a| serde_json::value::to_raw_value(&a).ok())
-            .map(|args| ToolsCallParams {
-                name: params.name.clone(),
-                args,
-                timeout_ms: params.timeout_ms,
-                is_async: params.is_async,
-            });
+        if let Some(call) = resolution.and_then(|r| r.args).and_then(|a| with_args(&a)) {
+            resolved_call = Some(call);
+        }
     }
     drop(args);
     let params = resolved_call.as_ref().unwrap_or(params);

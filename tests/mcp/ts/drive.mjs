@@ -16,7 +16,7 @@
 // Plain JavaScript on purpose: no build step at test time.
 
 import { execFile, spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 
@@ -61,9 +61,9 @@ function mcpUrl({ view, select } = {}) {
  * A connected client of the server under test, authenticated with `token`, asking for
  * `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio).
  * `elicit` ("accept" / "decline") declares the elicitation capability and answers
- * every question so, recording it in `asked`.
+ * every question so, recording it in `asked` (and calling `onAsk` with it first).
  */
-async function connect(token, { elicit, asked, view, select } = {}) {
+async function connect(token, { elicit, asked, onAsk, view, select } = {}) {
   // Without `view`, the suite's --default-view (none: the token's own choice).
   view = view ?? ARGS["default-view"];
   const c = new Client(
@@ -78,6 +78,7 @@ async function connect(token, { elicit, asked, view, select } = {}) {
     // `input_required` result through this same handler and retries the call.
     c.setRequestHandler("elicitation/create", async (request) => {
       asked.push(request.params.message);
+      if (onAsk) onAsk(request.params.message);
       return elicit === "accept" ? { action: "accept", content: {} } : { action: elicit };
     });
   }
@@ -345,6 +346,48 @@ async function checkElicit() {
   });
 }
 
+async function checkElicitPlan() {
+  // The user's question names the file the node resolved the agent's path to (a
+  // symlink followed), and the answer holds only for that file: the link re-pointed
+  // while the user reads changes nothing. Asked during the call (legacy), the approved
+  // call goes to the file the question named; asked before it (2026-07-28's
+  // input_required round), the retry finds the path resolving elsewhere and waits for
+  // an operator (who denies it here).
+  const tag = `plan-ts-${ARGS.transport}-${ARGS.mode}`;
+  const [first, second] = ["a", "b"].map((n) => join(ARGS.workspace, `${tag}-${n}`));
+  const link = join(ARGS.workspace, `${tag}-link`);
+  mkdirSync(first);
+  mkdirSync(second);
+  symlinkSync(first, link);
+  const asked = [];
+  const onAsk = () => {
+    unlinkSync(link);
+    symlinkSync(second, link);
+  };
+  const legacy = ARGS.mode === "legacy";
+  const r = await withClient(ARGS["self-confirm-token"], { elicit: "accept", asked, onAsk }, async (c) => {
+    const call = c.callTool({ name: `${ARGS.node}__Write`, arguments: { path: `${tag}-link/f.txt`, content: "x" } }, { timeout: 20_000 });
+    if (legacy) return call;
+    const [, result] = await Promise.all([decideWhenAsked(ARGS.node, "Write", "deny"), call]);
+    return result;
+  });
+  const shown = join(realpathSync(first), "f.txt");
+  expect(
+    asked.length === 1 && asked[0].includes(`"${shown}"`) && asked[0].includes("nothing there yet"),
+    `the question names the resolved file ${shown}: ${show(asked)}`,
+  );
+  expect(!existsSync(join(second, "f.txt")), "written through the re-pointed link");
+  if (legacy) {
+    expect(!r.isError && existsSync(shown), `the approved file was not written: ${show(textOf(r))}`);
+  } else {
+    expect(
+      r.isError === true && textOf(r).startsWith("denied:"),
+      `a retry whose path resolves elsewhere was not left to the operator: ${show(textOf(r))}`,
+    );
+    expect(!existsSync(shown), "the retry wrote although the operator denied it");
+  }
+}
+
 async function gsvCli(...args) {
   try {
     const { stdout } = await execFileAsync(ARGS.gsv, [...args, "--data", ARGS.data], { timeout: 20_000 });
@@ -602,20 +645,27 @@ async function checkFleetCall() {
     expect(r.isError === true && textOf(r).startsWith("invalid_args:"), `bad node id: ${show(textOf(r))}`);
     let e = await protocolError(fleetCall(c, ARGS.node, "Nope", {}), "fleet_call of an unknown tool");
     expect(e.code === -32602 && e.message.includes(`${ARGS.node}__Nope`), `unknown tool: ${e}`);
-    e = await protocolError(c.callTool({ name: `${ARGS.node}__Read`, arguments: args }), "a flat name in the fleet view");
-    expect(e.code === -32602, `a flat name in the fleet view: ${e}`);
+    // A namespaced name works in the fleet view too, though it lists none: the same
+    // routed call.
+    const direct = await c.callTool({ name: `${ARGS.node}__Read`, arguments: args });
+    expect(outcome(direct) === outcome(flat), `direct ${show(direct)} != flat ${show(flat)}`);
+    e = await protocolError(c.callTool({ name: `${ARGS.node}__Nope`, arguments: {} }), "an unknown namespaced tool");
+    expect(e.code === -32602 && e.message.includes(`${ARGS.node}__Nope`), `unknown namespaced tool: ${e}`);
+    // A whole-number count with a fraction is rounded down, not refused.
+    const odd = await c.callTool({ name: "fleet_call", arguments: { node: ARGS.node, tool: "Read", args, timeoutMs: 1500.5 } });
+    expect(!odd.isError && textOf(odd).startsWith("1\tsame"), `fleet_call timeoutMs 1500.5: ${show(textOf(odd))}`);
   });
   let mine = [];
   for (let i = 0; i < 50; i++) {
     const rows = await auditCalls();
     mine = rows.filter((r) => r.node === ARGS.node && r.tool === "Read" && r.outcome === "ok");
-    if (mine.length >= 2) break;
+    if (mine.length >= 3) break;
     await sleep(100);
   }
-  expect(mine.length >= 2, `audit rows of the two calls: ${show(mine)}`);
+  expect(mine.length >= 3, `audit rows of the three calls: ${show(mine)}`);
   const keys = ["kind", "actor", "node", "tool", "argsHash", "outcome"];
-  const [a, b] = mine.slice(-2).map((r) => show(keys.map((k) => r[k] ?? null)));
-  expect(a === b, `audit rows differ: flat ${a} fleet ${b}`);
+  const [a, b, d] = mine.slice(-3).map((r) => show(keys.map((k) => r[k] ?? null)));
+  expect(a === b && b === d, `audit rows differ: flat ${a} fleet ${b} direct ${d}`);
 }
 
 async function checkFleetProgress() {
@@ -855,6 +905,15 @@ async function checkNoLeak() {
     );
     const ok = await fleetCall(c, node, "Read", { path: "hello.txt" });
     expect(!ok.isError && textOf(ok).startsWith("1\thello world"), `the allowed call: ${show(textOf(ok))}`);
+    // Namespaced calls in the fleet view: the allowed one runs; the rest answer exactly
+    // as in the flat view, like tools that do not exist.
+    const direct = await c.callTool({ name: `${node}__Read`, arguments: { path: "hello.txt" } });
+    expect(!direct.isError && textOf(direct).startsWith("1\thello world"), `the direct call: ${show(textOf(direct))}`);
+    const dHidden = await protocolError(c.callTool({ name: `${node}__Bash`, arguments: { command: "true" } }), "direct Bash");
+    expect(
+      dHidden.message === hidden.message,
+      `a direct call of a hidden tool in the fleet view ${show(dHidden.message)} vs flat ${show(hidden.message)}`,
+    );
   });
 }
 
@@ -970,6 +1029,7 @@ const CHECKS = {
   unauthorized: checkUnauthorized,
   cancel: checkCancel,
   elicit: checkElicit,
+  "elicit-plan": checkElicitPlan,
   "no-self-approval": checkNoSelfApproval,
   "guard-operator": checkGuardOperator,
   "operator-queue": checkOperatorQueue,
