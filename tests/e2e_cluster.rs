@@ -1549,9 +1549,10 @@ async fn mcp_auto_view_counts_the_tools_every_replica_holds() {
     let token = a.agent_token();
     let _agent = accepted(&b, &token, "A's agent token on B").await;
     hears(&b, &["a", "b"]).await;
-    // On B, `auto` (the token's default) counts A's tools too: the fleet view.
+    // On B, `auto` (the token's default) weighs A's tools too: every tool of two
+    // nodes (`?tools=all`) is past what it shows flat, so the fleet view.
     let names = eventually("B's auto view counts A's nodes", SPREAD, || async {
-        let names = tool_names(&mcp(&b, &token, "", "tools/list", json!({})).await);
+        let names = tool_names(&mcp(&b, &token, "?tools=all", "tools/list", json!({})).await);
         names.iter().any(|n| n == "fleet_nodes").then_some(names)
     })
     .await;
@@ -1565,8 +1566,29 @@ async fn mcp_auto_view_counts_the_tools_every_replica_holds() {
         flat.iter().any(|n| n == "many1__Read") && flat.iter().any(|n| n == "many2__Read"),
         "{flat:?}"
     );
-    // A selection that picks one node counts that node's tools only: flat.
-    let one = tool_names(&mcp(&b, &token, "?select=id~many1", "tools/list", json!({})).await);
+    // A selection that picks one node weighs that node's tools only: flat.
+    let one = tool_names(
+        &mcp(
+            &b,
+            &token,
+            "?select=id~many1&tools=all",
+            "tools/list",
+            json!({}),
+        )
+        .await,
+    );
     assert!(one.iter().any(|n| n == "many1__Read"), "{one:?}");
     assert!(!one.iter().any(|n| n.starts_with("many2__")), "{one:?}");
+    // By default, each node's reference tools, flat, across replicas: A's Bash listed
+    // on B, A's git tools left to fleet_tools.
+    let default = tool_names(&mcp(&b, &token, "", "tools/list", json!({})).await);
+    assert!(
+        default.iter().any(|n| n == "many1__Bash") && default.iter().any(|n| n == "many2__Bash"),
+        "{default:?}"
+    );
+    assert!(
+        !default.iter().any(|n| n == "many1__git_log"),
+        "{default:?}"
+    );
+    assert!(default.iter().any(|n| n == "fleet_tools"), "{default:?}");
 }

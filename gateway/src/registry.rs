@@ -835,12 +835,17 @@ impl Registry {
                 .any(|e| e.value().tools.get(tool).is_some())
     }
 
-    /// How many tools of known nodes pass `visible` (never one hidden until accepted),
-    /// counting no further than `limit`: what MCP's `auto` view asks on every
-    /// session-less request, without building a listing.
-    pub fn count_tools(&self, visible: impl Fn(&str, ToolClasses) -> bool, limit: usize) -> usize {
+    /// About how many bytes an MCP listing of the tools that pass `visible` takes
+    /// (each tool's [`ToolSpec::listed_bytes`] and its node's name, which a listing
+    /// repeats in the name, the title and the description), adding no further than
+    /// past `limit`: what MCP's `auto` view weighs, without building a listing.
+    pub fn listing_bytes(
+        &self,
+        visible: impl Fn(&str, ToolClasses) -> bool,
+        limit: usize,
+    ) -> usize {
         let mut n = 0;
-        let mut count = |node: &str, set: &ToolSet| {
+        let mut add = |node: &str, set: &ToolSet| {
             for t in &set.tools {
                 if n > limit {
                     return;
@@ -848,15 +853,15 @@ impl Registry {
                 if !self.unaccepted.hides(node, &t.def.name)
                     && visible(&NamespacedName::join(node, &t.def.name), t.classes)
                 {
-                    n += 1;
+                    n += t.listed_bytes + 3 * node.len() + 16;
                 }
             }
         };
         for e in self.nodes.iter() {
-            count(e.key().as_str(), &e.value().tools);
+            add(e.key().as_str(), &e.value().tools);
         }
         for e in self.offline.iter() {
-            count(e.key().as_str(), &e.value().tools);
+            add(e.key().as_str(), &e.value().tools);
         }
         n
     }

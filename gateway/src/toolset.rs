@@ -31,6 +31,9 @@ pub struct ToolSpec {
     validator: jsonschema::Validator,
     /// The whole-number arguments that are counts ([`counts`]).
     counts: Vec<String>,
+    /// About how many bytes its definition takes in an MCP listing, before the node's
+    /// name is added (`auto` weighs a listing by this, without building it).
+    pub listed_bytes: usize,
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -80,6 +83,17 @@ impl ToolSet {
     pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
         self.tools.iter().find(|t| t.def.name == name)
     }
+}
+
+/// The bytes of `def` as an MCP listing carries it (name twice: as the name and in
+/// the title), without the node's name.
+fn listed_bytes(def: &ToolDef) -> usize {
+    let body = serde_json::json!({
+        "description": def.description,
+        "inputSchema": def.input_schema,
+        "annotations": def.annotations,
+    });
+    serde_json::to_string(&body).map_or(0, |s| s.len()) + 2 * def.name.len() + 24
 }
 
 /// Validates a node's declaration and compiles it.
@@ -147,6 +161,7 @@ fn build(
         })?;
         tools.push(Arc::new(ToolSpec {
             counts: counts::of_schema(&def.input_schema),
+            listed_bytes: listed_bytes(&def),
             def,
             classes: ToolClasses::of(&capability),
             capability,

@@ -217,7 +217,11 @@ async fn the_schema_offers_no_ignore() {
         def.input_schema["properties"]["noIgnore"]["type"],
         json!("boolean")
     );
-    assert!(def.description.contains("noIgnore"));
+    // Said once, by the property (schema facts are not repeated in the prose).
+    let said = def.input_schema["properties"]["noIgnore"]["description"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("ignore rules"), "{said}");
 }
 
 #[tokio::test]

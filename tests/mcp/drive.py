@@ -54,13 +54,14 @@ def expect(cond: bool, why: str) -> None:
         raise CheckFailed(why)
 
 
-def mcp_url(view: str | None = None, select: str | None = None) -> str:
-    """The /mcp URL with `?view=` and `?select=` when given."""
-    query = {k: v for k, v in (("view", view), ("select", select)) if v is not None}
+def mcp_url(view: str | None = None, select: str | None = None, tools: str | None = None) -> str:
+    """The /mcp URL with `?view=`, `?select=` and `?tools=` when given."""
+    query = {k: v for k, v in (("view", view), ("select", select), ("tools", tools)) if v is not None}
     return f"{ARGS.url}?{urlencode(query)}" if query else ARGS.url
 
 
-def client(token: str | None, view: str | None = None, select: str | None = None, **kw: Any) -> Client:
+def client(token: str | None, view: str | None = None, select: str | None = None, tools: str | None = None,
+           **kw: Any) -> Client:
     """A client of the server under test, authenticated with `token`, asking for
     `view` and `select` (URL query over HTTP, `gsv mcp --view/--select` over stdio).
     Without `view`, the suite's `--default-view` (none: the token's own choice)."""
@@ -68,8 +69,10 @@ def client(token: str | None, view: str | None = None, select: str | None = None
     if ARGS.transport == "http":
         headers = {"Authorization": f"Bearer {token}"} if token else None
         http = create_mcp_http_client(headers=headers)
-        url = mcp_url(view, select)
+        url = mcp_url(view, select, tools)
         return Client(streamable_http_client(url, http_client=http), mode=ARGS.mode, **kw)
+    if tools is not None:
+        raise CheckFailed("?tools= is asked for over HTTP only")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GSV_") and k != "RUST_LOG"}
     args = ["mcp", "--gateway", ARGS.gateway, "--data", ARGS.empty_data]
     if token:
@@ -121,6 +124,17 @@ async def check_list() -> None:
         a = bash.annotations
         expect(a is not None and a.destructive_hint is True and a.read_only_hint is False, f"Bash annotations {a}")
         expect(a.open_world_hint is True and a.idempotent_hint is False, f"Bash annotations {a}")
+    # The default URL (auto): each node lists its reference tools and every fleet tool;
+    # the rest are described by fleet_tools and called by name.
+    async with client(ARGS.token, view="auto") as c:
+        tools = {t.name for t in await all_tools(c)}
+        for name in (f"{node}__Read", f"{node}__Bash", f"{ARGS.offline_node}__Read", "fleet_tools", "fleet_call"):
+            expect(name in tools, f"{name} not listed by default: {sorted(tools)}")
+        expect(f"{node}__Echo" not in tools and f"{node}__git_log" not in tools, f"not the reference set: {sorted(tools)}")
+        r = await c.call_tool("fleet_tools", {"node": node, "tools": ["Echo"]})
+        expect([d["name"] for d in (r.structured_content or {}).get("tools", [])] == ["Echo"], f"fleet_tools Echo: {text_of(r)}")
+        r = await c.call_tool(f"{node}__Echo", {"text": "unlisted"})
+        expect(not r.is_error and text_of(r).startswith("unlisted"), f"an unlisted tool called by name: {text_of(r)!r}")
 
 
 async def check_read() -> None:
@@ -427,7 +441,11 @@ async def node_tool_names(c: Client) -> set[str]:
     """The flat listing without the gateway tools: the nodes' tools."""
     names = {t.name for t in await all_tools(c)}
     expect(GATEWAY_TOOLS <= names, f"the flat view does not list {sorted(GATEWAY_TOOLS - names)}")
-    return names - GATEWAY_TOOLS
+    return names - FLEET_TOOLS
+
+
+# What the default listing names on each node (gateway/src/mcp/listed.rs).
+REFERENCE = {"Bash", "Process", "Read", "Write", "Edit", "Glob", "Grep"}
 
 
 async def names_of(c: Client) -> set[str]:
@@ -660,17 +678,31 @@ async def check_view_override() -> None:
 
 
 async def check_auto_threshold() -> None:
-    """auto: flat while the token sees at most 40 tools, fleet beyond."""
+    """auto: each node's reference tools and every fleet tool, flat, while the listing
+    is small; weighed by bytes, not by a count: every tool of this fleet (`?tools=all`)
+    is past it, so the fleet view, while one token's single tool stays flat."""
+    async with client(ARGS.token) as c:
+        listed = {t.name for t in await all_tools(c)}
+        nodes = {n.split("__")[0] for n in listed if "__" in n}
+        expect(FLEET_TOOLS <= listed, f"the default listing lacks fleet tools: {sorted(listed)}")
+        expect({ARGS.node, ARGS.offline_node} <= nodes, f"nodes listed: {sorted(nodes)}")
+        expect(all(n.split("__")[1] in REFERENCE for n in listed if "__" in n), f"not the reference set: {sorted(listed)}")
+        expect(f"{ARGS.node}__Bash" in listed, "Bash is not listed")
+        size = len(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in await all_tools(c)]))
+        expect(size <= 48 * 1024, f"the default listing is {size} bytes")
     async with client(ARGS.token, view="flat") as c:
         many = len(await node_tool_names(c))
-    async with client(ARGS.limited_token, view="flat") as c:
-        few = len(await node_tool_names(c))
-    expect(few <= 40 < many, f"this fleet does not straddle the threshold: {few} and {many} tools")
-    async with client(ARGS.token) as c:
-        expect(await names_of(c) == FLEET_TOOLS, f"auto with {many} tools is not the fleet view")
-    async with client(ARGS.limited_token) as c:
+    async with client(ARGS.token, tools="all") as c:
+        expect(await names_of(c) == FLEET_TOOLS, f"auto with all {many} tools is not the fleet view")
+        r = await c.call_tool(f"{ARGS.node}__Echo", {"text": "by name"})
+        expect(text_of(r).startswith("by name"), f"a namespaced call in the fleet view: {text_of(r)!r}")
+    async with client(ARGS.only_read_token, tools="all") as c:
+        names = await names_of(c)
+        expect(names == {f"{ARGS.node}__Read"} | GATEWAY_TOOLS, f"auto with one tool is not flat: {sorted(names)}")
+    async with client(ARGS.token, tools="Echo,git_*") as c:
         names = await node_tool_names(c)
-        expect(len(names) == few and not names & FLEET_ONLY, f"auto with {few} tools is not flat")
+        expect(names and all(n.split("__")[1] == "Echo" or n.split("__")[1].startswith("git_") for n in names),
+               f"?tools=Echo,git_*: {sorted(names)}")
 
 
 async def check_no_leak() -> None:

@@ -148,6 +148,20 @@ Needs Read on the source node and Write on the destination.";
 const JOB_DESCRIPTION: &str = "One job by `id`, with its whole kept result (for a \
 fleet_run: every node's, uncut).";
 
+/// The bytes of the gateway tools a flat listing leads with: those of
+/// [`flat_definitions`] when `all` the node tools are listed, else every fleet tool.
+pub fn listing_bytes(all: bool) -> usize {
+    use std::sync::OnceLock;
+    static BYTES: OnceLock<(usize, usize)> = OnceLock::new();
+    let size = |tools: Vec<Tool>| serde_json::to_string(&tools).map_or(0, |s| s.len());
+    let (flat, every) = *BYTES.get_or_init(|| (size(flat_definitions()), size(definitions())));
+    if all {
+        flat
+    } else {
+        every
+    }
+}
+
 /// The fleet view's `tools/list`: these seven, always.
 pub fn definitions() -> Vec<Tool> {
     let tool = |name: &'static str, description: &'static str, schema: Value, ann: Value| {

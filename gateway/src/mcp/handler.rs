@@ -79,9 +79,12 @@ const APPROVAL_INPUT: &str = "gsv_approval";
 
 const INSTRUCTIONS: &str = "gsv gateway: the tools of every machine (node) in this fleet. \
 Tool names are namespaced by node, `{node}__{tool}` (e.g. `laptop__Bash`, `server__Read`): \
-pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os]`. Tools of \
-a node that is offline stay listed; calling one says since when it is offline. fleet_run \
-runs one tool on many nodes; fleet_jobs and fleet_job read kept results. Some calls need \
+pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os]`. Each \
+node's everyday tools are listed (Bash, Process, Read, Write, Edit, Glob, Grep); \
+fleet_tools {node} gives the definitions of all its tools (git_*, net_*, proc_*, exec, \
+fetch_url...), and any `{node}__{tool}` may be called by name, listed or not. fleet_nodes \
+lists the nodes; fleet_run runs one tool on many nodes; fleet_jobs and fleet_job read kept \
+results. Tools of an offline node stay listed; calling one says since when. Some calls need \
 a human's approval first.";
 
 /// What a fleet-view session is told.
@@ -189,6 +192,7 @@ impl McpHandler {
         let who = principal(extensions)?;
         if let Some((shown, url)) = self.session.get() {
             return Ok(Lens {
+                listed: view::listed(url, url.view.unwrap_or(who.policy.mcp_view())),
                 who,
                 shown: *shown,
                 select: url.select.clone(),
@@ -204,20 +208,29 @@ impl McpHandler {
     /// same choice was made while nothing in the fleet changed.
     async fn decide(&self, who: McpPrincipal, url: &UrlView) -> Lens {
         let shared = self.shared();
+        let asked = url.view.unwrap_or(who.policy.mcp_view());
         let mut lens = Lens {
             shown: Shown::Flat,
+            listed: view::listed(url, asked),
             select: url.select.clone(),
             who,
             remote: None,
         };
-        let asked = url.view.unwrap_or(lens.who.policy.mcp_view());
-        let count = |lens: &Lens| nodes::lens_tool_count(shared, lens, view::AUTO_MAX_TOOLS);
+        let count = |lens: &Lens| nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES);
         if asked != view::McpView::Auto || shared.cluster.is_none() {
             lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
             return lens;
         }
         let epoch = *shared.tools_epoch.borrow();
-        let select = lens.select.as_ref().map(|s| s.to_string());
+        // Kept by selection and listed tools: both change what `auto` weighs.
+        let select = Some(format!(
+            "{}\u{0}{}",
+            lens.select
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+            lens.listed.key()
+        ));
         if let Some(shown) = self
             .state
             .auto_views
@@ -261,7 +274,7 @@ fn tools_digest(shared: &Shared, lens: &Lens) -> u64 {
         return 0;
     }
     let nodes = nodes::lens_nodes(shared, lens, None);
-    let entries = nodes::lens_entries(shared, lens, &nodes);
+    let entries = nodes::listed_entries(shared, lens, &nodes);
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for e in &entries {
         e.name.hash(&mut h);
@@ -447,7 +460,7 @@ impl ServerHandler for McpHandler {
         }
         let lens = nodes::with_remote(self.shared(), lens).await;
         let nodes = nodes::lens_nodes(self.shared(), &lens, None);
-        let entries = nodes::lens_entries(self.shared(), &lens, &nodes);
+        let entries = nodes::listed_entries(self.shared(), &lens, &nodes);
         let cursor = request.and_then(|r| r.cursor);
         let mut page = result::list_page(&entries, cursor.as_deref(), |node| {
             nodes
@@ -455,10 +468,15 @@ impl ServerHandler for McpHandler {
                 .find(|n| n.id == node)
                 .and_then(|n| n.os.as_deref())
         })?;
-        // The gateway tools no node offers (fleet_run, fleet_jobs, fleet_job) lead
-        // the first page.
+        // The gateway tools lead the first page: those no node tool does (fleet_run,
+        // fleet_jobs, fleet_job, fleet_copy) when every tool is listed, else every
+        // fleet tool, so that what is not listed can be found and called.
         if cursor.is_none() {
-            let mut tools = fleet_tools::flat_definitions();
+            let mut tools = if lens.listed.is_all() {
+                fleet_tools::flat_definitions()
+            } else {
+                fleet_tools::definitions()
+            };
             tools.append(&mut page.tools);
             page.tools = tools;
         }
@@ -682,7 +700,7 @@ impl McpHandler {
         let shared = self.shared();
         // The fleet view's tools; the flat view lists those no node offers too.
         let gateway = FleetTool::from_name(&request.name)
-            .filter(|t| lens.shown == Shown::Fleet || t.in_flat());
+            .filter(|t| lens.shown == Shown::Fleet || !lens.listed.is_all() || t.in_flat());
         let mut args = request.arguments.clone();
         if let Some(t) = gateway {
             t.floor_counts(&mut args);

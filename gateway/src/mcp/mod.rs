@@ -22,6 +22,7 @@ pub mod fleet_run;
 pub mod fleet_tools;
 pub mod gathered;
 pub mod handler;
+pub mod listed;
 pub mod listens;
 pub mod nodes;
 pub mod owners;

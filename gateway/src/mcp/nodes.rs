@@ -128,22 +128,48 @@ pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec
     visible_nodes(shared, &lens.who.policy, &selects, lens.remote.as_deref())
 }
 
-/// How many tools `lens` sees, counting no further than past `limit` (enough for
-/// `auto`'s choice). Without `?select=` no listing is built: a session-less request
-/// asks this every time, whatever the fleet's size.
-pub fn lens_tool_count(shared: &Shared, lens: &Lens, limit: usize) -> usize {
+/// About how many bytes the flat listing `lens` would get takes (the node tools it
+/// lists and the gateway tools beside them), adding no further than past `limit`
+/// (enough for `auto`'s choice). Without `?select=` no listing is built: a
+/// session-less request asks this every time, whatever the fleet's size.
+pub fn lens_listing_bytes(shared: &Shared, lens: &Lens, limit: usize) -> usize {
+    let gateway = super::fleet_tools::listing_bytes(lens.listed.is_all());
+    let listed = |name: &str| {
+        name.split_once("__")
+            .is_some_and(|(_, tool)| lens.listed.lists(tool))
+    };
+    let remote = || {
+        lens.remote.as_ref().map_or(0, |r| {
+            r.entries
+                .iter()
+                .filter(|e| listed(&e.name))
+                .map(entry_bytes)
+                .sum()
+        })
+    };
     match lens.select {
         None => {
-            shared
-                .registry
-                .count_tools(|name, c| lens.who.policy.visible(name, c), limit)
-                + lens.remote.as_ref().map_or(0, |r| r.entries.len())
+            gateway
+                + shared.registry.listing_bytes(
+                    |name, c| lens.who.policy.visible(name, c) && listed(name),
+                    limit,
+                )
+                + remote()
         }
-        Some(_) => lens_nodes(shared, lens, None)
-            .iter()
-            .map(|n| n.tools.len())
-            .sum(),
+        Some(_) => {
+            let nodes = lens_nodes(shared, lens, None);
+            gateway
+                + listed_entries(shared, lens, &nodes)
+                    .iter()
+                    .map(entry_bytes)
+                    .sum::<usize>()
+        }
     }
+}
+
+/// The bytes of one listed tool, as [`super::result::tool_on`] writes it.
+fn entry_bytes(e: &ToolEntry) -> usize {
+    serde_json::to_string(&super::result::tool_on(e, None)).map_or(0, |s| s.len())
 }
 
 /// Whether `node` is one of the nodes `lens` sees (reachable by its token, picked by
@@ -169,23 +195,39 @@ pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
 }
 
 /// The tools `lens` sees on `nodes` (what [`lens_nodes`] returned), sorted by
-/// namespaced name.
+/// namespaced name: every tool the token may call there.
 pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
+    entries_where(shared, lens, nodes, |_| true)
+}
+
+/// The tools a flat listing of `lens` names on `nodes`: those of [`lens_entries`] the
+/// session lists ([`Lens::listed`]).
+pub fn listed_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
+    entries_where(shared, lens, nodes, |tool| lens.listed.lists(tool))
+}
+
+/// The tools the token may call on `nodes` whose bare name passes `named`, sorted.
+fn entries_where(
+    shared: &Shared,
+    lens: &Lens,
+    nodes: &[NodeCard],
+    named: impl Fn(&str) -> bool,
+) -> Vec<ToolEntry> {
     let ids: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     let policy = &lens.who.policy;
-    let on_listed = |name: &str| {
+    let named = |name: &str| {
         name.split_once("__")
-            .is_some_and(|(node, _)| ids.contains(node))
+            .is_some_and(|(node, tool)| ids.contains(node) && named(tool))
     };
     let local = shared
         .registry
-        .tool_entries(|name, c| policy.visible(name, c) && on_listed(name));
+        .tool_entries(|name, c| policy.visible(name, c) && named(name));
     match &lens.remote {
         Some(r) => {
             let remote = r
                 .entries
                 .iter()
-                .filter(|e| on_listed(&e.name))
+                .filter(|e| named(&e.name))
                 .cloned()
                 .collect();
             crate::cluster::listing::merge_tools(local, remote)

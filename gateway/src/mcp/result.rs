@@ -55,12 +55,18 @@ pub fn tool_on(entry: &ToolEntry, os: Option<&str>) -> Tool {
         format!("{prefix} {}", entry.description)
     };
     let a = &entry.annotations;
-    let annotations = if a == &gsv_protocol::ToolAnnotations::default() {
+    // The title travels once, as the tool's own (with its node); the annotations keep
+    // the hints.
+    let hints = gsv_protocol::ToolAnnotations {
+        title: None,
+        ..a.clone()
+    };
+    let annotations = if hints == gsv_protocol::ToolAnnotations::default() {
         None
     } else {
         // rmcp's struct is non-exhaustive: build it through its serde form, which is
         // the same camelCase JSON gsv uses.
-        serde_json::to_value(a)
+        serde_json::to_value(&hints)
             .ok()
             .and_then(|v| serde_json::from_value::<ToolAnnotations>(v).ok())
     };

@@ -15,6 +15,8 @@
 //! request has no session: its view is decided on each request, by the same rule.
 
 use super::auth::McpPrincipal;
+use super::listed::BadTools;
+pub use super::listed::Listed;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -27,8 +29,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Most tools a token may see for `auto` to still show them flat.
-pub const AUTO_MAX_TOOLS: usize = 40;
+/// Most bytes of definitions a flat listing may take for `auto` to still show it
+/// (about 12k model tokens): five nodes' reference tools and the fleet tools fit.
+pub const AUTO_MAX_BYTES: usize = 48 * 1024;
 
 /// A view as asked for: by the token (`--mcp-view`), the URL (`?view=`) or `gsv mcp
 /// --view`.
@@ -39,7 +42,7 @@ pub enum McpView {
     Flat,
     /// The constant set of `fleet_*` gateway tools.
     Fleet,
-    /// Flat up to [`AUTO_MAX_TOOLS`] tools, else fleet.
+    /// Flat up to [`AUTO_MAX_BYTES`] of definitions, else fleet.
     #[default]
     Auto,
 }
@@ -90,14 +93,24 @@ pub enum Shown {
     Fleet,
 }
 
-/// The view shown: the URL's, else the token's, else `auto`, which counts the tools the
-/// token sees (`count` is only asked then).
-pub fn choose(url: Option<McpView>, token: McpView, count: impl FnOnce() -> usize) -> Shown {
+/// The view shown: the URL's, else the token's, else `auto`, which weighs the flat
+/// listing the session would get (`bytes` of its definitions, only asked then).
+pub fn choose(url: Option<McpView>, token: McpView, bytes: impl FnOnce() -> usize) -> Shown {
     match url.unwrap_or(token) {
         McpView::Flat => Shown::Flat,
         McpView::Fleet => Shown::Fleet,
-        McpView::Auto if count() <= AUTO_MAX_TOOLS => Shown::Flat,
+        McpView::Auto if bytes() <= AUTO_MAX_BYTES => Shown::Flat,
         McpView::Auto => Shown::Fleet,
+    }
+}
+
+/// The node tools a flat session lists: the URL's `?tools=`, else every tool when the
+/// flat view was asked for by name, else the reference set ([`Listed`]).
+pub fn listed(url: &UrlView, asked: McpView) -> Listed {
+    match (&url.tools, asked) {
+        (Some(l), _) => l.clone(),
+        (None, McpView::Flat) => Listed::All,
+        (None, _) => Listed::Reference,
     }
 }
 
@@ -138,14 +151,17 @@ pub enum QueryError {
     Encoding(String),
     #[error("?{0}= is given twice")]
     Repeated(&'static str),
+    #[error("?tools=: {0}")]
+    Tools(#[from] BadTools),
 }
 
-/// What the MCP URL asks for (`?view=`, `?select=`); put into each request's
-/// extensions by [`check_query`].
+/// What the MCP URL asks for (`?view=`, `?select=`, `?tools=`); put into each
+/// request's extensions by [`check_query`].
 #[derive(Debug, Clone, Default)]
 pub struct UrlView {
     pub view: Option<McpView>,
     pub select: Option<Arc<Selector>>,
+    pub tools: Option<Listed>,
 }
 
 impl UrlView {
@@ -162,6 +178,7 @@ impl UrlView {
             let key = match k.as_str() {
                 "view" => "view",
                 "select" => "select",
+                "tools" => "tools",
                 _ => continue,
             };
             if seen.insert(key, v).is_some() {
@@ -173,7 +190,12 @@ impl UrlView {
             .get("select")
             .map(|s| Selector::parse(s).map(Arc::new))
             .transpose()?;
-        Ok(UrlView { view, select })
+        let tools = seen.get("tools").map(|t| Listed::parse(t)).transpose()?;
+        Ok(UrlView {
+            view,
+            select,
+            tools,
+        })
     }
 }
 
@@ -182,6 +204,8 @@ impl UrlView {
 pub struct Lens {
     pub who: McpPrincipal,
     pub shown: Shown,
+    /// What a flat listing names on each node.
+    pub listed: Listed,
     /// The URL's `?select=`: only these nodes, in every list and call.
     pub select: Option<Arc<Selector>>,
     /// Cluster mode: what the other replicas hold that this lens sees, gathered for
@@ -268,14 +292,17 @@ mod tests {
             Shown::Flat
         );
         assert_eq!(choose(None, McpView::Fleet, never), Shown::Fleet);
-        assert_eq!(choose(None, McpView::Auto, || 40), Shown::Flat);
-        assert_eq!(choose(None, McpView::Auto, || 41), Shown::Fleet);
+        assert_eq!(choose(None, McpView::Auto, || AUTO_MAX_BYTES), Shown::Flat);
+        assert_eq!(
+            choose(None, McpView::Auto, || AUTO_MAX_BYTES + 1),
+            Shown::Fleet
+        );
         assert_eq!(
             choose(Some(McpView::Auto), McpView::Flat, || 0),
             Shown::Flat
         );
         assert_eq!(
-            choose(Some(McpView::Auto), McpView::Flat, || 99),
+            choose(Some(McpView::Auto), McpView::Flat, || 1 << 20),
             Shown::Fleet
         );
     }
@@ -300,6 +327,21 @@ mod tests {
             UrlView::parse(Some("view=flat&view=fleet")),
             Err(QueryError::Repeated("view"))
         ));
+        let v = UrlView::parse(Some("tools=Bash%2Cgit_*")).unwrap();
+        assert!(v
+            .tools
+            .as_ref()
+            .is_some_and(|l| l.lists("git_log") && !l.lists("Read")));
+        assert!(matches!(
+            UrlView::parse(Some("tools=")),
+            Err(QueryError::Tools(BadTools::Empty))
+        ));
+        // Without ?tools=: every tool when flat is asked for by name, else the
+        // reference set.
+        let none = UrlView::default();
+        assert!(listed(&none, McpView::Flat).is_all());
+        assert!(!listed(&none, McpView::Auto).is_all());
+        assert!(listed(&v, McpView::Flat).lists("git_log"));
     }
 
     #[test]

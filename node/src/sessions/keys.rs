@@ -42,6 +42,13 @@ pub fn key_bytes(name: &str) -> Option<Vec<u8>> {
         .map(|(_, bytes)| bytes.to_vec())
 }
 
+/// Every key name as one pattern, for the tool's schema: shorter in a listing than
+/// the names one by one (`C-a` … `C-Z`, then the named keys).
+pub fn key_pattern() -> String {
+    let named: Vec<&str> = NAMED.iter().map(|(n, _)| *n).collect();
+    format!("^(C-[a-zA-Z]|{})$", named.join("|"))
+}
+
 /// Every key name, for the tool's schema (`C-a` … `C-z`, then the named keys).
 pub fn key_names() -> Vec<String> {
     let mut names: Vec<String> = (b'a'..=b'z').map(|c| format!("C-{}", c as char)).collect();
@@ -67,5 +74,10 @@ mod tests {
         let names = key_names();
         assert_eq!(names.len(), 26 + NAMED.len());
         assert!(names.iter().all(|n| key_bytes(n).is_some()));
+        let pattern = regex::Regex::new(&key_pattern()).expect("pattern");
+        assert!(names.iter().all(|n| pattern.is_match(n)));
+        for bad in ["C-", "C-cc", "C-1", "enter", "F13", "", "xEnter", "Enterx"] {
+            assert!(!pattern.is_match(bad), "{bad}");
+        }
     }
 }

@@ -162,19 +162,9 @@ impl Tool for Bash {
 pub(crate) fn def() -> ToolDef {
     ToolDef {
         name: "Bash".to_owned(),
-        description: "Run a shell command with the user's shell ($SHELL -c) \
-                      and login environment, in `workdir` (default: the node's workspace). \
-                      By default waits for the command (up to `timeout` ms, default \
-                      300000) and returns its combined stdout and stderr (the last \
-                      200,000 characters), exit code and timing. With `background: true` \
-                      returns at once with a `sessionId`; with `yieldMs` waits that long \
-                      and, if the command is still running, returns `status: \"running\"` \
-                      with a `sessionId`. Manage running commands with the Process tool \
-                      (poll, log, write, kill). Timeouts and kills end the command's whole \
-                      process tree. `pty: true` runs it on a pseudo-terminal, for programs \
-                      that need a TTY. The node refuses obviously destructive commands \
-                      (rm -rf /, mkfs, writes to disks, reboot, fork bombs) and may \
-                      require an operator's approval for others."
+        description: "Run a shell command ($SHELL -c): its output (last 200,000 \
+                      characters) and exit code. `background`/`yieldMs` leave it running \
+                      for the Process tool. Some commands need approval."
             .to_owned(),
         input_schema: json!({
             "type": "object",
@@ -182,31 +172,31 @@ pub(crate) fn def() -> ToolDef {
                 "command": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "Shell command line to run."
+                    "description": "The command line."
                 },
                 "workdir": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "Working directory; relative paths resolve against the node's workspace (default: the workspace)."
+                    "description": "Default: the workspace."
                 },
                 "timeout": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_CALL_TIMEOUT_MS,
-                    "description": "Milliseconds before the command's process group is killed (SIGTERM, then SIGKILL). Default 300000 when waiting; background commands have no limit unless this is given."
+                    "description": "Kill after this many ms (default 300000)."
                 },
                 "background": {
                     "type": "boolean",
-                    "description": "Return at once with a sessionId and let the command run (default false)."
+                    "description": "Return a sessionId at once."
                 },
                 "yieldMs": {
                     "type": "integer",
                     "minimum": 0,
-                    "description": "Wait this many milliseconds (clamped to 10-120000); if the command is still running then, continue it in the background and return its sessionId."
+                    "description": "Wait this long, then go on in the background."
                 },
                 "pty": {
                     "type": "boolean",
-                    "description": "Run on a pseudo-terminal (for programs that need a TTY); output then has terminal escapes stripped (default false)."
+                    "description": "Run on a terminal."
                 }
             },
             "required": ["command"],

@@ -47,11 +47,9 @@ impl Tool for Edit {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Edit".to_owned(),
-            description: "Edit a file by replacing exact text. `oldString` must \
-                          match the file byte for byte (whitespace and line endings included) \
-                          and occur exactly once, unless `replaceAll` is true; otherwise the \
-                          call fails and reports the match count. The file is rewritten \
-                          atomically."
+            description: "Replace exact text in a file: `oldString` must match byte for \
+                          byte and occur once (or set `replaceAll`); else nothing changes and \
+                          the match count is said."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -59,20 +57,20 @@ impl Tool for Edit {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Path to the file; relative paths resolve against the node's workspace."
+                        "description": "Relative to the workspace."
                     },
                     "oldString": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Exact text to replace."
+                        "description": "Text to replace."
                     },
                     "newString": {
                         "type": "string",
-                        "description": "Replacement text (may be empty to delete)."
+                        "description": "Replacement (empty deletes)."
                     },
                     "replaceAll": {
                         "type": "boolean",
-                        "description": "Replace every occurrence (default false: exactly one must exist)."
+                        "description": "Replace every occurrence."
                     }
                 },
                 "required": ["path", "oldString", "newString"],

@@ -31,7 +31,7 @@ impl Encoding {
             "type": "string",
             "enum": ["utf8", "base64"],
             "description": format!(
-                "\"base64\": {what} standard base64, for binary files (at most {} MiB of file bytes per call); default \"utf8\".",
+                "\"base64\": {what} base64 (at most {} MiB).",
                 MAX_BASE64_BYTES / (1024 * 1024)
             )
         })

@@ -90,12 +90,8 @@ impl Tool for Glob {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Glob".to_owned(),
-            description: "Find files whose path matches a glob pattern, newest \
-                          first (at most 1000). `*` matches within one path component, `**` \
-                          across directories, `{a,b}` alternatives (e.g. `src/**/*.{rs,toml}`). \
-                          Respects .gitignore/.ignore rules (`ignoredSkipped` in the result \
-                          counts the matching files they hid; `noIgnore: true` includes them) \
-                          and skips hidden files unless the pattern names them."
+            description: "Find files by glob (`**/*.{rs,toml}`), newest first, at most \
+                          1000; .gitignore rules and hidden files respected unless named."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -103,16 +99,16 @@ impl Tool for Glob {
                     "pattern": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Glob pattern, relative to `path` (e.g. \"**/*.md\", \"src/**/*.rs\")."
+                        "description": "Relative to `path`."
                     },
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Directory to search; relative paths resolve against the node's workspace (default: the workspace)."
+                        "description": "Directory to search (default: the workspace)."
                     },
                     "noIgnore": {
                         "type": "boolean",
-                        "description": "Include files that .gitignore, .ignore, .git/info/exclude or global gitignore rules would leave out (default false). Hidden files are handled the same either way."
+                        "description": "Include what ignore rules leave out."
                     }
                 },
                 "required": ["pattern"],

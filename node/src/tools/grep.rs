@@ -111,14 +111,8 @@ impl Tool for Grep {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Grep".to_owned(),
-            description: "Search file contents with a regular expression (Rust \
-                          regex syntax; `(?i)` for case-insensitive), line by line. Returns \
-                          up to 100 matching lines as path, 1-based line number and the line \
-                          (cut to 200 characters). Respects .gitignore/.ignore rules \
-                          (`ignoredSkipped` in the result counts the files they hid; \
-                          `noIgnore: true` searches them too), skips hidden and binary files, \
-                          follows symlinks. `include` filters by file name glob, e.g. \
-                          \"*.{rs,ts}\"."
+            description: "Search files by regular expression (Rust syntax; `(?i)` ignores \
+                          case): up to 100 matching lines; ignored, hidden, binary files skipped."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -126,21 +120,21 @@ impl Tool for Grep {
                     "pattern": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Regular expression (Rust regex crate syntax)."
+                        "description": "The regular expression."
                     },
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Directory (or file) to search; relative paths resolve against the node's workspace (default: the workspace)."
+                        "description": "File or directory (default: the workspace)."
                     },
                     "include": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "File name glob to search only some files, e.g. \"*.md\" or \"*.{rs,ts}\"."
+                        "description": "File name glob, e.g. \"*.{rs,ts}\"."
                     },
                     "noIgnore": {
                         "type": "boolean",
-                        "description": "Also search files that .gitignore, .ignore, .git/info/exclude or global gitignore rules would leave out (default false). Hidden files are skipped either way."
+                        "description": "Also search what ignore rules leave out."
                     }
                 },
                 "required": ["pattern"],

@@ -25,7 +25,7 @@
 
 use crate::guards::ShellGuard;
 use crate::sessions::group::KILL_GRACE;
-use crate::sessions::keys::{key_bytes, key_names};
+use crate::sessions::keys::{key_bytes, key_pattern};
 use crate::sessions::{
     describe_end, KillOutcome, KillReason, LogView, Session, SessionError, SessionManager,
     Snapshot, Status,
@@ -144,14 +144,9 @@ impl Tool for Process {
 pub(crate) fn def() -> ToolDef {
     ToolDef {
         name: "Process".to_owned(),
-        description: "Manage background commands started by Bash (with `background` or \
-                      `yieldMs`). Actions: `list` (newest first; finished sessions are kept \
-                      30 minutes), `poll` (status, exit code and output tail; `waitMs` waits \
-                      for new output or the end), `log` (output by line: `offset`, `limit`), \
-                      `write` / `submit` (send `data` to stdin; submit adds a newline), \
-                      `send-keys` (pty sessions: `data` then named `keys` such as C-c, Enter, \
-                      Up), `kill` (ends the whole process tree), `remove` (forget a finished \
-                      session). Every action but `list` needs `sessionId`."
+        description: "Sessions of Bash: `list`, `poll` (status, output tail), `log` \
+                      (lines), `write`/`submit` (stdin; submit adds a newline), \
+                      `send-keys` (pty), `kill` (process tree), `remove` (a finished one)."
             .to_owned(),
         input_schema: json!({
             "type": "object",
@@ -159,47 +154,47 @@ pub(crate) fn def() -> ToolDef {
                 "action": {
                     "type": "string",
                     "enum": ACTIONS,
-                    "description": "What to do."
+                    "description": "The action."
                 },
                 "sessionId": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "The session (from Bash or list). Required for every action but list."
+                    "description": "Needed by every action but list."
                 },
                 "data": {
                     "type": "string",
-                    "description": "write/submit: text for stdin (submit appends a newline). send-keys: text typed before the keys."
+                    "description": "Text to send."
                 },
                 "keys": {
                     "type": "array",
-                    "items": {"type": "string", "enum": key_names()},
+                    "items": {"type": "string", "pattern": key_pattern()},
                     "maxItems": MAX_KEYS,
-                    "description": "send-keys: named keys pressed in order (C-a..C-z, Enter, Tab, Escape, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, Space)."
+                    "description": "Keys pressed in order."
                 },
                 "offset": {
                     "type": "integer",
                     "minimum": 0,
-                    "description": "log: first line, 0-based, of the retained output (default 0)."
+                    "description": "log: first line, 0-based."
                 },
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
-                    "description": "log: most lines to return (default 200)."
+                    "description": "log: most lines (default 200)."
                 },
                 "stream": {
                     "type": "string",
                     "enum": ["combined", "stdout", "stderr"],
-                    "description": "log: which output of a piped session (default combined: both, in arrival order)."
+                    "description": "log: which output (default combined)."
                 },
                 "raw": {
                     "type": "boolean",
-                    "description": "log: for pty sessions, the raw terminal stream with escape sequences (default false: escapes stripped)."
+                    "description": "log: keep a pty's escapes."
                 },
                 "waitMs": {
                     "type": "integer",
                     "minimum": 0,
                     "maximum": MAX_WAIT_MS,
-                    "description": "poll: wait up to this long for new output or the end of the job before answering (default 0)."
+                    "description": "poll: wait for output."
                 }
             },
             "required": ["action"],

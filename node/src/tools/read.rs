@@ -82,12 +82,8 @@ impl Tool for Read {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Read".to_owned(),
-            description: "Read a file. Text comes back with each line prefixed \
-                          by its 1-based number and a tab; page through large files with \
-                          `offset` and `limit`. Images \
-                          (PNG, JPEG, GIF, WebP, ...) up to 10 MB come back as images. Other \
-                          binary files are refused unless `encoding: \"base64\"`, which returns \
-                          any file's bytes (up to 4 MiB; `offset`/`limit` then count bytes)."
+            description: "Read a file: text as numbered lines, images as images, other \
+                          bytes with `encoding: \"base64\"`."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -95,19 +91,19 @@ impl Tool for Read {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Path to the file; relative paths resolve against the node's workspace."
+                        "description": "Relative to the workspace."
                     },
                     "offset": {
                         "type": "integer",
                         "minimum": 0,
-                        "description": "Line to start from, 0-based (default 0). Ignored for images."
+                        "description": "First line, 0-based."
                     },
                     "limit": {
                         "type": "integer",
                         "minimum": 1,
-                        "description": "Most lines to return (default: all, up to about 2 MB). Ignored for images."
+                        "description": "Most lines (default: all, up to about 2 MB)."
                     },
-                    "encoding": Encoding::schema("return the file's bytes (offset and limit in bytes) as")
+                    "encoding": Encoding::schema("bytes (offset and limit count bytes) as")
                 },
                 "required": ["path"],
                 "additionalProperties": false

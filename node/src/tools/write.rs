@@ -54,10 +54,8 @@ impl Tool for Write {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Write".to_owned(),
-            description: "Write a file, replacing it if it exists. The write is \
-                          atomic (a temporary file renamed into place), missing parent \
-                          directories are created, and an existing file keeps its permissions. \
-                          `encoding: \"base64\"` writes binary content (up to 4 MiB)."
+            description: "Write a whole file, atomically, making missing directories; an \
+                          existing file is replaced and keeps its permissions."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -65,13 +63,13 @@ impl Tool for Write {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Path to the file; relative paths resolve against the node's workspace."
+                        "description": "Relative to the workspace."
                     },
                     "content": {
                         "type": "string",
-                        "description": "The whole new content of the file (base64 with encoding \"base64\")."
+                        "description": "The new content."
                     },
-                    "encoding": Encoding::schema("`content` is the file's bytes in")
+                    "encoding": Encoding::schema("`content` is")
                 },
                 "required": ["path", "content"],
                 "additionalProperties": false

@@ -50,10 +50,11 @@ async function within(ms, why, promise) {
 }
 
 /** The /mcp URL with `?view=` and `?select=` when given. */
-function mcpUrl({ view, select } = {}) {
+function mcpUrl({ view, select, tools } = {}) {
   const url = new URL(ARGS.url);
   if (view !== undefined) url.searchParams.set("view", view);
   if (select !== undefined) url.searchParams.set("select", select);
+  if (tools !== undefined) url.searchParams.set("tools", tools);
   return url;
 }
 
@@ -63,7 +64,7 @@ function mcpUrl({ view, select } = {}) {
  * `elicit` ("accept" / "decline") declares the elicitation capability and answers
  * every question so, recording it in `asked` (and calling `onAsk` with it first).
  */
-async function connect(token, { elicit, asked, onAsk, view, select } = {}) {
+async function connect(token, { elicit, asked, onAsk, view, select, tools } = {}) {
   // Without `view`, the suite's --default-view (none: the token's own choice).
   view = view ?? ARGS["default-view"];
   const c = new Client(
@@ -85,7 +86,7 @@ async function connect(token, { elicit, asked, onAsk, view, select } = {}) {
   let transport;
   if (ARGS.transport === "http") {
     const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    transport = new StreamableHTTPClientTransport(mcpUrl({ view, select }), { requestInit: { headers } });
+    transport = new StreamableHTTPClientTransport(mcpUrl({ view, select, tools }), { requestInit: { headers } });
   } else {
     // Like drive.py: nothing of the test's GSV_* settings leaks into the bridge.
     const env = Object.fromEntries(
@@ -170,6 +171,20 @@ async function checkList() {
     const a = tools.get(`${node}__Bash`).annotations;
     expect(a?.destructiveHint === true && a.readOnlyHint === false, `Bash annotations ${show(a)}`);
     expect(a.openWorldHint === true && a.idempotentHint === false, `Bash annotations ${show(a)}`);
+  });
+  // The default URL (auto): each node lists its reference tools and every fleet tool;
+  // the rest are described by fleet_tools and called by name.
+  await withClient(ARGS.token, { view: "auto" }, async (c) => {
+    const tools = await toolNames(c);
+    const node = ARGS.node;
+    for (const name of [`${node}__Read`, `${node}__Bash`, `${ARGS["offline-node"]}__Read`, "fleet_tools", "fleet_call"]) {
+      expect(tools.has(name), `${name} not listed by default: ${show([...tools].sort())}`);
+    }
+    expect(!tools.has(`${node}__Echo`) && !tools.has(`${node}__git_log`), `not the reference set: ${show([...tools].sort())}`);
+    const described = await c.callTool({ name: "fleet_tools", arguments: { node, tools: ["Echo"] } });
+    expect(show((described.structuredContent?.tools ?? []).map((d) => d.name)) === show(["Echo"]), `fleet_tools Echo: ${textOf(described)}`);
+    const echoed = await c.callTool({ name: `${node}__Echo`, arguments: { text: "unlisted" } });
+    expect(!echoed.isError && textOf(echoed).startsWith("unlisted"), `an unlisted tool called by name: ${show(textOf(echoed))}`);
   });
 }
 
@@ -536,9 +551,12 @@ const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];
 async function nodeToolNames(c) {
   const names = await toolNames(c);
   expect(GATEWAY_TOOLS.every((n) => names.has(n)), `the flat view does not list the gateway tools: ${show([...names])}`);
-  for (const n of GATEWAY_TOOLS) names.delete(n);
+  for (const n of FLEET_TOOLS) names.delete(n);
   return names;
 }
+
+/** What the default listing names on each node (gateway/src/mcp/listed.rs). */
+const REFERENCE = ["Bash", "Process", "Read", "Write", "Edit", "Glob", "Grep"];
 
 /** Whether the set `names` is exactly the fleet view's six tools. */
 const isFleetView = (names) => names.size === FLEET_TOOLS.length && FLEET_TOOLS.every((n) => names.has(n));
@@ -827,16 +845,29 @@ async function checkViewOverride() {
 }
 
 async function checkAutoThreshold() {
-  // auto: flat while the token sees at most 40 tools, fleet beyond.
-  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
-  const few = await withClient(ARGS["limited-token"], { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
-  expect(few <= 40 && 40 < many, `this fleet does not straddle the threshold: ${few} and ${many} tools`);
+  // auto: each node's reference tools and every fleet tool, flat, while the listing is
+  // small; weighed by bytes, not by a count: every tool of this fleet (`?tools=all`) is
+  // past it, so the fleet view, while one token's single tool stays flat.
   await withClient(ARGS.token, {}, async (c) => {
-    expect(isFleetView(await toolNames(c)), `auto with ${many} tools is not the fleet view`);
+    const tools = await allTools(c);
+    const listed = new Set(tools.map((t) => t.name));
+    const nodeTools = [...listed].filter((n) => n.includes("__"));
+    expect(FLEET_TOOLS.every((n) => listed.has(n)), `the default listing lacks fleet tools: ${show([...listed].sort())}`);
+    expect(nodeTools.every((n) => REFERENCE.includes(n.split("__")[1])), `not the reference set: ${show(nodeTools.sort())}`);
+    expect(listed.has(`${ARGS.node}__Bash`) && listed.has(`${ARGS["offline-node"]}__Read`), `nodes listed: ${show(nodeTools.sort())}`);
+    const size = JSON.stringify(tools).length;
+    expect(size <= 48 * 1024, `the default listing is ${size} bytes`);
   });
-  await withClient(ARGS["limited-token"], {}, async (c) => {
-    const names = await nodeToolNames(c);
-    expect(names.size === few && !FLEET_ONLY.some((n) => names.has(n)), `auto with ${few} tools is not flat`);
+  const many = await withClient(ARGS.token, { view: "flat" }, async (c) => (await nodeToolNames(c)).size);
+  await withClient(ARGS.token, { tools: "all" }, async (c) => {
+    expect(isFleetView(await toolNames(c)), `auto with all ${many} tools is not the fleet view`);
+    const r = await c.callTool({ name: `${ARGS.node}__Echo`, arguments: { text: "by name" } });
+    expect(textOf(r).startsWith("by name"), `a namespaced call in the fleet view: ${show(textOf(r))}`);
+  });
+  await withClient(ARGS["only-read-token"], { tools: "all" }, async (c) => {
+    const names = await toolNames(c);
+    const want = new Set([`${ARGS.node}__Read`, ...GATEWAY_TOOLS]);
+    expect(names.size === want.size && [...want].every((n) => names.has(n)), `auto with one tool is not flat: ${show([...names].sort())}`);
   });
 }
 
