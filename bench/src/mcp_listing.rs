@@ -2,13 +2,16 @@
 //! view, as the fleet grows, and what the fleet view's indirection costs a call.
 //!
 //! One in-process gateway on loopback and simulated nodes (each declares the standard
-//! tool set plus Echo, as a real `gsv node --echo-tool` does), added in steps of 1, 10,
-//! 100 and 1,000. At each size one MCP session per view (`/mcp?view=flat`,
-//! `/mcp?view=fleet`) lists every page of `tools/list`; the figure is the bytes of the
-//! tool definitions it received (JSON, as they enter a model's context; bytes / 4 as a
-//! rough token count). Targets: the fleet view's listing is at most 6 KB and the same
-//! at every size. Then the same Echo call is made through `fleet_call` and through
-//! `{node}__Echo`, interleaved call by call in one run: `fleet_call` p50 within +10 %.
+//! tool set plus Echo, as a real `gsv node --echo-tool` does), added in steps of 1, 2,
+//! 5, 10, 100 and 1,000. At each size one MCP session per view (the default URL
+//! `/mcp`, `/mcp?view=flat`, `/mcp?view=fleet`) lists every page of `tools/list`; the
+//! figure is the bytes of the tool definitions it received (JSON, as they enter a
+//! model's context; bytes / 4 as a rough token count). Targets: the default listing
+//! at most 12 KB at one node and 48 KB at five, then at most 8 KB and constant once
+//! the fleet view takes over; the fleet view's listing at most 6 KB and the same at
+//! every size. Then the same Echo call is made through `fleet_call`, through
+//! `{node}__Echo` in the flat view and through `{node}__Echo` in the fleet view,
+//! interleaved call by call in one run: both fleet-view calls p50 within +10 %.
 
 use super::fleet::{mint_agent, mint_nodes, raise_nofile, TempDir};
 use super::mcp::McpConn;
@@ -26,20 +29,29 @@ use tokio_util::sync::CancellationToken;
 pub const FLEET_LISTING_MAX_BYTES: usize = 6 * 1024;
 /// `fleet_call` may take at most this ratio of the direct call's p50.
 pub const FLEET_CALL_MAX_RATIO: f64 = 1.10;
+/// The default listing at one node, at most.
+pub const DEFAULT_ONE_MAX_BYTES: usize = 12 * 1024;
+/// The default listing up to five nodes, at most.
+pub const DEFAULT_FIVE_MAX_BYTES: usize = 48 * 1024;
+/// The default listing once the fleet view takes over, at most (and constant).
+pub const DEFAULT_FLEET_MAX_BYTES: usize = 8 * 1024;
 
 /// The fleet sizes measured.
 fn sizes(quick: bool) -> &'static [usize] {
     if quick {
-        &[1, 10]
+        &[1, 2, 5, 10]
     } else {
-        &[1, 10, 100, 1000]
+        &[1, 2, 5, 10, 100, 1000]
     }
 }
 
 /// Bytes of the tool definitions in one view's whole listing, and how many tools.
 async fn listing(addr: SocketAddr, token: &str, view: &str) -> Result<(usize, usize), String> {
-    let mut conn =
-        McpConn::open_at(addr, &format!("/mcp?view={view}"), token, "2025-11-25").await?;
+    let path = match view {
+        "" => "/mcp".to_owned(),
+        v => format!("/mcp?view={v}"),
+    };
+    let mut conn = McpConn::open_at(addr, &path, token, "2025-11-25").await?;
     conn.initialize().await?;
     let tools = conn.list_tools().await?;
     let bytes = tools
@@ -75,9 +87,47 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     .await;
     stop.cancel();
     gateway.stop().await;
-    let (listings, direct, fleet, n) = outcome?;
+    let (listings, direct, fleet, by_name, n) = outcome?;
 
     let mut rows = Vec::new();
+    // The default URL: reference tools flat while small, then the fleet view.
+    let mut taken_over: Option<usize> = None;
+    for l in &listings {
+        let fleet_now = l.default_bytes == l.fleet_bytes && l.default_tools == l.fleet_tools;
+        let mut row = Row::at_most(
+            format!(
+                "default `tools/list` (the URL as given), {} node(s), {} tools{}",
+                l.nodes,
+                l.default_tools,
+                if fleet_now { " (fleet view)" } else { "" }
+            ),
+            l.default_bytes as f64,
+            format!("flat view `tools/list`, {} tools", l.flat_tools),
+            l.flat_bytes as f64,
+            "bytes",
+            f64::INFINITY,
+        );
+        let (target, met) = if fleet_now {
+            let first = *taken_over.get_or_insert(l.default_bytes);
+            (
+                format!("≤ {DEFAULT_FLEET_MAX_BYTES} bytes, constant"),
+                l.default_bytes <= DEFAULT_FLEET_MAX_BYTES && l.default_bytes == first,
+            )
+        } else if l.nodes == 1 {
+            (
+                format!("≤ {DEFAULT_ONE_MAX_BYTES} bytes"),
+                l.default_bytes <= DEFAULT_ONE_MAX_BYTES,
+            )
+        } else {
+            (
+                format!("≤ {DEFAULT_FIVE_MAX_BYTES} bytes"),
+                l.default_bytes <= DEFAULT_FIVE_MAX_BYTES,
+            )
+        };
+        row.target = target;
+        row.met = met;
+        rows.push(row);
+    }
     let first_fleet = listings.first().map(|l| l.fleet_bytes).unwrap_or(0);
     for l in &listings {
         let mut row = Row::at_most(
@@ -102,6 +152,14 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     rows.push(Row::at_most(
         "Echo via `fleet_call`, p50",
         fleet.p50_us,
+        "Echo via `{node}__Echo` (flat view), p50",
+        direct.p50_us,
+        "µs",
+        FLEET_CALL_MAX_RATIO,
+    ));
+    rows.push(Row::at_most(
+        "Echo via `{node}__Echo` in the fleet view (not listed there), p50",
+        by_name.p50_us,
         "Echo via `{node}__Echo` (flat view), p50",
         direct.p50_us,
         "µs",
@@ -145,6 +203,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
 /// One fleet size's listings.
 struct Listing {
     nodes: usize,
+    default_bytes: usize,
+    default_tools: usize,
     flat_bytes: usize,
     flat_tools: usize,
     fleet_bytes: usize,
@@ -153,6 +213,7 @@ struct Listing {
 
 type Measured = (
     Vec<Listing>,
+    super::stats::Summary,
     super::stats::Summary,
     super::stats::Summary,
     usize,
@@ -188,6 +249,7 @@ async fn measure(
         }
         let (flat_bytes, flat_tools) = listing(addr, token, "flat").await?;
         let (fleet_bytes, fleet_tools) = listing(addr, token, "fleet").await?;
+        let (default_bytes, default_tools) = listing(addr, token, "").await?;
         // The flat view lists the gateway tools no node offers (fleet_run, ...) too.
         let gateway_tools = gsv_gateway::mcp::fleet_tools::flat_definitions().len();
         if flat_tools != size * template.tools.len() + gateway_tools {
@@ -199,6 +261,8 @@ async fn measure(
         }
         listings.push(Listing {
             nodes: size,
+            default_bytes,
+            default_tools,
             flat_bytes,
             flat_tools,
             fleet_bytes,
@@ -222,7 +286,11 @@ async fn measure(
         fleet.call("fleet_call", fleet_args.clone()).await?;
         fleet.finish().await?;
     }
-    let (mut d, mut f) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut d, mut f, mut b) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
     for _ in 0..n {
         let t = Instant::now();
         flat.call(&direct_name, args.clone()).await?;
@@ -232,7 +300,11 @@ async fn measure(
         fleet.call("fleet_call", fleet_args.clone()).await?;
         f.push(t.elapsed());
         fleet.finish().await?;
+        let t = Instant::now();
+        fleet.call(&direct_name, args.clone()).await?;
+        b.push(t.elapsed());
+        fleet.finish().await?;
     }
     drop(tasks);
-    Ok((listings, summarize(&d), summarize(&f), n))
+    Ok((listings, summarize(&d), summarize(&f), summarize(&b), n))
 }
