@@ -703,9 +703,15 @@ pub enum TokenCommand {
         #[arg(long, value_name = "K=V")]
         label: Vec<String>,
         /// The MCP view this agent's sessions get unless the URL says (`?view=`):
-        /// `flat`, `fleet`, or `auto` (flat up to 40 tools, else fleet)
+        /// `flat`, `fleet`, or `auto` (flat up to 48 KB of definitions, else fleet)
         #[arg(long, value_enum, value_name = "VIEW", default_value_t = McpViewArg::Auto)]
         mcp_view: McpViewArg,
+        /// The node tools this agent's flat MCP listings name unless the URL says
+        /// (`?tools=`): `all`, `reference` (Bash, Process, Read, Write, Edit, Glob,
+        /// Grep: the default) or comma-separated tool-name globs (`Bash,git_*`).
+        /// Listing is not permission: the policy decides what runs
+        #[arg(long, value_name = "TOOLS")]
+        mcp_tools: Option<String>,
         /// For `node ID`: print the one line that installs and enrolls the node on a
         /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
         #[arg(long)]

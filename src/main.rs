@@ -135,6 +135,7 @@ fn main() -> ExitCode {
                 self_confirm,
                 label,
                 mcp_view,
+                mcp_tools,
                 install,
                 gateway,
                 role,
@@ -144,7 +145,8 @@ fn main() -> ExitCode {
                     && deny.is_empty()
                     && confirm.is_empty()
                     && !self_confirm
-                    && mcp_view == McpViewArg::Auto);
+                    && mcp_view == McpViewArg::Auto
+                    && mcp_tools.is_none());
                 match kind {
                     TokenKindArg::Operator => match role {
                         _ if agent_flags || install || !label.is_empty() => {
@@ -164,13 +166,8 @@ fn main() -> ExitCode {
                         exit::USAGE
                     }
                     TokenKindArg::Node => {
-                        if !(allow.is_empty()
-                            && deny.is_empty()
-                            && confirm.is_empty()
-                            && !self_confirm
-                            && mcp_view == McpViewArg::Auto)
-                        {
-                            eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm/--mcp-view apply to agent tokens only");
+                        if agent_flags {
+                            eprintln!("error: invalid_args: --allow/--deny/--confirm/--self-confirm/--mcp-view/--mcp-tools apply to agent tokens only");
                             exit::USAGE
                         } else {
                             let install = install.then_some(gateway.as_deref());
@@ -185,17 +182,28 @@ fn main() -> ExitCode {
                         eprintln!("error: invalid_args: --label applies to node tokens only");
                         exit::USAGE
                     }
-                    TokenKindArg::Agent => commands::token::create_agent(
-                        &dir,
-                        &name,
-                        PolicySpec {
-                            allow,
-                            deny,
-                            confirm,
-                            self_confirm,
-                            mcp_view: mcp_view.view(),
-                        },
-                    ),
+                    TokenKindArg::Agent => match mcp_tools
+                        .as_deref()
+                        .map(gsv_gateway::mcp::listed::Listed::parse)
+                        .transpose()
+                    {
+                        Err(e) => {
+                            eprintln!("error: invalid_args: --mcp-tools: {e}");
+                            exit::USAGE
+                        }
+                        Ok(listed) => commands::token::create_agent(
+                            &dir,
+                            &name,
+                            PolicySpec {
+                                allow,
+                                deny,
+                                confirm,
+                                self_confirm,
+                                mcp_view: mcp_view.view(),
+                                mcp_tools: listed.map(|l| l.key().to_owned()),
+                            },
+                        ),
+                    },
                 }
             }
             TokenCommand::List { data, json } => {

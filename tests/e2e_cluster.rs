@@ -1375,7 +1375,17 @@ async fn mcp_on_any_replica_lists_and_calls_the_nodes_every_replica_holds() {
 /// once acknowledged.
 async fn listen(gw: &Gateway, token: &str) -> tokio::net::TcpStream {
     let filter = json!({"notifications": {"toolsListChanged": true}});
-    let mut s = send_mcp(gw, token, "", "subscriptions/listen", filter, false).await;
+    // Every tool listed (`?view=flat`): what these tests change is tools beyond the
+    // reference set.
+    let mut s = send_mcp(
+        gw,
+        token,
+        "?view=flat",
+        "subscriptions/listen",
+        filter,
+        false,
+    )
+    .await;
     assert!(
         heard(&mut s, "notifications/subscriptions/acknowledged", SPREAD).await,
         "the listen stream was not acknowledged"
@@ -1430,7 +1440,7 @@ async fn clients_on_one_replica_hear_that_the_lists_changed_when_a_node_joins_an
         heard(&mut sees, "notifications/tools/list_changed", SPREAD).await,
         "the client on B was not told that a node joined A"
     );
-    let listed = mcp(&b, &token, "", "tools/list", json!({})).await;
+    let listed = mcp(&b, &token, "?view=flat", "tools/list", json!({})).await;
     assert!(
         tool_names(&listed).iter().any(|n| n == "late__Echo"),
         "{listed}"
@@ -1499,12 +1509,12 @@ async fn clients_on_one_replica_hear_of_tools_accepted_on_another() {
     .await;
     let listed = |names: Vec<String>| names.iter().any(|n| n == "lab__Echo");
     eventually("B lists lab's standard tools", SPREAD, || async {
-        let names = tool_names(&mcp(&b, &token, "", "tools/list", json!({})).await);
+        let names = tool_names(&mcp(&b, &token, "?view=flat", "tools/list", json!({})).await);
         names.iter().any(|n| n == "lab__Read").then_some(())
     })
     .await;
     assert!(!listed(tool_names(
-        &mcp(&b, &token, "", "tools/list", json!({})).await
+        &mcp(&b, &token, "?view=flat", "tools/list", json!({})).await
     )));
 
     // A client on B, once what the restart stirred up has settled.
@@ -1527,7 +1537,7 @@ async fn clients_on_one_replica_hear_of_tools_accepted_on_another() {
         "the client on B was not told of the tools accepted on A"
     );
     assert!(listed(tool_names(
-        &mcp(&b, &token, "", "tools/list", json!({})).await
+        &mcp(&b, &token, "?view=flat", "tools/list", json!({})).await
     )));
 }
 

@@ -1088,3 +1088,94 @@ async fn listen_streams_count_against_the_tokens_share() {
     )
     .await;
 }
+
+/// The names one session-less (2026-07-28) `tools/list` of `/mcp{query}` gives.
+async fn list_names_2026(gw: &Gateway, token: &str, query: &str) -> Vec<String> {
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
+    .to_string();
+    let req = format!(
+        "POST /mcp{query} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    );
+    let (head, body) = raw_http(&gw.addr, &req).await;
+    let json = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or(&body);
+    let v: serde_json::Value =
+        serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {head}\n{body}"));
+    v["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {v}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `gsv token create agent … --mcp-tools`: the token's flat listings name those node
+/// tools unless the URL says otherwise (`?tools=`), a tool left out is still called by
+/// name, and a set that is not one is refused when the token is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokens_mcp_tools_choose_what_its_listings_name() {
+    let gw = Gateway::start().await;
+    let ws = TempDir::new("mcp-tools");
+    let _alpha = gw.node("alpha", ws.path()).await;
+    let token = gw.token(&[
+        "agent",
+        "picky",
+        "--allow",
+        "*",
+        "--mcp-tools",
+        "Echo,git_*",
+    ]);
+    let names = list_names_2026(&gw, &token, "").await;
+    let has = |names: &[String], n: &str| names.iter().any(|x| x == n);
+    assert!(
+        has(&names, "alpha__Echo") && has(&names, "alpha__git_log"),
+        "{names:?}"
+    );
+    assert!(
+        !has(&names, "alpha__Bash") && has(&names, "fleet_tools"),
+        "{names:?}"
+    );
+    // The URL beats the token.
+    let names = list_names_2026(&gw, &token, "?tools=reference").await;
+    assert!(
+        has(&names, "alpha__Bash") && !has(&names, "alpha__Echo"),
+        "{names:?}"
+    );
+    // Not listed, called by name all the same.
+    let (_, body) = call_tool_2026(
+        &gw,
+        &token,
+        "alpha__Bash",
+        json!({"command": "echo unlisted-ok"}),
+    )
+    .await;
+    assert!(body.contains("unlisted-ok"), "{body}");
+    // The set is shown with the token, and a bad one is refused at creation.
+    let (code, out, err) = gw.cli(&["token", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("mcp-tools=Echo,git_*"), "{out}");
+    let (code, _, err) = gw.cli(&[
+        "token",
+        "create",
+        "agent",
+        "bad",
+        "--allow",
+        "*",
+        "--mcp-tools",
+        "Bash,[x",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--mcp-tools") && err.contains("[x"), "{err}");
+}

@@ -284,7 +284,7 @@ async fn mcp(
 ) -> (Option<String>, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+        "POST /mcp?view=flat HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         gw.addr,

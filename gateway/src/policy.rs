@@ -39,6 +39,10 @@ pub struct PolicySpec {
     /// (`--mcp-view`; stored only when not `auto`, so older rows read as `auto`).
     #[serde(default, skip_serializing_if = "McpView::is_auto")]
     pub mcp_view: McpView,
+    /// The node tools a flat MCP listing of this token names unless its URL asks
+    /// (`--mcp-tools`: `all`, `reference` or tool-name globs; absent: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_tools: Option<String>,
 }
 
 /// A glob that does not compile, or a class that does not exist.
@@ -72,6 +76,7 @@ pub struct Policy {
     confirm_classes: ToolClasses,
     self_confirm: bool,
     mcp_view: McpView,
+    mcp_tools: Option<String>,
     full: bool,
     /// An operator's (viewer or approver): every tool listed, none callable.
     view_only: bool,
@@ -134,6 +139,7 @@ impl Policy {
             confirm_classes,
             self_confirm: spec.self_confirm,
             mcp_view: spec.mcp_view,
+            mcp_tools: spec.mcp_tools.clone(),
             full: false,
             view_only: false,
             allow_all: spec.allow.iter().any(|g| matches_everything(g)),
@@ -152,6 +158,7 @@ impl Policy {
             confirm_classes: ToolClasses::NONE,
             self_confirm: false,
             mcp_view: McpView::Auto,
+            mcp_tools: None,
             full: false,
             view_only: true,
             allow_all: false,
@@ -169,6 +176,7 @@ impl Policy {
             confirm_classes: ToolClasses::NONE,
             self_confirm: false,
             mcp_view: McpView::Auto,
+            mcp_tools: None,
             full: true,
             view_only: false,
             allow_all: true,
@@ -243,6 +251,11 @@ impl Policy {
     /// The token's default MCP view (`--mcp-view`).
     pub fn mcp_view(&self) -> McpView {
         self.mcp_view
+    }
+
+    /// The token's default set of listed node tools (`--mcp-tools`), as written.
+    pub fn mcp_tools(&self) -> Option<&str> {
+        self.mcp_tools.as_deref()
     }
 
     /// Whether this is the admin's everything-allowed policy.
@@ -413,6 +426,7 @@ mod tests {
             confirm: vec!["*__net_*".into()],
             self_confirm: false,
             mcp_view: McpView::Auto,
+            mcp_tools: None,
         };
         let w = lint(&spec, &known);
         assert_eq!(w.len(), 2, "{w:?}");
@@ -434,6 +448,7 @@ mod tests {
             confirm: v(confirm),
             self_confirm: false,
             mcp_view: McpView::Auto,
+            mcp_tools: None,
         }
     }
 

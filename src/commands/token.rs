@@ -202,7 +202,7 @@ pub fn list(data: &Path, json: bool) -> u8 {
                         .policy
                         .map(|p| {
                             format!(
-                                "allow={} deny={} confirm={}{}{}",
+                                "allow={} deny={} confirm={}{}{}{}",
                                 p.allow.join(","),
                                 p.deny.join(","),
                                 p.confirm.join(","),
@@ -211,7 +211,11 @@ pub fn list(data: &Path, json: bool) -> u8 {
                                     String::new()
                                 } else {
                                     format!(" mcp-view={}", p.mcp_view)
-                                }
+                                },
+                                p.mcp_tools
+                                    .as_deref()
+                                    .map(|t| format!(" mcp-tools={t}"))
+                                    .unwrap_or_default()
                             )
                         })
                         .or_else(|| t.role.map(|r| format!("role={r}")))

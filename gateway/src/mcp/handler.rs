@@ -192,7 +192,11 @@ impl McpHandler {
         let who = principal(extensions)?;
         if let Some((shown, url)) = self.session.get() {
             return Ok(Lens {
-                listed: view::listed(url, url.view.unwrap_or(who.policy.mcp_view())),
+                listed: view::listed(
+                    url,
+                    who.policy.mcp_tools(),
+                    url.view.unwrap_or(who.policy.mcp_view()),
+                ),
                 who,
                 shown: *shown,
                 select: url.select.clone(),
@@ -211,7 +215,7 @@ impl McpHandler {
         let asked = url.view.unwrap_or(who.policy.mcp_view());
         let mut lens = Lens {
             shown: Shown::Flat,
-            listed: view::listed(url, asked),
+            listed: view::listed(url, who.policy.mcp_tools(), asked),
             select: url.select.clone(),
             who,
             remote: None,

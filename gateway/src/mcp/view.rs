@@ -104,13 +104,19 @@ pub fn choose(url: Option<McpView>, token: McpView, bytes: impl FnOnce() -> usiz
     }
 }
 
-/// The node tools a flat session lists: the URL's `?tools=`, else every tool when the
-/// flat view was asked for by name, else the reference set ([`Listed`]).
-pub fn listed(url: &UrlView, asked: McpView) -> Listed {
-    match (&url.tools, asked) {
-        (Some(l), _) => l.clone(),
-        (None, McpView::Flat) => Listed::All,
-        (None, _) => Listed::Reference,
+/// The node tools a flat session lists: the URL's `?tools=`, else the token's
+/// (`--mcp-tools`), else every tool when the flat view was asked for by name, else the
+/// reference set ([`Listed`]). A stored set that no longer parses counts as absent.
+pub fn listed(url: &UrlView, token: Option<&str>, asked: McpView) -> Listed {
+    if let Some(l) = &url.tools {
+        return l.clone();
+    }
+    if let Some(l) = token.and_then(|t| Listed::parse(t).ok()) {
+        return l;
+    }
+    match asked {
+        McpView::Flat => Listed::All,
+        _ => Listed::Reference,
     }
 }
 
@@ -339,9 +345,14 @@ mod tests {
         // Without ?tools=: every tool when flat is asked for by name, else the
         // reference set.
         let none = UrlView::default();
-        assert!(listed(&none, McpView::Flat).is_all());
-        assert!(!listed(&none, McpView::Auto).is_all());
-        assert!(listed(&v, McpView::Flat).lists("git_log"));
+        assert!(listed(&none, None, McpView::Flat).is_all());
+        assert!(!listed(&none, None, McpView::Auto).is_all());
+        assert!(listed(&v, None, McpView::Flat).lists("git_log"));
+        // The token's set, unless the URL gives one.
+        assert!(listed(&none, Some("git_*"), McpView::Flat).lists("git_log"));
+        assert!(!listed(&none, Some("git_*"), McpView::Flat).lists("Read"));
+        assert!(!listed(&v, Some("Read"), McpView::Auto).lists("Read"));
+        assert!(!listed(&none, Some("[bad"), McpView::Auto).is_all());
     }
 
     #[test]
