@@ -362,6 +362,23 @@ async fn mcp_auto_view_switches_at_the_threshold() {
     fleet.drive(&py, "http", "auto", &["auto-threshold"]).await;
 }
 
+/// Fifty machines (47 beside the fixture's three, one of which is offline) over the
+/// default URL: the fleet view, and `{node}__Bash` called by name on several of them;
+/// in a session (legacy) and per request (2026-07-28).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_machines_are_called_by_name_over_the_default_url() {
+    let Some(py) = python() else { return };
+    let extra: Vec<String> = (0..47).map(|i| format!("m{i:02}")).collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let fleet = Fleet::start_with_extra(&extra).await;
+    fleet.drive(&py, "http", "legacy", &["by-name"]).await;
+    fleet.drive(&py, "http", "auto", &["by-name"]).await;
+    if let Some(ts) = typescript() {
+        fleet.drive(&ts, "http", "legacy", &["by-name"]).await;
+        fleet.drive(&ts, "http", "auto", &["by-name"]).await;
+    }
+}
+
 /// Nodes for `fleet_run` (issue: MCP fan-out and jobs): `run-a` with a long file in
 /// its workspace, `run-b` without it (`cat` fails), `run-c` offline, `run-d` whose
 /// Bash the run token may not call; and the tokens the checks use.

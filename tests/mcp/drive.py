@@ -705,6 +705,23 @@ async def check_auto_threshold() -> None:
                f"?tools=Echo,git_*: {sorted(names)}")
 
 
+async def check_by_name() -> None:
+    """A fleet of fifty machines over the default URL: the listing is the fleet view
+    (seven tools, whatever the fleet), and each machine's tools are called by their
+    namespaced names all the same, the first, the last and one in between."""
+    async with client(ARGS.token, view="auto") as c:
+        listed = await names_of(c)
+        nodes = await all_nodes(c)
+        online = sorted(n["id"] for n in nodes if n.get("online"))
+        expect(len(nodes) >= 50, f"{len(nodes)} nodes")
+        expect(listed == FLEET_TOOLS, f"fifty machines are not the fleet view: {sorted(listed)[:20]}")
+        for node in (online[0], online[len(online) // 2], online[-1]):
+            r = await c.call_tool(f"{node}__Bash", {"command": f"echo by-name-{node}"})
+            expect(not r.is_error and f"by-name-{node}" in text_of(r), f"{node}__Bash: {text_of(r)!r}")
+        r = await fleet_call(c, online[-1], "Read", {"path": "hello.txt"})
+        expect(not r.is_error and text_of(r).startswith("1\thello world"), f"fleet_call Read: {text_of(r)!r}")
+
+
 async def check_no_leak() -> None:
     """A token that may call only NODE__Read sees only that node and only Read, in the
     flat view, the fleet view and the resources; what it may not see answers exactly
@@ -926,6 +943,7 @@ CHECKS = {
     "select": check_select,
     "view-override": check_view_override,
     "auto-threshold": check_auto_threshold,
+    "by-name": check_by_name,
     "no-leak": check_no_leak,
     "resources": check_resources,
     "fleet-run": check_fleet_run,

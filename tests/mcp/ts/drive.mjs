@@ -871,6 +871,24 @@ async function checkAutoThreshold() {
   });
 }
 
+async function checkByName() {
+  // A fleet of fifty machines over the default URL: the listing is the fleet view
+  // (seven tools, whatever the fleet), and each machine's tools are called by their
+  // namespaced names all the same, the first, the last and one in between.
+  await withClient(ARGS.token, { view: "auto" }, async (c) => {
+    expect(isFleetView(await toolNames(c)), "fifty machines are not the fleet view");
+    const nodes = await allNodes(c);
+    expect(nodes.length >= 50, `${nodes.length} nodes`);
+    const online = nodes.filter((n) => n.online).map((n) => n.id).sort();
+    for (const node of [online[0], online[Math.floor(online.length / 2)], online.at(-1)]) {
+      const r = await c.callTool({ name: `${node}__Bash`, arguments: { command: `echo by-name-${node}` } });
+      expect(!r.isError && textOf(r).includes(`by-name-${node}`), `${node}__Bash: ${show(textOf(r))}`);
+    }
+    const r = await fleetCall(c, online.at(-1), "Read", { path: "hello.txt" });
+    expect(!r.isError && textOf(r).startsWith("1\thello world"), `fleet_call Read: ${show(textOf(r))}`);
+  });
+}
+
 async function checkNoLeak() {
   // A token that may call only NODE__Read sees only that node and only Read, in the
   // flat view, the fleet view and the resources; what it may not see answers exactly
@@ -1077,6 +1095,7 @@ const CHECKS = {
   select: checkSelect,
   "view-override": checkViewOverride,
   "auto-threshold": checkAutoThreshold,
+  "by-name": checkByName,
   "no-leak": checkNoLeak,
   resources: checkResources,
   "fleet-run": checkFleetRun,
