@@ -763,9 +763,9 @@ impl Command {
 pub enum McpViewArg {
     /// Every NODE__TOOL the token may call, one MCP tool each
     Flat,
-    /// fleet_nodes, fleet_tools and fleet_call, whatever the fleet's size
+    /// The seven fleet_* tools, whatever the fleet's size
     Fleet,
-    /// Flat up to 40 tools, else fleet, decided when a session starts
+    /// Each node's reference tools flat up to 48 KB of definitions, else fleet
     Auto,
 }
 

@@ -177,7 +177,13 @@ impl Seal {
             return Err(KeyError::Long { path: shown });
         }
         let mut bytes = std::fs::read(path).map_err(read)?;
-        while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        // A key written as text (hex, base64) may end in a line break, which is not
+        // part of it; a binary key is taken byte for byte, since 32 random bytes end
+        // in `\n` or `\r` one time in 128.
+        let text = bytes
+            .iter()
+            .all(|b| b.is_ascii_graphic() || matches!(b, b'\n' | b'\r'));
+        while text && bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             bytes.pop();
         }
         let len = bytes.len();
@@ -438,6 +444,11 @@ mod tests {
             p
         };
         assert!(Seal::load(&write("ok", &[3u8; 32], 0o600)).is_ok());
+        // Random bytes that happen to end in a line break are still 32 bytes of key.
+        let mut binary = [7u8; 32];
+        binary[0] = 0x80;
+        binary[31] = b'\n';
+        assert!(Seal::load(&write("binary", &binary, 0o600)).is_ok());
         let hex = write("hex", format!("{}\n", "ab".repeat(32)).as_bytes(), 0o400);
         assert!(Seal::load(&hex).is_ok());
         assert!(matches!(

@@ -1,11 +1,12 @@
 //! Which view of the fleet an MCP session gets, and what of the fleet it covers.
 //!
-//! The same fleet can be shown two ways, under the same policy: `flat` lists every
-//! `{node}__{tool}` the token may call (one MCP tool each), `fleet` lists six gateway
-//! tools (`fleet_nodes`, `fleet_tools`, `fleet_call`, `fleet_run`, `fleet_jobs`,
-//! `fleet_job`) whatever the fleet's size; the last three are listed flat too. Past a
-//! few machines the flat list swamps an agent's context, so the default, `auto`, shows
-//! flat while the token sees at most [`AUTO_MAX_TOOLS`] tools and fleet beyond.
+//! The same fleet can be shown two ways, under the same policy: `flat` lists
+//! `{node}__{tool}` names (every tool the token may call, or the set [`Listed`] says),
+//! `fleet` lists the seven gateway tools (`fleet_nodes`, `fleet_tools`, `fleet_call`,
+//! `fleet_run`, `fleet_jobs`, `fleet_job`, `fleet_copy`) whatever the fleet's size.
+//! Past a few machines a flat list swamps an agent's context, so the default, `auto`,
+//! shows flat while the listing takes at most [`AUTO_MAX_BYTES`] and fleet beyond; a
+//! namespaced call works in either.
 //!
 //! The choice comes from `?view=` on the MCP URL, else the token's `--mcp-view`, else
 //! `auto`; `?select=SEL` narrows the session to the nodes a selector picks. Both are
