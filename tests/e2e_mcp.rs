@@ -700,18 +700,33 @@ async fn call_tool_2026(
     name: &str,
     args: serde_json::Value,
 ) -> (String, String) {
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-    "name": name, "arguments": args,
-    "_meta": {
+    let params = json!({"name": name, "arguments": args});
+    request_2026(gw, token, "", "tools/call", Some(name), params).await
+}
+
+/// One session-less (2026-07-28) request `method` to `/mcp{query}` with `params` (the
+/// revision's `_meta` added), as raw HTTP/1.1; `name` is the `Mcp-Name` header.
+async fn request_2026(
+    gw: &Gateway,
+    token: &str,
+    query: &str,
+    method: &str,
+    name: Option<&str>,
+    mut params: serde_json::Value,
+) -> (String, String) {
+    params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {},
-    }}})
-    .to_string();
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    let name = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
     let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+        "POST /mcp{query} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
          Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {name}\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         gw.addr,
         body.len()
@@ -1108,22 +1123,7 @@ async fn listen_streams_count_against_the_tokens_share() {
 
 /// The names one session-less (2026-07-28) `tools/list` of `/mcp{query}` gives.
 async fn list_names_2026(gw: &Gateway, token: &str, query: &str) -> Vec<String> {
-    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {
-    "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }}})
-    .to_string();
-    let req = format!(
-        "POST /mcp{query} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        gw.addr,
-        body.len()
-    );
-    let (head, body) = raw_http(&gw.addr, &req).await;
+    let (head, body) = request_2026(gw, token, query, "tools/list", None, json!({})).await;
     let json = body
         .lines()
         .find_map(|l| l.strip_prefix("data: "))

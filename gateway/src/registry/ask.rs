@@ -8,6 +8,7 @@
 
 use super::NodeHandle;
 use gsv_protocol::frame::encode_req;
+use gsv_protocol::resolve::{ResolveParams, ResolveResult, Resolved};
 use gsv_protocol::{ErrorShape, Method};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -27,6 +28,26 @@ pub enum AskError {
 }
 
 impl NodeHandle {
+    /// Asks this node what each of `paths` names (`paths.resolve`): one answer per
+    /// path, in order, or why there is none (for an approval question to say).
+    pub async fn resolve_paths(
+        &self,
+        paths: Vec<String>,
+        limit: Duration,
+    ) -> Result<Vec<Resolved>, String> {
+        let asked = paths.len();
+        let raw = self
+            .ask(Method::PathsResolve, &ResolveParams { paths }, limit)
+            .await
+            .map_err(|e| e.to_string())?;
+        let found = serde_json::from_str::<ResolveResult>(raw.get())
+            .map_err(|e| e.to_string())?
+            .paths;
+        (found.len() == asked)
+            .then_some(found)
+            .ok_or_else(|| "the node answered for other paths".to_owned())
+    }
+
     /// Sends `method` with `params` to this node and waits at most `limit` for its
     /// answer.
     pub async fn ask<P: Serialize>(

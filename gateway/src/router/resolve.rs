@@ -15,9 +15,8 @@
 use crate::registry::NodeHandle;
 use crate::state::Shared;
 use crate::summary::quoted;
-use gsv_protocol::resolve::{ResolveParams, ResolveResult, Resolved};
+use gsv_protocol::resolve::Resolved;
 use gsv_protocol::tool_class::{ToolClass, ToolClasses};
-use gsv_protocol::Method;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -53,19 +52,8 @@ pub(super) async fn for_question(
     if asked.is_empty() {
         return None;
     }
-    let params = ResolveParams {
-        paths: asked.iter().map(|(_, v)| (*v).to_owned()).collect(),
-    };
-    let answer = node
-        .ask(Method::PathsResolve, &params, ANSWER_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|raw| serde_json::from_str::<ResolveResult>(raw.get()).map_err(|e| e.to_string()))
-        .and_then(|r| {
-            (r.paths.len() == asked.len())
-                .then_some(r.paths)
-                .ok_or_else(|| "the node answered for other paths".to_owned())
-        });
+    let paths = asked.iter().map(|(_, v)| (*v).to_owned()).collect();
+    let answer = node.resolve_paths(paths, ANSWER_TIMEOUT).await;
     let found = match answer {
         Ok(found) => found,
         Err(why) => {

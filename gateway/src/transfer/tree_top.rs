@@ -11,11 +11,9 @@
 //! which the approval's grant covers. Where the node cannot tell, the question says
 //! so and the copy goes as the agent wrote it.
 
-use super::ask_node;
 use crate::registry::NodeHandle;
 use crate::summary::quoted;
-use gsv_protocol::resolve::{ResolveParams, ResolveResult, Resolved};
-use gsv_protocol::Method;
+use gsv_protocol::resolve::Resolved;
 use std::time::Duration;
 
 /// How long the question waits for the node's answer.
@@ -38,16 +36,7 @@ pub(super) async fn resolve(node: &NodeHandle, path: &str, into: Option<&str>) -
     if let Some(into) = into {
         paths.push(format!("{}/{into}", path.trim_end_matches('/')));
     }
-    let asked = paths.len();
-    let answer = ask_node(node, Method::PathsResolve, &ResolveParams { paths }, ANSWER)
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|raw| serde_json::from_str::<ResolveResult>(raw.get()).map_err(|e| e.to_string()))
-        .and_then(|r| {
-            (r.paths.len() == asked)
-                .then_some(r.paths)
-                .ok_or_else(|| "the node answered for other paths".to_owned())
-        });
+    let answer = node.resolve_paths(paths, ANSWER).await;
     let as_written = |why: &str| Top {
         shown: format!(
             "{node_id}:{} (not resolved on the node: {}; the copy goes as written)",
