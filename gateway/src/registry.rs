@@ -870,35 +870,69 @@ impl Registry {
     /// never a tool hidden until accepted (`--pin-tools`).
     pub fn tool_entries(&self, visible: impl Fn(&str, ToolClasses) -> bool) -> Vec<ToolEntry> {
         let mut out = Vec::new();
-        let mut push = |node: &str, set: &ToolSet, online: bool| {
-            for t in &set.tools {
-                if self.unaccepted.hides(node, &t.def.name) {
-                    continue;
-                }
-                let name = NamespacedName::join(node, &t.def.name);
-                if visible(&name, t.classes) {
-                    out.push(ToolEntry {
-                        name,
-                        node: node.to_owned(),
-                        tool: t.def.name.clone(),
-                        description: t.def.description.clone(),
-                        input_schema: t.def.input_schema.clone(),
-                        capability: t.def.capability.clone(),
-                        annotations: t.def.annotations.clone(),
-                        requires_approval: t.def.requires_approval,
-                        online,
-                    });
-                }
-            }
-        };
         for e in self.nodes.iter() {
-            push(e.key().as_str(), &e.value().tools, true);
+            self.push_entries(&mut out, e.key().as_str(), &e.value().tools, true, &visible);
         }
         for e in self.offline.iter() {
-            push(e.key().as_str(), &e.value().tools, false);
+            self.push_entries(
+                &mut out,
+                e.key().as_str(),
+                &e.value().tools,
+                false,
+                &visible,
+            );
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+
+    /// [`Registry::tool_entries`] of the nodes `ids` names only (looked up one by one:
+    /// a few nodes of a large fleet cost what they hold, not what the fleet holds).
+    pub fn tool_entries_of<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        visible: impl Fn(&str, ToolClasses) -> bool,
+    ) -> Vec<ToolEntry> {
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(h) = self.nodes.get(id) {
+                self.push_entries(&mut out, id, &h.tools, true, &visible);
+            } else if let Some(o) = self.offline.get(id) {
+                self.push_entries(&mut out, id, &o.tools, false, &visible);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Appends the entries of one node's tools that pass `visible` and are not hidden.
+    fn push_entries(
+        &self,
+        out: &mut Vec<ToolEntry>,
+        node: &str,
+        set: &ToolSet,
+        online: bool,
+        visible: &impl Fn(&str, ToolClasses) -> bool,
+    ) {
+        for t in &set.tools {
+            if self.unaccepted.hides(node, &t.def.name) {
+                continue;
+            }
+            let name = NamespacedName::join(node, &t.def.name);
+            if visible(&name, t.classes) {
+                out.push(ToolEntry {
+                    name,
+                    node: node.to_owned(),
+                    tool: t.def.name.clone(),
+                    description: t.def.description.clone(),
+                    input_schema: t.def.input_schema.clone(),
+                    capability: t.def.capability.clone(),
+                    annotations: t.def.annotations.clone(),
+                    requires_approval: t.def.requires_approval,
+                    online,
+                });
+            }
+        }
     }
 
     /// Every online node handle (for shutdown).

@@ -1,4 +1,5 @@
-//! The gateway tools: the fleet view's `fleet_nodes`, `fleet_tools` and `fleet_call`,
+//! The gateway tools: the fleet view's `fleet_nodes`, `fleet_tools`, `fleet_call`,
+//! `fleet_use` and `fleet_release`,
 //! a listing of the same small size whatever the fleet's, and `fleet_run`,
 //! `fleet_jobs` and `fleet_job`, listed in both views.
 //!
@@ -8,7 +9,8 @@
 //! handler sends it through the same path as a flat call). `fleet_run` runs one tool
 //! on many nodes ([`super::fleet_run`]) and `fleet_jobs` / `fleet_job` read the kept
 //! outcomes ([`super::fleet_jobs`]): nothing in the flat view does that, so the flat
-//! view lists those three too. This file holds the definitions, the parsing of the
+//! view lists those three too. `fleet_use` / `fleet_release` put nodes in the
+//! session's listing by namespace and take them out ([`super::fleet_use`]). This file holds the definitions, the parsing of the
 //! fleet view's arguments and its two listing answers; every list is built from
 //! [`super::nodes`], so nothing here shows more than the flat view would.
 
@@ -34,6 +36,8 @@ pub const FLEET_RUN: &str = "fleet_run";
 pub const FLEET_JOBS: &str = "fleet_jobs";
 pub const FLEET_JOB: &str = "fleet_job";
 pub const FLEET_COPY: &str = "fleet_copy";
+pub const FLEET_USE: &str = "fleet_use";
+pub const FLEET_RELEASE: &str = "fleet_release";
 
 /// One of the fleet view's tools, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +49,8 @@ pub enum FleetTool {
     Jobs,
     Job,
     Copy,
+    Use,
+    Release,
 }
 
 impl FleetTool {
@@ -57,6 +63,8 @@ impl FleetTool {
             FLEET_JOBS => Some(FleetTool::Jobs),
             FLEET_JOB => Some(FleetTool::Job),
             FLEET_COPY => Some(FleetTool::Copy),
+            FLEET_USE => Some(FleetTool::Use),
+            FLEET_RELEASE => Some(FleetTool::Release),
             _ => None,
         }
     }
@@ -101,6 +109,8 @@ impl FleetTool {
             FleetTool::Jobs => FLEET_JOBS,
             FleetTool::Job => FLEET_JOB,
             FleetTool::Copy => FLEET_COPY,
+            FleetTool::Use => FLEET_USE,
+            FleetTool::Release => FLEET_RELEASE,
         }
     }
 
@@ -162,7 +172,8 @@ pub fn listing_bytes(all: bool) -> usize {
     }
 }
 
-/// The fleet view's `tools/list`: these seven, always.
+/// The fleet view's `tools/list`: these nine, always (and the tools of the nodes a
+/// session uses, [`super::fleet_use`]).
 pub fn definitions() -> Vec<Tool> {
     let tool = |name: &'static str, description: &'static str, schema: Value, ann: Value| {
         let schema = match schema {
@@ -248,6 +259,24 @@ pub fn definitions() -> Vec<Tool> {
             }, "required": ["from", "to"], "additionalProperties": false}),
             json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
         ),
+        tool(
+            FLEET_USE,
+            super::fleet_use::USE_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "nodes": {"type": "array", "items": {"type": "string"}},
+                "select": {"type": "string"}
+            }, "additionalProperties": false}),
+            json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+        ),
+        tool(
+            FLEET_RELEASE,
+            super::fleet_use::RELEASE_DESCRIPTION,
+            json!({"type": "object", "properties": {
+                "nodes": {"type": "array", "items": {"type": "string"}},
+                "all": {"type": "boolean"}
+            }, "additionalProperties": false}),
+            json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}),
+        ),
     ]
 }
 
@@ -316,7 +345,9 @@ impl FleetError {
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(args: Option<Map<String, Value>>) -> Result<T, FleetError> {
+pub(super) fn parse<T: for<'de> Deserialize<'de>>(
+    args: Option<Map<String, Value>>,
+) -> Result<T, FleetError> {
     serde_json::from_value(Value::Object(args.unwrap_or_default())).map_err(FleetError::Args)
 }
 
@@ -492,7 +523,9 @@ mod tests {
                 FLEET_RUN,
                 FLEET_JOBS,
                 FLEET_JOB,
-                FLEET_COPY
+                FLEET_COPY,
+                FLEET_USE,
+                FLEET_RELEASE
             ]
         );
         let flat: Vec<String> = flat_definitions()

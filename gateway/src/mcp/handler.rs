@@ -26,8 +26,9 @@ use super::listens::Listens;
 use super::nodes;
 use super::resources;
 use super::result::{self, Mapped};
+use super::used::{Used, UsedByToken};
 use super::view::{self, Lens, Shown, UrlView};
-use super::{fleet_copy, fleet_jobs, fleet_run};
+use super::{fleet_copy, fleet_jobs, fleet_run, fleet_use};
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
 use crate::policy::Decision;
@@ -82,8 +83,8 @@ Tool names are namespaced by node, `{node}__{tool}` (e.g. `laptop__Bash`, `serve
 pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os]`. Each \
 node's everyday tools are listed (Bash, Process, Read, Write, Edit, Glob, Grep); \
 fleet_tools {node} gives the definitions of all its tools (git_*, net_*, proc_*, exec, \
-fetch_url...), and any `{node}__{tool}` may be called by name, listed or not. fleet_nodes \
-lists the nodes; fleet_run runs one tool on many nodes; fleet_jobs and fleet_job read kept \
+fetch_url...), and any `{node}__{tool}` may be called by name, listed or not; fleet_use \
+{nodes} lists all of a node's tools by name until fleet_release. fleet_nodes lists the nodes; fleet_run runs one tool on many nodes; fleet_jobs and fleet_job read kept \
 results. Tools of an offline node stay listed; calling one says since when. Some calls need \
 a human's approval first.";
 
@@ -91,7 +92,9 @@ a human's approval first.";
 const FLEET_INSTRUCTIONS: &str = "gsv gateway: a fleet of machines (nodes), reached through \
 a few tools. fleet_nodes lists the nodes you can use (labels, facts such as os, and the \
 tools you may call there; `select` narrows it, e.g. `role=web`); fleet_tools gives one \
-node's tool definitions; fleet_call {node, tool, args} runs one; fleet_run {select, tool, \
+node's tool definitions; fleet_call {node, tool, args} runs one, and so does calling \
+`{node}__{tool}` by name (e.g. `web1__Bash`); fleet_use {nodes: [...]} or {select} lists \
+those nodes' tools by name until fleet_release; fleet_run {select, tool, \
 args} runs one on many nodes; fleet_jobs and fleet_job read kept results. Some calls need \
 a human's approval first.";
 
@@ -107,6 +110,9 @@ pub struct McpState {
     gathered: Gathered,
     /// Open `subscriptions/listen` streams, capped like sessions.
     listens: Listens,
+    /// The nodes each token brought into its 2026-07-28 listings (`fleet_use`; a
+    /// 2025 session keeps its own on its handler).
+    used: UsedByToken,
 }
 
 /// What a `requestState` stands for: one exact call of one token, asked once.
@@ -126,6 +132,7 @@ impl McpState {
             questions: DashMap::new(),
             auto_views: view::AutoViews::default(),
             gathered: Gathered::default(),
+            used: UsedByToken::default(),
             listens: Listens::new(
                 shared.config.mcp_sessions_per_token,
                 shared.config.mcp_sessions_max,
@@ -160,6 +167,8 @@ pub struct McpHandler {
     scope: Arc<Scope>,
     /// The view and selection of a 2025-revision session, fixed at `initialize`.
     session: OnceLock<(Shown, UrlView)>,
+    /// The nodes a 2025-revision session brought into its listing (`fleet_use`).
+    used: Arc<Used>,
 }
 
 /// Cancelled when the handler that owns it is dropped.
@@ -178,6 +187,7 @@ impl McpHandler {
             state,
             scope: Arc::new(Scope(stop)),
             session: OnceLock::new(),
+            used: Arc::default(),
         }
     }
 
@@ -200,17 +210,20 @@ impl McpHandler {
                 who,
                 shown: *shown,
                 select: url.select.clone(),
+                used: Arc::clone(&self.used),
                 remote: None,
             });
         }
-        Ok(self.decide(who, &url_view(extensions)).await)
+        let used = self.state.used.of(&who.token_id);
+        Ok(self.decide(who, &url_view(extensions), used).await)
     }
 
     /// The view `who` gets with what the URL asks for. In cluster mode `auto` counts
     /// the tools the token sees on every replica: the other replicas' nodes are
     /// gathered for it (and kept on the lens for the listing that follows), unless the
-    /// same choice was made while nothing in the fleet changed.
-    async fn decide(&self, who: McpPrincipal, url: &UrlView) -> Lens {
+    /// same choice was made while nothing in the fleet changed. The nodes in `used`
+    /// are listed in either view and do not weigh in `auto`'s choice.
+    async fn decide(&self, who: McpPrincipal, url: &UrlView, used: Arc<Used>) -> Lens {
         let shared = self.shared();
         let asked = url.view.unwrap_or(who.policy.mcp_view());
         let mut lens = Lens {
@@ -218,6 +231,7 @@ impl McpHandler {
             listed: view::listed(url, who.policy.mcp_tools(), asked),
             select: url.select.clone(),
             who,
+            used,
             remote: None,
         };
         let count = |lens: &Lens| nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES);
@@ -272,14 +286,13 @@ fn principal(extensions: &rmcp::model::Extensions) -> Result<McpPrincipal, Error
 
 /// A digest of the tools `lens` lists (names, descriptions, schemas, hints; not
 /// whether their node is online, which does not change the list). The fleet view's
-/// list never changes.
+/// list changes only with the nodes the session uses.
 fn tools_digest(shared: &Shared, lens: &Lens) -> u64 {
-    if lens.shown == Shown::Fleet {
-        return 0;
-    }
-    let nodes = nodes::lens_nodes(shared, lens, None);
-    let entries = nodes::listed_entries(shared, lens, &nodes);
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    if lens.shown == Shown::Fleet && lens.used.is_empty() {
+        return h.finish();
+    }
+    let (_, entries) = nodes::listing(shared, lens);
     for e in &entries {
         e.name.hash(&mut h);
         e.description.hash(&mut h);
@@ -346,25 +359,43 @@ impl Seen {
     }
 }
 
+/// What wakes a session's `list_changed` watcher: the fleet's change counter and the
+/// session's nodes in use.
+struct Wakers {
+    fleet: tokio::sync::watch::Receiver<u64>,
+    used: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Wakers {
+    fn of(shared: &Shared, lens: &Lens) -> Wakers {
+        Wakers {
+            fleet: shared.tools_epoch.subscribe(),
+            used: lens.used.subscribe(),
+        }
+    }
+}
+
 /// Waits for the next change of what `lens` sees (its tools or its nodes); `None`
 /// when `stop` fired or the gateway is going away.
 async fn next_change(
     state: &McpState,
     lens: &Lens,
-    rx: &mut tokio::sync::watch::Receiver<u64>,
+    wake: &mut Wakers,
     last: &mut Seen,
     stop: &CancellationToken,
 ) -> Option<Changes> {
     loop {
         tokio::select! {
             _ = stop.cancelled() => return None,
-            r = rx.changed() => if r.is_err() { return None },
+            r = wake.fleet.changed() => if r.is_err() { return None },
+            r = wake.used.changed() => if r.is_err() { return None },
         }
         tokio::select! {
             _ = stop.cancelled() => return None,
             _ = tokio::time::sleep(LIST_CHANGED_DEBOUNCE) => {}
         }
-        rx.borrow_and_update();
+        wake.fleet.borrow_and_update();
+        wake.used.borrow_and_update();
         let now = Seen::now(state, lens, Some(last)).await;
         let changes = Changes {
             tools: now.tools != last.tools,
@@ -386,9 +417,9 @@ impl McpHandler {
         let span = tracing::debug_span!("mcp_session", agent = %lens.who.name);
         tokio::spawn(
             async move {
-                let mut rx = state.shared.tools_epoch.subscribe();
+                let mut wake = Wakers::of(&state.shared, &lens);
                 let mut last = Seen::now(&state, &lens, None).await;
-                while let Some(c) = next_change(&state, &lens, &mut rx, &mut last, &stop).await {
+                while let Some(c) = next_change(&state, &lens, &mut wake, &mut last, &stop).await {
                     if c.tools && peer.notify_tool_list_changed().await.is_err() {
                         break;
                     }
@@ -435,7 +466,7 @@ impl ServerHandler for McpHandler {
         context.peer.set_peer_info(request.clone());
         let who = principal(&context.extensions)?;
         let url = url_view(&context.extensions);
-        let lens = self.decide(who, &url).await;
+        let lens = self.decide(who, &url, Arc::clone(&self.used)).await;
         tracing::info!(
             agent = %lens.who.name,
             client = %request.client_info.name,
@@ -459,12 +490,19 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let lens = self.lens(&context.extensions).await?;
-        if lens.shown == Shown::Fleet {
-            return Ok(ListToolsResult::with_all_items(fleet_tools::definitions()));
+        // The gateway tools lead the first page: those no node tool does (fleet_run,
+        // fleet_jobs, fleet_job, fleet_copy) when every tool is listed, else every
+        // fleet tool, so that what is not listed can be found and called.
+        let gateway = if lens.shown == Shown::Flat && lens.listed.is_all() {
+            fleet_tools::flat_definitions()
+        } else {
+            fleet_tools::definitions()
+        };
+        if lens.shown == Shown::Fleet && lens.used.is_empty() {
+            return Ok(ListToolsResult::with_all_items(gateway));
         }
         let lens = nodes::with_remote(self.shared(), lens).await;
-        let nodes = nodes::lens_nodes(self.shared(), &lens, None);
-        let entries = nodes::listed_entries(self.shared(), &lens, &nodes);
+        let (nodes, entries) = nodes::listing(self.shared(), &lens);
         let cursor = request.and_then(|r| r.cursor);
         let mut page = result::list_page(&entries, cursor.as_deref(), |node| {
             nodes
@@ -472,15 +510,8 @@ impl ServerHandler for McpHandler {
                 .find(|n| n.id == node)
                 .and_then(|n| n.os.as_deref())
         })?;
-        // The gateway tools lead the first page: those no node tool does (fleet_run,
-        // fleet_jobs, fleet_job, fleet_copy) when every tool is listed, else every
-        // fleet tool, so that what is not listed can be found and called.
         if cursor.is_none() {
-            let mut tools = if lens.listed.is_all() {
-                fleet_tools::flat_definitions()
-            } else {
-                fleet_tools::definitions()
-            };
+            let mut tools = gateway;
             tools.append(&mut page.tools);
             page.tools = tools;
         }
@@ -550,12 +581,12 @@ impl ServerHandler for McpHandler {
             return Ok(());
         }
         let stop = self.scope.0.child_token();
-        let mut rx = self.shared().tools_epoch.subscribe();
+        let mut wake = Wakers::of(self.shared(), &lens);
         let mut last = Seen::now(&self.state, &lens, None).await;
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = next_change(&self.state, &lens, &mut rx, &mut last, &stop) => {
+                changed = next_change(&self.state, &lens, &mut wake, &mut last, &stop) => {
                     let Some(c) = changed else { return Ok(()) };
                     if tools && c.tools && context.sink().notify_tool_list_changed().await.is_err() {
                         return Ok(());
@@ -737,6 +768,14 @@ impl McpHandler {
             Some(FleetTool::Tools) => {
                 let lens = nodes::with_remote(shared, lens).await;
                 fleet_tools::tools_answer(shared, &lens, args)
+            }
+            Some(FleetTool::Use) => {
+                let lens = nodes::with_remote(shared, lens).await;
+                fleet_use::use_answer(shared, &lens, args)
+            }
+            Some(FleetTool::Release) => {
+                let lens = nodes::with_remote(shared, lens).await;
+                fleet_use::release_answer(shared, &lens, args)
             }
             Some(FleetTool::Call) => match fleet_tools::call_target(args) {
                 Ok(t) => {

@@ -20,6 +20,7 @@ pub mod fleet_copy;
 pub mod fleet_jobs;
 pub mod fleet_run;
 pub mod fleet_tools;
+pub mod fleet_use;
 pub mod gathered;
 pub mod handler;
 pub mod listed;
@@ -29,6 +30,7 @@ pub mod owners;
 pub mod resources;
 pub mod result;
 pub mod slow;
+pub mod used;
 pub mod view;
 
 use crate::state::Shared;

@@ -99,27 +99,30 @@ pub fn visible_nodes(
     let mut cards: Vec<NodeCard> = summaries
         .into_iter()
         .filter(|s| selects.iter().all(|sel| inventory::selected(s, Some(sel))))
-        .map(|s| {
-            let facts = s.runtime.facts.map(|f| *f);
-            let os = facts
-                .as_ref()
-                .map(|f| f.os.clone())
-                .filter(|o| !o.is_empty())
-                .or(Some(s.runtime.host_os).filter(|o| !o.is_empty()));
-            let mut tools = s.tools;
-            tools.sort();
-            NodeCard {
-                id: s.id,
-                online: s.online,
-                os,
-                labels: s.labels,
-                facts,
-                tools,
-            }
-        })
+        .map(card)
         .collect();
     cards.sort_by(|a, b| a.id.cmp(&b.id));
     cards
+}
+
+/// A node's summary as a session sees it.
+fn card(s: NodeSummary) -> NodeCard {
+    let facts = s.runtime.facts.map(|f| *f);
+    let os = facts
+        .as_ref()
+        .map(|f| f.os.clone())
+        .filter(|o| !o.is_empty())
+        .or(Some(s.runtime.host_os).filter(|o| !o.is_empty()));
+    let mut tools = s.tools;
+    tools.sort();
+    NodeCard {
+        id: s.id,
+        online: s.online,
+        os,
+        labels: s.labels,
+        facts,
+        tools,
+    }
 }
 
 /// The nodes `lens` sees, narrowed further by `extra` (`fleet_nodes {select}`).
@@ -175,53 +178,96 @@ fn entry_bytes(e: &ToolEntry) -> usize {
 /// Whether `node` is one of the nodes `lens` sees (reachable by its token, picked by
 /// its `?select=`), looking at that node alone.
 pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
+    card_of(shared, lens, node).is_some()
+}
+
+/// `node` as `lens` sees it, looked up alone: `None` unless its token may reach it
+/// and its `?select=` picks it.
+pub fn card_of(shared: &Shared, lens: &Lens, node: &str) -> Option<NodeCard> {
     let policy = &lens.who.policy;
     let viewer = Viewer {
         visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
-    let summary = match shared.registry.detail(node, &viewer) {
-        Some((summary, _)) => inventory::with_labels(shared, summary),
-        None => match lens
+    let local = shared
+        .registry
+        .detail(node, &viewer)
+        .map(|(summary, _)| inventory::with_labels(shared, summary));
+    let summary = match local {
+        // An online node over this replica's memory of it as offline (cluster mode).
+        Some(s) if s.online => s,
+        local => lens
             .remote
             .as_ref()
-            .and_then(|r| r.nodes.iter().find(|n| n.id == node))
-        {
-            Some(n) => n.clone(),
-            None => return false,
-        },
+            .and_then(|r| r.nodes.iter().find(|n| n.id == node).cloned())
+            .or(local)?,
     };
-    inventory::selected(&summary, lens.select.as_deref())
+    inventory::selected(&summary, lens.select.as_deref()).then(|| card(summary))
+}
+
+/// The nodes `lens` brought into its listing ([`super::used`]) that it still sees,
+/// and every tool its token may call on them.
+pub fn used_listing(shared: &Shared, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
+    let cards: Vec<NodeCard> = lens
+        .used
+        .nodes()
+        .iter()
+        .filter_map(|id| card_of(shared, lens, id))
+        .collect();
+    let entries = entries_where(shared, lens, &cards, |_, _| true);
+    (cards, entries)
+}
+
+/// What the session's `tools/list` names beside the gateway tools, and the nodes
+/// those belong to: in the flat view the tools [`Lens::listed`] names on every node
+/// it sees and every tool of the nodes in use; in the fleet view only the latter.
+pub fn listing(shared: &Shared, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
+    match lens.shown {
+        super::view::Shown::Fleet => used_listing(shared, lens),
+        super::view::Shown::Flat => {
+            let nodes = lens_nodes(shared, lens, None);
+            let entries = listed_entries(shared, lens, &nodes);
+            (nodes, entries)
+        }
+    }
 }
 
 /// The tools `lens` sees on `nodes` (what [`lens_nodes`] returned), sorted by
 /// namespaced name: every tool the token may call there.
 pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
-    entries_where(shared, lens, nodes, |_| true)
+    entries_where(shared, lens, nodes, |_, _| true)
 }
 
 /// The tools a flat listing of `lens` names on `nodes`: those of [`lens_entries`] the
-/// session lists ([`Lens::listed`]).
+/// session lists ([`Lens::listed`]), and every one of the nodes it uses.
 pub fn listed_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
-    entries_where(shared, lens, nodes, |tool| lens.listed.lists(tool))
+    if lens.listed.is_all() {
+        return lens_entries(shared, lens, nodes);
+    }
+    let used: HashSet<String> = lens.used.nodes().into_iter().collect();
+    entries_where(shared, lens, nodes, |node, tool| {
+        lens.listed.lists(tool) || used.contains(node)
+    })
 }
 
-/// The tools the token may call on `nodes` whose bare name passes `named`, sorted.
+/// The tools the token may call on `nodes` that pass `named` (node, bare name), sorted.
 fn entries_where(
     shared: &Shared,
     lens: &Lens,
     nodes: &[NodeCard],
-    named: impl Fn(&str) -> bool,
+    named: impl Fn(&str, &str) -> bool,
 ) -> Vec<ToolEntry> {
     let ids: HashSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     let policy = &lens.who.policy;
     let named = |name: &str| {
         name.split_once("__")
-            .is_some_and(|(node, tool)| ids.contains(node) && named(tool))
+            .is_some_and(|(node, tool)| ids.contains(node) && named(node, tool))
     };
     let local = shared
         .registry
-        .tool_entries(|name, c| policy.visible(name, c) && named(name));
+        .tool_entries_of(nodes.iter().map(|n| n.id.as_str()), |name, c| {
+            policy.visible(name, c) && named(name)
+        });
     match &lens.remote {
         Some(r) => {
             let remote = r

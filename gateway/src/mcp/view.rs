@@ -2,8 +2,10 @@
 //!
 //! The same fleet can be shown two ways, under the same policy: `flat` lists
 //! `{node}__{tool}` names (every tool the token may call, or the set [`Listed`] says),
-//! `fleet` lists the seven gateway tools (`fleet_nodes`, `fleet_tools`, `fleet_call`,
-//! `fleet_run`, `fleet_jobs`, `fleet_job`, `fleet_copy`) whatever the fleet's size.
+//! `fleet` lists the nine gateway tools (`fleet_nodes`, `fleet_tools`, `fleet_call`,
+//! `fleet_run`, `fleet_jobs`, `fleet_job`, `fleet_copy`, `fleet_use`, `fleet_release`)
+//! whatever the fleet's size, and the tools of the nodes the session put in use
+//! ([`super::used`]).
 //! Past a few machines a flat list swamps an agent's context, so the default, `auto`,
 //! shows flat while the listing takes at most [`AUTO_MAX_BYTES`] and fleet beyond; a
 //! namespaced call works in either.
@@ -215,6 +217,9 @@ pub struct Lens {
     pub listed: Listed,
     /// The URL's `?select=`: only these nodes, in every list and call.
     pub select: Option<Arc<Selector>>,
+    /// The nodes the session brought into its listing (`fleet_use`): its own set
+    /// (2025 revisions) or its token's (2026-07-28).
+    pub used: Arc<super::used::Used>,
     /// Cluster mode: what the other replicas hold that this lens sees, gathered for
     /// the request that lists ([`super::nodes::with_remote`]); `None` otherwise.
     pub remote: Option<Arc<super::nodes::RemoteFleet>>,
