@@ -364,7 +364,9 @@ async fn mcp_auto_view_switches_at_the_threshold() {
 
 /// Fifty machines (47 beside the fixture's three, one of which is offline) over the
 /// default URL: the fleet view, and `{node}__Bash` called by name on several of them;
-/// in a session (legacy) and per request (2026-07-28).
+/// `fleet_use` by name and by selector (list_changed heard, the cap of 16 refusing
+/// `id~m*` whole) and `fleet_release`; in a session (legacy) and per request
+/// (2026-07-28), Python and TypeScript SDKs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_machines_are_called_by_name_over_the_default_url() {
     let Some(py) = python() else { return };

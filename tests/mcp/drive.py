@@ -433,7 +433,7 @@ async def check_list_changed() -> None:
 # The gateway tools no node offers, listed in both views (and nothing else of the fleet
 # view is listed flat).
 GATEWAY_TOOLS = {"fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"}
-FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call"} | GATEWAY_TOOLS
+FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call", "fleet_use", "fleet_release"} | GATEWAY_TOOLS
 FLEET_ONLY = FLEET_TOOLS - GATEWAY_TOOLS
 
 
@@ -707,9 +707,18 @@ async def check_auto_threshold() -> None:
 
 async def check_by_name() -> None:
     """A fleet of fifty machines over the default URL: the listing is the fleet view
-    (seven tools, whatever the fleet), and each machine's tools are called by their
-    namespaced names all the same, the first, the last and one in between."""
-    async with client(ARGS.token, view="auto") as c:
+    (nine tools, whatever the fleet), and each machine's tools are called by their
+    namespaced names all the same, the first, the last and one in between; fleet_use
+    puts machines in the listing by name (the client hears list_changed) and
+    fleet_release takes them out."""
+    changed = [anyio.Event()]
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed[0].set()
+
+    async with client(ARGS.token, view="auto", message_handler=on_message) as c:
+        await check_fleet_use(c, changed)
         listed = await names_of(c)
         nodes = await all_nodes(c)
         online = sorted(n["id"] for n in nodes if n.get("online"))
@@ -720,6 +729,56 @@ async def check_by_name() -> None:
             expect(not r.is_error and f"by-name-{node}" in text_of(r), f"{node}__Bash: {text_of(r)!r}")
         r = await fleet_call(c, online[-1], "Read", {"path": "hello.txt"})
         expect(not r.is_error and text_of(r).startswith("1\thello world"), f"fleet_call Read: {text_of(r)!r}")
+
+
+async def use_heard(c: Client, changed: list[anyio.Event], tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Call fleet_use / fleet_release and wait for `notifications/tools/list_changed`
+    (on the session's stream in a session, on a `subscriptions/listen` stream without)."""
+    if ARGS.mode == "legacy":
+        changed[0] = anyio.Event()
+        r = await c.call_tool(tool, args)
+        with anyio.fail_after(15):
+            await changed[0].wait()
+    else:
+        async with c.listen(tools_list_changed=True) as sub:
+            r = await c.call_tool(tool, args)
+            with anyio.fail_after(15):
+                async for _event in sub:
+                    break
+    expect(not r.is_error, f"{tool} {args}: {text_of(r)!r}")
+    return r.structured_content or {}
+
+
+async def check_fleet_use(c: Client, changed: list[anyio.Event]) -> None:
+    """fleet_use / fleet_release at fifty machines: named and selected nodes enter the
+    listing with all their tools, the cap refuses a selector of the whole fleet (and
+    changes nothing), and release brings back the nine tools."""
+    if ARGS.mode == "legacy":
+        await anyio.sleep(0.5)  # let the standalone stream open
+    expect(await names_of(c) == FLEET_TOOLS, "the fifty-machine listing before fleet_use")
+    got = await use_heard(c, changed, "fleet_use", {"nodes": ["m05"]})
+    expect(got.get("inUse") == ["m05"] and got.get("added") == ["m05"], f"fleet_use m05: {got}")
+    listed = await names_of(c)
+    m05 = {n for n in listed if n.startswith("m05__")}
+    expect({"m05__Bash", "m05__Read", "m05__git_log", "m05__net_diagnose"} <= m05, f"m05's tools: {sorted(m05)}")
+    expect(listed == FLEET_TOOLS | m05 and m05 == set(got.get("tools", [])), f"listing {sorted(listed)}")
+    r = await c.call_tool("m05__Bash", {"command": "echo in-use"})
+    expect(not r.is_error and "in-use" in text_of(r), f"m05__Bash in use: {text_of(r)!r}")
+    tens = [f"m1{i}" for i in range(10)]
+    got = await use_heard(c, changed, "fleet_use", {"select": "id~m1?"})
+    expect(got.get("inUse") == ["m05"] + tens and got.get("added") == tens, f"fleet_use id~m1?: {got}")
+    r = await c.call_tool("fleet_use", {"select": "id~m*"})
+    expect(r.is_error and "too_large" in text_of(r) and "16" in text_of(r), f"over the cap: {text_of(r)!r}")
+    in_use = {n.split("__")[0] for n in await names_of(c) if "__" in n}
+    expect(in_use == {"m05", *tens}, f"a refused fleet_use changed the listing: {sorted(in_use)}")
+    missing = await rpc_error(c.call_tool("fleet_use", {"nodes": ["nosuchnode"]}))
+    expect("nosuchnode" in str(missing), f"fleet_use of a missing node: {missing!s}")
+    got = await use_heard(c, changed, "fleet_release", {"nodes": ["m05"]})
+    expect(got.get("released") == ["m05"] and got.get("inUse") == tens, f"fleet_release m05: {got}")
+    expect(not any(n.startswith("m05__") for n in await names_of(c)), "m05 still listed after release")
+    got = await use_heard(c, changed, "fleet_release", {"all": True})
+    expect(got.get("inUse") == [] and got.get("released") == tens, f"fleet_release all: {got}")
+    expect(await names_of(c) == FLEET_TOOLS, "the listing after releasing all")
 
 
 async def check_no_leak() -> None:
@@ -771,6 +830,19 @@ async def check_no_leak() -> None:
         d_other = await rpc_error(c.call_tool(f"{ARGS.guarded}__Read", {"path": "x"}))
         expect(str(d_hidden) == str(hidden) and str(d_other) == str(other),
                f"direct calls in the fleet view {d_hidden!s}, {d_other!s} vs flat {hidden!s}, {other!s}")
+        # fleet_use adds only what the token may call; a node it may not see answers
+        # like one that does not exist.
+        r = await c.call_tool("fleet_use", {"nodes": [node]})
+        expect(not r.is_error and (r.structured_content or {}).get("tools") == [f"{node}__Read"], f"fleet_use: {text_of(r)}")
+        expect(await names_of(c) == FLEET_TOOLS | {f"{node}__Read"}, "the listing with the node in use")
+        u_hidden = await rpc_error(c.call_tool("fleet_use", {"nodes": [ARGS.guarded]}))
+        u_missing = await rpc_error(c.call_tool("fleet_use", {"nodes": ["nosuchnode"]}))
+        expect(str(u_hidden).replace(ARGS.guarded, "X") == str(u_missing).replace("nosuchnode", "X"),
+               f"fleet_use of an unseen node {u_hidden!s} vs missing {u_missing!s}")
+        r = await c.call_tool("fleet_use", {"select": f"id~{ARGS.guarded}"})
+        expect(not r.is_error and (r.structured_content or {}).get("added") == [], f"select of an unseen node: {text_of(r)}")
+        r = await c.call_tool("fleet_release", {"all": True})
+        expect(not r.is_error and await names_of(c) == FLEET_TOOLS, f"fleet_release: {text_of(r)}")
 
 
 async def check_resources() -> None:

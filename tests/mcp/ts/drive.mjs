@@ -544,7 +544,7 @@ async function checkListChanged() {
 /** The gateway tools no node offers, listed in both views. */
 const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"];
 /** The fleet view's tools that the flat view does not list. */
-const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools"];
+const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools", "fleet_use", "fleet_release"];
 const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];
 
 /** The flat listing's names without the gateway tools (which it must list). */
@@ -886,7 +886,65 @@ async function checkByName() {
     }
     const r = await fleetCall(c, online.at(-1), "Read", { path: "hello.txt" });
     expect(!r.isError && textOf(r).startsWith("1\thello world"), `fleet_call Read: ${show(textOf(r))}`);
+    await checkFleetUse(c);
   });
+}
+
+/**
+ * Calls fleet_use / fleet_release and waits for `notifications/tools/list_changed` (a
+ * 2025 session's standalone stream, or a 2026-07-28 `subscriptions/listen` stream).
+ */
+async function useHeard(c, name, args) {
+  let heard;
+  const changed = new Promise((resolve) => {
+    heard = resolve;
+  });
+  c.setNotificationHandler("notifications/tools/list_changed", () => heard());
+  let sub;
+  try {
+    if (ARGS.mode !== "legacy") {
+      sub = await c.listen({ toolsListChanged: true }, { timeout: 10_000 });
+    }
+    const r = await c.callTool({ name, arguments: args });
+    expect(!r.isError, `${name} ${show(args)}: ${show(textOf(r))}`);
+    await within(15_000, `no list_changed after ${name}`, changed);
+    return r.structuredContent ?? {};
+  } finally {
+    if (sub) await within(5_000, "closing the subscription", sub.close()).catch(() => {});
+  }
+}
+
+async function checkFleetUse(c) {
+  // fleet_use / fleet_release at fifty machines: named and selected nodes enter the
+  // listing with all their tools, the cap refuses a selector of the whole fleet (and
+  // changes nothing), and release brings back the nine tools.
+  if (ARGS.mode === "legacy") await sleep(500); // let the standalone stream open
+  expect(isFleetView(await toolNames(c)), "the fifty-machine listing before fleet_use");
+  let got = await useHeard(c, "fleet_use", { nodes: ["m07"] });
+  expect(show(got.inUse) === show(["m07"]) && show(got.added) === show(["m07"]), `fleet_use m07: ${show(got)}`);
+  const listed = await toolNames(c);
+  const m07 = [...listed].filter((n) => n.startsWith("m07__")).sort();
+  for (const t of ["Bash", "Read", "git_log", "net_diagnose"]) {
+    expect(m07.includes(`m07__${t}`), `m07's tools lack ${t}: ${show(m07)}`);
+  }
+  expect(listed.size === FLEET_TOOLS.length + m07.length, `listing ${show([...listed].sort())}`);
+  expect(show([...(got.tools ?? [])].sort()) === show(m07), `fleet_use tools ${show(got.tools)}`);
+  const r = await c.callTool({ name: "m07__Bash", arguments: { command: "echo in-use" } });
+  expect(!r.isError && textOf(r).includes("in-use"), `m07__Bash in use: ${show(textOf(r))}`);
+  const twenties = [...Array(10).keys()].map((i) => `m2${i}`);
+  got = await useHeard(c, "fleet_use", { select: "id~m2?" });
+  expect(show(got.inUse) === show(["m07", ...twenties]) && show(got.added) === show(twenties), `fleet_use id~m2?: ${show(got)}`);
+  const over = await c.callTool({ name: "fleet_use", arguments: { select: "id~m*" } });
+  expect(over.isError && textOf(over).includes("too_large") && textOf(over).includes("16"), `over the cap: ${show(textOf(over))}`);
+  const inUse = new Set([...(await toolNames(c))].filter((n) => n.includes("__")).map((n) => n.split("__")[0]));
+  expect(show([...inUse].sort()) === show(["m07", ...twenties]), `a refused fleet_use changed the listing: ${show([...inUse])}`);
+  const missing = await protocolError(c.callTool({ name: "fleet_use", arguments: { nodes: ["nosuchnode"] } }), "fleet_use nosuchnode");
+  expect(missing.message.includes("nosuchnode"), `fleet_use of a missing node: ${show(missing.message)}`);
+  got = await useHeard(c, "fleet_release", { nodes: ["m07"] });
+  expect(show(got.released) === show(["m07"]) && show(got.inUse) === show(twenties), `fleet_release m07: ${show(got)}`);
+  got = await useHeard(c, "fleet_release", { all: true });
+  expect(show(got.inUse) === show([]) && show(got.released) === show(twenties), `fleet_release all: ${show(got)}`);
+  expect(isFleetView(await toolNames(c)), "the listing after releasing all");
 }
 
 async function checkNoLeak() {
@@ -963,6 +1021,18 @@ async function checkNoLeak() {
       dHidden.message === hidden.message,
       `a direct call of a hidden tool in the fleet view ${show(dHidden.message)} vs flat ${show(hidden.message)}`,
     );
+    // fleet_use adds only what the token may call; a node it may not see answers like
+    // one that does not exist.
+    const used = await c.callTool({ name: "fleet_use", arguments: { nodes: [node] } });
+    expect(!used.isError && show(used.structuredContent?.tools) === show([`${node}__Read`]), `fleet_use: ${show(textOf(used))}`);
+    const uHidden = await protocolError(c.callTool({ name: "fleet_use", arguments: { nodes: [guarded] } }), "fleet_use unseen");
+    const uMissing = await protocolError(c.callTool({ name: "fleet_use", arguments: { nodes: ["nosuchnode"] } }), "fleet_use missing");
+    expect(
+      uHidden.message.replaceAll(guarded, "X") === uMissing.message.replaceAll("nosuchnode", "X"),
+      `fleet_use of an unseen node ${show(uHidden.message)} vs missing ${show(uMissing.message)}`,
+    );
+    const released = await c.callTool({ name: "fleet_release", arguments: { all: true } });
+    expect(!released.isError && isFleetView(await toolNames(c)), `fleet_release: ${show(textOf(released))}`);
   });
 }
 
