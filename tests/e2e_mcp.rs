@@ -362,6 +362,24 @@ async fn mcp_auto_view_switches_at_the_threshold() {
     fleet.drive(&py, "http", "auto", &["auto-threshold"]).await;
 }
 
+/// Two and five machines (beside the offline one) over the default URL: each one's
+/// reference tools listed by namespace, `{node}__Bash` and the unlisted `{node}__Echo`
+/// called by name on every one, `fleet_use` listing the rest; both SDKs, both eras.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_machines_are_called_by_name_over_the_default_url() {
+    let Some(py) = python() else { return };
+    let ts = typescript();
+    for extra in [&[][..], &["m1", "m2", "m3"][..]] {
+        let fleet = Fleet::start_with_extra(extra).await;
+        for mode in ["legacy", "auto"] {
+            fleet.drive(&py, "http", mode, &["by-name-small"]).await;
+            if let Some(ts) = &ts {
+                fleet.drive(ts, "http", mode, &["by-name-small"]).await;
+            }
+        }
+    }
+}
+
 /// Fifty machines (47 beside the fixture's three, one of which is offline) over the
 /// default URL: the fleet view, and `{node}__Bash` called by name on several of them;
 /// `fleet_use` by name and by selector (list_changed heard, the cap of 16 refusing

@@ -731,6 +731,36 @@ async def check_by_name() -> None:
         expect(not r.is_error and text_of(r).startswith("1\thello world"), f"fleet_call Read: {text_of(r)!r}")
 
 
+async def check_by_name_small() -> None:
+    """A few machines over the default URL: each one's reference tools are listed by
+    namespace beside the fleet tools, `{node}__Bash` runs on every one, a tool the
+    listing leaves out (`Echo`) is called by name all the same, and fleet_use lists it."""
+    changed = [anyio.Event()]
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed[0].set()
+
+    async with client(ARGS.token, message_handler=on_message) as c:
+        if ARGS.mode == "legacy":
+            await anyio.sleep(0.5)  # let the standalone stream open
+        listed = await names_of(c)
+        online = sorted(n["id"] for n in await all_nodes(c) if n.get("online") and n["id"] != ARGS.guarded)
+        expect(FLEET_TOOLS <= listed and len(online) >= 1, f"default listing {sorted(listed)}")
+        for node in online:
+            expect(f"{node}__Bash" in listed and f"{node}__Echo" not in listed, f"{node}: {sorted(listed)}")
+            r = await c.call_tool(f"{node}__Bash", {"command": f"echo small-{node}"})
+            expect(not r.is_error and f"small-{node}" in text_of(r), f"{node}__Bash: {text_of(r)!r}")
+            r = await c.call_tool(f"{node}__Echo", {"text": f"unlisted-{node}"})
+            expect(not r.is_error and text_of(r).startswith(f"unlisted-{node}"), f"{node}__Echo: {text_of(r)!r}")
+        last = online[-1]
+        got = await use_heard(c, changed, "fleet_use", {"nodes": [last]})
+        expect(f"{last}__Echo" in got.get("tools", []), f"fleet_use {last}: {got}")
+        expect(f"{last}__Echo" in await names_of(c), f"{last}__Echo not listed after fleet_use")
+        await use_heard(c, changed, "fleet_release", {"all": True})
+        expect(await names_of(c) == listed, "the listing after fleet_release is not the default one")
+
+
 async def use_heard(c: Client, changed: list[anyio.Event], tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """Call fleet_use / fleet_release and wait for `notifications/tools/list_changed`
     (on the session's stream in a session, on a `subscriptions/listen` stream without)."""
@@ -1016,6 +1046,7 @@ CHECKS = {
     "view-override": check_view_override,
     "auto-threshold": check_auto_threshold,
     "by-name": check_by_name,
+    "by-name-small": check_by_name_small,
     "no-leak": check_no_leak,
     "resources": check_resources,
     "fleet-run": check_fleet_run,

@@ -890,6 +890,32 @@ async function checkByName() {
   });
 }
 
+async function checkByNameSmall() {
+  // A few machines over the default URL: each one's reference tools are listed by
+  // namespace beside the fleet tools, `{node}__Bash` runs on every one, a tool the
+  // listing leaves out (`Echo`) is called by name all the same, and fleet_use lists it.
+  await withClient(ARGS.token, {}, async (c) => {
+    if (ARGS.mode === "legacy") await sleep(500); // let the standalone stream open
+    const listed = await toolNames(c);
+    const online = (await allNodes(c)).filter((n) => n.online && n.id !== ARGS.guarded).map((n) => n.id).sort();
+    expect(FLEET_TOOLS.every((n) => listed.has(n)) && online.length >= 1, `default listing ${show([...listed].sort())}`);
+    for (const node of online) {
+      expect(listed.has(`${node}__Bash`) && !listed.has(`${node}__Echo`), `${node}: ${show([...listed].sort())}`);
+      const r = await c.callTool({ name: `${node}__Bash`, arguments: { command: `echo small-${node}` } });
+      expect(!r.isError && textOf(r).includes(`small-${node}`), `${node}__Bash: ${show(textOf(r))}`);
+      const e = await c.callTool({ name: `${node}__Echo`, arguments: { text: `unlisted-${node}` } });
+      expect(!e.isError && textOf(e).startsWith(`unlisted-${node}`), `${node}__Echo: ${show(textOf(e))}`);
+    }
+    const last = online.at(-1);
+    const got = await useHeard(c, "fleet_use", { nodes: [last] });
+    expect((got.tools ?? []).includes(`${last}__Echo`), `fleet_use ${last}: ${show(got)}`);
+    expect((await toolNames(c)).has(`${last}__Echo`), `${last}__Echo not listed after fleet_use`);
+    await useHeard(c, "fleet_release", { all: true });
+    const after = await toolNames(c);
+    expect(after.size === listed.size && [...listed].every((n) => after.has(n)), "the listing after fleet_release is not the default one");
+  });
+}
+
 /**
  * Calls fleet_use / fleet_release and waits for `notifications/tools/list_changed` (a
  * 2025 session's standalone stream, or a 2026-07-28 `subscriptions/listen` stream).
@@ -1166,6 +1192,7 @@ const CHECKS = {
   "view-override": checkViewOverride,
   "auto-threshold": checkAutoThreshold,
   "by-name": checkByName,
+  "by-name-small": checkByNameSmall,
   "no-leak": checkNoLeak,
   resources: checkResources,
   "fleet-run": checkFleetRun,
