@@ -127,12 +127,7 @@ pub fn use_answer(
         }
     };
     tracing::info!(agent = %lens.who.name, added = ?added, "fleet_use");
-    let note = if added.is_empty() {
-        NOTE_SAME
-    } else {
-        NOTE_CHANGED
-    };
-    Ok(answer(shared, lens, Some(added), None, note))
+    Ok(answer(shared, lens, Some(added), None))
 }
 
 /// `fleet_release`: the nodes named (or all) taken out of the lens's set.
@@ -152,12 +147,7 @@ pub fn release_answer(
         }
     };
     tracing::info!(agent = %lens.who.name, released = ?released, "fleet_release");
-    let note = if released.is_empty() {
-        NOTE_SAME
-    } else {
-        NOTE_CHANGED
-    };
-    Ok(answer(shared, lens, None, Some(released), note))
+    Ok(answer(shared, lens, None, Some(released)))
 }
 
 fn answer(
@@ -165,8 +155,9 @@ fn answer(
     lens: &Lens,
     added: Option<Vec<String>>,
     released: Option<Vec<String>>,
-    note: &'static str,
 ) -> CallToolResult {
+    let changed = added.iter().chain(&released).any(|ids| !ids.is_empty());
+    let note = if changed { NOTE_CHANGED } else { NOTE_SAME };
     let (_, entries) = nodes::used_listing(shared, lens);
     fleet_tools::structured(&UseAnswer {
         in_use: lens.used.nodes(),

@@ -84,7 +84,8 @@ pick the machine by picking the prefix. Descriptions start with `[node \u{b7} os
 node's everyday tools are listed (Bash, Process, Read, Write, Edit, Glob, Grep); \
 fleet_tools {node} gives the definitions of all its tools (git_*, net_*, proc_*, exec, \
 fetch_url...), and any `{node}__{tool}` may be called by name, listed or not; fleet_use \
-{nodes} lists all of a node's tools by name until fleet_release. fleet_nodes lists the nodes; fleet_run runs one tool on many nodes; fleet_jobs and fleet_job read kept \
+{nodes} lists all of a node's tools by name until fleet_release. fleet_nodes lists the \
+nodes; fleet_run runs one tool on many nodes; fleet_jobs and fleet_job read kept \
 results. Tools of an offline node stay listed; calling one says since when. Some calls need \
 a human's approval first.";
 
