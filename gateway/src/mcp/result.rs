@@ -56,9 +56,13 @@ pub fn tool_on(entry: &ToolEntry, os: Option<&str>) -> Tool {
     };
     let a = &entry.annotations;
     // The title travels once, as the tool's own (with its node); the annotations keep
-    // the hints.
+    // the hints. MCP gives destructiveHint and idempotentHint meaning only when a tool
+    // is not read-only, so a read-only tool's listing leaves them out.
+    let read_only = a.read_only_hint == Some(true);
     let hints = gsv_protocol::ToolAnnotations {
         title: None,
+        destructive_hint: a.destructive_hint.filter(|_| !read_only),
+        idempotent_hint: a.idempotent_hint.filter(|_| !read_only),
         ..a.clone()
     };
     let annotations = if hints == gsv_protocol::ToolAnnotations::default() {
@@ -239,6 +243,23 @@ mod tests {
         assert_eq!(v["inputSchema"], json!({"type": "object"}));
         assert_eq!(v["annotations"]["readOnlyHint"], true);
         assert_eq!(v["title"], "Read file (laptop)");
+    }
+
+    #[test]
+    fn read_only_tools_leave_out_the_hints_mcp_ignores_for_them() {
+        let mut e = entry("laptop__Read");
+        e.annotations = gsv_protocol::ToolAnnotations::hints("Read file", true, false, true, false);
+        let v = serde_json::to_value(tool_from_entry(&e)).unwrap();
+        assert_eq!(
+            v["annotations"],
+            json!({"readOnlyHint": true, "openWorldHint": false})
+        );
+        e.annotations = gsv_protocol::ToolAnnotations::hints("Run", false, true, false, true);
+        let v = serde_json::to_value(tool_from_entry(&e)).unwrap();
+        assert_eq!(
+            v["annotations"],
+            json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true})
+        );
     }
 
     #[test]

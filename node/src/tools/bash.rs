@@ -171,8 +171,7 @@ pub(crate) fn def() -> ToolDef {
             "properties": {
                 "command": {
                     "type": "string",
-                    "minLength": 1,
-                    "description": "The command line."
+                    "minLength": 1
                 },
                 "workdir": {
                     "type": "string",

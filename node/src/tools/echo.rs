@@ -44,19 +44,18 @@ impl Tool for Echo {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "Echo".to_owned(),
-            description: "Return `text` unchanged, after waiting `delayMs` milliseconds if \
-                          given. Touches nothing on the host; for diagnostics, tests and \
-                          benchmarks."
+            description: "Return `text` unchanged (after `delayMs`). Touches nothing; for \
+                          tests."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "text": {"type": "string", "description": "The text to return."},
+                    "text": {"type": "string", "description": "Returned as is."},
                     "delayMs": {
                         "type": "integer",
                         "minimum": 0,
                         "maximum": MAX_DELAY_MS,
-                        "description": "Milliseconds to wait before answering (default 0)."
+                        "description": "Milliseconds to wait first."
                     }
                 },
                 "required": ["text"],

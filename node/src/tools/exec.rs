@@ -276,15 +276,11 @@ impl Tool for Exec {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "exec".to_owned(),
-            description: "Run a program with an argument vector, without a shell (no \
-                          globbing, pipes or quoting: argv is passed as is), in `cwd` \
-                          (default: the node's workspace). argv[0] is found on the node's \
-                          PATH unless it contains a '/'. Returns stdout and stderr \
-                          separately, the exit code or signal, and timing. Waits up to \
-                          `timeout` ms (default 300000); `background` or `yieldMs` as for \
-                          Bash, managed with the Process tool. Timeouts and kills end the \
-                          program's whole process tree. The node may require an operator's \
-                          approval for calls its allowlist does not cover."
+            description: "Run a program from an argument vector, without a shell (argv \
+                          as is; argv[0] on PATH unless it holds a '/'): stdout, stderr, \
+                          exit code or signal. `background`/`yieldMs` as for Bash. A \
+                          timeout or kill ends its process tree. Calls the node's \
+                          allowlist does not cover wait for an operator's approval."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -294,14 +290,14 @@ impl Tool for Exec {
                         "items": {"type": "string"},
                         "minItems": 1,
                         "maxItems": MAX_ARGS,
-                        "description": "Program and arguments, e.g. [\"systemctl\", \"status\", \"nginx\"]."
+                        "description": "e.g. [\"systemctl\", \"status\", \"nginx\"]."
                     },
-                    "cwd": {"type": "string", "minLength": 1, "description": "Working directory; relative paths resolve against the node's workspace."},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Variables set on top of the node's login environment."},
-                    "stdin": {"type": "string", "description": "Text written to the program's stdin, which is then closed (default: empty)."},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_CALL_TIMEOUT_MS, "description": "Milliseconds before the program's process group is killed."},
-                    "background": {"type": "boolean", "description": "Return at once with a sessionId."},
-                    "yieldMs": {"type": "integer", "minimum": 0, "description": "Wait this long (10-120000), then continue in the background."}
+                    "cwd": {"type": "string", "minLength": 1, "description": "Working directory (default: the workspace)."},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Added to the login environment."},
+                    "stdin": {"type": "string", "description": "Written to stdin, then closed."},
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_CALL_TIMEOUT_MS, "description": "Milliseconds (default 300000)."},
+                    "background": {"type": "boolean", "description": "Return a sessionId at once."},
+                    "yieldMs": {"type": "integer", "minimum": 0, "description": "Wait this long (10-120000 ms), then background."}
                 },
                 "required": ["argv"],
                 "additionalProperties": false

@@ -81,11 +81,8 @@ impl Tool for FsList {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "fs_list".to_owned(),
-            description: "List a directory: every entry down to `depth` levels \
-                          (default 1), directories included, with kind, size, modification \
-                          time, permission bits and symlink target (symlinks are not \
-                          followed), sorted by path, at most 1000. `glob` filters by relative \
-                          path; hidden and gitignored entries only with `hidden` / `ignored`."
+            description: "List a directory's entries, sorted by path, at most 1000: kind, \
+                          size, modification time, mode, symlink target (not followed)."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -93,26 +90,26 @@ impl Tool for FsList {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Directory to list (default: the node's workspace)."
+                        "description": "Default: the workspace."
                     },
                     "glob": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Keep only entries whose relative path matches, e.g. \"*.rs\" or \"**/*.{md,txt}\"."
+                        "description": "Relative paths to keep, e.g. \"**/*.{md,txt}\"."
                     },
                     "hidden": {
                         "type": "boolean",
-                        "description": "Include hidden entries (names starting with `.`); default false."
+                        "description": "Include names starting with `.`."
                     },
                     "ignored": {
                         "type": "boolean",
-                        "description": "Include entries .gitignore/.ignore rules exclude; default false."
+                        "description": "Include what .gitignore/.ignore exclude."
                     },
                     "depth": {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_DEPTH,
-                        "description": "Levels to descend; 1 (default) lists the directory's own entries."
+                        "description": "Levels to descend (default 1: its own entries)."
                     }
                 },
                 "additionalProperties": false

@@ -74,9 +74,8 @@ impl Tool for FsStat {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "fs_stat".to_owned(),
-            description: "Describe a path without reading it: kind, size, \
-                          modification time, permission bits, owner, symlink target (a \
-                          symlink is not followed) and MIME type."
+            description: "Describe a path without reading it: kind, size, modification \
+                          time, mode, owner, symlink target (not followed), MIME type."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -84,7 +83,7 @@ impl Tool for FsStat {
                     "path": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Path to describe; relative paths resolve against the node's workspace."
+                        "description": "Relative to the workspace."
                     }
                 },
                 "required": ["path"],

@@ -119,8 +119,7 @@ impl Tool for Grep {
                 "properties": {
                     "pattern": {
                         "type": "string",
-                        "minLength": 1,
-                        "description": "The regular expression."
+                        "minLength": 1
                     },
                     "path": {
                         "type": "string",

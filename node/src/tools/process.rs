@@ -153,8 +153,7 @@ pub(crate) fn def() -> ToolDef {
             "properties": {
                 "action": {
                     "type": "string",
-                    "enum": ACTIONS,
-                    "description": "The action."
+                    "enum": ACTIONS
                 },
                 "sessionId": {
                     "type": "string",

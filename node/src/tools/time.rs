@@ -66,8 +66,8 @@ impl Tool for Time {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "time".to_owned(),
-            description: "This node's clock: now in UTC and local time, time zone, uptime \
-                          since boot, and whether the clock is NTP-synchronised."
+            description: "This node's clock: UTC and local time, time zone, uptime, NTP \
+                          sync."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",

@@ -181,10 +181,8 @@ impl Tool for ContainerExec {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "container_exec".to_owned(),
-            description: "Run a command inside a running container (docker, else podman) as \
-                          an argv, without a shell: returns stdout, stderr and the exit code. \
-                          Optional user, workdir (absolute, inside the container), env and \
-                          timeout (ms, default 60000)."
+            description: "Run an argv in a running container, without a shell: stdout, \
+                          stderr, exit code."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -195,12 +193,12 @@ impl Tool for ContainerExec {
                         "items": {"type": "string"},
                         "minItems": 1,
                         "maxItems": MAX_EXEC_ARGS,
-                        "description": "Command and arguments, e.g. [\"nginx\", \"-t\"]."
+                        "description": "e.g. [\"nginx\", \"-t\"]."
                     },
                     "user": {"type": "string", "minLength": 1, "maxLength": 64, "description": "user, user:group, uid or uid:gid."},
-                    "workdir": {"type": "string", "minLength": 1, "description": "Absolute working directory inside the container."},
-                    "env": {"type": "object", "maxProperties": MAX_EXEC_ENV, "additionalProperties": {"type": "string"}, "description": "Variables set for the command."},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_CALL_TIMEOUT_MS, "description": "Milliseconds before the command is stopped."},
+                    "workdir": {"type": "string", "minLength": 1, "description": "Absolute, in the container."},
+                    "env": {"type": "object", "maxProperties": MAX_EXEC_ENV, "additionalProperties": {"type": "string"}, "description": "Variables for the command."},
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_CALL_TIMEOUT_MS, "description": "Milliseconds (default 60000)."},
                     "runtime": runtime_schema()
                 },
                 "required": ["container", "argv"],

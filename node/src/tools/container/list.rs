@@ -134,13 +134,13 @@ impl Tool for ContainerList {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "container_list".to_owned(),
-            description: "List the node's containers (docker, else podman): id, name, image, \
-                          state, status, created, ports. Running ones only unless `all`."
+            description: "List the node's running containers: id, name, image, state, \
+                          status, created, ports."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "all": {"type": "boolean", "description": "Include stopped containers."},
+                    "all": {"type": "boolean", "description": "Stopped ones too."},
                     "runtime": runtime_schema()
                 },
                 "additionalProperties": false

@@ -48,17 +48,14 @@ impl Tool for ContainerLogs {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "container_logs".to_owned(),
-            description: "Read a container's recent logs (docker, else podman): the last \
-                          `tail` lines (default 200), optionally since a time, stdout and \
-                          stderr apart."
-                .to_owned(),
+            description: "A container's recent logs, stdout and stderr apart.".to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "container": container_schema(),
                     "tail": {"type": "integer", "minimum": 0, "maximum": MAX_TAIL, "description": "Lines from the end (default 200)."},
-                    "since": {"type": "string", "minLength": 1, "maxLength": MAX_SINCE_LEN, "description": "Only logs since this time: a duration (10m, 2h) or a timestamp (2024-05-01T10:00:00Z)."},
-                    "timestamps": {"type": "boolean", "description": "Prefix each line with its timestamp."},
+                    "since": {"type": "string", "minLength": 1, "maxLength": MAX_SINCE_LEN, "description": "A duration (10m, 2h) or a timestamp (2024-05-01T10:00:00Z)."},
+                    "timestamps": {"type": "boolean", "description": "Prefix each line with its time."},
                     "runtime": runtime_schema()
                 },
                 "required": ["container"],

@@ -118,7 +118,7 @@ fn runtime_schema() -> Value {
     json!({
         "type": "string",
         "enum": ["docker", "podman"],
-        "description": "Which runtime to use; default docker if installed, else podman."
+        "description": "Default: docker if installed, else podman."
     })
 }
 
@@ -128,7 +128,7 @@ fn container_schema() -> Value {
         "type": "string",
         "minLength": 1,
         "maxLength": MAX_REF_LEN,
-        "description": "Container name or id (letters, digits, _ . -; never starting with -)."
+        "description": "Name or id."
     })
 }
 

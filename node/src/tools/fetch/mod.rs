@@ -118,21 +118,19 @@ impl Tool for FetchUrl {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "fetch_url".to_owned(),
-            description: "HTTP(S) GET or HEAD from this node: status, headers and body (text, \
-                          or base64 when binary). Loopback and private-network hosts are \
-                          allowed; link-local and cloud-metadata addresses never; public \
-                          hosts only as the node's owner allows. Redirects are followed \
-                          and checked the same way."
+            description: "HTTP(S) GET or HEAD from this node: status, headers, body. \
+                          Public hosts only as the node's owner allows; link-local and \
+                          cloud-metadata addresses never."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "url": {"type": "string", "description": "An http:// or https:// URL, without credentials."},
+                    "url": {"type": "string", "description": "http(s), no credentials."},
                     "method": {"type": "string", "enum": ["GET", "HEAD"], "description": "Default GET."},
-                    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers to send (not Host, Content-Length, Transfer-Encoding or Connection)."},
-                    "maxBytes": {"type": "integer", "minimum": 0, "maximum": request::MAX_BYTES, "description": "Body bytes to return at most (default 1 MiB); the rest is dropped and `truncated` set."},
-                    "followRedirects": {"type": "boolean", "description": "Follow up to 5 redirects (default true)."},
-                    "encoding": {"type": "string", "enum": ["auto", "text", "base64"], "description": "How to return the body: auto (text when UTF-8, else base64; default), text (invalid UTF-8 replaced), base64."}
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Not Host, Content-Length, Transfer-Encoding, Connection."},
+                    "maxBytes": {"type": "integer", "minimum": 0, "maximum": request::MAX_BYTES, "description": "Default 1 MiB."},
+                    "followRedirects": {"type": "boolean", "description": "Up to 5 (default true)."},
+                    "encoding": {"type": "string", "enum": ["auto", "text", "base64"], "description": "Body as: auto (text if UTF-8, default), text or base64."}
                 },
                 "required": ["url"],
                 "additionalProperties": false

@@ -268,17 +268,16 @@ impl Tool for GitClone {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Clone a git repository (https, http, ssh, git, scp-like host:path, \
-                          or a local path) into a new or empty directory. No submodules, \
-                          hooks or filters run. dryRun lists what would be cloned."
+            description: "Clone a git repository into a new or empty directory. No \
+                          submodules, hooks or filters run."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "url": {"type": "string", "minLength": 1, "description": "What to clone: https://, http://, ssh://, git://, file:// URL, user@host:path, or a local path."},
-                    "path": {"type": "string", "minLength": 1, "description": "The destination directory: must not exist, or be empty."},
-                    "branch": {"type": "string", "minLength": 1, "description": "The branch (or tag) to check out; default the remote's HEAD."},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "description": "Only this many commits of history (network URLs)."},
+                    "url": {"type": "string", "minLength": 1, "description": "URL, user@host:path or local path."},
+                    "path": {"type": "string", "minLength": 1, "description": "Destination: absent or empty."},
+                    "branch": {"type": "string", "minLength": 1, "description": "Branch or tag (default: the remote's HEAD)."},
+                    "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "description": "Commits of history (network URLs)."},
                     "dryRun": write::dry_run_schema()
                 },
                 "required": ["url", "path"],

@@ -327,18 +327,17 @@ impl Tool for GitCommit {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Commit in a git repository: stage the given files (and, with all, \
-                          every tracked change) and record a commit. No hooks or signing \
-                          programs run. dryRun lists what would be committed."
+            description: "Stage files and record a git commit. No hooks or signing \
+                          programs run."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "path": super::path_schema(),
                     "message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE, "description": "The commit message."},
-                    "files": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": MAX_PATHS, "description": "Paths to stage first (literal paths, relative to the repository directory)."},
-                    "all": {"type": "boolean", "description": "Stage every change to tracked files first (git add --update)."},
-                    "allowEmpty": {"type": "boolean", "description": "Commit even when nothing changed."},
+                    "files": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": MAX_PATHS, "description": "Paths to stage first (literal, relative to the repository)."},
+                    "all": {"type": "boolean", "description": "Stage every tracked change first (git add -u)."},
+                    "allowEmpty": {"type": "boolean", "description": "Commit even with no change."},
                     "dryRun": write::dry_run_schema()
                 },
                 "required": ["message"],

@@ -244,11 +244,9 @@ impl Tool for GitDiff {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "git_diff".to_owned(),
-            description: "Changes in a git repository, per file (status, paths, lines \
-                          added/removed, binary, patch): work tree vs index by default, \
-                          index vs HEAD with staged, or against revisions. Runs no \
-                          program the repository configures (no external diff, no \
-                          textconv)."
+            description: "A git repository's changes per file (status, paths, lines \
+                          added/removed, patch): work tree against the index unless told. \
+                          Runs no program the repository configures."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -256,28 +254,28 @@ impl Tool for GitDiff {
                     "path": super::path_schema(),
                     "staged": {
                         "type": "boolean",
-                        "description": "Compare the index (staged changes) instead of the work tree."
+                        "description": "The index against HEAD."
                     },
                     "rev": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Compare against this commit (default: the index, or HEAD with staged). Never an option."
+                        "description": "Compare against this commit."
                     },
                     "revTo": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "With rev: compare rev to this commit instead of the work tree."
+                        "description": "With rev: rev against this commit."
                     },
                     "file": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Only this path (relative to the repository directory)."
+                        "description": "Only this path."
                     },
                     "contextLines": {
                         "type": "integer",
                         "minimum": 0,
                         "maximum": MAX_CONTEXT,
-                        "description": "Lines of context around each change (default 3)."
+                        "description": "Default 3."
                     }
                 },
                 "additionalProperties": false

@@ -136,10 +136,9 @@ impl Tool for GitLog {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "git_log".to_owned(),
-            description: "A git repository's commits, newest first: hash, parents, author, \
-                          committer, dates, subject and body; optionally from a revision \
-                          or range and touching one file. Runs no program the repository \
-                          configures."
+            description: "A git repository's commits, newest first: hash, parents, \
+                          author, committer, dates, message. Runs no program the \
+                          repository configures."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -148,18 +147,18 @@ impl Tool for GitLog {
                     "rev": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Revision or range to list (e.g. main, HEAD~5, origin/main..HEAD); default HEAD. Never an option."
+                        "description": "Revision or range, e.g. origin/main..HEAD (default HEAD)."
                     },
                     "maxCount": {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_COUNT,
-                        "description": "Most commits to return (default 20)."
+                        "description": "Default 20."
                     },
                     "file": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Only commits touching this path (relative to the repository directory)."
+                        "description": "Only commits touching this path."
                     }
                 },
                 "additionalProperties": false

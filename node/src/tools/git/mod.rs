@@ -47,7 +47,7 @@ pub fn path_schema() -> serde_json::Value {
     json!({
         "type": "string",
         "minLength": 1,
-        "description": "The repository's directory (or one inside it); default the node's workspace."
+        "description": "The repository (default: the workspace)."
     })
 }
 

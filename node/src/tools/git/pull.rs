@@ -365,18 +365,16 @@ impl Tool for GitPull {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Pull a remote branch into the current branch: fetch, then \
-                          fast-forward (ffOnly, the default, never makes a merge commit). \
-                          No hooks or filters run. dryRun asks the remote and says what \
-                          would change, fetching nothing."
+            description: "Fetch a remote branch and fast-forward the current branch to \
+                          it. No hooks or filters run."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "path": super::path_schema(),
-                    "remote": {"type": "string", "minLength": 1, "description": "A configured remote's name; default origin."},
-                    "branch": {"type": "string", "minLength": 1, "description": "The remote's branch; default the current branch's upstream, else its name."},
-                    "ffOnly": {"type": "boolean", "description": "Only fast-forward (default true); false merges, making a merge commit when needed."},
+                    "remote": {"type": "string", "minLength": 1, "description": "Default origin."},
+                    "branch": {"type": "string", "minLength": 1, "description": "Default: the upstream."},
+                    "ffOnly": {"type": "boolean", "description": "Default true; false may make a merge commit."},
                     "dryRun": write::dry_run_schema()
                 },
                 "additionalProperties": false

@@ -226,20 +226,18 @@ impl Tool for GitPush {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Push a local branch (default the current one) to a configured \
-                          remote (default origin). No force: forceWithLease overwrites only \
-                          what this clone last saw. No hooks run. dryRun asks the remote \
-                          what would be updated."
+            description: "Push a local branch to a configured remote. No hooks run; no \
+                          force beyond forceWithLease."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "path": super::path_schema(),
-                    "remote": {"type": "string", "minLength": 1, "description": "A configured remote's name; default origin."},
-                    "branch": {"type": "string", "minLength": 1, "description": "The local branch to push (to the same name); default the current branch."},
-                    "setUpstream": {"type": "boolean", "description": "Make the remote branch the local branch's upstream."},
-                    "forceWithLease": {"type": "boolean", "description": "Overwrite the remote branch if it is still where this clone last saw it."},
-                    "force": {"type": "boolean", "description": "Refused when true: use forceWithLease."},
+                    "remote": {"type": "string", "minLength": 1, "description": "Default origin."},
+                    "branch": {"type": "string", "minLength": 1, "description": "Default: the current one."},
+                    "setUpstream": {"type": "boolean", "description": "Set it as upstream."},
+                    "forceWithLease": {"type": "boolean", "description": "Overwrite it if still where this clone saw it."},
+                    "force": {"type": "boolean", "description": "Refused: use forceWithLease."},
                     "dryRun": write::dry_run_schema()
                 },
                 "additionalProperties": false

@@ -50,10 +50,8 @@ impl Tool for GitShow {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "git_show".to_owned(),
-            description: "One git commit: hash, parents, author, committer, message, and \
-                          its changes per file (status, lines added/removed, binary, \
-                          patch) against its first parent. Runs no program the repository \
-                          configures."
+            description: "One git commit and its changes per file against its first \
+                          parent. Runs no program the repository configures."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -62,18 +60,18 @@ impl Tool for GitShow {
                     "rev": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "The commit (hash, branch, tag, HEAD~2, ...). Never an option."
+                        "description": "Hash, branch, tag, HEAD~2..."
                     },
                     "file": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "Only this path's changes (relative to the repository directory)."
+                        "description": "Only this path."
                     },
                     "contextLines": {
                         "type": "integer",
                         "minimum": 0,
                         "maximum": MAX_CONTEXT,
-                        "description": "Lines of context around each change (default 3)."
+                        "description": "Default 3."
                     }
                 },
                 "required": ["rev"],

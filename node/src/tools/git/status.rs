@@ -217,9 +217,8 @@ impl Tool for GitStatus {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "git_status".to_owned(),
-            description: "A git repository's status: branch, upstream, ahead/behind, and \
-                          each staged, unstaged, untracked, renamed or conflicted file. \
-                          Runs no program the repository configures."
+            description: "A git repository's branch, upstream, ahead/behind and changed \
+                          files. Runs no program the repository configures."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",

@@ -146,7 +146,7 @@ pub fn is_dry_run(args: &Value) -> bool {
 pub fn dry_run_schema() -> Value {
     serde_json::json!({
         "type": "boolean",
-        "description": "Only say what would happen (reads the remote, changes nothing); runs without approval."
+        "description": "Say what would happen, change nothing (no approval needed)."
     })
 }
 

@@ -95,13 +95,9 @@ impl Tool for NetDiagnose {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Diagnose why this node can or cannot reach a host: DNS resolution \
-                          (skipped for an IP), ping, traceroute and, with `port`, a TCP \
-                          connect (HTTP status for 80/443, TLS for 443). Each check has its \
-                          own timeout (under 30 s in all); a failed check reports its failure \
-                          mode instead of failing the call. Private targets (RFC 1918, \
-                          loopback, link-local, CGNAT, ULA) run at once; a public target \
-                          needs `external: true` and an operator's approval."
+            description: "Why this node can or cannot reach a host: DNS, ping, traceroute, \
+                          and a TCP connect to `port`; each check reports its own failure. A \
+                          public target needs `external` and an operator's approval."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -110,17 +106,17 @@ impl Tool for NetDiagnose {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": 255,
-                        "description": "Host name or IP address to diagnose."
+                        "description": "Host name or IP."
                     },
                     "port": {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": 65535,
-                        "description": "TCP port to check (HTTP status for 80 and 443)."
+                        "description": "TCP port (HTTP status for 80, 443)."
                     },
                     "external": {
                         "type": "boolean",
-                        "description": "Allow a public target (the call then needs an operator's approval). Default false."
+                        "description": "Allow a public target."
                     }
                 },
                 "required": ["target"],

@@ -106,12 +106,8 @@ impl Tool for NetDiscover {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "List the hosts that are up on a private IPv4 subnet (nmap ping \
-                          scan, `nmap -sn`): IP, MAC (when known), reverse-DNS name and \
-                          state. `subnet` is CIDR such as \"192.168.1.0/24\": RFC 1918, \
-                          loopback, link-local or CGNAT only, at most /22. Without it, the \
-                          /24 of the node's default route is scanned. Public subnets are \
-                          refused."
+            description: "The hosts up on a private IPv4 subnet (nmap ping scan): IP, \
+                          MAC, reverse-DNS name. Public subnets are refused."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -120,7 +116,7 @@ impl Tool for NetDiscover {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": 64,
-                        "description": "Private IPv4 subnet, e.g. \"192.168.1.0/24\" (no wider than /22). Default: the /24 of the default route."
+                        "description": "CIDR, at most /22 (default: the default route's /24)."
                     }
                 },
                 "additionalProperties": false

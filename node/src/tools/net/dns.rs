@@ -156,13 +156,8 @@ impl Tool for DnsLookup {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Query DNS from this node: records of one type (A, AAAA, MX, NS, \
-                          TXT, SRV, CAA, CNAME, PTR, SOA) for a name, with TTLs; MX \
-                          preference, SRV priority/weight/port, TXT split into its strings. \
-                          For PTR, `name` may be an IP address. Uses the node's resolver \
-                          configuration, or `server` (a loopback or private-network \
-                          resolver, or 1.1.1.1, 8.8.8.8, 9.9.9.9). The name is queried as \
-                          given (no search domains)."
+            description: "Query DNS from this node: one name's records of one type, with \
+                          TTLs. The name is asked as given (no search domains)."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -171,18 +166,18 @@ impl Tool for DnsLookup {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": 255,
-                        "description": "Name to look up (an IP address for PTR)."
+                        "description": "An IP for PTR."
                     },
                     "type": {
                         "type": "string",
                         "enum": TYPES,
-                        "description": "Record type. Default A."
+                        "description": "Default A."
                     },
                     "server": {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": 64,
-                        "description": "Resolver to ask instead of the system's: a loopback or private IP, or 1.1.1.1, 8.8.8.8, 9.9.9.9; \"IP:PORT\" for a loopback resolver on another port."
+                        "description": "Resolver instead of the system's: a loopback or private IP (IP:PORT on loopback), 1.1.1.1, 8.8.8.8 or 9.9.9.9."
                     }
                 },
                 "required": ["name"],

@@ -248,12 +248,8 @@ impl Tool for NetServices {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Find the services listening on one host and identify them (nmap \
-                          service/version detection, `nmap -sV`): port, protocol, state, \
-                          service and version. Scans nmap's top 100 ports by default, the \
-                          top 20 with `fast`, or `ports` such as \"22,80,443\" or \
-                          \"8000-8100\" (at most 1024 ports). No other nmap options exist. \
-                          Private hosts run at once; a public host needs `external: true` \
+            description: "Identify the services listening on a host (nmap -sV): port, \
+                          protocol, state, service, version. A public host needs `external` \
                           and an operator's approval."
                 .to_owned(),
             input_schema: json!({
@@ -263,21 +259,21 @@ impl Tool for NetServices {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": 255,
-                        "description": "Host name or IP address to scan."
+                        "description": "Host name or IP."
                     },
                     "ports": {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": MAX_SPEC_LEN,
-                        "description": "Ports to scan: numbers and ranges separated by commas, e.g. \"22,80,443\" or \"1-1024\" (at most 1024 ports). Default: the top 100."
+                        "description": "e.g. \"22,80,443\" or \"1-1024\", at most 1024 (default: the top 100)."
                     },
                     "fast": {
                         "type": "boolean",
-                        "description": "Scan only the top 20 ports. Default false."
+                        "description": "Only the top 20 ports."
                     },
                     "external": {
                         "type": "boolean",
-                        "description": "Allow a public host (the call then needs an operator's approval). Default false."
+                        "description": "Allow a public host."
                     }
                 },
                 "required": ["host"],

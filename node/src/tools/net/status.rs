@@ -47,12 +47,9 @@ impl Tool for NetworkStatus {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: NAME.to_owned(),
-            description: "Snapshot of this node's network state: interfaces and addresses \
-                          (ip -br addr), IPv4 and IPv6 routes, active NetworkManager \
-                          connections (if nmcli is installed), listening TCP/UDP sockets \
-                          with their processes (ss -tulpn, or netstat), and DNS resolver \
-                          configuration (resolvectl, or /etc/resolv.conf). Each section is \
-                          independent: one that fails carries an `error`. Sends no traffic."
+            description: "This node's network state: interfaces and addresses, routes, \
+                          NetworkManager connections, listening sockets and their \
+                          processes, DNS configuration. Sends no traffic."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",

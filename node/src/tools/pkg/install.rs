@@ -422,11 +422,8 @@ impl Tool for PkgInstall {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "pkg_install".to_owned(),
-            description: "Install packages with the node's package manager (apt, dnf, apk or \
-                          brew, detected; apt without recommends). `dryRun: true` only lists \
-                          exactly what would be installed, upgraded or removed (the manager's \
-                          own simulation) and changes nothing. Installing needs root or \
-                          passwordless sudo on the node."
+            description: "Install packages with the node's package manager (apt, dnf, apk \
+                          or brew). Needs root or passwordless sudo on the node."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -436,9 +433,9 @@ impl Tool for PkgInstall {
                         "items": {"type": "string", "minLength": 1, "maxLength": manager::MAX_NAME_LEN},
                         "minItems": 1,
                         "maxItems": MAX_PACKAGES,
-                        "description": "Package names (letters, digits and the characters the manager allows; never starting with -), e.g. [\"jq\", \"ripgrep\"]."
+                        "description": "e.g. [\"jq\", \"ripgrep\"]."
                     },
-                    "dryRun": {"type": "boolean", "description": "Only say what would be installed; change nothing (needs no approval)."}
+                    "dryRun": {"type": "boolean", "description": "List what would be installed, upgraded or removed; change nothing (no approval needed)."}
                 },
                 "required": ["packages"],
                 "additionalProperties": false

@@ -125,15 +125,14 @@ impl Tool for PkgSearch {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "pkg_search".to_owned(),
-            description: "Search the node's package manager (apt, dnf, apk or brew, \
-                          detected) for packages whose name matches `query`: name, version \
-                          where known, summary. At most `limit` results (default 50)."
+            description: "Search the node's package manager for packages by name: name, \
+                          version, summary."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LEN, "description": "Part of a package name (letters, digits, . _ + -), e.g. \"jq\" or \"python3-\"."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most results (default 50)."}
+                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LEN, "description": "Part of a name, e.g. \"python3-\"."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Default 50."}
                 },
                 "required": ["query"],
                 "additionalProperties": false

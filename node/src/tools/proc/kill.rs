@@ -330,11 +330,8 @@ impl Tool for ProcKill {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "proc_kill".to_owned(),
-            description: "Send a signal to one host process (Linux): TERM by default, or KILL, \
-                          INT, HUP, QUIT, USR1, USR2, STOP, CONT. Refuses pid 1, process \
-                          groups, the node itself and its ancestors. Pass `startTime` (from \
-                          proc_list) so a reused pid is refused; `dryRun: true` shows the \
-                          process and sends nothing."
+            description: "Signal one host process (Linux). Refuses the node itself and \
+                          its ancestors."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -342,20 +339,20 @@ impl Tool for ProcKill {
                     "pid": {
                         "type": "integer",
                         "minimum": 2,
-                        "description": "The process to signal (2 or more: 1 is init, 0 and negatives are process groups)."
+                        "description": "Not 1 or a process group."
                     },
                     "signal": {
                         "type": "string",
                         "enum": SIGNALS,
-                        "description": "The signal, by name (default TERM)."
+                        "description": "Default TERM."
                     },
                     "startTime": {
                         "type": "string",
-                        "description": "The process's start time as proc_list shows it; if the pid now belongs to a process started at another time, nothing is sent."
+                        "description": "From proc_list: nothing is sent if the pid was reused."
                     },
                     "dryRun": {
                         "type": "boolean",
-                        "description": "Show the process and the signal, send nothing (needs no approval)."
+                        "description": "Show the process, send nothing (no approval needed)."
                     }
                 },
                 "required": ["pid"],

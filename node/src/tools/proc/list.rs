@@ -160,32 +160,30 @@ impl Tool for ProcList {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "proc_list".to_owned(),
-            description: "List the host's processes (read-only, Linux): pid, parent pid, \
-                          user, CPU % over the process's lifetime, resident memory, start \
-                          time and command line. Filter by user or name, sort by pid, cpu, \
-                          rss or start."
+            description: "The host's processes (Linux): pid, parent, user, lifetime CPU %, \
+                          resident memory, start time, command line."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "user": {
                         "type": "string",
-                        "description": "Only processes of this user (name or numeric uid)."
+                        "description": "Name or uid."
                     },
                     "nameLike": {
                         "type": "string",
-                        "description": "Only processes whose name or command line contains this text (case-insensitive)."
+                        "description": "Text in the name or command line (any case)."
                     },
                     "sort": {
                         "type": "string",
                         "enum": SORTS,
-                        "description": "pid (ascending, default), cpu or rss (highest first), start (newest first)."
+                        "description": "Default pid; cpu, rss: highest first; start: newest first."
                     },
                     "limit": {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_LIMIT,
-                        "description": format!("Most processes listed (default {DEFAULT_LIMIT}); `truncated` says when some were left out.")
+                        "description": format!("Default {DEFAULT_LIMIT}.")
                     }
                 },
                 "additionalProperties": false

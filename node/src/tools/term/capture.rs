@@ -111,9 +111,8 @@ impl Tool for TermCapture {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "term_capture".to_owned(),
-            description: "Read the text of a tmux pane on the node (a terminal an operator may \
-                          also watch): the visible screen, plus `lines` of scrollback above \
-                          it. Plain text unless `escapes` is true."
+            description: "Read a tmux pane's screen (a terminal an operator may also \
+                          watch) as text."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -121,21 +120,21 @@ impl Tool for TermCapture {
                     "target": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "The pane: SESSION, SESSION:WINDOW, SESSION:WINDOW.PANE or %ID (e.g. \"work:1.0\")."
+                        "description": "SESSION[:WINDOW[.PANE]] or %ID."
                     },
                     "lines": {
                         "type": "integer",
                         "minimum": 0,
                         "maximum": MAX_LINES,
-                        "description": "Scrollback lines above the visible pane to include (default 0)."
+                        "description": "Scrollback lines to add above it."
                     },
                     "escapes": {
                         "type": "boolean",
-                        "description": "Keep colour and attribute escape sequences (default false)."
+                        "description": "Keep escape sequences."
                     },
                     "socket": {
                         "type": "string",
-                        "description": "The tmux server's name (tmux -L NAME) when it is not the default one; paths are refused."
+                        "description": "tmux -L NAME."
                     }
                 },
                 "required": ["target"],

@@ -121,12 +121,11 @@ const CONTROL: &[&str] = &[
     "C-n", "C-o", "C-p", "C-q", "C-r", "C-s", "C-t", "C-u", "C-v", "C-w", "C-x", "C-y", "C-z",
 ];
 
-fn key_names() -> Vec<&'static str> {
-    CONTROL
-        .iter()
-        .copied()
-        .chain(KEYS.iter().map(|(n, _)| *n))
-        .collect()
+/// Every key name term_send accepts as one pattern, for the schema: shorter in a
+/// listing than the names one by one (`C-a` … `C-Z`, then [`KEYS`]).
+fn key_pattern() -> String {
+    let named: Vec<&str> = KEYS.iter().map(|(n, _)| *n).collect();
+    format!("^(C-[a-zA-Z]|{})$", named.join("|"))
 }
 
 impl Request {
@@ -258,10 +257,8 @@ impl Tool for TermSend {
     fn def(&self) -> ToolDef {
         ToolDef {
             name: "term_send".to_owned(),
-            description: "Type into a tmux pane on the node (a terminal an operator may also \
-                          watch): `text` typed literally, then named `keys` (C-c, Up, \
-                          Escape, …), then Enter if `enter` is true. Read the result with \
-                          term_capture."
+            description: "Type into a tmux pane (a terminal an operator may also watch): \
+                          `text`, then `keys`, then Enter if `enter`."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -269,26 +266,26 @@ impl Tool for TermSend {
                     "target": {
                         "type": "string",
                         "minLength": 1,
-                        "description": "The pane: SESSION, SESSION:WINDOW, SESSION:WINDOW.PANE or %ID (e.g. \"work:1.0\")."
+                        "description": "SESSION[:WINDOW[.PANE]] or %ID."
                     },
                     "text": {
                         "type": "string",
                         "maxLength": MAX_TEXT_BYTES,
-                        "description": "Text typed literally (newlines and tabs allowed; other control characters go in keys)."
+                        "description": "Typed literally; control keys go in keys."
                     },
                     "keys": {
                         "type": "array",
-                        "items": {"type": "string", "enum": key_names()},
+                        "items": {"type": "string", "pattern": key_pattern()},
                         "maxItems": MAX_KEYS,
-                        "description": "Keys pressed after the text, in order."
+                        "description": "Key names, e.g. C-c, Up."
                     },
                     "enter": {
                         "type": "boolean",
-                        "description": "Press Enter last (default false)."
+                        "description": "Press Enter last."
                     },
                     "socket": {
                         "type": "string",
-                        "description": "The tmux server's name (tmux -L NAME) when it is not the default one; paths are refused."
+                        "description": "tmux -L NAME."
                     }
                 },
                 "required": ["target"],
@@ -350,6 +347,33 @@ mod tests {
             Request::parse(&json!({"target": "w:0", "keys": ["C-C", "Backspace"], "enter": true}))
                 .unwrap();
         assert_eq!(r.keys, ["C-c", "BSpace"]);
+    }
+
+    #[test]
+    fn the_schema_pattern_takes_exactly_the_keys_parse_takes() {
+        let pattern = regex::Regex::new(&key_pattern()).expect("pattern");
+        let named = KEYS.iter().map(|(n, _)| (*n).to_owned());
+        let control = (b'a'..=b'z').flat_map(|c| {
+            let c = c as char;
+            [format!("C-{c}"), format!("C-{}", c.to_ascii_uppercase())]
+        });
+        for name in named.chain(control) {
+            assert!(pattern.is_match(&name), "{name}");
+            assert!(tmux_key(&name).is_some(), "{name}");
+        }
+        for bad in [
+            "C-",
+            "C-1",
+            "C-cc",
+            "enter",
+            "F13",
+            "",
+            "xEnter",
+            "Enter; kill-server",
+        ] {
+            assert!(!pattern.is_match(bad), "{bad}");
+            assert!(tmux_key(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]
