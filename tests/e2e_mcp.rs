@@ -131,7 +131,7 @@ struct Fleet {
     only_read: String,
     /// Allowed everything, `--mcp-view fleet`.
     fleet_view: String,
-    _guarded: Proc,
+    _guarded: Option<Proc>,
     _extra: Vec<Proc>,
 }
 
@@ -143,26 +143,38 @@ impl Fleet {
     /// [`Fleet::start`] with more online nodes (13 tools each), to grow the fleet past
     /// the `auto` view's threshold.
     async fn start_with_extra(extra: &[&str]) -> Fleet {
+        Fleet::start_shaped(extra, false).await
+    }
+
+    /// A gateway whose one and only node is `alpha` (no `gone`, no `guarded`); the
+    /// tokens are the same.
+    async fn start_alone() -> Fleet {
+        Fleet::start_shaped(&[], true).await
+    }
+
+    async fn start_shaped(extra: &[&str], alone: bool) -> Fleet {
         let gw = Gateway::start().await;
         let workspace = TempDir::new("mcpws");
         std::fs::write(workspace.path().join("hello.txt"), "hello world\n").unwrap();
         let alpha = gw.node("alpha", workspace.path()).await;
-        let mut gone = gw.node("gone", workspace.path()).await;
-        gone.kill();
-        let admin = gw.admin_token();
-        let url = gw.url();
-        eventually("node gone offline", Duration::from_secs(20), || {
-            let (url, admin) = (url.clone(), admin.clone());
-            async move {
-                let c = AgentClient::connect(&url, &admin).await.ok()?;
-                let nodes = c.list_nodes().await.ok()?;
-                nodes
-                    .iter()
-                    .any(|n| n.id == "gone" && !n.online)
-                    .then_some(())
-            }
-        })
-        .await;
+        if !alone {
+            let mut gone = gw.node("gone", workspace.path()).await;
+            gone.kill();
+            let admin = gw.admin_token();
+            let url = gw.url();
+            eventually("node gone offline", Duration::from_secs(20), || {
+                let (url, admin) = (url.clone(), admin.clone());
+                async move {
+                    let c = AgentClient::connect(&url, &admin).await.ok()?;
+                    let nodes = c.list_nodes().await.ok()?;
+                    nodes
+                        .iter()
+                        .any(|n| n.id == "gone" && !n.online)
+                        .then_some(())
+                }
+            })
+            .await;
+        }
         let token = gw.agent_token();
         let limited = gw.token(&[
             "agent",
@@ -186,13 +198,18 @@ impl Fleet {
             "guarded__Bash",
             "--self-confirm",
         ]);
-        let guarded = gw.spawn_node(
-            "guarded",
-            &gw.node_token("guarded"),
-            workspace.path(),
-            &["--approve-shell", "echo .*"],
-        );
-        gw.wait_online("guarded").await;
+        let guarded = if alone {
+            None
+        } else {
+            let guarded = gw.spawn_node(
+                "guarded",
+                &gw.node_token("guarded"),
+                workspace.path(),
+                &["--approve-shell", "echo .*"],
+            );
+            gw.wait_online("guarded").await;
+            Some(guarded)
+        };
         let only_read = gw.token(&["agent", "reader", "--allow", "alpha__Read"]);
         let fleet_view = gw.token(&["agent", "fleeter", "--allow", "*", "--mcp-view", "fleet"]);
         let mut extra_nodes = Vec::new();
@@ -362,15 +379,19 @@ async fn mcp_auto_view_switches_at_the_threshold() {
     fleet.drive(&py, "http", "auto", &["auto-threshold"]).await;
 }
 
-/// Two and five machines (beside the offline one) over the default URL: each one's
-/// reference tools listed by namespace, `{node}__Bash` and the unlisted `{node}__Echo`
-/// called by name on every one, `fleet_use` listing the rest; both SDKs, both eras.
+/// One machine alone, then two and five (beside the offline one) over the default URL:
+/// each one's reference tools listed by namespace (alone: those seven and the fleet
+/// tools, nothing else), `{node}__Bash` and the unlisted `{node}__Echo` called by name
+/// on every one, `fleet_use` listing the rest; both SDKs, both eras.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_machines_are_called_by_name_over_the_default_url() {
     let Some(py) = python() else { return };
     let ts = typescript();
-    for extra in [&[][..], &["m1", "m2", "m3"][..]] {
-        let fleet = Fleet::start_with_extra(extra).await;
+    for extra in [None, Some(&[][..]), Some(&["m1", "m2", "m3"][..])] {
+        let fleet = match extra {
+            None => Fleet::start_alone().await,
+            Some(extra) => Fleet::start_with_extra(extra).await,
+        };
         for mode in ["legacy", "auto"] {
             fleet.drive(&py, "http", mode, &["by-name-small"]).await;
             if let Some(ts) = &ts {

@@ -433,6 +433,7 @@ async def check_list_changed() -> None:
 # The gateway tools no node offers, listed in both views (and nothing else of the fleet
 # view is listed flat).
 GATEWAY_TOOLS = {"fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"}
+REFERENCE_TOOLS = ("Bash", "Process", "Read", "Write", "Edit", "Glob", "Grep")
 FLEET_TOOLS = {"fleet_nodes", "fleet_tools", "fleet_call", "fleet_use", "fleet_release"} | GATEWAY_TOOLS
 FLEET_ONLY = FLEET_TOOLS - GATEWAY_TOOLS
 
@@ -747,7 +748,11 @@ async def check_by_name_small() -> None:
         listed = await names_of(c)
         online = sorted(n["id"] for n in await all_nodes(c) if n.get("online") and n["id"] != ARGS.guarded)
         expect(FLEET_TOOLS <= listed and len(online) >= 1, f"default listing {sorted(listed)}")
+        if len(await all_nodes(c)) == 1:
+            only = {f"{online[0]}__{t}" for t in REFERENCE_TOOLS} | FLEET_TOOLS
+            expect(listed == only, f"one machine's default listing {sorted(listed)}")
         for node in online:
+            expect({f"{node}__{t}" for t in REFERENCE_TOOLS} <= listed, f"{node}: {sorted(listed)}")
             expect(f"{node}__Bash" in listed and f"{node}__Echo" not in listed, f"{node}: {sorted(listed)}")
             r = await c.call_tool(f"{node}__Bash", {"command": f"echo small-{node}"})
             expect(not r.is_error and f"small-{node}" in text_of(r), f"{node}__Bash: {text_of(r)!r}")

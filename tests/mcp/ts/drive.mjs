@@ -546,6 +546,7 @@ const GATEWAY_TOOLS = ["fleet_run", "fleet_jobs", "fleet_job", "fleet_copy"];
 /** The fleet view's tools that the flat view does not list. */
 const FLEET_ONLY = ["fleet_call", "fleet_nodes", "fleet_tools", "fleet_use", "fleet_release"];
 const FLEET_TOOLS = [...FLEET_ONLY, ...GATEWAY_TOOLS];
+const REFERENCE_TOOLS = ["Bash", "Process", "Read", "Write", "Edit", "Glob", "Grep"];
 
 /** The flat listing's names without the gateway tools (which it must list). */
 async function nodeToolNames(c) {
@@ -899,8 +900,14 @@ async function checkByNameSmall() {
     const listed = await toolNames(c);
     const online = (await allNodes(c)).filter((n) => n.online && n.id !== ARGS.guarded).map((n) => n.id).sort();
     expect(FLEET_TOOLS.every((n) => listed.has(n)) && online.length >= 1, `default listing ${show([...listed].sort())}`);
+    if ((await allNodes(c)).length === 1) {
+      const only = new Set([...REFERENCE_TOOLS.map((t) => `${online[0]}__${t}`), ...FLEET_TOOLS]);
+      const same = only.size === listed.size && [...only].every((n) => listed.has(n));
+      expect(same, `one machine's default listing ${show([...listed].sort())}`);
+    }
     for (const node of online) {
-      expect(listed.has(`${node}__Bash`) && !listed.has(`${node}__Echo`), `${node}: ${show([...listed].sort())}`);
+      const reference = REFERENCE_TOOLS.every((t) => listed.has(`${node}__${t}`));
+      expect(reference && !listed.has(`${node}__Echo`), `${node}: ${show([...listed].sort())}`);
       const r = await c.callTool({ name: `${node}__Bash`, arguments: { command: `echo small-${node}` } });
       expect(!r.isError && textOf(r).includes(`small-${node}`), `${node}__Bash: ${show(textOf(r))}`);
       const e = await c.callTool({ name: `${node}__Echo`, arguments: { text: `unlisted-${node}` } });
