@@ -166,13 +166,17 @@ impl McpConn {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": self.version, "capabilities": {},
             "clientInfo": {"name": "gsv-bench", "version": env!("CARGO_PKG_VERSION")}}});
-        let (headers, _) = self.post("initialize", init, None).await?;
+        let (headers, answer) = self.post("initialize", init, None).await?;
         self.session = headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         if self.session.is_none() {
-            return Err("no Mcp-Session-Id in the initialize response".into());
+            return Err(format!(
+                "no Mcp-Session-Id in the initialize response of {}: {}",
+                self.path,
+                answer.map(|a| a.to_string()).unwrap_or_default()
+            ));
         }
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.post("notifications/initialized", note, None).await?;

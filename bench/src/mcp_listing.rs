@@ -29,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 pub const FLEET_LISTING_MAX_BYTES: usize = 6 * 1024;
 /// `fleet_call` may take at most this ratio of the direct call's p50.
 pub const FLEET_CALL_MAX_RATIO: f64 = 1.10;
+/// One node's reference seven as the flat view lists them, at most (issue 44).
+pub const REFERENCE_MAX_BYTES: usize = 6 * 1024;
 /// The default listing at one node, at most.
 pub const DEFAULT_ONE_MAX_BYTES: usize = 12 * 1024;
 /// The default listing up to five nodes, at most.
@@ -47,6 +49,16 @@ fn sizes(quick: bool) -> &'static [usize] {
 
 /// Bytes of the tool definitions in one view's whole listing, and how many tools.
 async fn listing(addr: SocketAddr, token: &str, view: &str) -> Result<(usize, usize), String> {
+    let (bytes, tools) = listing_by_tool(addr, token, view).await?;
+    Ok((bytes, tools.len()))
+}
+
+/// One view's whole listing: its bytes, and each tool's name and bytes.
+async fn listing_by_tool(
+    addr: SocketAddr,
+    token: &str,
+    view: &str,
+) -> Result<(usize, Vec<(String, usize)>), String> {
     let path = match view {
         "" => "/mcp".to_owned(),
         v => format!("/mcp?view={v}"),
@@ -54,14 +66,53 @@ async fn listing(addr: SocketAddr, token: &str, view: &str) -> Result<(usize, us
     let mut conn = McpConn::open_at(addr, &path, token, "2025-11-25").await?;
     conn.initialize().await?;
     let tools = conn.list_tools().await?;
-    let bytes = tools
+    let each: Vec<(String, usize)> = tools
         .iter()
-        .map(|t| serde_json::to_string(t).map(|s| s.len()).unwrap_or(0))
-        .sum::<usize>()
+        .map(|t| {
+            let name = t
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            (name, serde_json::to_string(t).map(|s| s.len()).unwrap_or(0))
+        })
+        .collect();
+    let bytes = each.iter().map(|(_, b)| b).sum::<usize>()
         // The array's brackets and commas, as one listing would carry them.
-        + tools.len().saturating_sub(1)
+        + each.len().saturating_sub(1)
         + 2;
-    Ok((bytes, tools.len()))
+    Ok((bytes, each))
+}
+
+/// One node's tools as the flat view lists them: the reference seven's bytes in all,
+/// and the other node tools' bytes each (the gateway's own tools left out).
+struct PerTool {
+    reference_bytes: usize,
+    reference_tools: usize,
+    others: Vec<(String, usize)>,
+}
+
+impl PerTool {
+    fn of(node: &str, tools: Vec<(String, usize)>) -> PerTool {
+        let prefix = format!("{node}__");
+        let mut per = PerTool {
+            reference_bytes: 0,
+            reference_tools: 0,
+            others: Vec::new(),
+        };
+        for (name, bytes) in tools {
+            let Some(tool) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if gsv_gateway::mcp::listed::REFERENCE.contains(&tool) {
+                per.reference_bytes += bytes;
+                per.reference_tools += 1;
+            } else {
+                per.others.push((tool.to_owned(), bytes));
+            }
+        }
+        per
+    }
 }
 
 pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
@@ -87,7 +138,7 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     .await;
     stop.cancel();
     gateway.stop().await;
-    let (listings, direct, fleet, by_name, n) = outcome?;
+    let (listings, per_tool, direct, fleet, by_name, n) = outcome?;
 
     let mut rows = Vec::new();
     // The default URL: reference tools flat while small, then the fleet view.
@@ -149,6 +200,8 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
         row.met = l.fleet_bytes <= FLEET_LISTING_MAX_BYTES && l.fleet_bytes == first_fleet;
         rows.push(row);
     }
+    let flat_one = listings.first().map(|l| l.flat_bytes).unwrap_or(0);
+    rows.extend(per_tool_rows(&per_tool, flat_one));
     rows.push(Row::at_most(
         "Echo via `fleet_call`, p50",
         fleet.p50_us,
@@ -200,6 +253,57 @@ pub async fn run(opts: &BenchOptions) -> Result<Report, String> {
     ))
 }
 
+/// One node's definitions: the reference seven against their budget, and the other
+/// tools' bytes per tool (mean and largest) beside the reference seven's.
+fn per_tool_rows(per: &PerTool, flat_bytes: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut reference = Row::at_most(
+        format!(
+            "one node's reference tools ({}), flat view, bytes in all",
+            per.reference_tools
+        ),
+        per.reference_bytes as f64,
+        "one node's whole flat view `tools/list`",
+        flat_bytes as f64,
+        "bytes",
+        f64::INFINITY,
+    );
+    reference.target = format!("≤ {REFERENCE_MAX_BYTES} bytes");
+    reference.met = per.reference_bytes <= REFERENCE_MAX_BYTES && per.reference_tools == 7;
+    rows.push(reference);
+    let reference_mean = per.reference_bytes as f64 / per.reference_tools.max(1) as f64;
+    let others: usize = per.others.iter().map(|(_, b)| b).sum();
+    let mean = others as f64 / per.others.len().max(1) as f64;
+    rows.push(
+        Row::at_most(
+            format!(
+                "one node's other {} tools, bytes per tool (mean; {others} in all)",
+                per.others.len()
+            ),
+            mean.round(),
+            "its reference tools, bytes per tool (mean)",
+            reference_mean.round(),
+            "bytes",
+            f64::INFINITY,
+        )
+        .for_info(),
+    );
+    if let Some((name, bytes)) = per.others.iter().max_by_key(|(_, b)| *b) {
+        rows.push(
+            Row::at_most(
+                format!("one node's largest other tool definition (`{name}`)"),
+                *bytes as f64,
+                "its reference tools, bytes per tool (mean)",
+                reference_mean.round(),
+                "bytes",
+                f64::INFINITY,
+            )
+            .for_info(),
+        );
+    }
+    rows
+}
+
 /// One fleet size's listings.
 struct Listing {
     nodes: usize,
@@ -213,6 +317,7 @@ struct Listing {
 
 type Measured = (
     Vec<Listing>,
+    PerTool,
     super::stats::Summary,
     super::stats::Summary,
     super::stats::Summary,
@@ -231,6 +336,7 @@ async fn measure(
     let addr = gateway.addr;
     let node_url = format!("ws://{addr}{}", gsv_protocol::endpoint::NODE_PATH);
     let mut listings = Vec::new();
+    let mut per_tool = None;
     let mut connected = 0;
     let mut tasks = Vec::new();
     for &size in sizes {
@@ -247,7 +353,12 @@ async fn measure(
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let (flat_bytes, flat_tools) = listing(addr, token, "flat").await?;
+        let (flat_bytes, flat_each) = listing_by_tool(addr, token, "flat").await?;
+        let flat_tools = flat_each.len();
+        if per_tool.is_none() {
+            let node = creds.first().map(|c| c.0.as_str()).unwrap_or("");
+            per_tool = Some(PerTool::of(node, flat_each));
+        }
         let (fleet_bytes, fleet_tools) = listing(addr, token, "fleet").await?;
         let (default_bytes, default_tools) = listing(addr, token, "").await?;
         // The flat view lists the gateway tools no node offers (fleet_run, ...) too.
@@ -306,5 +417,13 @@ async fn measure(
         fleet.finish().await?;
     }
     drop(tasks);
-    Ok((listings, summarize(&d), summarize(&f), summarize(&b), n))
+    let per_tool = per_tool.ok_or("no fleet size measured")?;
+    Ok((
+        listings,
+        per_tool,
+        summarize(&d),
+        summarize(&f),
+        summarize(&b),
+        n,
+    ))
 }
