@@ -167,7 +167,7 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "MS", default_value_t = gsv_gateway::approvals::DEFAULT_TTL.as_millis() as u64, hide = true)]
     pub approval_ttl_ms: u64,
     /// How long a console login code (`gsv ui`) may be used, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::console::CODE_TTL.as_millis() as u64, hide = true)]
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_CONSOLE_CODE_TTL.as_millis() as u64, hide = true)]
     pub console_code_ttl_ms: u64,
     /// How long a file transfer may see nothing move before it is ended, in
     /// milliseconds

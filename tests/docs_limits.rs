@@ -197,8 +197,8 @@ fn known() -> Vec<(&'static str, Expected)> {
             v(vec![count(gsv_protocol::transfer::tree::MAX_PLACE_ENTRIES)]),
         ),
         (
-            "console::CODE_TTL",
-            v(vec![dur(gsv_gateway::console::CODE_TTL)]),
+            "DEFAULT_CONSOLE_CODE_TTL",
+            v(vec![dur(gsv_gateway::config::DEFAULT_CONSOLE_CODE_TTL)]),
         ),
         (
             "console::MAX_CODES",

@@ -10,10 +10,9 @@ use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
 use crate::handshake::{self, Handshake, HandshakeError};
-use crate::offers::OfferError;
+use crate::inventory::{show_node, viewer};
 use crate::operator::Authority;
 use crate::policy::Policy;
-use crate::registry::Viewer;
 use crate::router;
 use crate::session_error::SessionError;
 use crate::state::{AgentHandle, Shared};
@@ -24,8 +23,7 @@ use gsv_protocol::method::{
     LabelsChange, NodesLabelParams, NodesListParams, NodesListResult, ToolsCallParams,
     ToolsListResult,
 };
-use gsv_protocol::offer::{NodeDetail, NodeIdParams};
-use gsv_protocol::tool_class::ToolClasses;
+use gsv_protocol::offer::NodeIdParams;
 use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
 use gsv_transport::{queue, Outbound};
 use serde_json::value::RawValue;
@@ -528,14 +526,6 @@ fn start_fanout(
     });
 }
 
-/// Who looks at the registry through this policy: an operator when it is the admin's.
-pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str, ToolClasses) -> bool + '_> {
-    Viewer {
-        visible: |n: &str, c: ToolClasses| policy.visible(n, c),
-        operator: policy.sees_all(),
-    }
-}
-
 /// `nodes.list`: the nodes `policy` may see, with their labels, narrowed by the
 /// optional selector in `params` (`{select}`).
 fn list_nodes(
@@ -551,22 +541,6 @@ fn list_nodes(
         .transpose()?;
     Ok(NodesListResult {
         nodes: crate::inventory::visible_nodes(shared, &viewer(policy), selector.as_ref()),
-        gateway_version: crate::VERSION.to_owned(),
-    })
-}
-
-/// `nodes.show` (and `GET /v1/nodes/{id}`): one node as `policy` may see it.
-pub fn show_node(shared: &Shared, policy: &Policy, id: &str) -> Result<NodeDetail, OfferError> {
-    let (node, tools) =
-        shared
-            .registry
-            .detail(id, &viewer(policy))
-            .ok_or_else(|| OfferError::UnknownNode {
-                node: id.to_owned(),
-            })?;
-    Ok(NodeDetail {
-        node: crate::inventory::with_labels(shared, node),
-        tools,
         gateway_version: crate::VERSION.to_owned(),
     })
 }

@@ -13,6 +13,10 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`GatewayConfig::unauth_timeout`].
 pub const DEFAULT_UNAUTH_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default of [`GatewayConfig::console_code_ttl`]: how long a console login code may
+/// be used.
+pub const DEFAULT_CONSOLE_CODE_TTL: Duration = Duration::from_secs(5 * 60);
+
 /// Default of [`GatewayConfig::mcp_sessions_per_token`].
 pub const DEFAULT_MCP_SESSIONS_PER_TOKEN: usize = 256;
 /// Default of [`GatewayConfig::mcp_sessions_max`].
@@ -74,7 +78,7 @@ pub struct GatewayConfig {
     pub job_retention: Duration,
     /// Where each new approval request is POSTed ([`crate::webhook`]).
     pub approval_webhook: Option<String>,
-    /// How long a console login code may be used ([`crate::console`]).
+    /// How long a console login code may be used (the operator console's).
     pub console_code_ttl: Duration,
     /// How long a file transfer may see nothing move before it is ended
     /// ([`crate::transfer::IDLE`]).
@@ -118,7 +122,7 @@ pub struct GatewayConfig {
     pub pin_tools: bool,
     /// Cluster mode: how this replica reaches NATS (`--cluster`); `None` for one
     /// gateway on its own.
-    pub cluster: Option<crate::cluster::ClusterConfig>,
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl GatewayConfig {
@@ -140,7 +144,7 @@ impl GatewayConfig {
             approval_ttl: crate::approvals::DEFAULT_TTL,
             job_retention: crate::jobs::RETENTION,
             approval_webhook: None,
-            console_code_ttl: crate::console::CODE_TTL,
+            console_code_ttl: DEFAULT_CONSOLE_CODE_TTL,
             transfer_idle: crate::transfer::IDLE,
             auth_failures_per_minute: 20,
             tls: None,
@@ -160,4 +164,27 @@ impl GatewayConfig {
             cluster: None,
         }
     }
+}
+
+/// How a replica reaches NATS.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    /// `nats://HOST:PORT` URLs (or `tls://…`); any one of them will do.
+    pub urls: Vec<String>,
+    /// A NATS credentials file (JWT and NKey seed).
+    pub creds: Option<std::path::PathBuf>,
+    /// A file holding a NATS user's NKey seed (`SU…`), for a server that names its
+    /// users by nkey.
+    pub nkey: Option<std::path::PathBuf>,
+    /// The cluster key every replica holds (`--cluster-key-file`): what seals every
+    /// message on the bus (`cluster::seal`). Required.
+    pub key: Option<std::path::PathBuf>,
+    /// A PEM file of CA certificates that NATS's TLS certificate must chain to.
+    pub ca: Option<std::path::PathBuf>,
+    /// This replica's name (default: a name made once and kept in the data dir).
+    pub replica: Option<String>,
+    /// Where the other replicas reach this one's link (`--cluster-advertise`:
+    /// `ws://HOST:PORT` or `wss://…`); by default the listen address unless it is a
+    /// wildcard (`cluster::link`).
+    pub advertise: Option<String>,
 }

@@ -11,8 +11,8 @@
 //! new node either. Each finished node is reported as it ends (the caller sends a
 //! `fanout.result` event); the whole result lists every node sorted by id.
 
-use crate::agent_session::viewer;
 use crate::error::WireError;
+use crate::inventory::viewer;
 use crate::router::{self, Caller, RouteError};
 use crate::state::Shared;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -409,7 +409,7 @@ async fn keep(
         Err(e) => Err(e.to_shape()),
     };
     crate::jobs::finish(&shared.store, job, stored).await;
-    shared.console.changed(crate::console::Topic::Jobs);
+    shared.changes.send(crate::changes::Topic::Jobs);
     whole
 }
 

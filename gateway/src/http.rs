@@ -103,7 +103,7 @@ async fn nodes(
         .transpose()?;
     let mut nodes = crate::inventory::visible_nodes(
         &shared,
-        &crate::agent_session::viewer(&policy),
+        &crate::inventory::viewer(&policy),
         selector.as_ref(),
     );
     if let Some(cluster) = &shared.cluster {
@@ -144,7 +144,7 @@ async fn node_show(
 ) -> Result<Response, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let local = crate::agent_session::show_node(&shared, &policy, &id);
+    let local = crate::inventory::show_node(&shared, &policy, &id);
     if let Some(cluster) = &shared.cluster {
         if !local.as_ref().is_ok_and(|d| d.node.online) {
             if let Some(detail) =

@@ -16,14 +16,41 @@ mod error;
 pub use error::InventoryError;
 
 use crate::audit::{self, AuditEvent};
+use crate::offers::OfferError;
+use crate::policy::Policy;
 use crate::registry::Viewer;
 use crate::state::Shared;
 use crate::store::{read_node_labels, write_node_labels};
 use gsv_protocol::inventory::{check_label_key, check_label_value, check_labels, Labels};
 use gsv_protocol::method::{LabelsChange, NodeLabelsResult, NodeSummary};
+use gsv_protocol::offer::NodeDetail;
 use gsv_protocol::tool_class::ToolClasses;
 use gsv_protocol::{NodeId, Selector};
 use rusqlite::TransactionBehavior;
+
+/// Who looks at the registry through this policy: an operator when it is the admin's.
+pub fn viewer(policy: &Policy) -> Viewer<impl Fn(&str, ToolClasses) -> bool + '_> {
+    Viewer {
+        visible: |n: &str, c: ToolClasses| policy.visible(n, c),
+        operator: policy.sees_all(),
+    }
+}
+
+/// `nodes.show` (and `GET /v1/nodes/{id}`): one node as `policy` may see it.
+pub fn show_node(shared: &Shared, policy: &Policy, id: &str) -> Result<NodeDetail, OfferError> {
+    let (node, tools) =
+        shared
+            .registry
+            .detail(id, &viewer(policy))
+            .ok_or_else(|| OfferError::UnknownNode {
+                node: id.to_owned(),
+            })?;
+    Ok(NodeDetail {
+        node: with_labels(shared, node),
+        tools,
+        gateway_version: crate::VERSION.to_owned(),
+    })
+}
 
 /// Parses a selector as a caller sent it (`nodes.list {select}`, `?select=`), with the
 /// parser's message (which names the bad term) as an `invalid_args` error.
@@ -145,7 +172,7 @@ pub async fn relabel(
         })
         .await??;
     let labels = shared.labels.remember(id.as_str(), outcome);
-    shared.console.changed(crate::console::Topic::Nodes);
+    shared.changes.send(crate::changes::Topic::Nodes);
     tracing::info!(node_id = %id, by, labels = ?labels, "node labels set");
     Ok(NodeLabelsResult {
         id: id.to_string(),

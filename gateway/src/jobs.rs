@@ -227,7 +227,7 @@ pub async fn record(
         )
         .with(ErrorDetails::limit("jobs_per_token", MAX_JOBS_PER_TOKEN)));
     }
-    shared.console.changed(crate::console::Topic::Jobs);
+    shared.changes.send(crate::changes::Topic::Jobs);
     Ok(id)
 }
 
@@ -335,7 +335,7 @@ pub fn cancel_token_jobs(shared: &Shared, token_id: &str) -> usize {
 pub async fn settle(shared: &Shared, id: &str, outcome: CallOutcome) {
     finish(&shared.store, id, outcome).await;
     shared.running_jobs.remove(id);
-    shared.console.changed(crate::console::Topic::Jobs);
+    shared.changes.send(crate::changes::Topic::Jobs);
 }
 
 /// Stores how the job `id` ended (a result over [`MAX_STORED_RESULT`] fails it

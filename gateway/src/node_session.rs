@@ -494,7 +494,7 @@ fn relay_process_exited(shared: &Shared, handle: &NodeHandle, payload: Option<Bo
             a.send_event(EventName::ProcessExited, &event);
         }
     }
-    shared.console.changed(crate::console::Topic::Sessions);
+    shared.changes.send(crate::changes::Topic::Sessions);
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! tool is looked up), [`Policy::precheck`] says whether some tool of that name could
 //! be allowed at all.
 
-pub use crate::mcp::view::McpView;
+pub use crate::mcp_view::McpView;
 use globset::{Candidate, Glob, GlobSet, GlobSetBuilder};
 use gsv_protocol::capability::{Capability, CapabilityId};
 use gsv_protocol::tool_class::{ToolClass, ToolClasses};

@@ -4,6 +4,7 @@
 //!
 //! Shared by `GET /v1/sessions` and the console, so both list and act the same way.
 
+use crate::error::WireError;
 use crate::router::Caller;
 use crate::state::Shared;
 use gsv_protocol::method::{NodeFailure, SessionsPage, ToolsCallParams};
@@ -11,6 +12,23 @@ use gsv_protocol::names::NamespacedName;
 use gsv_protocol::ToolResult;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+/// Why a node's sessions could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// A node's answer to a `Process` call that is not a tool result (reported per
+    /// node in `GET /v1/sessions` and the console, never as a response's status).
+    #[error("{0}")]
+    BadNodeResult(serde_json::Error),
+}
+
+impl WireError for SessionsError {
+    fn code(&self) -> gsv_protocol::ErrorCode {
+        match self {
+            SessionsError::BadNodeResult(_) => gsv_protocol::ErrorCode::Internal,
+        }
+    }
+}
 
 /// How long one node may take to answer a `Process` call here.
 pub const PROCESS_TIMEOUT_MS: u64 = 10_000;
@@ -31,7 +49,7 @@ pub async fn process(
     };
     let raw = crate::router::call(shared, caller, params, CancellationToken::new()).await?;
     serde_json::from_str::<ToolResult>(raw.get())
-        .map_err(|e| crate::error::WireError::to_shape(&crate::http::HttpError::BadNodeResult(e)))
+        .map_err(|e| SessionsError::BadNodeResult(e).to_shape())
 }
 
 /// The sessions of every node `caller` may run `Process` on, each tagged with its
@@ -84,4 +102,24 @@ pub async fn gather(shared: &Shared, caller: &Caller<'_>) -> SessionsPage {
         }
     }
     SessionsPage { sessions, errors }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gsv_protocol::ErrorCode;
+
+    #[test]
+    fn a_bad_node_answer_is_an_internal_error() {
+        let json = serde_json::from_str::<u8>("{").expect_err("not JSON");
+        let why = json.to_string();
+        let e = SessionsError::BadNodeResult(json);
+        let shape = e.to_shape();
+        assert_eq!(
+            (shape.code, shape.message.as_str()),
+            (ErrorCode::Internal, why.as_str())
+        );
+        assert_eq!(e.status().as_u16(), 500);
+        assert_eq!(shape.to_string(), format!("internal: {why}"));
+    }
 }

@@ -78,6 +78,7 @@ pub(crate) async fn cut(shared: &Shared, revoked: Vec<(String, String)>) {
 fn close_token(shared: &Shared, token_id: &str) {
     // Console sessions opened with a code it minted end too.
     shared.console.drop_token(token_id);
+    shared.changes.send(crate::changes::Topic::Tokens);
     // Its jobs end too: a revoked token's calls do not run on.
     let cancelled = crate::jobs::cancel_token_jobs(shared, token_id);
     if cancelled > 0 {

@@ -116,7 +116,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         let hook = crate::webhook::Webhook::start(
             &url,
             &shared.config.data_dir,
-            shared.console.base(),
+            &shared.console.approval_url(""),
             shared.shutdown.clone(),
         )?;
         shared.webhook = Some(hook);

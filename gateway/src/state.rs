@@ -136,6 +136,8 @@ pub struct Shared {
     pub fanouts: DashMap<String, usize>,
     /// The operator console's login codes, sessions and live updates (`crate::console`).
     pub console: crate::console::Console,
+    /// What changed, for whoever shows the fleet live ([`crate::changes`]).
+    pub changes: crate::changes::Changes,
 }
 
 /// A job running in this gateway.
@@ -198,7 +200,7 @@ impl Shared {
             verdict: decision,
             result: result.as_ref().map_err(|e| e.code()),
         });
-        self.console.changed(crate::console::Topic::Approvals);
+        self.changes.send(crate::changes::Topic::Approvals);
         if let Ok(req) = &result {
             let payload = gsv_protocol::event::ApprovalResolved {
                 id: req.id.clone(),
@@ -257,6 +259,7 @@ impl Shared {
             transfers: Default::default(),
             fanouts: DashMap::new(),
             console,
+            changes: Default::default(),
         }
     }
 
@@ -273,7 +276,7 @@ impl Shared {
             event,
             EventName::ApprovalRequested | EventName::ApprovalResolved
         ) {
-            self.console.changed(crate::console::Topic::Approvals);
+            self.changes.send(crate::changes::Topic::Approvals);
         }
         for a in self.agents.iter() {
             if a.authority.reads_all() || Some(a.conn_id.as_str()) == also {
@@ -307,6 +310,6 @@ impl Shared {
             cluster.tools_changed(node, shown, change);
         }
         self.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
-        self.console.changed(crate::console::Topic::Nodes);
+        self.changes.send(crate::changes::Topic::Nodes);
     }
 }

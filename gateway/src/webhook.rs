@@ -70,8 +70,8 @@ pub struct Webhook {
 
 impl Webhook {
     /// Checks `url`, reads or makes the key in `data_dir`, and starts the delivery
-    /// task (until `stop`); `console` is the gateway's base URL, for the link to the
-    /// request's page in the console.
+    /// task (until `stop`); `console` is where the console shows approval requests
+    /// (`BASE/ui/#/approvals/`), which a request's id completes to its page's link.
     pub fn start(
         url: &str,
         data_dir: &Path,
@@ -230,7 +230,7 @@ async fn deliver_all(
                 "gsv approvals approve {0} | gsv approvals deny {0}",
                 request.id
             ),
-            console: crate::console::approval_url(&console, &request.id),
+            console: format!("{console}{}", request.id),
         };
         let Ok(body) = serde_json::to_vec(&body) else {
             continue;

@@ -119,7 +119,7 @@ fn is_hash(s: &str) -> bool {
 
 /// Why a record from the stream is refused, if it is.
 pub fn check(r: &Record) -> Result<(), String> {
-    if !crate::cluster::valid_replica_name(&r.replica) {
+    if !crate::replica::valid_replica_name(&r.replica) {
         return Err("malformed replica name".into());
     }
     if !is_hash(&r.chain) || !is_hash(&r.rprev) || !is_hash(&r.rhash) {

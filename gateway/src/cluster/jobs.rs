@@ -194,7 +194,7 @@ async fn apply_stream(
                 })
                 .await;
             match applied {
-                Ok(Ok(n)) if n > 0 => shared.console.changed(crate::console::Topic::Jobs),
+                Ok(Ok(n)) if n > 0 => shared.changes.send(crate::changes::Topic::Jobs),
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "cluster: jobs from other replicas were not applied")

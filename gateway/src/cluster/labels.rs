@@ -223,7 +223,7 @@ async fn apply_stream(
             for r in applied {
                 shared.labels.remember(&r.node, r.labels);
             }
-            shared.console.changed(crate::console::Topic::Nodes);
+            shared.changes.send(crate::changes::Topic::Nodes);
         }
     }
 }

@@ -202,7 +202,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
             detail = ask
                 .node
                 .as_deref()
-                .and_then(|id| crate::agent_session::show_node(shared, &policy, id).ok())
+                .and_then(|id| crate::inventory::show_node(shared, &policy, id).ok())
                 .filter(|d| d.node.online);
             Vec::new()
         }
@@ -222,7 +222,7 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
                 .and_then(|s| crate::inventory::parse_selector(s).ok());
             crate::inventory::visible_nodes(
                 shared,
-                &crate::agent_session::viewer(&policy),
+                &crate::inventory::viewer(&policy),
                 selector.as_ref(),
             )
             .into_iter()

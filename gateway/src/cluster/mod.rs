@@ -35,33 +35,12 @@ pub mod slot;
 pub mod tokens;
 pub mod tool_events;
 
+pub use crate::config::ClusterConfig;
+pub use crate::replica::valid_replica_name;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How a replica reaches NATS.
-#[derive(Debug, Clone, Default)]
-pub struct ClusterConfig {
-    /// `nats://HOST:PORT` URLs (or `tls://…`); any one of them will do.
-    pub urls: Vec<String>,
-    /// A NATS credentials file (JWT and NKey seed).
-    pub creds: Option<PathBuf>,
-    /// A file holding a NATS user's NKey seed (`SU…`), for a server that names its
-    /// users by nkey.
-    pub nkey: Option<PathBuf>,
-    /// The cluster key every replica holds (`--cluster-key-file`): what seals every
-    /// message on the bus ([`seal`]). Required.
-    pub key: Option<PathBuf>,
-    /// A PEM file of CA certificates that NATS's TLS certificate must chain to.
-    pub ca: Option<PathBuf>,
-    /// This replica's name (default: a name made once and kept in the data dir).
-    pub replica: Option<String>,
-    /// Where the other replicas reach this one's link (`--cluster-advertise`:
-    /// `ws://HOST:PORT` or `wss://…`); by default the listen address unless it is a
-    /// wildcard ([`link`]).
-    pub advertise: Option<String>,
-}
 
 /// Why a replica could not join.
 #[derive(Debug, thiserror::Error)]
@@ -394,15 +373,6 @@ pub(crate) fn caller_policy(
         }
     };
     Ok((record, policy))
-}
-
-/// Whether `n` is a replica name (1 to 64 letters, digits, `-`, `_`): what a replica
-/// accepts from the others before it names them in its audit log, logs or lists.
-pub fn valid_replica_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 64
-        && n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// This replica's name: the one given, else the one kept in `data_dir/replica`

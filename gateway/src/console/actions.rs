@@ -60,7 +60,7 @@ pub async fn kill(
     let result = crate::process_sessions::process(&shared, &caller, &node, &args)
         .await
         .map_err(super::reads::refused)?;
-    shared.console.changed(Topic::Sessions);
+    shared.changes.send(Topic::Sessions);
     Ok(Json(result).into_response())
 }
 
@@ -129,7 +129,7 @@ pub async fn create_token(
         .map_err(ConsoleError::from)?
         .map_err(ConsoleError::from)?;
     tracing::info!(token_id = %issued.id, agent = ?name, "console: agent token created");
-    shared.console.changed(Topic::Tokens);
+    shared.changes.send(Topic::Tokens);
     Ok(Json(serde_json::json!({"token": issued.token, "id": issued.id})).into_response())
 }
 
@@ -158,5 +158,6 @@ pub async fn revoke_token(
     }
     tracing::info!(token_id = %id, "console: token revoked");
     shared.console.drop_token(&id);
+    shared.changes.send(Topic::Tokens);
     Ok(Json(serde_json::json!({"id": id, "revoked": true})).into_response())
 }

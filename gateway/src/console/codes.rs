@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a login code may be used.
-pub const CODE_TTL: Duration = Duration::from_secs(5 * 60);
+/// How long a login code may be used unless configured.
+use crate::config::DEFAULT_CONSOLE_CODE_TTL as CODE_TTL;
 /// Login codes outstanding at most.
 pub const MAX_CODES: usize = 64;
 /// Login codes one token may have outstanding: minting another retires its oldest, so

@@ -3,8 +3,8 @@
 //! shows. `EventSource` cannot send headers, so the session's CSRF token comes in the
 //! query string, checked like the header ([`guard::proven`], constant time).
 //!
-//! One broadcast channel for the whole gateway ([`CHANNEL`] notices deep): a slow
-//! page misses notices rather than hold memory, and is told to refetch everything
+//! The notices are the gateway's change channel ([`crate::changes`]): a slow page
+//! misses notices rather than hold memory, and is told to refetch everything
 //! (`all`). Sessions live on the nodes and change without the gateway seeing it, so
 //! a `sessions` notice also goes out every [`TICK`]. At most [`MAX_STREAMS`]
 //! streams are open at once, [`MAX_STREAMS_PER_TOKEN`] of them for the sessions of one
@@ -14,21 +14,19 @@
 
 use super::{guard, ConsoleError};
 use crate::auth::ApiError;
+use crate::changes::Topic;
 use crate::state::Shared;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-/// Notices the channel holds for a slow page.
-const CHANNEL: usize = 64;
 /// How often a `sessions` notice goes out besides the one for each session that ends
 /// (each notice makes an open Sessions page list every node again: audited calls).
 pub const TICK: Duration = Duration::from_secs(10);
@@ -37,22 +35,8 @@ pub const MAX_STREAMS: usize = 64;
 /// Event streams the sessions of one token may have open.
 pub const MAX_STREAMS_PER_TOKEN: usize = 8;
 
-/// What changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Topic {
-    Approvals,
-    Nodes,
-    Sessions,
-    Jobs,
-    Tokens,
-    /// Notices were missed: refetch everything.
-    All,
-}
-
-/// The channel, and how many streams read it (in all, and per token).
+/// How many streams read the change notices (in all, and per token).
 pub struct Events {
-    tx: broadcast::Sender<Topic>,
     streams: Arc<Mutex<Places>>,
 }
 
@@ -89,13 +73,8 @@ impl Places {
 impl Events {
     pub fn new() -> Events {
         Events {
-            tx: broadcast::Sender::new(CHANNEL),
             streams: Arc::new(Mutex::new(Places::default())),
         }
-    }
-
-    pub fn send(&self, topic: Topic) {
-        let _ = self.tx.send(topic);
     }
 }
 
@@ -179,7 +158,7 @@ pub async fn stream(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reader = Reader {
-        rx: events.tx.subscribe(),
+        rx: shared.changes.subscribe(),
         tick,
         shared: shared.clone(),
         cookie,

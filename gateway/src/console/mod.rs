@@ -21,9 +21,10 @@ mod reads;
 mod role;
 mod sessions;
 
-pub use codes::{CODE_TTL, MAX_CODES, MAX_CODES_PER_TOKEN};
+use crate::changes::Topic;
+pub use codes::{MAX_CODES, MAX_CODES_PER_TOKEN};
 pub use error::ConsoleError;
-pub use events::{Topic, MAX_STREAMS, MAX_STREAMS_PER_TOKEN};
+pub use events::{MAX_STREAMS, MAX_STREAMS_PER_TOKEN};
 pub use role::Role;
 pub use sessions::{IDLE as SESSION_IDLE, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN};
 
@@ -83,14 +84,10 @@ impl Console {
         &self.cookie
     }
 
-    /// The console's page of one approval request (the webhook's `console` link).
+    /// The console's page of one approval request; with an empty `id`, the prefix
+    /// every such page's link starts with (what the webhook completes with an id).
     pub fn approval_url(&self, id: &str) -> String {
         approval_url(&self.base, id)
-    }
-
-    /// Tells open pages that `topic` changed (never waits; nobody listening is fine).
-    pub fn changed(&self, topic: Topic) {
-        self.events.send(topic);
     }
 
     /// Ends the console sessions minted by `token_id` (it was revoked).
@@ -103,7 +100,6 @@ impl Console {
                 "token revoked: console sessions ended"
             );
         }
-        self.changed(Topic::Tokens);
     }
 }
 

@@ -107,7 +107,7 @@ pub async fn nodes(
             .filter(|t| !t.is_empty() && t.len() <= MAX_FILTER);
     let all = crate::inventory::visible_nodes(
         &shared,
-        &crate::agent_session::viewer(&policy),
+        &crate::inventory::viewer(&policy),
         selector.as_ref(),
     );
     let matching: Vec<_> = all
@@ -153,7 +153,7 @@ pub async fn node(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     guard::reader(&shared, &headers).await?;
-    let detail = crate::agent_session::show_node(&shared, &Policy::full_access(), &id)?;
+    let detail = crate::inventory::show_node(&shared, &Policy::full_access(), &id)?;
     let set = shared.registry.tool_set(&id);
     let tools: Vec<ToolView> = detail
         .tools

@@ -27,10 +27,6 @@ pub enum HttpError {
     BadQuery(String),
     #[error("expected {{\"decision\": \"approve\" | \"deny\"}}: {0}")]
     BadDecision(serde_json::Error),
-    /// A node's answer to a `Process` listing that is not a tool result (reported
-    /// per node in `GET /v1/sessions`, never as the response's status).
-    #[error("{0}")]
-    BadNodeResult(serde_json::Error),
     /// `GET /v1/cluster` on a gateway that runs on its own.
     #[error("this gateway is not in cluster mode (gsv gateway --cluster)")]
     NotClustered,
@@ -45,7 +41,6 @@ impl WireError for HttpError {
             HttpError::BadBody(_) | HttpError::BadDecision(_) | HttpError::BadQuery(_) => {
                 ErrorCode::InvalidArgs
             }
-            HttpError::BadNodeResult(_) => ErrorCode::Internal,
             HttpError::NotClustered => ErrorCode::NotFound,
         }
     }
@@ -117,12 +112,6 @@ mod tests {
                 400,
                 "bad query string: x".to_owned(),
             ),
-            (
-                HttpError::BadNodeResult(json_error()),
-                ErrorCode::Internal,
-                500,
-                why.clone(),
-            ),
         ];
         for (e, code, status, message) in cases {
             let shape = e.to_shape();
@@ -132,11 +121,5 @@ mod tests {
             );
             assert_eq!(e.status().as_u16(), status, "{e}");
         }
-        assert_eq!(
-            HttpError::BadNodeResult(json_error())
-                .to_shape()
-                .to_string(),
-            format!("internal: {why}")
-        );
     }
 }

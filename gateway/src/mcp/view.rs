@@ -20,74 +20,20 @@
 use super::auth::McpPrincipal;
 use super::listed::BadTools;
 pub use super::listed::Listed;
+pub use crate::mcp_view::{BadView, McpView};
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gsv_protocol::selector::{Selector, SelectorError};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use thiserror::Error;
 
 /// Most bytes of definitions a flat listing may take for `auto` to still show it
 /// (about 12k model tokens): five nodes' reference tools and the fleet tools fit.
 pub const AUTO_MAX_BYTES: usize = 48 * 1024;
-
-/// A view as asked for: by the token (`--mcp-view`), the URL (`?view=`) or `gsv mcp
-/// --view`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum McpView {
-    /// Every `{node}__{tool}` the token may call.
-    Flat,
-    /// The constant set of `fleet_*` gateway tools.
-    Fleet,
-    /// Flat up to [`AUTO_MAX_BYTES`] of definitions, else fleet.
-    #[default]
-    Auto,
-}
-
-impl McpView {
-    /// Whether this is the default (`auto`), which a stored policy leaves out.
-    pub fn is_auto(&self) -> bool {
-        *self == McpView::Auto
-    }
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            McpView::Flat => "flat",
-            McpView::Fleet => "fleet",
-            McpView::Auto => "auto",
-        }
-    }
-}
-
-impl fmt::Display for McpView {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A view name that is none of `flat`, `fleet`, `auto`.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown view {0:?}: use flat, fleet or auto")]
-pub struct BadView(pub String);
-
-impl FromStr for McpView {
-    type Err = BadView;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "flat" => Ok(McpView::Flat),
-            "fleet" => Ok(McpView::Fleet),
-            "auto" => Ok(McpView::Auto),
-            other => Err(BadView(other.to_owned())),
-        }
-    }
-}
 
 /// The view a session shows: what `auto` came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,7 +66,7 @@ pub fn check(j: &JobCopy) -> Result<(), String> {
     if !is_hex_id(&j.id) || !is_hex_id(&j.token_id) {
         return Err("malformed job or token id".into());
     }
-    if !crate::cluster::valid_replica_name(&j.owner) {
+    if !crate::replica::valid_replica_name(&j.owner) {
         return Err("malformed replica name".into());
     }
     if !plain(&j.agent) || !plain(&j.name) || !j.select.as_deref().is_none_or(plain) {

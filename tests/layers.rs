@@ -1,0 +1,530 @@
+//! The gateway's floors, held against its sources.
+//!
+//! Every module of `gateway/src` stands on one floor (see `gateway/src/lib.rs`):
+//!
+//! - **core**: what the gateway is, whoever asks (router, registry, toolset, policy,
+//!   approvals, audit, budget, jobs, transfer relay, store, settings);
+//! - **cluster**: the NATS backend of cluster mode, standing on core;
+//! - **fleet**: operations over the whole fleet (local, then peers, then merge, then
+//!   policy), standing on cluster and core;
+//! - **door**: the ways in (agent and node WebSockets, HTTP, MCP, the console, the
+//!   installer's route, the accept loop);
+//! - **assembly**: `lib.rs` and `server.rs`, which put the floors together.
+//!
+//! A file may name (`crate::…`, in code, not in comments or unit tests) only modules
+//! on its own floor or the floors it stands on. This test reads every source file and
+//! fails on an import against the floors that [`KNOWN`] does not list, and on an entry
+//! of [`KNOWN`] that no longer happens: the list only shrinks, and with it the work
+//! left. A module missing from [`FLOORS`] fails it too, so no new module goes
+//! unplaced. The checker's own tests plant forbidden imports and see them caught.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Floor {
+    Core,
+    Cluster,
+    Fleet,
+    Door,
+    Assembly,
+}
+
+impl Floor {
+    /// Whether a file on this floor may name a module on `other`.
+    fn may_use(self, other: Floor) -> bool {
+        use Floor::*;
+        match self {
+            Core => other == Core,
+            Cluster => matches!(other, Core | Cluster),
+            Fleet => matches!(other, Core | Cluster | Fleet),
+            // The ways in reach the cluster only through the fleet floor.
+            Door => matches!(other, Core | Fleet | Door),
+            Assembly => true,
+        }
+    }
+}
+
+/// Each top-level module of `gateway/src` and its floor.
+const FLOORS: &[(&str, Floor)] = &[
+    ("admission", Floor::Core),
+    ("agent_conns", Floor::Core),
+    ("approvals", Floor::Core),
+    ("audit", Floor::Core),
+    ("auth", Floor::Core),
+    ("budget", Floor::Core),
+    ("bulk", Floor::Core),
+    ("changes", Floor::Core),
+    ("config", Floor::Core),
+    ("conn", Floor::Core),
+    ("datadir", Floor::Core),
+    ("error", Floor::Core),
+    ("handshake", Floor::Core),
+    ("inventory", Floor::Core),
+    ("jobs", Floor::Core),
+    ("labels", Floor::Core),
+    ("lane", Floor::Core),
+    ("mcp_view", Floor::Core),
+    ("metrics", Floor::Core),
+    ("offers", Floor::Core),
+    ("operator", Floor::Core),
+    ("policy", Floor::Core),
+    ("probe", Floor::Core),
+    ("process_sessions", Floor::Core),
+    ("ratelimit", Floor::Core),
+    ("reattach", Floor::Core),
+    ("recent_revocations", Floor::Core),
+    ("refusals", Floor::Core),
+    ("registry", Floor::Core),
+    ("replica", Floor::Core),
+    ("revocation", Floor::Core),
+    ("router", Floor::Core),
+    ("session_end", Floor::Core),
+    ("session_error", Floor::Core),
+    ("state", Floor::Core),
+    ("store", Floor::Core),
+    ("summary", Floor::Core),
+    ("time", Floor::Core),
+    ("tls", Floor::Core),
+    ("token", Floor::Core),
+    ("tokens", Floor::Core),
+    ("toolset", Floor::Core),
+    ("transfer", Floor::Core),
+    ("upgrade", Floor::Core),
+    // Approval notifications to an operator's URL: sent by the core, reads nothing
+    // of the gateway.
+    ("webhook", Floor::Core),
+    ("cluster", Floor::Cluster),
+    ("fanout", Floor::Fleet),
+    ("agent_session", Floor::Door),
+    ("console", Floor::Door),
+    ("http", Floor::Door),
+    ("install", Floor::Door),
+    ("listener", Floor::Door),
+    ("mcp", Floor::Door),
+    ("node_session", Floor::Door),
+    ("lib", Floor::Assembly),
+    ("server", Floor::Assembly),
+];
+
+/// Imports against the floors that are still there: (file under `gateway/src`, the
+/// module it names). Each goes when the code it names moves to its floor; none may
+/// be added.
+const KNOWN: &[(&str, &str)] = &[
+    // Cluster mode reached from the core (to go behind a `Peers` trait).
+    ("jobs.rs", "cluster"),
+    ("router/mod.rs", "cluster"),
+    ("state.rs", "cluster"),
+    ("state.rs", "console"),
+    // The ways in that still call the cluster backend themselves.
+    ("agent_session.rs", "cluster"),
+    ("console/reads.rs", "cluster"),
+    ("http.rs", "cluster"),
+    ("mcp/nodes.rs", "cluster"),
+];
+
+/// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:
+/// defined in `lib.rs`, named by every floor).
+const ROOT_ITEMS: &[(&str, Option<&str>)] = &[
+    ("VERSION", None),
+    ("GatewayConfig", Some("config")),
+    ("Policy", Some("policy")),
+    ("PolicySpec", Some("policy")),
+    ("start", Some("server")),
+    ("GatewayError", Some("server")),
+    ("RunningGateway", Some("server")),
+    ("Store", Some("store")),
+    ("StoreError", Some("store")),
+    ("TokenInfo", Some("store")),
+    ("TlsSetup", Some("tls")),
+    ("TokenKind", Some("token")),
+];
+
+fn floor_of(module: &str) -> Option<Floor> {
+    FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
+}
+
+/// The floor of what `crate::NAME` names: a module's, or a root item's module's.
+fn floor_named(name: &str) -> Option<Floor> {
+    match ROOT_ITEMS.iter().find(|(n, _)| *n == name) {
+        Some((_, None)) => Some(Floor::Core),
+        Some((_, Some(module))) => floor_of(module),
+        None => floor_of(name),
+    }
+}
+
+/// The top-level module a file under `gateway/src` belongs to.
+fn module_of(rel: &str) -> &str {
+    let first = rel.split('/').next().unwrap_or(rel);
+    first.strip_suffix(".rs").unwrap_or(first)
+}
+
+/// The source's code: comments, string and char literals blanked out, and
+/// `#[cfg(test)]` modules left out.
+fn code_of(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &src[i..];
+        if rest.starts_with("//") {
+            i += rest.find('\n').unwrap_or(rest.len());
+        } else if rest.starts_with("/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if let Some((open, hashes)) = raw_string_start(rest, out.chars().next_back()) {
+            let close = format!("\"{}", "#".repeat(hashes));
+            let body = i + open;
+            i = src[body..]
+                .find(&close)
+                .map_or(b.len(), |e| body + e + close.len());
+            out.push_str("\"\"");
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' {
+            // A char literal ('x', '\n', '\u{1b}') or a lifetime ('a).
+            let mut chars = rest[1..].chars();
+            let first = chars.next();
+            let literal_end = if first == Some('\\') {
+                rest[2..].find('\'').map(|k| k + 3)
+            } else if chars.next() == Some('\'') {
+                first.map(|c| 2 + c.len_utf8())
+            } else {
+                None
+            };
+            match literal_end {
+                Some(end) => {
+                    i += end;
+                    out.push_str("' '");
+                }
+                None => {
+                    out.push('\'');
+                    i += 1;
+                }
+            }
+        } else {
+            let c = rest.chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    without_test_modules(&out)
+}
+
+/// `r"`, `r#"`, `br##"`… (not inside an identifier, `before` being the character
+/// before it): the opening's length and how many `#` the raw string uses.
+fn raw_string_start(s: &str, before: Option<char>) -> Option<(usize, usize)> {
+    if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    let (b, s) = match s.strip_prefix('b') {
+        Some(rest) => (1, rest),
+        None => (0, s),
+    };
+    let s = s.strip_prefix('r')?;
+    let hashes = s.bytes().take_while(|&c| c == b'#').count();
+    s[hashes..]
+        .starts_with('"')
+        .then_some((b + 1 + hashes + 1, hashes))
+}
+
+/// `code` without the items under `#[cfg(test)]` (unit tests are no floor's).
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        // The gated item runs to its first `;` or to the brace closing its first `{`.
+        let open = after.find('{');
+        let semi = after.find(';');
+        let end = match (open, semi) {
+            (Some(o), Some(s)) if s < o => s + 1,
+            (Some(o), _) => {
+                let mut depth = 0;
+                let mut end = after.len();
+                for (k, c) in after[o..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = o + k + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (None, Some(s)) => s + 1,
+            (None, None) => after.len(),
+        };
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The top-level modules a file's code names through `crate::`.
+fn named_modules(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // `crate::{a, b::c, d::{e, f}}`: the first name of each top-level item.
+            let mut depth = 0;
+            let mut item_start = true;
+            for (k, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && (c.is_alphanumeric() || c == '_') => {
+                        found.insert(ident_at(&group[k..]));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident_at(rest);
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+fn ident_at(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// One import against the floors: the file (under `gateway/src`) and the module.
+type Breach = (String, String);
+
+/// The breaches of one file, given its path under `gateway/src` and its source.
+fn breaches_in(rel: &str, src: &str) -> Result<Vec<Breach>, String> {
+    let module = module_of(rel);
+    let floor =
+        floor_of(module).ok_or_else(|| format!("{rel}: module {module} has no floor in FLOORS"))?;
+    let mut out = Vec::new();
+    for named in named_modules(&code_of(src)) {
+        if named == module {
+            continue;
+        }
+        // A name that is neither a module nor a known root item is judged the
+        // assembly's (so it fails everywhere below it until it is placed).
+        let other = floor_named(&named).unwrap_or(Floor::Assembly);
+        if !floor.may_use(other) {
+            out.push((rel.to_owned(), named));
+        }
+    }
+    Ok(out)
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn gateway_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/src")
+}
+
+#[test]
+fn the_gateway_keeps_to_its_floors() {
+    let root = gateway_src();
+    let mut files = Vec::new();
+    rs_files(&root, &mut files);
+    assert!(
+        files.len() > 100,
+        "read {} files under {}",
+        files.len(),
+        root.display()
+    );
+    let mut found = BTreeSet::new();
+    let mut unplaced = Vec::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(&root)
+            .expect("under gateway/src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let src = std::fs::read_to_string(path).expect("read a source file");
+        match breaches_in(&rel, &src) {
+            Ok(b) => found.extend(b),
+            Err(e) => unplaced.push(e),
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "modules without a floor:\n{}",
+        unplaced.join("\n")
+    );
+    let known: BTreeSet<Breach> = KNOWN
+        .iter()
+        .map(|(f, m)| ((*f).to_owned(), (*m).to_owned()))
+        .collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let gone: Vec<_> = known.difference(&found).collect();
+    assert!(
+        new.is_empty(),
+        "imports against the floors (file under gateway/src, module it names): {new:?}; \
+         move the code to its floor (tests/layers.rs says which may use which)"
+    );
+    assert!(
+        gone.is_empty(),
+        "these imports against the floors are gone: take them out of KNOWN: {gone:?}"
+    );
+}
+
+#[test]
+fn every_module_of_the_gateway_has_a_floor_and_every_floor_entry_a_module() {
+    let lib = std::fs::read_to_string(gateway_src().join("lib.rs")).expect("lib.rs");
+    let declared: BTreeSet<String> = code_of(&lib)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l
+                .strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+                .or_else(|| l.strip_prefix("mod "))?;
+            Some(l.trim_end_matches(';').to_owned())
+        })
+        .collect();
+    let placed: BTreeSet<String> = FLOORS
+        .iter()
+        .map(|(m, _)| (*m).to_owned())
+        .filter(|m| m != "lib")
+        .collect();
+    assert_eq!(declared, placed, "lib.rs's modules against FLOORS");
+}
+
+#[test]
+fn a_planted_import_against_the_floors_is_caught() {
+    // The core naming a door, the cluster, or the fleet.
+    for (file, src, module) in [
+        ("policy.rs", "pub use crate::mcp::view::McpView;\n", "mcp"),
+        (
+            "jobs.rs",
+            "fn f() { crate::cluster::jobs::cancel_at(); }\n",
+            "cluster",
+        ),
+        (
+            "store/labels.rs",
+            "use crate::{time, fanout::Run};\n",
+            "fanout",
+        ),
+        (
+            "router/mod.rs",
+            "use crate::{\n    agent_session::{viewer, show_node},\n};\n",
+            "agent_session",
+        ),
+        (
+            "cluster/listing.rs",
+            "let v = crate::console::Topic::Nodes;\n",
+            "console",
+        ),
+        (
+            "mcp/nodes.rs",
+            "crate::cluster::listing::gather(&s);\n",
+            "cluster",
+        ),
+    ] {
+        let got = breaches_in(file, src).expect("placed");
+        assert_eq!(
+            got,
+            vec![(file.to_owned(), module.to_owned())],
+            "{file}: {src}"
+        );
+    }
+    // What is allowed stays quiet.
+    for (file, src) in [
+        (
+            "mcp/nodes.rs",
+            "use crate::{policy::Policy, state::Shared};\n",
+        ),
+        ("cluster/calls.rs", "use crate::router::call;\n"),
+        ("fanout.rs", "crate::cluster::listing::gather(&s);\n"),
+        ("server.rs", "use crate::mcp;\n"),
+    ] {
+        assert_eq!(
+            breaches_in(file, src).expect("placed"),
+            vec![],
+            "{file}: {src}"
+        );
+    }
+    assert!(breaches_in("brand_new.rs", "use crate::time;\n").is_err());
+}
+
+#[test]
+fn comments_strings_and_unit_tests_are_not_imports() {
+    let src = r##"
+//! Doc: see `crate::mcp::view` and [`crate::cluster::slot`].
+/// Also [`crate::console::Topic`].
+fn f() -> &'static str {
+    let c = '"';
+    let url = "nats://x crate::mcp::y";
+    let raw = r#"crate::cluster "quoted" "#;
+    /* crate::console /* nested */ crate::http */
+    let q = '\'';
+    url
+}
+fn g<'a>(s: &'a str) -> &'a str { s }
+use crate::time::rfc3339;
+#[cfg(test)]
+mod tests {
+    use crate::mcp::view::McpView;
+    fn h() { let _ = { crate::cluster::x() }; }
+}
+"##;
+    assert_eq!(breaches_in("policy.rs", src).expect("placed"), vec![]);
+    let names = named_modules(&code_of(src));
+    assert_eq!(names, BTreeSet::from(["time".to_owned()]));
+    // Code after a gated item still counts.
+    let src = "#[cfg(test)]\nuse crate::mcp::x;\nfn f() { crate::console::y(); }\n";
+    assert_eq!(
+        breaches_in("jobs.rs", src).expect("placed"),
+        vec![("jobs.rs".to_owned(), "console".to_owned())]
+    );
+}
