@@ -302,17 +302,7 @@ pub async fn run(
             params.select.clone(),
             targets.iter().map(|t| t.node.clone()).collect(),
         );
-        let caller = Caller {
-            name: caller.name,
-            token_id: caller.token_id,
-            policy: caller.policy,
-            agent: caller.agent,
-            progress: None,
-            asker: caller.asker,
-            fanout: Some(&group),
-            job: None,
-            from_replica: None,
-        };
+        let caller = caller.in_fanout(&group);
         let args = &params.args;
         let timeout_ms = params.timeout_ms;
         let report = &report;

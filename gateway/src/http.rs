@@ -202,17 +202,7 @@ async fn sessions(
         Principal::Admin { .. } => "admin-api",
         Principal::Agent { name, .. } | Principal::Operator { name, .. } => name.as_str(),
     };
-    let caller = crate::router::Caller {
-        name,
-        token_id: principal.token_id(),
-        policy: &policy,
-        agent: None,
-        progress: None,
-        asker: None,
-        fanout: None,
-        job: None,
-        from_replica: None,
-    };
+    let caller = crate::router::Caller::of(name, principal.token_id(), &policy);
     Ok(Json(crate::process_sessions::gather(&shared, &caller).await).into_response())
 }
 

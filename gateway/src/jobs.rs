@@ -257,9 +257,8 @@ pub async fn run_async(
     let job = id.clone();
     tokio::spawn(async move {
         let _counted = counted;
-        let mut caller = router::Caller::from_agent(&agent);
         // Its dispatch is recorded with the job: a restarted gateway asks the node again.
-        caller.job = Some(&job);
+        let caller = router::Caller::from_agent(&agent).for_job(&job);
         let outcome = router::call(&shared, &caller, params, cancel).await;
         settle(&shared, &job, outcome).await;
     });

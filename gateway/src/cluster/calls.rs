@@ -639,17 +639,9 @@ async fn run(
         call_id: call.call_id,
         dispatched: tell_dispatch(cluster, call.holder_to.clone()),
     };
-    let caller = Caller {
-        name: &record.subject,
-        token_id: &record.id,
-        policy,
-        agent: None,
-        progress,
-        asker: None,
-        fanout: None,
-        job: None,
-        from_replica: Some(&from),
-    };
+    let caller = Caller::of(&record.subject, &record.id, policy)
+        .with_progress_to(progress)
+        .forwarded_by(&from);
     let params = ToolsCallParams {
         name: call.name,
         args: call.args,

@@ -212,17 +212,7 @@ pub(super) fn caller<'a>(
     session: &'a super::sessions::Session,
     policy: &'a Policy,
 ) -> crate::router::Caller<'a> {
-    crate::router::Caller {
-        name: &session.actor,
-        token_id: &session.token_id,
-        policy,
-        agent: None,
-        progress: None,
-        asker: None,
-        fanout: None,
-        job: None,
-        from_replica: None,
-    }
+    crate::router::Caller::of(&session.actor, &session.token_id, policy)
 }
 
 /// `GET /ui/api/sessions`: every node's background process sessions.

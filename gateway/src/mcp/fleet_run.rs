@@ -170,17 +170,7 @@ pub async fn run(
         crate::fanout::count_picked(shared, &who.policy, &who.token_id, &params.select).await;
     // The MCP token as the caller. No connection to send approval events to: a node
     // call that needs approval waits in the operator queue (one request for the run).
-    let caller = crate::router::Caller {
-        name: &who.name,
-        token_id: &who.token_id,
-        policy: &who.policy,
-        agent: None,
-        progress: None,
-        asker: None,
-        fanout: None,
-        job: None,
-        from_replica: None,
-    };
+    let caller = crate::router::Caller::of(&who.name, &who.token_id, &who.policy);
     // One message per node at most (a fan-out reaches at most MAX_FANOUT_NODES).
     let (tx, mut rx) = mpsc::unbounded_channel::<(String, NodeStatus)>();
     let report = move |o: &NodeOutcome| {

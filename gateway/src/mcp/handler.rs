@@ -945,17 +945,9 @@ impl McpHandler {
         let cancel = context.ct.child_token();
         let mut last = 0.0;
         let outcome = {
-            let caller = Caller {
-                name: &who.name,
-                token_id: &who.token_id,
-                policy: &who.policy,
-                agent: None,
-                progress: progress_token.is_some().then_some(tx),
-                asker: Some(&asker),
-                fanout: None,
-                job: None,
-                from_replica: None,
-            };
+            let caller = Caller::of(&who.name, &who.token_id, &who.policy)
+                .with_progress_to(progress_token.is_some().then_some(tx))
+                .with_asker(&asker);
             let call = router::call(self.shared(), &caller, params, cancel);
             tokio::pin!(call);
             loop {

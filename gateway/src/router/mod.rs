@@ -17,11 +17,13 @@
 //! the node's reconnects.
 
 mod approval;
+mod caller;
 mod delivery;
 mod error;
 mod resolve;
 mod shared_approval;
 
+pub use caller::Caller;
 pub use error::RouteError;
 pub use resolve::plan_for;
 pub use shared_approval::FanoutApproval;
@@ -37,9 +39,9 @@ pub use crate::summary::summary_of;
 
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::{args_hash, AuditEvent};
-use crate::policy::{Decision, Policy};
-use crate::registry::{CallOutcome, ProgressSink};
-use crate::state::{AgentHandle, Shared};
+use crate::policy::Decision;
+use crate::registry::CallOutcome;
+use crate::state::Shared;
 use futures_util::future::BoxFuture;
 use gsv_protocol::method::ToolsCallParams;
 use gsv_protocol::{ErrorCode, ErrorShape, NamespacedName};
@@ -47,28 +49,6 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-
-/// Who is calling.
-pub struct Caller<'a> {
-    pub name: &'a str,
-    pub token_id: &'a str,
-    pub policy: &'a Policy,
-    /// The caller's WebSocket connection, for approval events.
-    pub agent: Option<&'a AgentHandle>,
-    /// Where the node's `call.progress` events for this call go, if the caller wants them.
-    pub progress: Option<ProgressSink>,
-    /// Asks the caller's own user to approve a call that needs approval, before (or
-    /// instead of) the operator queue: the MCP client's user through elicitation.
-    pub asker: Option<&'a dyn ApprovalAsker>,
-    /// The fan-out this call is one node's part of: its one approval decision.
-    pub fanout: Option<&'a FanoutApproval>,
-    /// The job this call is (`async`): how it is sent is recorded in the job, so a
-    /// restarted gateway can ask the node for it again ([`crate::reattach`]).
-    pub job: Option<&'a str>,
-    /// The replica that forwarded this call (cluster mode): it is routed here or not at
-    /// all, never forwarded again.
-    pub from_replica: Option<&'a FromReplica>,
-}
 
 /// A call another replica forwarded here (cluster mode).
 pub struct FromReplica {
@@ -111,28 +91,6 @@ pub trait ApprovalAsker: Send + Sync {
 
     /// Told when the call waits in the operator queue instead, so the caller can say so.
     fn queued(&self, _request: &ApprovalRequest) {}
-}
-
-impl<'a> Caller<'a> {
-    pub fn from_agent(agent: &'a AgentHandle) -> Self {
-        Caller {
-            name: &agent.name,
-            token_id: &agent.token_id,
-            policy: &agent.policy,
-            agent: Some(agent),
-            progress: None,
-            asker: None,
-            fanout: None,
-            job: None,
-            from_replica: None,
-        }
-    }
-
-    /// The same caller, with a sink for the call's progress events.
-    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
-        self.progress = Some(sink);
-        self
-    }
 }
 
 /// One call being routed, past its checks: what approval and delivery need.
