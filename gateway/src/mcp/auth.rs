@@ -185,6 +185,10 @@ pub struct Gate {
     pub max_sessions: usize,
 }
 
+/// When a request reached `/mcp` (before rmcp answered anything of it).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrived(pub Instant);
+
 /// The middleware in front of `/mcp`: `Origin` check, then Bearer authentication.
 pub async fn require_bearer(
     State(gate): State<Gate>,
@@ -192,6 +196,7 @@ pub async fn require_bearer(
     mut req: Request,
     next: Next,
 ) -> Response {
+    req.extensions_mut().insert(Arrived(Instant::now()));
     let shared = &gate.shared;
     if let Err(why) = check_origin(req.headers()) {
         tracing::warn!(%peer, why, "MCP request from a foreign Origin refused");

@@ -276,6 +276,14 @@ fn url_view(extensions: &rmcp::model::Extensions) -> UrlView {
         .unwrap_or_default()
 }
 
+/// When the request arrived (put there by the auth middleware).
+fn arrived(extensions: &rmcp::model::Extensions) -> Option<std::time::Instant> {
+    let parts: Option<&axum::http::request::Parts> = extensions.get();
+    parts
+        .and_then(|p| p.extensions.get::<super::auth::Arrived>())
+        .map(|a| a.0)
+}
+
 /// The authenticated caller of the request (put there by the auth middleware).
 fn principal(extensions: &rmcp::model::Extensions) -> Result<McpPrincipal, ErrorData> {
     let parts: Option<&axum::http::request::Parts> = extensions.get();
@@ -584,6 +592,16 @@ impl ServerHandler for McpHandler {
         let stop = self.scope.0.child_token();
         let mut wake = Wakers::of(self.shared(), &lens);
         let mut last = Seen::now(&self.state, &lens, None).await;
+        // rmcp acknowledged the stream before this handler ran, and a client may act
+        // on the acknowledgment at once: a `fleet_use` / `fleet_release` made since the
+        // request arrived is in `last` already, so it is announced here.
+        let arrived = arrived(&context.request_context().extensions);
+        if tools
+            && arrived.is_some_and(|t| lens.used.changed_since(t))
+            && context.sink().notify_tool_list_changed().await.is_err()
+        {
+            return Ok(());
+        }
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),

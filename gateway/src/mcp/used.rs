@@ -17,6 +17,7 @@
 use dashmap::DashMap;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 use tokio::sync::watch;
 
 /// Most nodes one set holds.
@@ -31,6 +32,9 @@ const SWEEP_AT: usize = 1_024;
 pub struct Used {
     nodes: Mutex<BTreeSet<String>>,
     changed: watch::Sender<u64>,
+    /// When the set last changed: a listen stream that starts after a change made
+    /// since its request arrived announces it ([`Used::changed_since`]).
+    last_change: Mutex<Option<Instant>>,
 }
 
 impl Default for Used {
@@ -38,6 +42,7 @@ impl Default for Used {
         Used {
             nodes: Mutex::new(BTreeSet::new()),
             changed: watch::Sender::new(0),
+            last_change: Mutex::new(None),
         }
     }
 }
@@ -71,7 +76,7 @@ impl Used {
         set.extend(added.iter().cloned());
         drop(set);
         if !added.is_empty() {
-            self.changed.send_modify(|n| *n += 1);
+            self.moved();
         }
         Ok(added)
     }
@@ -91,9 +96,23 @@ impl Used {
         };
         drop(set);
         if !released.is_empty() {
-            self.changed.send_modify(|n| *n += 1);
+            self.moved();
         }
         released
+    }
+
+    /// Tells the watchers, and notes when.
+    fn moved(&self) {
+        *self.last_change.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the set changed at or after `t`.
+    pub fn changed_since(&self, t: Instant) -> bool {
+        self.last_change
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at >= t)
     }
 
     /// The nodes in use, sorted.
@@ -139,6 +158,23 @@ impl UsedByToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_change_is_dated_for_the_listen_streams_that_start_after_it() {
+        let used = Used::default();
+        let before = Instant::now();
+        assert!(!used.changed_since(before), "nothing changed yet");
+        used.add(&["web1".to_owned()]).expect("room");
+        assert!(used.changed_since(before));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let later = Instant::now();
+        // Adding what is in use already, or releasing what is not, changes nothing.
+        used.add(&["web1".to_owned()]).expect("room");
+        assert!(used.release(Some(&["db1".to_owned()])).is_empty());
+        assert!(!used.changed_since(later));
+        used.release(None);
+        assert!(used.changed_since(later));
+    }
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
