@@ -96,6 +96,7 @@ const FLOORS: &[(&str, Floor)] = &[
     ("webhook", Floor::Core),
     ("cluster", Floor::Cluster),
     ("fanout", Floor::Fleet),
+    ("fleet", Floor::Fleet),
     ("agent_session", Floor::Door),
     ("console", Floor::Door),
     ("http", Floor::Door),
@@ -116,11 +117,9 @@ const KNOWN: &[(&str, &str)] = &[
     ("router/mod.rs", "cluster"),
     ("state.rs", "cluster"),
     ("state.rs", "console"),
-    // The ways in that still call the cluster backend themselves.
-    ("agent_session.rs", "cluster"),
-    ("console/reads.rs", "cluster"),
+    // The inbound replica link is a way in that still lives in the cluster backend
+    // (`cluster::link::endpoint`, routed by http.rs).
     ("http.rs", "cluster"),
-    ("mcp/nodes.rs", "cluster"),
 ];
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:

@@ -10,7 +10,6 @@ use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
 use crate::handshake::{self, Handshake, HandshakeError};
-use crate::inventory::{show_node, viewer};
 use crate::operator::Authority;
 use crate::policy::Policy;
 use crate::router;
@@ -177,90 +176,55 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
         } => match method {
             Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
             Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
+            // Answered off the connection's reading: in cluster mode the other
+            // replicas are asked too (a short wait).
             Method::ToolsList => {
-                let tools = shared
-                    .registry
-                    .tool_entries(|n, c| agent.policy.visible(n, c));
-                match shared.cluster.clone() {
-                    // Cluster mode: the other replicas' tools too.
-                    Some(cluster) => {
-                        let agent = Arc::clone(agent);
-                        tokio::spawn(async move {
-                            let remote =
-                                crate::cluster::listing::gather_tools(&cluster, &agent.token_id)
-                                    .await;
-                            let tools = crate::cluster::listing::merge_tools(tools, remote);
-                            let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
-                        });
-                    }
-                    None => {
-                        let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
-                    }
-                }
+                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                tokio::spawn(async move {
+                    let tools = crate::fleet::tools(&shared, &agent.policy, &agent.token_id).await;
+                    let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
+                });
             }
             Method::NodesList => {
-                let result = list_nodes(shared, &agent.policy, params.as_deref());
-                match (result, shared.cluster.clone()) {
-                    // Cluster mode: the other replicas' nodes too (a short wait for
-                    // them, off the connection's reading).
-                    (Ok(mut result), Some(cluster)) => {
-                        let agent = Arc::clone(agent);
-                        let select = decode::<NodesListParams>(params.as_deref())
-                            .ok()
-                            .and_then(|p| p.select);
-                        tokio::spawn(async move {
-                            let remote = crate::cluster::listing::gather(
-                                &cluster,
-                                &agent.token_id,
-                                select.as_deref(),
-                            )
-                            .await;
-                            result.nodes = crate::cluster::listing::merge(result.nodes, remote);
-                            let _ = agent.out.send(encode_ok(&id, &result));
-                        });
-                    }
-                    (Ok(result), None) => {
-                        let _ = agent.out.send(encode_ok(&id, &result));
-                    }
-                    (Err(e), _) => {
-                        let _ = agent.out.send(encode_err(&id, &e));
-                    }
-                }
+                let params = match decode::<NodesListParams>(params.as_deref()) {
+                    Ok(p) => p,
+                    Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
+                };
+                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                tokio::spawn(async move {
+                    let select = params.select.as_deref();
+                    let frame =
+                        match crate::fleet::nodes(&shared, &agent.policy, &agent.token_id, select)
+                            .await
+                        {
+                            Ok(nodes) => encode_ok(
+                                &id,
+                                &NodesListResult {
+                                    nodes,
+                                    gateway_version: crate::VERSION.to_owned(),
+                                },
+                            ),
+                            Err(e) => encode_err(&id, &e.to_shape()),
+                        };
+                    let _ = agent.out.send(frame);
+                });
             }
             Method::NodesShow => {
                 let p = match decode::<NodeIdParams>(params.as_deref()) {
                     Ok(p) => p,
-                    Err(e) => {
-                        let _ = agent.out.send(encode_err(&id, &e.to_shape()));
-                        return;
-                    }
+                    Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
                 };
-                let local = show_node(shared, &agent.policy, &p.id);
-                match (local, shared.cluster.clone()) {
-                    // Cluster mode: a node not online here may be online elsewhere.
-                    (local, Some(cluster)) if !local.as_ref().is_ok_and(|d| d.node.online) => {
-                        let agent = Arc::clone(agent);
-                        tokio::spawn(async move {
-                            let elsewhere = crate::cluster::listing::show_elsewhere(
-                                &cluster,
-                                &agent.token_id,
-                                &p.id,
-                            )
-                            .await;
-                            let frame = match (elsewhere, local) {
-                                (Some(detail), _) | (None, Ok(detail)) => encode_ok(&id, &detail),
-                                (None, Err(e)) => encode_err(&id, &e.to_shape()),
-                            };
-                            let _ = agent.out.send(frame);
-                        });
-                    }
-                    (Ok(detail), _) => {
-                        let _ = agent.out.send(encode_ok(&id, &detail));
-                    }
-                    (Err(e), _) => {
-                        let _ = agent.out.send(encode_err(&id, &e.to_shape()));
-                    }
-                }
+                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                tokio::spawn(async move {
+                    let frame =
+                        match crate::fleet::node(&shared, &agent.policy, &agent.token_id, &p.id)
+                            .await
+                        {
+                            Ok(detail) => encode_ok(&id, &detail),
+                            Err(e) => encode_err(&id, &e.to_shape()),
+                        };
+                    let _ = agent.out.send(frame);
+                });
             }
             Method::JobsList | Method::JobsGet | Method::JobsCancel => {
                 jobs_request(shared, agent, id, method, params)
@@ -526,25 +490,6 @@ fn start_fanout(
     });
 }
 
-/// `nodes.list`: the nodes `policy` may see, with their labels, narrowed by the
-/// optional selector in `params` (`{select}`).
-fn list_nodes(
-    shared: &Shared,
-    policy: &Policy,
-    params: Option<&RawValue>,
-) -> Result<NodesListResult, ErrorShape> {
-    let params: NodesListParams = decode(params)?;
-    let selector = params
-        .select
-        .as_deref()
-        .map(crate::inventory::parse_selector)
-        .transpose()?;
-    Ok(NodesListResult {
-        nodes: crate::inventory::visible_nodes(shared, &viewer(policy), selector.as_ref()),
-        gateway_version: crate::VERSION.to_owned(),
-    })
-}
-
 /// Decodes a request's params (absent params read as `{}`).
 fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T, SessionError> {
     serde_json::from_str(params.map(RawValue::get).unwrap_or("{}")).map_err(SessionError::BadParams)
@@ -584,7 +529,7 @@ fn operator_request(
         let frame = match method {
             Method::ApprovalsList => {
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
-                    Ok(q) => match crate::cluster::approvals::list_everywhere(&shared, q).await {
+                    Ok(q) => match crate::fleet::approvals(&shared, q).await {
                         Ok(page) => encode_ok(&id, &page),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     },

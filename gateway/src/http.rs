@@ -96,25 +96,8 @@ async fn nodes(
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
     let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
-    let selector = params
-        .select
-        .as_deref()
-        .map(crate::inventory::parse_selector)
-        .transpose()?;
-    let mut nodes = crate::inventory::visible_nodes(
-        &shared,
-        &crate::inventory::viewer(&policy),
-        selector.as_ref(),
-    );
-    if let Some(cluster) = &shared.cluster {
-        let remote = crate::cluster::listing::gather(
-            cluster,
-            principal.token_id(),
-            params.select.as_deref(),
-        )
-        .await;
-        nodes = crate::cluster::listing::merge(nodes, remote);
-    }
+    let select = params.select.as_deref();
+    let nodes = crate::fleet::nodes(&shared, &policy, principal.token_id(), select).await?;
     Ok(Json(NodesListResult {
         nodes,
         gateway_version: crate::VERSION.to_owned(),
@@ -144,17 +127,8 @@ async fn node_show(
 ) -> Result<Response, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let local = crate::inventory::show_node(&shared, &policy, &id);
-    if let Some(cluster) = &shared.cluster {
-        if !local.as_ref().is_ok_and(|d| d.node.online) {
-            if let Some(detail) =
-                crate::cluster::listing::show_elsewhere(cluster, principal.token_id(), &id).await
-            {
-                return Ok(Json(detail).into_response());
-            }
-        }
-    }
-    Ok(Json(local?).into_response())
+    let detail = crate::fleet::node(&shared, &policy, principal.token_id(), &id).await?;
+    Ok(Json(detail).into_response())
 }
 
 /// `POST /v1/nodes/{id}/accept-tools`: accepts what the node offers now.
@@ -176,11 +150,7 @@ async fn tools(
 ) -> Result<Json<ToolsListResult>, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let mut tools = shared.registry.tool_entries(|n, c| policy.visible(n, c));
-    if let Some(cluster) = &shared.cluster {
-        let remote = crate::cluster::listing::gather_tools(cluster, principal.token_id()).await;
-        tools = crate::cluster::listing::merge_tools(tools, remote);
-    }
+    let tools = crate::fleet::tools(&shared, &policy, principal.token_id()).await;
     Ok(Json(ToolsListResult { tools }))
 }
 
@@ -321,7 +291,7 @@ async fn approvals_list(
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     operators_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = crate::cluster::approvals::list_everywhere(&shared, q).await?;
+    let page = crate::fleet::approvals(&shared, q).await?;
     Ok(Json(page).into_response())
 }
 

@@ -16,7 +16,8 @@
 //!   (node WebSocket), [`http`] (admin API, health, metrics), [`mcp`], [`console`],
 //!   [`install`] (the installer's route) and the accept loop (`listener`);
 //! - **fleet**, operations over the whole fleet, local and on the other replicas:
-//!   [`fanout`] (more to come: the doors' node lists, tool lists and approvals);
+//!   [`fleet`] (the node list, a node, the tool list, approval pages: what every door
+//!   asks) and [`fanout`];
 //! - **cluster**, cluster mode's NATS backend ([`cluster`]), under the fleet floor;
 //! - **core**, what the gateway is whoever asks: [`router`], [`registry`],
 //!   [`toolset`], [`policy`], [`approvals`], [`audit`], [`budget`], [`jobs`],
@@ -40,6 +41,7 @@ pub mod console;
 pub mod datadir;
 pub mod error;
 pub mod fanout;
+pub mod fleet;
 pub mod handshake;
 pub mod http;
 pub mod install;

@@ -182,7 +182,7 @@ pub async fn approvals(
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     guard::reader(&shared, &headers).await?;
-    let page = crate::cluster::approvals::list_everywhere(&shared, query(q)?).await?;
+    let page = crate::fleet::approvals(&shared, query(q)?).await?;
     Ok(Json(page).into_response())
 }
 

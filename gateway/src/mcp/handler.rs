@@ -322,7 +322,7 @@ struct Changes {
 struct Seen {
     tools: u64,
     nodes: u64,
-    /// Cluster mode: [`crate::cluster::directory::Directory::epoch`] when the other
+    /// Cluster mode: [`crate::fleet::elsewhere_epoch`] when the other
     /// replicas' nodes were last gathered, and what they held for the session.
     remote_epoch: u64,
     remote: Option<Arc<nodes::RemoteFleet>>,
@@ -338,25 +338,22 @@ impl Seen {
         let mut lens = lens.clone();
         // What the lens was made with is gathered again, not reused.
         lens.remote = None;
-        let (remote_epoch, remote) = match &shared.cluster {
+        let (remote_epoch, remote) = match crate::fleet::elsewhere_epoch(shared) {
             None => (0, None),
-            Some(cluster) => {
-                let epoch = cluster.directory.epoch();
-                match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
-                    Some(l) => (epoch, l.remote.clone()),
-                    None => {
-                        let select = lens.select.as_ref().map(|s| s.to_string());
-                        let fleet = state
-                            .gathered
-                            .get(&lens.who.token_id, select.as_deref(), epoch, || async {
-                                let gathered = nodes::with_remote(shared, lens.clone()).await;
-                                gathered.remote.unwrap_or_default()
-                            })
-                            .await;
-                        (epoch, Some(fleet))
-                    }
+            Some(epoch) => match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
+                Some(l) => (epoch, l.remote.clone()),
+                None => {
+                    let select = lens.select.as_ref().map(|s| s.to_string());
+                    let fleet = state
+                        .gathered
+                        .get(&lens.who.token_id, select.as_deref(), epoch, || async {
+                            let gathered = nodes::with_remote(shared, lens.clone()).await;
+                            gathered.remote.unwrap_or_default()
+                        })
+                        .await;
+                    (epoch, Some(fleet))
                 }
-            }
+            },
         };
         lens.remote = remote.clone();
         Seen {

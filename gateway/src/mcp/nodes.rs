@@ -61,19 +61,15 @@ pub struct RemoteFleet {
 /// `lens` with what the other replicas hold for it (cluster mode; unchanged
 /// otherwise, or when it has it already).
 pub async fn with_remote(shared: &Shared, mut lens: Lens) -> Lens {
-    let Some(cluster) = &shared.cluster else {
-        return lens;
-    };
-    if lens.remote.is_some() {
+    if shared.cluster.is_none() || lens.remote.is_some() {
         return lens;
     }
     let select = lens.select.as_ref().map(|s| s.to_string());
     let token = lens.who.token_id.clone();
-    let (nodes, entries) = tokio::join!(
-        crate::cluster::listing::gather(cluster, &token, select.as_deref()),
-        crate::cluster::listing::gather_tools(cluster, &token),
-    );
-    lens.remote = Some(Arc::new(RemoteFleet { nodes, entries }));
+    if let Some((nodes, entries)) = crate::fleet::elsewhere(shared, &token, select.as_deref()).await
+    {
+        lens.remote = Some(Arc::new(RemoteFleet { nodes, entries }));
+    }
     lens
 }
 
@@ -93,7 +89,7 @@ pub fn visible_nodes(
     };
     let local = inventory::visible_nodes(shared, &viewer, None);
     let summaries = match remote {
-        Some(r) => crate::cluster::listing::merge(local, r.nodes.clone()),
+        Some(r) => crate::fleet::merge_nodes(local, r.nodes.clone()),
         None => local,
     };
     let mut cards: Vec<NodeCard> = summaries
@@ -276,7 +272,7 @@ fn entries_where(
                 .filter(|e| named(&e.name))
                 .cloned()
                 .collect();
-            crate::cluster::listing::merge_tools(local, remote)
+            crate::fleet::merge_tools(local, remote)
         }
         None => local,
     }

@@ -1,0 +1,102 @@
+//! The fleet as the ways in ask for it: each operation written once, in the same order
+//! — this gateway's part under the caller's policy, then (cluster mode) the other
+//! replicas' part, asked of them as the same token, then one merged answer (an online
+//! copy of a node or tool wins over an offline one).
+//!
+//! The agent WebSocket, the HTTP API, MCP and the console call these instead of the
+//! inventory and the cluster backend each on their own, so a node list, a node's
+//! detail, a tool list or an approval page is the same whichever door it is asked
+//! through, and a door never reaches the cluster itself.
+
+use crate::approvals::{ApprovalError, ListPage, ListQuery};
+use crate::cluster::listing;
+use crate::inventory::{self, InventoryError};
+use crate::offers::OfferError;
+use crate::policy::Policy;
+use crate::state::Shared;
+use gsv_protocol::method::{NodeSummary, ToolEntry};
+use gsv_protocol::offer::NodeDetail;
+
+/// Every node `policy` may see, narrowed by the selector `select` (checked first: a
+/// bad one is an error before anything is asked), sorted by id; in cluster mode the
+/// other replicas' nodes too, as `token_id` sees them there.
+pub async fn nodes(
+    shared: &Shared,
+    policy: &Policy,
+    token_id: &str,
+    select: Option<&str>,
+) -> Result<Vec<NodeSummary>, InventoryError> {
+    let selector = select.map(inventory::parse_selector).transpose()?;
+    let local = inventory::visible_nodes(shared, &inventory::viewer(policy), selector.as_ref());
+    Ok(match &shared.cluster {
+        Some(cluster) => listing::merge(local, listing::gather(cluster, token_id, select).await),
+        None => local,
+    })
+}
+
+/// One node as `policy` may see it: this gateway's copy, or in cluster mode the
+/// replica's that holds it online when this one does not.
+pub async fn node(
+    shared: &Shared,
+    policy: &Policy,
+    token_id: &str,
+    id: &str,
+) -> Result<NodeDetail, OfferError> {
+    let local = inventory::show_node(shared, policy, id);
+    if let Some(cluster) = &shared.cluster {
+        if !local.as_ref().is_ok_and(|d| d.node.online) {
+            if let Some(detail) = listing::show_elsewhere(cluster, token_id, id).await {
+                return Ok(detail);
+            }
+        }
+    }
+    local
+}
+
+/// Every tool `policy` may see, by namespaced name; in cluster mode the other
+/// replicas' tools too.
+pub async fn tools(shared: &Shared, policy: &Policy, token_id: &str) -> Vec<ToolEntry> {
+    let local = shared.registry.tool_entries(|n, c| policy.visible(n, c));
+    match &shared.cluster {
+        Some(cluster) => {
+            listing::merge_tools(local, listing::gather_tools(cluster, token_id).await)
+        }
+        None => local,
+    }
+}
+
+/// One page of approval requests, every replica's in cluster mode.
+pub async fn approvals(shared: &Shared, query: ListQuery) -> Result<ListPage, ApprovalError> {
+    crate::cluster::approvals::list_everywhere(shared, query).await
+}
+
+/// What the other replicas hold for `token_id` (nodes narrowed by `select`, and
+/// tools), for a door that keeps it to merge with later listings of its own; `None`
+/// on a gateway that runs alone.
+pub async fn elsewhere(
+    shared: &Shared,
+    token_id: &str,
+    select: Option<&str>,
+) -> Option<(Vec<NodeSummary>, Vec<ToolEntry>)> {
+    let cluster = shared.cluster.as_ref()?;
+    Some(tokio::join!(
+        listing::gather(cluster, token_id, select),
+        listing::gather_tools(cluster, token_id),
+    ))
+}
+
+/// A number that moves whenever which replica holds which node changes (cluster
+/// mode; `None` alone): what [`elsewhere`] found stays good while it stands still.
+pub fn elsewhere_epoch(shared: &Shared) -> Option<u64> {
+    shared.cluster.as_ref().map(|c| c.directory.epoch())
+}
+
+/// `local` and another replica's nodes as one list by id, an online copy first.
+pub fn merge_nodes(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
+    listing::merge(local, remote)
+}
+
+/// `local` and another replica's tools as one list by name, an online copy first.
+pub fn merge_tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
+    listing::merge_tools(local, remote)
+}
