@@ -113,7 +113,6 @@ const FLOORS: &[(&str, Floor)] = &[
 /// be added.
 const KNOWN: &[(&str, &str)] = &[
     // Cluster mode reached from the core (to go behind a `Peers` trait).
-    ("jobs.rs", "cluster"),
     ("router/mod.rs", "cluster"),
     ("state.rs", "cluster"),
     ("state.rs", "console"),

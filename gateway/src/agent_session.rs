@@ -393,7 +393,7 @@ fn jobs_request(
                     Ok(p) => {
                         let reader = agent.as_ref().into();
                         let job = if method == Method::JobsCancel {
-                            crate::jobs::cancel(&shared, reader, &p.id).await
+                            crate::fleet::cancel_job(&shared, reader, &p.id).await
                         } else {
                             crate::jobs::get(&shared, reader, &p.id).await
                         };

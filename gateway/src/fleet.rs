@@ -11,9 +11,11 @@
 use crate::approvals::{ApprovalError, ListPage, ListQuery};
 use crate::cluster::listing;
 use crate::inventory::{self, InventoryError};
+use crate::jobs::{self, JobError, Reader};
 use crate::offers::OfferError;
 use crate::policy::Policy;
 use crate::state::Shared;
+use gsv_protocol::job::Job;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::offer::NodeDetail;
 
@@ -68,6 +70,21 @@ pub async fn tools(shared: &Shared, policy: &Policy, token_id: &str) -> Vec<Tool
 /// One page of approval requests, every replica's in cluster mode.
 pub async fn approvals(shared: &Shared, query: ListQuery) -> Result<ListPage, ApprovalError> {
     crate::cluster::approvals::list_everywhere(shared, query).await
+}
+
+/// `jobs.cancel`: cancels a running job `reader` may cancel, wherever it runs (in
+/// cluster mode another replica's job is cancelled by that replica); the job as it is
+/// then.
+pub async fn cancel_job(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
+    jobs::cancellable(shared, reader, id).await?;
+    if let Some(cluster) = &shared.cluster {
+        if let Some(owner) = jobs::owner_elsewhere(shared, id).await? {
+            return crate::cluster::jobs::cancel_at(cluster, &owner, id)
+                .await
+                .map_err(JobError::Elsewhere);
+        }
+    }
+    jobs::cancel(shared, reader, id).await
 }
 
 /// What the other replicas hold for `token_id` (nodes narrowed by `select`, and

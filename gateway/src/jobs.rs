@@ -375,23 +375,28 @@ pub async fn get(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, J
     }
 }
 
-/// `jobs.cancel`: cancels a running job `reader` may see (the call ends `cancelled`,
-/// as a cancelled call does); returns the job as it is then. A job that already ended
-/// is returned unchanged.
-pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
+/// The job `reader` may cancel: one it may see and, for a read-only reader, its own.
+pub async fn cancellable(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
     let job = get(shared, reader, id).await?;
     if reader.read_only && job.summary.token_id != reader.token_id {
         return Err(JobError::ReadOnly { id: id.to_owned() });
     }
-    // Another replica's job (cluster mode): its owner cancels it.
-    if let Some(cluster) = &shared.cluster {
-        let wanted = id.to_owned();
-        if let Some(owner) = blocking(&shared.store, move |s| s.job_owner(&wanted)).await? {
-            return crate::cluster::jobs::cancel_at(cluster, &owner, id)
-                .await
-                .map_err(JobError::Elsewhere);
-        }
-    }
+    Ok(job)
+}
+
+/// The replica that runs job `id`, when it is a copy of another replica's job
+/// (cluster mode); `None` for this gateway's own.
+pub async fn owner_elsewhere(shared: &Shared, id: &str) -> Result<Option<String>, JobError> {
+    let wanted = id.to_owned();
+    blocking(&shared.store, move |s| s.job_owner(&wanted)).await
+}
+
+/// Cancels this gateway's running job `id` that `reader` may cancel (the call ends
+/// `cancelled`, as a cancelled call does); returns the job as it is then. A job that
+/// already ended is returned unchanged. Another replica's job is cancelled through
+/// [`crate::fleet::cancel_job`].
+pub async fn cancel(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
+    cancellable(shared, reader, id).await?;
     if let Some(job) = shared.running_jobs.get(id) {
         tracing::info!(job = id, "job cancelled");
         job.cancel.cancel();
