@@ -557,13 +557,13 @@ fn operator_request(
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
-                Ok(p) => match shared
-                    .decide_approval(
-                        &p.id,
-                        p.decision,
-                        &authority.decider("operator", &agent.name),
-                    )
-                    .await
+                Ok(p) => match crate::fleet::decide_approval(
+                    &shared,
+                    &p.id,
+                    p.decision,
+                    &authority.decider("operator", &agent.name),
+                )
+                .await
                 {
                     Ok(req) => encode_ok(&id, &req),
                     Err(e) => encode_err(&id, &e.to_shape()),

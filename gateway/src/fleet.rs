@@ -8,7 +8,7 @@
 //! detail, a tool list or an approval page is the same whichever door it is asked
 //! through, and a door never reaches the cluster itself.
 
-use crate::approvals::{ApprovalError, ListPage, ListQuery};
+use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::cluster::listing;
 use crate::inventory::{self, InventoryError};
 use crate::jobs::{self, JobError, Reader};
@@ -70,6 +70,29 @@ pub async fn tools(shared: &Shared, policy: &Policy, token_id: &str) -> Vec<Tool
 /// One page of approval requests, every replica's in cluster mode.
 pub async fn approvals(shared: &Shared, query: ListQuery) -> Result<ListPage, ApprovalError> {
     crate::cluster::approvals::list_everywhere(shared, query).await
+}
+
+/// Decides approval request `id` as `by` (the CLI, the HTTP API, the WebSocket method
+/// and the console all come here): this replica's request, or in cluster mode the
+/// replica's that opened it; recorded in the audit log and told to operators and
+/// agents once, whichever decided it.
+pub async fn decide_approval(
+    shared: &Shared,
+    id: &str,
+    decision: Verdict,
+    by: &str,
+) -> Result<ApprovalRequest, ApprovalError> {
+    let result = shared.approvals.decide(id, decision, by).await;
+    let result = match (&result, &shared.cluster) {
+        (Err(ApprovalError::NotFound { .. }), Some(cluster)) => {
+            crate::cluster::approvals::decide_elsewhere(cluster, id, decision, by)
+                .await
+                .unwrap_or(result)
+        }
+        _ => result,
+    };
+    shared.announce_decision(id, decision, by, &result);
+    result
 }
 
 /// `jobs.cancel`: cancels a running job `reader` may cancel, wherever it runs (in

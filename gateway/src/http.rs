@@ -310,7 +310,7 @@ async fn approvals_decide(
     let body: gsv_protocol::method::ApprovalDecision =
         serde_json::from_slice(&body).map_err(HttpError::BadDecision)?;
     let by = authority.decider("admin-api", principal.name());
-    let req = shared.decide_approval(&id, body.decision, &by).await?;
+    let req = crate::fleet::decide_approval(&shared, &id, body.decision, &by).await?;
     Ok(Json(req).into_response())
 }
 

@@ -148,33 +148,11 @@ pub struct RunningJob {
 }
 
 impl Shared {
-    /// Decides a request, records the decision in the audit log and tells operators and
-    /// agents (the shared path of the CLI, the HTTP API and the WebSocket method). Lives
-    /// here, not in `approvals`, so approvals do not depend on the state that holds them.
-    ///
-    /// In cluster mode a request this replica does not know is decided by the replica
-    /// that opened it ([`crate::cluster::approvals`]).
-    pub async fn decide_approval(
-        &self,
-        id: &str,
-        decision: crate::approvals::Verdict,
-        by: &str,
-    ) -> Result<crate::approvals::ApprovalRequest, crate::approvals::ApprovalError> {
-        let result = self.approvals.decide(id, decision, by).await;
-        let result = match (&result, &self.cluster) {
-            (Err(crate::approvals::ApprovalError::NotFound { .. }), Some(cluster)) => {
-                crate::cluster::approvals::decide_elsewhere(cluster, id, decision, by)
-                    .await
-                    .unwrap_or(result)
-            }
-            _ => result,
-        };
-        self.announce_decision(id, decision, by, &result);
-        result
-    }
-
-    /// [`Shared::decide_approval`] for a request this replica opened, decided for
-    /// another replica's operator.
+    /// Decides a request this replica opened, records the decision in the audit log and
+    /// tells operators and agents. Lives here, not in `approvals`, so approvals do not
+    /// depend on the state that holds them. The doors decide through
+    /// [`crate::fleet::decide_approval`], which finds another replica's request too;
+    /// this is also how a replica decides for another replica's operator.
     pub(crate) async fn decide_here(
         &self,
         id: &str,
@@ -187,7 +165,7 @@ impl Shared {
     }
 
     /// The audit row, the console's refresh and the agents' events of a decision.
-    fn announce_decision(
+    pub(crate) fn announce_decision(
         &self,
         id: &str,
         decision: crate::approvals::Verdict,

@@ -34,9 +34,7 @@ pub async fn decide(
 ) -> Result<Response, ApiError> {
     let session = guard::writer(&shared, &headers, Role::can_decide, "deciding approvals").await?;
     let d: gsv_protocol::method::ApprovalDecision = body(&bytes)?;
-    let req = shared
-        .decide_approval(&id, d.decision, &session.actor)
-        .await?;
+    let req = crate::fleet::decide_approval(&shared, &id, d.decision, &session.actor).await?;
     Ok(Json(req).into_response())
 }
 
