@@ -1,4 +1,4 @@
-//! The gateway's floors, held against its sources.
+//! The floors of the gateway and of the node, held against their sources.
 //!
 //! Every module of `gateway/src` stands on one floor (see `gateway/src/lib.rs`):
 //!
@@ -11,12 +11,16 @@
 //!   installer's route, the accept loop);
 //! - **assembly**: `lib.rs` and `server.rs`, which put the floors together.
 //!
+//! The node's floors are [`NODE_FLOORS`] (ground, guards, tools, serving,
+//! connection).
+//!
 //! A file may name (`crate::…`, in code, not in comments or unit tests) only modules
 //! on its own floor or the floors it stands on. This test reads every source file and
-//! fails on an import against the floors that [`KNOWN`] does not list, and on an entry
-//! of [`KNOWN`] that no longer happens: the list only shrinks, and with it the work
-//! left. A module missing from [`FLOORS`] fails it too, so no new module goes
-//! unplaced. The checker's own tests plant forbidden imports and see them caught.
+//! fails on an import against the floors that the crate's known list
+//! ([`GATEWAY_KNOWN`], [`NODE_KNOWN`]) does not hold, and on an entry of it that no
+//! longer happens: the lists only shrink, and with them the work left. A module
+//! without a floor fails it too, so no new module goes unplaced. The checker's own
+//! tests plant forbidden imports and see them caught.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -46,7 +50,7 @@ impl Floor {
 }
 
 /// Each top-level module of `gateway/src` and its floor.
-const FLOORS: &[(&str, Floor)] = &[
+const GATEWAY_FLOORS: &[(&str, Floor)] = &[
     ("admission", Floor::Core),
     ("agent_conns", Floor::Core),
     ("approvals", Floor::Core),
@@ -111,7 +115,7 @@ const FLOORS: &[(&str, Floor)] = &[
 /// Imports against the floors that are still there: (file under `gateway/src`, the
 /// module it names). Each goes when the code it names moves to its floor; none may
 /// be added.
-const KNOWN: &[(&str, &str)] = &[
+const GATEWAY_KNOWN: &[(&str, &str)] = &[
     // Cluster mode reached from the core (to go behind a `Peers` trait).
     ("router/mod.rs", "cluster"),
     ("state.rs", "cluster"),
@@ -123,7 +127,7 @@ const KNOWN: &[(&str, &str)] = &[
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:
 /// defined in `lib.rs`, named by every floor).
-const ROOT_ITEMS: &[(&str, Option<&str>)] = &[
+const GATEWAY_ROOT_ITEMS: &[(&str, Option<&str>)] = &[
     ("VERSION", None),
     ("GatewayConfig", Some("config")),
     ("Policy", Some("policy")),
@@ -138,18 +142,129 @@ const ROOT_ITEMS: &[(&str, Option<&str>)] = &[
     ("TokenKind", Some("token")),
 ];
 
-fn floor_of(module: &str) -> Option<Floor> {
-    FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
-}
-
-/// The floor of what `crate::NAME` names: a module's, or a root item's module's.
-fn floor_named(name: &str) -> Option<Floor> {
-    match ROOT_ITEMS.iter().find(|(n, _)| *n == name) {
-        Some((_, None)) => Some(Floor::Core),
-        Some((_, Some(module))) => floor_of(module),
-        None => floor_of(name),
+/// The gateway's floor of what `crate::NAME` names: a module's, or a root item's
+/// module's.
+fn gateway_floor(name: &str) -> Option<u8> {
+    let of = |m: &str| {
+        GATEWAY_FLOORS
+            .iter()
+            .find(|(n, _)| *n == m)
+            .map(|(_, f)| *f as u8)
+    };
+    match GATEWAY_ROOT_ITEMS.iter().find(|(n, _)| *n == name) {
+        Some((_, None)) => Some(Floor::Core as u8),
+        Some((_, Some(module))) => of(module),
+        None => of(name),
     }
 }
+
+fn gateway_may_use(from: u8, to: u8) -> bool {
+    let floor = |n: u8| match n {
+        0 => Floor::Core,
+        1 => Floor::Cluster,
+        2 => Floor::Fleet,
+        3 => Floor::Door,
+        _ => Floor::Assembly,
+    };
+    floor(from).may_use(floor(to))
+}
+
+/// The node's floors, from the ground up: each may name its own and those below.
+///
+/// - **ground**: host facts and primitives (backoff, events, facts, probe, ledger,
+///   journal, selection, login profile, the `Tool` trait);
+/// - **guards**: what no gateway can switch off, and the process sessions (guards,
+///   sessions, the settings);
+/// - **tools**: the tools, local and on another host (`tools`, `remote`);
+/// - **serving**: the tool set offered, the node's credential, transfers, the state
+///   of one run;
+/// - **connection**: the dial, the handshake, dispatch, recovery, the reconnect loop,
+///   enrollment, the run's error, and `lib.rs`.
+const NODE_FLOORS: &[(&str, u8)] = &[
+    ("backoff", 0),
+    ("events", 0),
+    ("facts", 0),
+    ("journal", 0),
+    ("ledger", 0),
+    ("login_profile", 0),
+    ("private_file", 0),
+    ("probe", 0),
+    ("selection", 0),
+    ("tool", 0),
+    ("config", 1),
+    ("guards", 1),
+    ("sessions", 1),
+    ("remote", 2),
+    ("tools", 2),
+    ("credential", 3),
+    ("registry", 3),
+    ("state", 3),
+    ("transfer", 3),
+    ("dispatch", 4),
+    ("enroll", 4),
+    ("error", 4),
+    ("lib", 4),
+    ("recover", 4),
+    ("registered", 4),
+    ("runner", 4),
+];
+
+/// The node's imports against its floors that are still there.
+const NODE_KNOWN: &[(&str, &str)] = &[
+    // The ground reaching up: facts of a remote host, the protected paths of the
+    // tools in every tool's context, and the PATH search of `exec` in its guard.
+    ("probe.rs", "remote"),
+    ("tool.rs", "tools"),
+    ("guards/approve_exec.rs", "tools"),
+];
+
+/// Items the node's `lib.rs` re-exports, by the module they come from.
+const NODE_ROOT_ITEMS: &[(&str, &str)] = &[
+    ("NodeConfig", "config"),
+    ("NodeError", "error"),
+    ("EventError", "events"),
+    ("EventSender", "events"),
+    ("Registry", "registry"),
+];
+
+fn node_floor(name: &str) -> Option<u8> {
+    let module = NODE_ROOT_ITEMS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(name, |(_, m)| *m);
+    NODE_FLOORS
+        .iter()
+        .find(|(n, _)| *n == module)
+        .map(|(_, f)| *f)
+}
+
+/// One crate's floor plan.
+struct Plan {
+    /// Its source folder, under the workspace.
+    src: &'static str,
+    /// The floor of what `crate::NAME` names (`None`: nothing placed).
+    floor: fn(&str) -> Option<u8>,
+    may_use: fn(u8, u8) -> bool,
+    /// Its modules and their floors (for the check of lib.rs's list).
+    modules: fn() -> Vec<&'static str>,
+    known: &'static [(&'static str, &'static str)],
+}
+
+const GATEWAY: Plan = Plan {
+    src: "gateway/src",
+    floor: gateway_floor,
+    may_use: gateway_may_use,
+    modules: || GATEWAY_FLOORS.iter().map(|(m, _)| *m).collect(),
+    known: GATEWAY_KNOWN,
+};
+
+const NODE: Plan = Plan {
+    src: "node/src",
+    floor: node_floor,
+    may_use: |from, to| to <= from,
+    modules: || NODE_FLOORS.iter().map(|(m, _)| *m).collect(),
+    known: NODE_KNOWN,
+};
 
 /// The top-level module a file under `gateway/src` belongs to.
 fn module_of(rel: &str) -> &str {
@@ -329,20 +444,21 @@ fn ident_at(s: &str) -> String {
 /// One import against the floors: the file (under `gateway/src`) and the module.
 type Breach = (String, String);
 
-/// The breaches of one file, given its path under `gateway/src` and its source.
-fn breaches_in(rel: &str, src: &str) -> Result<Vec<Breach>, String> {
+/// The breaches of one file of `plan`'s crate, given its path under the crate's
+/// source folder and its source.
+fn breaches_in(plan: &Plan, rel: &str, src: &str) -> Result<Vec<Breach>, String> {
     let module = module_of(rel);
-    let floor =
-        floor_of(module).ok_or_else(|| format!("{rel}: module {module} has no floor in FLOORS"))?;
+    let floor = (plan.floor)(module)
+        .ok_or_else(|| format!("{rel}: module {module} has no floor in {}", plan.src))?;
     let mut out = Vec::new();
     for named in named_modules(&code_of(src)) {
         if named == module {
             continue;
         }
-        // A name that is neither a module nor a known root item is judged the
-        // assembly's (so it fails everywhere below it until it is placed).
-        let other = floor_named(&named).unwrap_or(Floor::Assembly);
-        if !floor.may_use(other) {
+        // A name that is neither a module nor a known root item is judged the top
+        // floor's (so it fails everywhere below it until it is placed).
+        let other = (plan.floor)(&named).unwrap_or(u8::MAX);
+        if !(plan.may_use)(floor, other) {
             out.push((rel.to_owned(), named));
         }
     }
@@ -365,17 +481,17 @@ fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn gateway_src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/src")
+fn src_of(plan: &Plan) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(plan.src)
 }
 
-#[test]
-fn the_gateway_keeps_to_its_floors() {
-    let root = gateway_src();
+/// Reads every source file of `plan`'s crate and holds it to the plan.
+fn check(plan: &Plan) {
+    let root = src_of(plan);
     let mut files = Vec::new();
     rs_files(&root, &mut files);
     assert!(
-        files.len() > 100,
+        files.len() > 50,
         "read {} files under {}",
         files.len(),
         root.display()
@@ -385,11 +501,11 @@ fn the_gateway_keeps_to_its_floors() {
     for path in &files {
         let rel = path
             .strip_prefix(&root)
-            .expect("under gateway/src")
+            .expect("under the source folder")
             .to_string_lossy()
             .replace('\\', "/");
         let src = std::fs::read_to_string(path).expect("read a source file");
-        match breaches_in(&rel, &src) {
+        match breaches_in(plan, &rel, &src) {
             Ok(b) => found.extend(b),
             Err(e) => unplaced.push(e),
         }
@@ -399,7 +515,8 @@ fn the_gateway_keeps_to_its_floors() {
         "modules without a floor:\n{}",
         unplaced.join("\n")
     );
-    let known: BTreeSet<Breach> = KNOWN
+    let known: BTreeSet<Breach> = plan
+        .known
         .iter()
         .map(|(f, m)| ((*f).to_owned(), (*m).to_owned()))
         .collect();
@@ -407,18 +524,21 @@ fn the_gateway_keeps_to_its_floors() {
     let gone: Vec<_> = known.difference(&found).collect();
     assert!(
         new.is_empty(),
-        "imports against the floors (file under gateway/src, module it names): {new:?}; \
-         move the code to its floor (tests/layers.rs says which may use which)"
+        "imports against the floors (file under {}, module it names): {new:?}; \
+         move the code to its floor (tests/layers.rs says which may use which)",
+        plan.src
     );
     assert!(
         gone.is_empty(),
-        "these imports against the floors are gone: take them out of KNOWN: {gone:?}"
+        "these imports against the floors of {} are gone: take them out of its known \
+         list: {gone:?}",
+        plan.src
     );
 }
 
-#[test]
-fn every_module_of_the_gateway_has_a_floor_and_every_floor_entry_a_module() {
-    let lib = std::fs::read_to_string(gateway_src().join("lib.rs")).expect("lib.rs");
+/// Every module `lib.rs` declares has a floor, and every floor entry is a module.
+fn check_modules(plan: &Plan) {
+    let lib = std::fs::read_to_string(src_of(plan).join("lib.rs")).expect("lib.rs");
     let declared: BTreeSet<String> = code_of(&lib)
         .lines()
         .filter_map(|l| {
@@ -430,12 +550,32 @@ fn every_module_of_the_gateway_has_a_floor_and_every_floor_entry_a_module() {
             Some(l.trim_end_matches(';').to_owned())
         })
         .collect();
-    let placed: BTreeSet<String> = FLOORS
-        .iter()
-        .map(|(m, _)| (*m).to_owned())
-        .filter(|m| m != "lib")
+    let placed: BTreeSet<String> = (plan.modules)()
+        .into_iter()
+        .filter(|m| *m != "lib")
+        .map(str::to_owned)
         .collect();
-    assert_eq!(declared, placed, "lib.rs's modules against FLOORS");
+    assert_eq!(
+        declared, placed,
+        "{}/lib.rs's modules against its floors",
+        plan.src
+    );
+}
+
+#[test]
+fn the_gateway_keeps_to_its_floors() {
+    check(&GATEWAY);
+}
+
+#[test]
+fn the_node_keeps_to_its_floors() {
+    check(&NODE);
+}
+
+#[test]
+fn every_module_has_a_floor_and_every_floor_entry_is_a_module() {
+    check_modules(&GATEWAY);
+    check_modules(&NODE);
 }
 
 #[test]
@@ -469,7 +609,7 @@ fn a_planted_import_against_the_floors_is_caught() {
             "cluster",
         ),
     ] {
-        let got = breaches_in(file, src).expect("placed");
+        let got = breaches_in(&GATEWAY, file, src).expect("placed");
         assert_eq!(
             got,
             vec![(file.to_owned(), module.to_owned())],
@@ -487,12 +627,47 @@ fn a_planted_import_against_the_floors_is_caught() {
         ("server.rs", "use crate::mcp;\n"),
     ] {
         assert_eq!(
-            breaches_in(file, src).expect("placed"),
+            breaches_in(&GATEWAY, file, src).expect("placed"),
             vec![],
             "{file}: {src}"
         );
     }
-    assert!(breaches_in("brand_new.rs", "use crate::time;\n").is_err());
+    assert!(breaches_in(&GATEWAY, "brand_new.rs", "use crate::time;\n").is_err());
+    // The node: a lower floor naming a higher one is caught, the other way is not.
+    for (file, src, module) in [
+        (
+            "sessions/spawn.rs",
+            "use crate::tools::bash::KillOnDrop;\n",
+            "tools",
+        ),
+        (
+            "tools/read.rs",
+            "fn f(r: &crate::Registry) {}\n",
+            "Registry",
+        ),
+        (
+            "facts.rs",
+            "use crate::{backoff, guards::shell};\n",
+            "guards",
+        ),
+    ] {
+        let got = breaches_in(&NODE, file, src).expect("placed");
+        assert_eq!(
+            got,
+            vec![(file.to_owned(), module.to_owned())],
+            "{file}: {src}"
+        );
+    }
+    for (file, src) in [
+        ("tools/read.rs", "use crate::guards::ShellGuard;\n"),
+        ("runner.rs", "use crate::{registry::Registry, tools};\n"),
+    ] {
+        assert_eq!(
+            breaches_in(&NODE, file, src).expect("placed"),
+            vec![],
+            "{file}: {src}"
+        );
+    }
 }
 
 #[test]
@@ -516,13 +691,16 @@ mod tests {
     fn h() { let _ = { crate::cluster::x() }; }
 }
 "##;
-    assert_eq!(breaches_in("policy.rs", src).expect("placed"), vec![]);
+    assert_eq!(
+        breaches_in(&GATEWAY, "policy.rs", src).expect("placed"),
+        vec![]
+    );
     let names = named_modules(&code_of(src));
     assert_eq!(names, BTreeSet::from(["time".to_owned()]));
     // Code after a gated item still counts.
     let src = "#[cfg(test)]\nuse crate::mcp::x;\nfn f() { crate::console::y(); }\n";
     assert_eq!(
-        breaches_in("jobs.rs", src).expect("placed"),
+        breaches_in(&GATEWAY, "jobs.rs", src).expect("placed"),
         vec![("jobs.rs".to_owned(), "console".to_owned())]
     );
 }

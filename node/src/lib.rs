@@ -5,29 +5,30 @@
 //! calls until it is told to stop. It reconnects forever with jittered backoff, so a
 //! gateway restart or a network blip only costs a short gap.
 //!
-//! The pieces, each in its own module:
-//! - [`config`]: what the CLI hands in ([`NodeConfig`]).
-//! - [`runner`]: the reconnect loop ([`run`], [`run_with_registry`]).
-//! - [`enroll`]: one connect that exchanges a join token for the credential, without
-//!   serving (`gsv node install`).
-//! - `connection` / `session` / `dispatch`: one dial + handshake, one live connection,
-//!   and the handling of each request on it.
-//! - [`tool`], [`registry`], [`tools`]: the tool trait, the set a node offers, and the
-//!   tools themselves.
-//! - [`probe`]: which binaries the host has, reported as runtime facts.
-//! - [`facts`]: what the node reports about its host (self-reported: OS, kernel,
-//!   memory, ...), in `connect` and on every `node.probe`.
-//! - [`login_profile`]: whether the files the login shell reads changed since the
-//!   node recorded them (reported as `runtime.loginProfile`).
-//! - [`events`]: node → gateway events from tools (queued while disconnected).
-//! - [`sessions`]: the process session manager behind the Bash and Process tools.
-//! - [`journal`]: what a restarted node process needs to answer for the calls and
-//!   sessions of the one before it (a node crash loses nothing silently).
-//! - [`guards`]: node-side guards no gateway can switch off (the shell blocklist,
-//!   `--approve-shell`, the tools' approval posture; `--read-only` is applied by the
-//!   registry).
-//! - [`selection`]: which tools the node offers (`--tools`, `--without`,
-//!   `--read-only`), applied by the registry.
+//! # Floors
+//!
+//! Each module stands on one floor and names only modules on its own floor or below
+//! (`tests/layers.rs` holds the code to it, with the list of what is still to move):
+//!
+//! - **connection**: [`runner`] (the reconnect loop: [`run`], [`run_with_registry`]),
+//!   `registered` (one live connection after the handshake), `dispatch` (each request
+//!   on it), `recover` (what a restarted process takes over from the journal),
+//!   [`enroll`] (exchanging a join token for the credential, `gsv node install`) and
+//!   [`error`] (why a run stops);
+//! - **serving**: [`registry`] (the set of tools a node offers, with [`selection`]'s
+//!   `--tools`/`--without`/`--read-only` applied), `state` (one run's shared state),
+//!   `credential` and [`transfer`] (`gsv cp`'s node side);
+//! - **tools**: [`tools`], the tools themselves, and [`remote`], the same tools on
+//!   another host (`--ssh`, `--container`);
+//! - **guards**: [`guards`] (what no gateway can switch off: the shell blocklist,
+//!   `--approve-shell`, `--approve-exec`, the approval posture), [`sessions`] (the
+//!   process session manager behind Bash and Process) and [`config`] (what the CLI
+//!   hands in, [`NodeConfig`]);
+//! - **ground**: [`tool`] (the trait), [`probe`] (which binaries the host has),
+//!   [`facts`] (what the node reports about its host, self-reported), [`events`]
+//!   (node → gateway events, queued while disconnected), [`journal`] and [`ledger`]
+//!   (calls and sessions a restarted process answers for), [`login_profile`],
+//!   [`backoff`] and `private_file`.
 
 pub mod backoff;
 pub mod config;
