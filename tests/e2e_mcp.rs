@@ -117,6 +117,24 @@ fn typescript() -> Option<Driver> {
     None
 }
 
+/// Waits until the gateway lists node `id` as known and offline.
+async fn seen_offline(gw: &Gateway, id: &str) {
+    let (url, admin) = (gw.url(), gw.admin_token());
+    eventually(
+        &format!("{id} gone offline"),
+        Duration::from_secs(20),
+        || {
+            let (url, admin) = (url.clone(), admin.clone());
+            async move {
+                let c = AgentClient::connect(&url, &admin).await.ok()?;
+                let nodes = c.list_nodes().await.ok()?;
+                nodes.iter().any(|n| n.id == id && !n.online).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 /// A gateway with an online node `alpha`, an offline node `gone`, and agent tokens.
 struct Fleet {
     gw: Gateway,
@@ -160,20 +178,7 @@ impl Fleet {
         if !alone {
             let mut gone = gw.node("gone", workspace.path()).await;
             gone.kill();
-            let admin = gw.admin_token();
-            let url = gw.url();
-            eventually("node gone offline", Duration::from_secs(20), || {
-                let (url, admin) = (url.clone(), admin.clone());
-                async move {
-                    let c = AgentClient::connect(&url, &admin).await.ok()?;
-                    let nodes = c.list_nodes().await.ok()?;
-                    nodes
-                        .iter()
-                        .any(|n| n.id == "gone" && !n.online)
-                        .then_some(())
-                }
-            })
-            .await;
+            seen_offline(&gw, "gone").await;
         }
         let token = gw.agent_token();
         let limited = gw.token(&[
@@ -442,19 +447,7 @@ impl RunNodes {
         let mut run_c = gw.node("run-c", b.path()).await;
         run_c.kill();
         let run_d = gw.node("run-d", b.path()).await;
-        let (url, admin) = (gw.url(), gw.admin_token());
-        eventually("run-c gone offline", Duration::from_secs(20), || {
-            let (url, admin) = (url.clone(), admin.clone());
-            async move {
-                let c = AgentClient::connect(&url, &admin).await.ok()?;
-                let nodes = c.list_nodes().await.ok()?;
-                nodes
-                    .iter()
-                    .any(|n| n.id == "run-c" && !n.online)
-                    .then_some(())
-            }
-        })
-        .await;
+        seen_offline(gw, "run-c").await;
         let runner = gw.token(&["agent", "runner", "--allow", "*", "--deny", "run-d__Bash"]);
         let other = gw.token(&["agent", "other", "--allow", "*"]);
         let args = vec![
@@ -463,7 +456,7 @@ impl RunNodes {
             "--other-token".to_owned(),
             other,
             "--admin-token".to_owned(),
-            admin,
+            gw.admin_token(),
             "--run-workspace".to_owned(),
             a.path().display().to_string(),
         ];
