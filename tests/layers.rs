@@ -578,6 +578,25 @@ fn every_module_has_a_floor_and_every_floor_entry_is_a_module() {
     check_modules(&NODE);
 }
 
+/// `src`, as `file` of `plan`'s crate, is found to name `module` against the floors.
+fn caught(plan: &Plan, file: &str, src: &str, module: &str) {
+    let got = breaches_in(plan, file, src).expect("placed");
+    assert_eq!(
+        got,
+        vec![(file.to_owned(), module.to_owned())],
+        "{file}: {src}"
+    );
+}
+
+/// `src`, as `file` of `plan`'s crate, keeps to the floors.
+fn quiet(plan: &Plan, file: &str, src: &str) {
+    assert_eq!(
+        breaches_in(plan, file, src).expect("placed"),
+        vec![],
+        "{file}: {src}"
+    );
+}
+
 #[test]
 fn a_planted_import_against_the_floors_is_caught() {
     // The core naming a door, the cluster, or the fleet.
@@ -609,12 +628,7 @@ fn a_planted_import_against_the_floors_is_caught() {
             "cluster",
         ),
     ] {
-        let got = breaches_in(&GATEWAY, file, src).expect("placed");
-        assert_eq!(
-            got,
-            vec![(file.to_owned(), module.to_owned())],
-            "{file}: {src}"
-        );
+        caught(&GATEWAY, file, src, module);
     }
     // What is allowed stays quiet.
     for (file, src) in [
@@ -626,11 +640,7 @@ fn a_planted_import_against_the_floors_is_caught() {
         ("fanout.rs", "crate::cluster::listing::gather(&s);\n"),
         ("server.rs", "use crate::mcp;\n"),
     ] {
-        assert_eq!(
-            breaches_in(&GATEWAY, file, src).expect("placed"),
-            vec![],
-            "{file}: {src}"
-        );
+        quiet(&GATEWAY, file, src);
     }
     assert!(breaches_in(&GATEWAY, "brand_new.rs", "use crate::time;\n").is_err());
     // The node: a lower floor naming a higher one is caught, the other way is not.
@@ -651,22 +661,13 @@ fn a_planted_import_against_the_floors_is_caught() {
             "guards",
         ),
     ] {
-        let got = breaches_in(&NODE, file, src).expect("placed");
-        assert_eq!(
-            got,
-            vec![(file.to_owned(), module.to_owned())],
-            "{file}: {src}"
-        );
+        caught(&NODE, file, src, module);
     }
     for (file, src) in [
         ("tools/read.rs", "use crate::guards::ShellGuard;\n"),
         ("runner.rs", "use crate::{registry::Registry, tools};\n"),
     ] {
-        assert_eq!(
-            breaches_in(&NODE, file, src).expect("placed"),
-            vec![],
-            "{file}: {src}"
-        );
+        quiet(&NODE, file, src);
     }
 }
 
