@@ -72,6 +72,7 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
     ("metrics", Floor::Core),
     ("offers", Floor::Core),
     ("operator", Floor::Core),
+    ("peers", Floor::Core),
     ("policy", Floor::Core),
     ("probe", Floor::Core),
     ("process_sessions", Floor::Core),
@@ -116,8 +117,8 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
 /// module it names). Each goes when the code it names moves to its floor; none may
 /// be added.
 const GATEWAY_KNOWN: &[(&str, &str)] = &[
-    // Cluster mode reached from the core (to go behind a `Peers` trait).
-    ("router/mod.rs", "cluster"),
+    // Cluster mode held by the core's state (to go behind `peers::Peers` with the
+    // rest of what the core asks of the other replicas).
     ("state.rs", "cluster"),
     ("state.rs", "console"),
     // The inbound replica link is a way in that still lives in the cluster backend

@@ -21,8 +21,9 @@
 //! - **cluster**, cluster mode's NATS backend ([`cluster`]), under the fleet floor;
 //! - **core**, what the gateway is whoever asks: [`router`], [`registry`],
 //!   [`toolset`], [`policy`], [`approvals`], [`audit`], [`budget`], [`jobs`],
-//!   [`transfer`], [`store`], [`inventory`], [`changes`], the settings ([`config`])
-//!   and the small pieces under them;
+//!   [`transfer`], [`store`], [`inventory`], [`changes`], [`peers`] (what the core
+//!   asks of the other replicas, cluster mode's backend behind it), the settings
+//!   ([`config`]) and the small pieces under them;
 //! - [`server`] and this file put the floors together.
 
 pub mod admission;
@@ -56,6 +57,7 @@ pub mod metrics;
 pub mod node_session;
 pub mod offers;
 pub mod operator;
+pub mod peers;
 pub mod policy;
 pub mod probe;
 pub mod process_sessions;

@@ -171,7 +171,9 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
                 "cluster: no replica slot (NATS unreachable at this first start): this replica's call ids may meet another's until it restarts with NATS up"
             ),
         }
-        shared.cluster = Some(Arc::new(joined));
+        let joined = Arc::new(joined);
+        shared.peers = Arc::new(crate::cluster::peers::ClusterPeers(joined.clone()));
+        shared.cluster = Some(joined);
     }
     let shared = Arc::new(shared);
     if let Some(cluster) = shared.cluster.clone() {

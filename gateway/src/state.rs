@@ -130,6 +130,11 @@ pub struct Shared {
     pub webhook: Option<crate::webhook::Webhook>,
     /// The cluster this replica belongs to (`--cluster`), if any.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The other replicas, as the core asks them ([`crate::peers`]): [`Alone`] unless
+    /// `--cluster`.
+    ///
+    /// [`Alone`]: crate::peers::Alone
+    pub peers: Arc<dyn crate::peers::Peers>,
     /// The file transfers open now (`transfer.*`).
     pub transfers: crate::transfer::Transfers,
     /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
@@ -238,6 +243,7 @@ impl Shared {
             fanouts: DashMap::new(),
             console,
             changes: Default::default(),
+            peers: Arc::new(crate::peers::Alone),
         }
     }
 

@@ -23,6 +23,7 @@
 //! on A forgets it at once.
 
 use super::Cluster;
+use crate::peers::RoutedElsewhere;
 use crate::reattach::Dispatch;
 use crate::registry::ProgressSink;
 use crate::router::{Caller, DispatchTx, FromReplica, RouteError};
@@ -116,22 +117,6 @@ impl Answer {
     }
 }
 
-/// A forwarded call's outcome, and whether the holder wrote its audit row.
-pub struct Routed {
-    pub outcome: Result<Box<RawValue>, RouteError>,
-    pub audited: bool,
-}
-
-impl From<Result<Box<RawValue>, RouteError>> for Routed {
-    /// An outcome this replica settled itself (it writes the row).
-    fn from(outcome: Result<Box<RawValue>, RouteError>) -> Routed {
-        Routed {
-            outcome,
-            audited: false,
-        }
-    }
-}
-
 /// How long the holder keeps a forwarded caller's policy (a revocation applied here
 /// forgets it at once).
 pub const POLICY_TTL: Duration = Duration::from_secs(30);
@@ -219,7 +204,7 @@ pub async fn forward(
     node: &str,
     params: &ToolsCallParams,
     cancel: &CancellationToken,
-) -> Option<Routed> {
+) -> Option<RoutedElsewhere> {
     if !cluster.connected() {
         return None;
     }
@@ -425,7 +410,7 @@ pub async fn forward(
     {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Some(Routed { outcome, audited })
+    Some(RoutedElsewhere { outcome, audited })
 }
 
 fn internal(message: String) -> RouteError {

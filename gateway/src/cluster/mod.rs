@@ -27,6 +27,7 @@ pub mod jobs;
 pub mod labels;
 pub mod link;
 pub mod listing;
+pub mod peers;
 pub mod presence;
 mod replication;
 mod resume;

@@ -225,16 +225,11 @@ async fn route(
     let Some(node) = shared.registry.get(node_id) else {
         // Cluster mode: another replica may hold the node (a call forwarded here is
         // routed here or not at all).
-        if let (Some(cluster), None) = (&shared.cluster, caller.from_replica) {
-            if let Some(routed) = crate::cluster::calls::forward(
-                cluster,
-                &shared.metrics,
-                caller,
-                node_id,
-                params,
-                &cancel,
-            )
-            .await
+        if caller.from_replica.is_none() {
+            if let Some(routed) = shared
+                .peers
+                .forward(&shared.metrics, caller, node_id, params, &cancel)
+                .await
             {
                 trace.audited_elsewhere = routed.audited;
                 return routed.outcome;
