@@ -216,13 +216,7 @@ fn row_hash(prev: &str, seq: i64, ts: u64, e: &HashedFields<'_>) -> String {
 
 /// Lower-case hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0x0f) as usize] as char);
-    }
-    out
+    ::hex::encode(bytes)
 }
 
 /// SHA-256 (hex) of a JSON value's canonical form (object keys sorted).

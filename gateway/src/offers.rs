@@ -72,7 +72,7 @@ fn definition_digest(def: &gsv_protocol::ToolDef) -> String {
         "requiresApproval": def.requires_approval,
     });
     let digest = Sha256::digest(serde_json::to_vec(&shown).unwrap_or_default());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// Whether `offered` offers tool `name` as `accepted` accepted it: the same

@@ -81,13 +81,7 @@ pub struct ServerTls {
 
 /// SHA-256 of a DER certificate as 64 lowercase hex digits (what `--pin` takes).
 pub fn fingerprint(der: &[u8]) -> String {
-    use std::fmt::Write;
-    Sha256::digest(der)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    hex::encode(Sha256::digest(der))
 }
 
 /// The fingerprint of the first certificate in a PEM file.

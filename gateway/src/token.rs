@@ -115,7 +115,7 @@ pub struct NewToken {
 pub fn generate(kind: TokenKind) -> NewToken {
     let mut rng = rand::rng();
     let id_bytes: [u8; ID_LEN / 2] = rng.random();
-    let id: String = id_bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let id = hex::encode(id_bytes);
     let secret_bytes: [u8; SECRET_BYTES] = rng.random();
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret_bytes);
     let hash = hash_secret(&secret);

@@ -195,11 +195,7 @@ pub fn signature(key: &[u8], body: &[u8]) -> String {
         Err(_) => return String::new(),
     };
     mac.update(body);
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(mac.finalize().into_bytes())
 }
 
 async fn deliver_all(

@@ -283,11 +283,7 @@ pub fn file_state(path: &Path) -> EntryState {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    ::hex::encode(bytes)
 }
 
 /// Why the baseline could not be read or kept.

@@ -62,12 +62,7 @@ pub fn fingerprint(der: &[u8]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    ::hex::encode(bytes)
 }
 
 /// Parses a pin: 64 hex digits, any case, with or without `:` separators, optionally

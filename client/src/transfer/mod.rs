@@ -152,11 +152,7 @@ impl AgentClient {
 
 /// Lower-case hex of a finished SHA-256.
 pub(crate) fn hex(hasher: Sha256) -> String {
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    ::hex::encode(hasher.finalize())
 }
 
 /// An I/O error on a local file, named.

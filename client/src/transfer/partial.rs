@@ -26,10 +26,7 @@ fn prefix(target_name: &str, node: &str, remote: &str) -> String {
     hasher.update(node.as_bytes());
     hasher.update([0]);
     hasher.update(remote.as_bytes());
-    let key: String = hasher.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let key = hex::encode(&hasher.finalize()[..8]);
     let mut name = target_name;
     if name.len() > NAME_KEEP {
         let mut cut = NAME_KEEP;

@@ -194,7 +194,7 @@ fn read_changes(
                     id: r.get(1)?,
                     kind: r.get(2)?,
                     subject: r.get(3)?,
-                    hash: hash.iter().map(|b| format!("{b:02x}")).collect(),
+                    hash: ::hex::encode(hash),
                     policy: r.get(5)?,
                     created_at: r.get(6)?,
                     role: r.get(7)?,
@@ -443,10 +443,7 @@ fn hex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 || s.len() > 256 {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    ::hex::decode(s).ok()
 }
 
 #[cfg(test)]

@@ -53,11 +53,7 @@ impl Console {
     /// valid `code_ttl`.
     pub fn new(base: String, secure: bool, code_ttl: std::time::Duration) -> Console {
         let bytes: [u8; 16] = rand::RngExt::random(&mut rand::rng());
-        let cookie = format!(
-            "{}_{}",
-            guard::COOKIE_PREFIX,
-            bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
+        let cookie = format!("{}_{}", guard::COOKIE_PREFIX, hex::encode(bytes));
         Console {
             base,
             secure,

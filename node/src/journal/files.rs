@@ -160,7 +160,7 @@ pub(crate) fn id_name(id: &str) -> Option<String> {
     if id.is_empty() || id.len() > 100 {
         return None;
     }
-    Some(id.bytes().map(|b| format!("{b:02x}")).collect())
+    Some(hex::encode(id))
 }
 
 /// The id a file name made by [`id_name`] stands for.

@@ -27,11 +27,7 @@ use sha2::{Digest, Sha256};
 
 /// Lower-case hex of a finished SHA-256.
 pub(crate) fn hex(hasher: Sha256) -> String {
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    ::hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]

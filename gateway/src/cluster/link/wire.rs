@@ -60,7 +60,7 @@ pub fn proven(secret: &[u8], challenge: &str, replica: &str, given: &str) -> boo
 pub fn random_hex() -> String {
     use rand::RngExt;
     let bytes: [u8; 32] = rand::rng().random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 #[cfg(test)]
