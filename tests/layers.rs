@@ -212,11 +212,10 @@ const NODE_FLOORS: &[(&str, u8)] = &[
 
 /// The node's imports against its floors that are still there.
 const NODE_KNOWN: &[(&str, &str)] = &[
-    // The ground reaching up: facts of a remote host, the protected paths of the
-    // tools in every tool's context, and the PATH search of `exec` in its guard.
+    // The ground reaching up: facts of a remote host, and the protected paths of the
+    // tools in every tool's context.
     ("probe.rs", "remote"),
     ("tool.rs", "tools"),
-    ("guards/approve_exec.rs", "tools"),
 ];
 
 /// Items the node's `lib.rs` re-exports, by the module they come from.

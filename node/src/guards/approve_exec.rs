@@ -18,7 +18,7 @@
 //!   be exactly the number of words.
 //!
 //! A call matches an entry when its program, resolved at call time and made canonical
-//! the same way ([`crate::tools::exec_program`]), is the entry's path and its
+//! the same way ([`super::program`]), is the entry's path and its
 //! arguments match the entry's words. The resolution never uses the caller's `env`
 //! (a `PATH` given there changes what the child sees, not which program runs), and a
 //! `./systemctl` resolves against the call's cwd, so a binary planted in the
@@ -91,7 +91,7 @@ impl Entry {
                 entry: entry.to_owned(),
             });
         } else {
-            crate::tools::exec_program::search_path(program, path).ok_or_else(|| {
+            super::program::search_path(program, path).ok_or_else(|| {
                 ApproveExecError::NotFound {
                     entry: entry.to_owned(),
                     program: program.to_owned(),

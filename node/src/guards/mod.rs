@@ -38,6 +38,7 @@ pub mod git_env;
 mod partition;
 mod pattern;
 pub mod posture;
+pub mod program;
 pub mod risky;
 pub(crate) mod shell;
 mod wrappers;

@@ -20,13 +20,14 @@
 //! shell command line it amounts to (`rm -rf /`, `sh -c 'reboot'` are refused with
 //! `denied`), so exec is no way around it.
 //!
-//! `argv[0]` is resolved at call time ([`crate::tools::exec_program`]) to a canonical
+//! `argv[0]` is resolved at call time ([`crate::guards::program`]) to a canonical
 //! absolute path, which is what runs. Posture: like Bash, a call runs at once unless a
 //! node guard says otherwise: with `--approve-exec` entries, only calls whose program
 //! and argv match one (and that set no `env`, which could load code into any program
 //! through `LD_PRELOAD` and the like) run without an operator's approval; those runs
 //! get git's program-running settings pinned ([`crate::guards::git_env`]).
 
+use crate::guards::program as exec_program;
 use crate::guards::{blocklist, git_env, ApproveExec, ShellGuard};
 use crate::sessions::{describe_end, ArgvSpec, Session, SessionManager, SpawnSpec, Status};
 use crate::tool::{Tool, ToolContext};
@@ -35,7 +36,6 @@ use crate::tools::bash::{
     running_result, sync_budget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_YIELD_MS,
     MIN_YIELD_MS,
 };
-use crate::tools::exec_program;
 use crate::tools::follow::{follow, Mode, Outcome};
 use crate::tools::output;
 use crate::tools::paths::PathPolicy;

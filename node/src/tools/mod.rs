@@ -20,7 +20,6 @@ pub mod echo;
 pub mod edit;
 pub mod encoding;
 pub mod exec;
-pub mod exec_program;
 pub mod fetch;
 pub mod file_info;
 pub mod follow;

@@ -1,8 +1,9 @@
 //! Which program an exec call runs: `argv[0]` resolved to a canonical absolute path,
 //! without a shell.
 //!
-//! Both the exec tool and `--approve-exec` ([`crate::guards::approve_exec`]) need the
-//! same answer, so it lives in one place: `argv[0]` with a `/` is a path (a relative
+//! Both the exec tool and `--approve-exec` ([`super::approve_exec`]) need the same
+//! answer, so it lives in one place, on the guards' floor (what is judged is what
+//! runs): `argv[0]` with a `/` is a path (a relative
 //! one, `./x`, is joined to the call's cwd); a bare name is searched in the `PATH` of
 //! the node's environment at call time (the captured login environment, never the
 //! caller's `env`), skipping relative `PATH` entries (`.`, empty), which would make
