@@ -99,6 +99,8 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
     // Approval notifications to an operator's URL: sent by the core, reads nothing
     // of the gateway.
     ("webhook", Floor::Core),
+    ("background", Floor::Core),
+    ("token_holders", Floor::Core),
     ("cluster", Floor::Cluster),
     ("fanout", Floor::Fleet),
     ("fleet", Floor::Fleet),
@@ -116,15 +118,7 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
 /// Imports against the floors that are still there: (file under `gateway/src`, the
 /// module it names). Each goes when the code it names moves to its floor; none may
 /// be added.
-const GATEWAY_KNOWN: &[(&str, &str)] = &[
-    // Cluster mode held by the core's state (to go behind `peers::Peers` with the
-    // rest of what the core asks of the other replicas).
-    ("state.rs", "cluster"),
-    ("state.rs", "console"),
-    // The inbound replica link is a way in that still lives in the cluster backend
-    // (`cluster::link::endpoint`, routed by http.rs).
-    ("http.rs", "cluster"),
-];
+const GATEWAY_KNOWN: &[(&str, &str)] = &[];
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:
 /// defined in `lib.rs`, named by every floor).

@@ -503,7 +503,7 @@ async fn directory_size(addr: &str, token: &str) -> Option<usize> {
         .ok()?;
     let text = String::from_utf8_lossy(&buf);
     let body = text.split_once("\r\n\r\n")?.1;
-    let status: gsv_gateway::cluster::presence::ClusterStatus = serde_json::from_str(body).ok()?;
+    let status: gsv_gateway::peers::ClusterStatus = serde_json::from_str(body).ok()?;
     Some(status.directory)
 }
 

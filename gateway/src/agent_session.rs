@@ -158,6 +158,20 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
     shared.metrics.connected_agents.dec();
 }
 
+/// Runs `answer` on the connection's read loop until it first has to wait, and only
+/// then hands the rest to a task of its own. A lone gateway's listings are ready at once,
+/// so a connection reads its next frame only after the answer is queued (a token
+/// flooding `nodes.list` gets one listing at a time, not a pile of concurrent ones);
+/// a replica asking the others does not hold up the connection's other requests.
+fn answer_here_or_later(answer: impl std::future::Future<Output = ()> + Send + 'static) {
+    let mut answer = Box::pin(answer);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    if answer.as_mut().poll(&mut cx).is_pending() {
+        // The task polls it again with a waker of its own.
+        tokio::spawn(answer);
+    }
+}
+
 fn reply_err(out: &Outbound, id: &str, err: impl Into<ErrorShape>) {
     let _ = out.send(encode_err(id, &err.into()));
 }
@@ -176,11 +190,12 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
         } => match method {
             Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
             Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
-            // Answered off the connection's reading: in cluster mode the other
-            // replicas are asked too (a short wait).
+            // Answered on the connection's reading while the answer is at hand (a lone
+            // gateway: one listing at a time per connection), off it once the other
+            // replicas are asked (a short wait).
             Method::ToolsList => {
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
-                tokio::spawn(async move {
+                answer_here_or_later(async move {
                     let tools = crate::fleet::tools(&shared, &agent.policy, &agent.token_id).await;
                     let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
                 });
@@ -191,7 +206,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                     Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
                 };
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
-                tokio::spawn(async move {
+                answer_here_or_later(async move {
                     let select = params.select.as_deref();
                     let frame =
                         match crate::fleet::nodes(&shared, &agent.policy, &agent.token_id, select)
@@ -215,7 +230,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                     Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
                 };
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
-                tokio::spawn(async move {
+                answer_here_or_later(async move {
                     let frame =
                         match crate::fleet::node(&shared, &agent.policy, &agent.token_id, &p.id)
                             .await
@@ -573,4 +588,39 @@ fn operator_request(
         };
         let _ = agent.out.send(frame);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_here_or_later;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn an_answer_at_hand_is_given_before_the_next_frame_is_read() {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        answer_here_or_later(async move { d.store(true, Ordering::SeqCst) });
+        assert!(
+            done.load(Ordering::SeqCst),
+            "answered on the read loop itself"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_waits_goes_on_in_a_task_of_its_own() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let (back_tx, back_rx) = tokio::sync::oneshot::channel::<u32>();
+        answer_here_or_later(async move {
+            if let Ok(v) = rx.await {
+                let _ = back_tx.send(v + 1);
+            }
+        });
+        tx.send(41).expect("the answer is still waiting");
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), back_rx)
+            .await
+            .expect("the task finished")
+            .expect("it answered");
+        assert_eq!(got, 42);
+    }
 }

@@ -86,6 +86,9 @@ struct Waiter {
 
 /// The largest page `approvals.list` returns.
 pub const MAX_PAGE: u32 = 500;
+/// The most requests each replica gives for one list across a cluster (the page's
+/// end, `offset + limit`): a page further than that is cut short.
+pub const MAX_LISTED_EVERYWHERE: u32 = 5_000;
 /// The page size when none is asked for.
 pub const DEFAULT_PAGE: u32 = gsv_protocol::method::DEFAULT_APPROVALS_PAGE;
 

@@ -132,8 +132,8 @@ async fn pick(
         .into_iter()
         .map(|(id, online, since)| Picked { id, online, since })
         .collect();
-    if let Some(cluster) = &shared.cluster {
-        for remote in crate::cluster::listing::gather(cluster, token_id, Some(select)).await {
+    if !crate::fleet::alone(shared) {
+        for remote in shared.peers.nodes(token_id, Some(select)).await {
             match nodes.iter_mut().find(|n| n.id == remote.id) {
                 Some(n) => n.online = true,
                 None => nodes.push(Picked {

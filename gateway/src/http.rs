@@ -44,13 +44,11 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
         .route("/v1/jobs/{id}", get(job_show))
         .route("/v1/approvals", get(approvals_list))
         .route("/v1/approvals/{id}", post(approvals_decide))
-        .route("/v1/cluster", get(cluster_status))
-        .route("/v1/replica", get(crate::cluster::link::endpoint));
+        .route("/v1/cluster", get(cluster_status));
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
     r = r.merge(crate::mcp::router(shared.clone()));
-    r = r.merge(crate::console::router(shared.clone()));
     r.with_state(shared)
 }
 
@@ -70,12 +68,7 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .metrics
         .unauthenticated_connections
         .set(shared.admission.unauthenticated() as i64);
-    if let Some(cluster) = &shared.cluster {
-        shared.metrics.set_cluster_connected(cluster.connected());
-        shared
-            .metrics
-            .set_cluster_refused(cluster.refused_messages());
-    }
+    crate::fleet::measure_peers(&shared);
     (
         [(
             header::CONTENT_TYPE,
@@ -278,10 +271,8 @@ async fn cluster_status(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operators_only(&shared, &headers, peer, "the cluster's state").await?;
-    let Some(cluster) = &shared.cluster else {
-        return Err(HttpError::NotClustered.into());
-    };
-    Ok(Json(cluster.status(shared.registry.online_count())).into_response())
+    let status = crate::fleet::cluster_status(&shared).ok_or(HttpError::NotClustered)?;
+    Ok(Json(status).into_response())
 }
 
 async fn approvals_list(

@@ -79,7 +79,7 @@ pub fn selected(summary: &NodeSummary, selector: Option<&Selector>) -> bool {
 pub fn with_labels(shared: &Shared, mut summary: NodeSummary) -> NodeSummary {
     summary.labels = (*shared.labels.get(&summary.id)).clone();
     // Cluster mode: this replica holds it (or, offline, last knew of it).
-    summary.replica = shared.cluster.as_ref().map(|c| c.replica.clone());
+    summary.replica = shared.peers.replica().map(str::to_owned);
     summary
 }
 

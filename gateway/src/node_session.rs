@@ -204,6 +204,7 @@ async fn register(shared: &Arc<Shared>, mut hs: Handshake) -> Option<Registered>
         info.instance,
         info.journal,
         version,
+        shared.registry.call_ids.clone(),
     ));
     Some((handle, (ws, queue), reviewed))
 }

@@ -17,6 +17,7 @@
 //! leave out the tools it hides (`--pin-tools`).
 
 mod ask;
+pub mod call_ids;
 mod error;
 pub mod unaccepted;
 
@@ -25,6 +26,7 @@ pub use error::Disconnected;
 pub use unaccepted::{PendingOffer, Unaccepted};
 
 use crate::toolset::{Interner, ToolSet, ToolSpec};
+pub use call_ids::CallIds;
 use dashmap::DashMap;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::names::NamespacedName;
@@ -36,7 +38,6 @@ use gsv_transport::Outbound;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -69,44 +70,10 @@ pub struct NodeHandle {
     /// The gsv version the node reported (`client.version`, bounded; may be empty).
     pub version: String,
     calls: Mutex<Calls>,
+    /// The gateway's call ids.
+    call_ids: Arc<CallIds>,
     /// The node's bulk lane while one is joined: its connection id and send queue.
     lane: Mutex<Option<(String, Outbound)>>,
-}
-
-/// Call ids are unique across the whole gateway (not per connection), so a result
-/// sent on the wrong connection can never match another call by accident, and across
-/// gateway restarts, so a node that remembers the ids of a
-/// previous gateway process never takes a new call for an old one.
-static NEXT_CALL: std::sync::LazyLock<AtomicU64> = std::sync::LazyLock::new(|| {
-    // Time in ms × 1,000: a restarted gateway starts above every id the previous
-    // process used unless that one averaged over 1,000 calls per millisecond; ids stay
-    // below 2^53 (exact as JSON numbers) until the year 2255.
-    AtomicU64::new(gsv_protocol::now_ms().saturating_mul(1000).max(1))
-});
-
-/// Cluster mode: this replica's ids are all ≡ `slot` (mod `stride`), so no two
-/// replicas ever give out the same id ([`crate::cluster::slot`]).
-static PARTITION: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
-
-/// Gives this process's call ids from now on the residue `slot` modulo `stride`
-/// (once; before the first call). Ids still grow with time: a restarted replica starts
-/// above the previous process's ids unless that one averaged over 1,000 / `stride`
-/// calls per millisecond.
-pub fn partition_call_ids(slot: u64, stride: u64) {
-    if stride == 0 || slot >= stride || PARTITION.set((slot, stride)).is_err() {
-        return;
-    }
-    let current = NEXT_CALL.load(Ordering::Relaxed);
-    NEXT_CALL.store(
-        current - current % stride + stride + slot,
-        Ordering::Relaxed,
-    );
-}
-
-/// A new call id, unique in this process (and, in cluster mode, in the cluster).
-pub fn next_call_id() -> u64 {
-    let stride = PARTITION.get().map_or(1, |p| p.1);
-    NEXT_CALL.fetch_add(stride, Ordering::Relaxed)
 }
 
 /// The calls of one connection: pending ones, and the ids of the last few the caller
@@ -198,8 +165,10 @@ impl NodeHandle {
         instance: String,
         journal: bool,
         version: String,
+        call_ids: Arc<CallIds>,
     ) -> Self {
         NodeHandle {
+            call_ids,
             id,
             conn_id,
             token_id,
@@ -266,7 +235,7 @@ impl NodeHandle {
         token: Option<TokenShare<'_>>,
         progress: Option<ProgressSink>,
     ) -> Result<(u64, oneshot::Receiver<CallOutcome>), PendingError> {
-        let id = next_call_id();
+        let id = self.call_ids.next();
         let rx = self.resume_call(id, token, progress)?;
         Ok((id, rx))
     }
@@ -283,7 +252,7 @@ impl NodeHandle {
     }
 
     /// [`NodeHandle::begin_call_with_progress`] under the id `id` a forwarding replica
-    /// chose (cluster mode: ids are unique across replicas, [`partition_call_ids`]);
+    /// chose (cluster mode: ids are unique across replicas, [`CallIds::partition`]);
     /// an id pending here already is refused.
     pub fn begin_call_as(
         &self,
@@ -539,6 +508,8 @@ pub struct Registry {
     /// Per node id: the instance and the highest reliable event `seq` received from
     /// it, to drop events a node sends again after a reconnect.
     event_seqs: DashMap<NodeId, (String, u64)>,
+    /// The ids its calls are given.
+    pub call_ids: Arc<CallIds>,
 }
 
 impl Registry {
@@ -938,25 +909,5 @@ impl Registry {
     /// Every online node handle (for shutdown).
     pub fn all(&self) -> Vec<Arc<NodeHandle>> {
         self.nodes.iter().map(|e| e.value().clone()).collect()
-    }
-}
-
-#[cfg(test)]
-mod partition_tests {
-    use super::*;
-
-    #[test]
-    fn partitioned_ids_keep_their_residue_and_grow() {
-        let before = next_call_id();
-        partition_call_ids(5, 64);
-        let ids: Vec<u64> = (0..4).map(|_| next_call_id()).collect();
-        assert!(ids[0] > before);
-        for w in ids.windows(2) {
-            assert_eq!(w[1] - w[0], 64);
-        }
-        assert!(ids.iter().all(|id| id % 64 == 5), "{ids:?}");
-        // Only the first partition counts.
-        partition_call_ids(7, 64);
-        assert_eq!(next_call_id() % 64, 5);
     }
 }

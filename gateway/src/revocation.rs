@@ -59,9 +59,7 @@ pub async fn watch(shared: Arc<Shared>) {
 pub(crate) async fn cut(shared: &Shared, revoked: Vec<(String, String)>) {
     let mut ids = Vec::with_capacity(revoked.len());
     for (id, kind) in revoked {
-        if let Some(cluster) = &shared.cluster {
-            cluster.calls.forget(&id);
-        }
+        shared.peers.token_revoked(&id);
         close_token(shared, &id);
         // A join token is marked revoked when it is redeemed: no sessions to end.
         if kind == "agent" {
@@ -77,7 +75,7 @@ pub(crate) async fn cut(shared: &Shared, revoked: Vec<(String, String)>) {
 
 fn close_token(shared: &Shared, token_id: &str) {
     // Console sessions opened with a code it minted end too.
-    shared.console.drop_token(token_id);
+    shared.token_holders.revoked(token_id);
     shared.changes.send(crate::changes::Topic::Tokens);
     // Its jobs end too: a revoked token's calls do not run on.
     let cancelled = crate::jobs::cancel_token_jobs(shared, token_id);

@@ -52,6 +52,7 @@ pub struct RunningGateway {
     /// served over TLS: what `gsv node --pin` takes.
     pub tls_fingerprint: Option<String>,
     shared: Arc<Shared>,
+    console: Arc<crate::console::Console>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -110,119 +111,57 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let mut shared = Shared::new(config, store, audit);
     shared.offers = offers;
     shared.labels = labels;
-    shared.console =
-        crate::console::Console::for_addr(addr, tls.is_some(), shared.config.console_code_ttl);
+    let console = Arc::new(crate::console::Console::for_addr(
+        addr,
+        tls.is_some(),
+        shared.config.console_code_ttl,
+    ));
+    shared.token_holders.add(console.clone());
     if let Some(url) = shared.config.approval_webhook.clone() {
         let hook = crate::webhook::Webhook::start(
             &url,
             &shared.config.data_dir,
-            &shared.console.approval_url(""),
+            &console.approval_link_prefix(),
             shared.shutdown.clone(),
         )?;
         shared.webhook = Some(hook);
     }
-    if let Some(cluster) = shared.config.cluster.clone() {
-        let replica =
-            crate::cluster::replica_name(cluster.replica.as_deref(), &shared.config.data_dir)?;
-        tracing::info!(replica = %replica, nats = %cluster.urls.join(","), "cluster mode: joining");
-        let joined = crate::cluster::Cluster::connect(&cluster, replica).await?;
-        // NATS refusing the replica's credentials stops it here, with a clear error;
-        // NATS unreachable does not (the replica starts degraded and keeps trying).
-        let joining = std::time::Instant::now();
-        let patience = std::time::Duration::from_secs(10);
-        joined.first_connection(patience).await?;
-        // Where the other replicas reach this one's link (`cluster::link`).
-        let base = match &cluster.advertise {
-            Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
-                Some(url.trim_end_matches('/').to_owned())
-            }
-            Some(url) => {
-                return Err(crate::cluster::ClusterError::Config(format!(
-                    "--cluster-advertise {url:?} is not a ws:// or wss:// URL"
-                ))
-                .into())
-            }
-            None if !addr.ip().is_unspecified() => Some(format!(
-                "{}://{addr}",
-                if tls.is_some() { "wss" } else { "ws" }
-            )),
-            None => None,
-        };
-        if let Some(base) = base {
-            joined.links.offer(
-                format!("{base}/v1/replica"),
-                tls.as_ref().map(|t| t.fingerprint.clone()),
-            );
-        }
-        // Call ids no other replica gives out, before the first call.
-        match crate::cluster::slot::claim(
-            &joined,
-            &shared.config.data_dir,
-            patience.saturating_sub(joining.elapsed()),
-        )
-        .await
-        {
-            Some(slot) => {
-                crate::registry::partition_call_ids(slot, crate::cluster::slot::SLOTS);
-                let _ = joined.slot.set(slot);
-                tracing::info!(slot, "cluster: replica slot");
-            }
-            None => tracing::warn!(
-                "cluster: no replica slot (NATS unreachable at this first start): this replica's call ids may meet another's until it restarts with NATS up"
-            ),
-        }
-        let joined = Arc::new(joined);
-        shared.peers = Arc::new(crate::cluster::peers::ClusterPeers(joined.clone()));
-        shared.cluster = Some(joined);
+    let cluster = match shared.config.cluster.clone() {
+        Some(config) => Some(
+            crate::cluster::join(
+                &config,
+                &shared.config.data_dir,
+                addr,
+                tls.as_ref().map(|t| t.fingerprint.as_str()),
+                shared.registry.call_ids.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    if let Some(cluster) = &cluster {
+        shared.peers = Arc::new(crate::cluster::peers::ClusterPeers(cluster.clone()));
     }
     let shared = Arc::new(shared);
-    if let Some(cluster) = shared.cluster.clone() {
-        tokio::spawn(crate::cluster::tokens::replicate(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::labels::replicate(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::audit::replicate(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::jobs::replicate(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::calls::serve(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::directory::run(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::approvals::serve(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::presence::run(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::calls::listen(cluster.clone()));
-        tokio::spawn(crate::cluster::tool_events::listen(
-            shared.clone(),
-            cluster.clone(),
-        ));
-        tokio::spawn(crate::cluster::listing::serve(shared.clone(), cluster));
+    if let Some(cluster) = &cluster {
+        crate::cluster::run(&shared, cluster);
     }
-    tokio::spawn(crate::revocation::watch(shared.clone()));
-    tokio::spawn(crate::jobs::keep(shared.clone()));
-    tokio::spawn(crate::transfer::sweep(shared.clone()));
+    shared
+        .background
+        .spawn(crate::revocation::watch(shared.clone()));
+    shared.background.spawn(crate::jobs::keep(shared.clone()));
+    shared
+        .background
+        .spawn(crate::transfer::sweep(shared.clone()));
     let mut tasks = Vec::new();
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
-    let router = http::router(shared.clone(), metrics_listener.is_none())
-        .merge(crate::install::router(installer));
+    let mut router = http::router(shared.clone(), metrics_listener.is_none())
+        .merge(crate::install::router(installer))
+        .merge(crate::console::router(shared.clone(), console.clone()));
+    if let Some(cluster) = cluster {
+        // The way in of the other replicas' calls (`GET /v1/replica`).
+        router = router.merge(crate::cluster::link::router(shared.clone(), cluster));
+    }
     let stop = shared.shutdown.clone();
     let tls_fingerprint = tls.as_ref().map(|t| t.fingerprint.clone());
     let main_port = crate::listener::Port {
@@ -256,7 +195,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         )));
     }
     let refusals = shared.clone();
-    tokio::spawn(async move {
+    shared.background.spawn(async move {
         crate::refusals::run(&refusals.refusals, refusals.shutdown.clone()).await
     });
     tracing::info!(
@@ -271,6 +210,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         admin_token,
         tls_fingerprint,
         shared,
+        console,
         tasks,
     })
 }
@@ -301,12 +241,8 @@ impl RunningGateway {
         let token_id = crate::token::parse(&self.admin_token)
             .map(|t| t.id.to_owned())
             .unwrap_or_default();
-        crate::console::mint_login_code(
-            &self.shared,
-            crate::console::Role::Admin,
-            &token_id,
-            "admin",
-        )
+        self.console
+            .mint_login_code(crate::console::Role::Admin, &token_id, "admin")
     }
 
     /// How many nodes are connected now.
@@ -355,6 +291,17 @@ impl RunningGateway {
         }
         for t in self.tasks {
             let _ = t.await;
+        }
+        if !self
+            .shared
+            .background
+            .finish(std::time::Duration::from_secs(2))
+            .await
+        {
+            tracing::warn!(
+                tasks = self.shared.background.len(),
+                "shutting down with background tasks still running"
+            );
         }
         // Each connection's last frames (results, the shutdown notice) go out before the
         // process ends; each such delivery is bounded to a second.

@@ -96,6 +96,9 @@ pub struct Shared {
     /// Refused authentications, gathered into bounded audit rows.
     pub refusals: crate::refusals::Refusals,
     pub shutdown: CancellationToken,
+    /// The background tasks (sweepers, watchers, cluster mode's): they end at
+    /// `shutdown`, and a stopping gateway waits for them.
+    pub background: crate::background::Background,
     /// Cancelled when a graceful shutdown begins: new agent connections and new calls
     /// are refused, calls in flight may finish (up to `config.drain`), nodes may still
     /// reconnect to deliver their results.
@@ -128,8 +131,6 @@ pub struct Shared {
     /// Where new approval requests are announced to operators away from the gateway
     /// (`--approval-webhook`).
     pub webhook: Option<crate::webhook::Webhook>,
-    /// The cluster this replica belongs to (`--cluster`), if any.
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The other replicas, as the core asks them ([`crate::peers`]): [`Alone`] unless
     /// `--cluster`.
     ///
@@ -139,8 +140,9 @@ pub struct Shared {
     pub transfers: crate::transfer::Transfers,
     /// Fan-outs running per token id (`crate::fanout::MAX_FANOUTS_PER_TOKEN`).
     pub fanouts: DashMap<String, usize>,
-    /// The operator console's login codes, sessions and live updates (`crate::console`).
-    pub console: crate::console::Console,
+    /// What holds something of a token outside the core (the console's sessions),
+    /// told when a token is revoked.
+    pub token_holders: crate::token_holders::TokenHolders,
     /// What changed, for whoever shows the fleet live ([`crate::changes`]).
     pub changes: crate::changes::Changes,
 }
@@ -199,11 +201,7 @@ impl Shared {
     }
 
     pub fn new(config: GatewayConfig, store: Arc<Store>, audit: AuditLog) -> Self {
-        let console = crate::console::Console::for_addr(
-            config.listen,
-            config.tls.is_some(),
-            config.console_code_ttl,
-        );
+        let shutdown = CancellationToken::new();
         Shared {
             approvals: Approvals::new(store.clone(), config.approval_ttl)
                 .with_per_token(config.approvals_per_token),
@@ -228,7 +226,8 @@ impl Shared {
             agents: DashMap::new(),
             metrics: Metrics::new(),
             audit,
-            shutdown: CancellationToken::new(),
+            background: crate::background::Background::new(shutdown.clone()),
+            shutdown,
             draining: CancellationToken::new(),
             in_flight: tokio_util::task::TaskTracker::new(),
             closing: tokio_util::task::TaskTracker::new(),
@@ -238,10 +237,9 @@ impl Shared {
             tools_epoch: tokio::sync::watch::Sender::new(0),
             running_jobs: DashMap::new(),
             webhook: None,
-            cluster: None,
             transfers: Default::default(),
             fanouts: DashMap::new(),
-            console,
+            token_holders: Default::default(),
             changes: Default::default(),
             peers: Arc::new(crate::peers::Alone),
         }
@@ -283,7 +281,7 @@ impl Shared {
                 a.send_event(EventName::ToolsChanged, &payload);
             }
         }
-        if let Some(cluster) = &self.cluster {
+        if self.peers.replica().is_some() {
             // The other replicas' agents hear of it too.
             let shown = set
                 .tools
@@ -291,7 +289,7 @@ impl Shared {
                 .filter(|t| !hidden(&t.def.name))
                 .map(|t| t.def.name.to_string())
                 .collect();
-            cluster.tools_changed(node, shown, change);
+            self.peers.tools_changed(node, shown, change);
         }
         self.tools_epoch.send_modify(|e| *e = e.wrapping_add(1));
         self.changes.send(crate::changes::Topic::Nodes);

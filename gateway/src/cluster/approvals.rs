@@ -8,12 +8,12 @@
 //! answers with the decided request or the refusal. No answer within [`WAIT`] means no
 //! replica has it: `not_found`, as on one gateway.
 //!
-//! Lists ([`list_everywhere`]): the replica asked gathers the first `offset + limit`
-//! requests of every other replica on `gsv.approvals.list` ([`super::gather`]) and
-//! merges them with its own: newest first, totals and per-agent counts summed.
+//! Lists ([`pages`]): the replica asked gathers the first `offset + limit` requests
+//! of every other replica on `gsv.approvals.list` ([`super::gather`]); the fleet floor
+//! merges them with its own (`crate::fleet`).
 
 use super::Cluster;
-use crate::approvals::{AgentCount, ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
+use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, Verdict};
 use crate::state::Shared;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ const SUBJECT: &str = "gsv.approvals.decide";
 const LIST_SUBJECT: &str = "gsv.approvals.list";
 /// The most requests one replica sends for a list (the page's end, `offset + limit`):
 /// a page further than that is cut short.
-const MAX_LISTED: u32 = 5_000;
+pub const MAX_LISTED: u32 = crate::approvals::MAX_LISTED_EVERYWHERE;
 /// How long the deciding replica waits for the one that holds the request.
 const WAIT: Duration = Duration::from_secs(2);
 
@@ -101,63 +101,21 @@ struct Listed {
     page: ListPage,
 }
 
-/// `approvals.list` in cluster mode: this replica's requests and every other
-/// replica's, as one page (the caller was judged an operator already).
-pub async fn list_everywhere(shared: &Shared, query: ListQuery) -> Result<ListPage, ApprovalError> {
-    let Some(cluster) = &shared.cluster else {
-        return shared.approvals.list(query).await;
-    };
-    let limit = query.limit.clamp(1, crate::approvals::MAX_PAGE);
-    let upto = query.offset.saturating_add(limit).min(MAX_LISTED);
+/// The first `upto` requests (pending only unless `all`) of every other replica, a
+/// page each (the caller was judged an operator already).
+pub async fn pages(cluster: &Cluster, all: bool, upto: u32) -> Vec<ListPage> {
     let ask = ListAsk {
-        all: query.all,
-        upto,
+        all,
+        upto: upto.min(MAX_LISTED),
         origin: cluster.replica.clone(),
     };
-    let (local, remote) = tokio::join!(
-        shared.approvals.page(query.all, upto, 0),
-        super::gather::gather(cluster, LIST_SUBJECT, "operator", &ask, |l: &Listed| {
-            super::valid_replica_name(&l.replica)
-        })
-    );
-    let pages = std::iter::once(local?).chain(remote.into_iter().map(|l| l.page));
-    Ok(merge(pages, query.offset, limit))
-}
-
-/// One page out of several replicas' first requests: newest first (then by id),
-/// `offset` skipped, `limit` kept; totals and per-agent counts summed, fewest first.
-fn merge(pages: impl Iterator<Item = ListPage>, offset: u32, limit: u32) -> ListPage {
-    let mut all = Vec::new();
-    let mut total = 0;
-    let mut by_agent: std::collections::BTreeMap<String, u64> = Default::default();
-    for page in pages {
-        total += page.total;
-        for a in page.by_agent {
-            *by_agent.entry(a.agent).or_default() += a.count;
-        }
-        all.extend(page.approvals);
-    }
-    all.sort_by(|a, b| {
-        b.created_at
-            .cmp(&a.created_at)
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    let approvals = all
-        .into_iter()
-        .skip(offset as usize)
-        .take(limit as usize)
-        .collect();
-    let mut by_agent: Vec<AgentCount> = by_agent
-        .into_iter()
-        .map(|(agent, count)| AgentCount { agent, count })
-        .collect();
-    by_agent.sort_by(|a, b| a.count.cmp(&b.count).then_with(|| a.agent.cmp(&b.agent)));
-    ListPage {
-        approvals,
-        total,
-        offset: u64::from(offset),
-        by_agent,
-    }
+    super::gather::gather(cluster, LIST_SUBJECT, "operator", &ask, |l: &Listed| {
+        super::valid_replica_name(&l.replica)
+    })
+    .await
+    .into_iter()
+    .map(|l| l.page)
+    .collect()
 }
 
 /// Answers the other replicas' list requests with this replica's first requests.
@@ -244,51 +202,5 @@ async fn answer(shared: &Shared, cluster: &Cluster, message: async_nats::Message
     };
     if let Ok(payload) = serde_json::to_vec(&answer) {
         let _ = cluster.client().publish(reply, payload.into()).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(id: &str, agent: &str, at: u64) -> ApprovalRequest {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "agent": agent, "tokenId": "00ff", "node": "n1", "tool": "Echo",
-            "argsHash": "", "summary": "", "reason": "", "state": "pending",
-            "createdAt": at, "expiresAt": at + 1000, "decidedAt": null, "decidedBy": null
-        }))
-        .expect("a request")
-    }
-
-    fn page(requests: Vec<ApprovalRequest>) -> ListPage {
-        let mut by_agent: std::collections::BTreeMap<String, u64> = Default::default();
-        for r in &requests {
-            *by_agent.entry(r.agent.clone()).or_default() += 1;
-        }
-        ListPage {
-            total: requests.len() as u64,
-            approvals: requests,
-            offset: 0,
-            by_agent: by_agent
-                .into_iter()
-                .map(|(agent, count)| AgentCount { agent, count })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn pages_of_several_replicas_merge_newest_first_with_summed_counts() {
-        let a = page(vec![request("a3", "x", 30), request("a1", "x", 10)]);
-        let b = page(vec![request("b4", "y", 40), request("b2", "x", 20)]);
-        let merged = merge([a, b].into_iter(), 1, 2);
-        let ids: Vec<&str> = merged.approvals.iter().map(|r| r.id.as_str()).collect();
-        assert_eq!(ids, ["a3", "b2"]);
-        assert_eq!((merged.total, merged.offset), (4, 1));
-        let counts: Vec<(&str, u64)> = merged
-            .by_agent
-            .iter()
-            .map(|c| (c.agent.as_str(), c.count))
-            .collect();
-        assert_eq!(counts, [("y", 1), ("x", 3)]);
     }
 }

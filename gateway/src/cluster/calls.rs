@@ -220,7 +220,7 @@ pub async fn forward(
     // holder die after sending it on, the node's next holder is asked for it under the
     // same id (the node never runs an id twice). The holder sends its own description
     // only for a call it sends with an approval it got.
-    let call_id = crate::registry::next_call_id();
+    let call_id = cluster.call_ids.next();
     let tool = params
         .name
         .strip_prefix(node)

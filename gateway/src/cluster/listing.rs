@@ -7,14 +7,13 @@
 //! *online* nodes it holds that this token may see there (its own policy check and
 //! the selector, exactly as for its own callers). Answers are collected until every
 //! replica heard from lately ([`super::presence`]) has answered, or half a second has
-//! passed, then merged with the local list ([`merge`]): a node online elsewhere
-//! replaces this replica's memory of it as offline.
+//! passed, then merged with the local list by the fleet floor (`crate::fleet`): a node
+//! online elsewhere replaces this replica's memory of it as offline.
 
 use super::Cluster;
 use crate::state::Shared;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,21 +88,6 @@ pub async fn gather_tools(cluster: &Cluster, token_id: &str) -> Vec<ToolEntry> {
         .collect()
 }
 
-/// This replica's tool list with the others' merged in: one entry per name, an online
-/// one over an offline one, by name.
-pub fn merge_tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
-    let mut by_name: BTreeMap<String, ToolEntry> = BTreeMap::new();
-    for t in local.into_iter().chain(remote) {
-        match by_name.get(&t.name) {
-            Some(kept) if kept.online || !t.online => {}
-            _ => {
-                by_name.insert(t.name.clone(), t);
-            }
-        }
-    }
-    by_name.into_values().collect()
-}
-
 /// Asks every other replica and gathers their answers.
 async fn ask(
     cluster: &Cluster,
@@ -133,23 +117,6 @@ async fn ask_about(
         super::valid_replica_name(&l.replica)
     })
     .await
-}
-
-/// This replica's list with the others' merged in: one entry per node, an online one
-/// over an offline one; online nodes first, then offline, each by id.
-pub fn merge(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
-    let mut by_id: BTreeMap<String, NodeSummary> = BTreeMap::new();
-    for n in local.into_iter().chain(remote) {
-        match by_id.get(&n.id) {
-            Some(kept) if kept.online || !n.online => {}
-            _ => {
-                by_id.insert(n.id.clone(), n);
-            }
-        }
-    }
-    let (mut online, offline): (Vec<_>, Vec<_>) = by_id.into_values().partition(|n| n.online);
-    online.extend(offline);
-    online
 }
 
 /// Lists this replica builds for the others at once; the next question waits (in
@@ -240,45 +207,5 @@ async fn answer(shared: &Arc<Shared>, cluster: &Cluster, message: async_nats::Me
     if let Ok(payload) = serde_json::to_vec(&listed) {
         shared.metrics.list_answers.inc();
         let _ = cluster.client().publish(reply, payload.into()).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(id: &str, online: bool, replica: &str) -> NodeSummary {
-        NodeSummary {
-            id: id.into(),
-            online,
-            since: 1,
-            host_role: gsv_protocol::HostRole::Execution,
-            capabilities: vec![],
-            tools: vec![],
-            runtime: Default::default(),
-            conn_id: None,
-            remote_addr: None,
-            version: String::new(),
-            unaccepted: None,
-            labels: Default::default(),
-            replica: Some(replica.into()),
-        }
-    }
-
-    #[test]
-    fn online_elsewhere_replaces_offline_here() {
-        let merged = merge(
-            vec![node("b", false, "a"), node("c", true, "a")],
-            vec![
-                node("b", true, "x"),
-                node("a", true, "x"),
-                node("c", false, "y"),
-            ],
-        );
-        let seen: Vec<(&str, bool, &str)> = merged
-            .iter()
-            .map(|n| (n.id.as_str(), n.online, n.replica.as_deref().unwrap()))
-            .collect();
-        assert_eq!(seen, [("a", true, "x"), ("b", true, "x"), ("c", true, "a")]);
     }
 }

@@ -33,10 +33,13 @@ mod replication;
 mod resume;
 pub mod seal;
 pub mod slot;
+mod start;
+pub use start::{join, run};
 pub mod tokens;
 pub mod tool_events;
 
 pub use crate::config::ClusterConfig;
+use crate::registry::CallIds;
 pub use crate::replica::valid_replica_name;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,12 +95,19 @@ pub struct Cluster {
     pub links: link::Links,
     /// Questions out to every other replica ([`gather`]).
     pub(crate) asks: gather::Asks,
+    /// The gateway's call ids, partitioned by this replica's slot.
+    pub(crate) call_ids: Arc<CallIds>,
 }
 
 impl Cluster {
     /// Connects to NATS (in the background when it cannot be reached now: the client
     /// keeps trying).
-    pub async fn connect(config: &ClusterConfig, replica: String) -> Result<Cluster, ClusterError> {
+    /// `call_ids` are the gateway's: a call forwarded from here is given one of them.
+    pub async fn connect(
+        config: &ClusterConfig,
+        replica: String,
+        call_ids: Arc<CallIds>,
+    ) -> Result<Cluster, ClusterError> {
         if config.urls.is_empty() {
             return Err(ClusterError::Config("no NATS URL given".into()));
         }
@@ -215,6 +225,7 @@ impl Cluster {
             slot: std::sync::OnceLock::new(),
             links: link::Links::default(),
             asks: gather::Asks::default(),
+            call_ids,
         })
     }
 

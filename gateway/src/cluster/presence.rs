@@ -29,35 +29,7 @@ struct Hello {
     link: Option<super::link::LinkInfo>,
 }
 
-/// One replica as this one hears it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ReplicaSeen {
-    pub name: String,
-    /// Nodes it holds.
-    pub nodes: usize,
-    /// Milliseconds since it was last heard from (0 for this replica).
-    pub seen_ms_ago: u64,
-}
-
-/// `GET /v1/cluster`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
-    /// This replica's name.
-    pub replica: String,
-    /// Its slot ([`super::slot`]), when it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slot: Option<u64>,
-    /// `ok` (connected to NATS) or `degraded` (not: serving its own nodes only).
-    pub state: String,
-    /// Every replica heard from lately, this one included, by name.
-    pub replicas: Vec<ReplicaSeen>,
-    /// Nodes in this replica's copy of the node directory (which replica holds
-    /// which node): every replica's nodes, once it has caught up.
-    #[serde(default)]
-    pub directory: usize,
-}
+use crate::peers::{ClusterStatus, ReplicaSeen};
 
 impl Cluster {
     /// The cluster as this replica sees it now.

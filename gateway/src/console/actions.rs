@@ -3,10 +3,9 @@
 //! token, the gateway's own origin ([`guard::writer`]) and a role that allows it, and
 //! goes through the same path as the CLI's command for it (audited there).
 
-use super::{guard, ConsoleError, Role, Topic};
+use super::{guard, ConsoleError, Role, Topic, Ui};
 use crate::auth::ApiError;
 use crate::policy::{Policy, PolicySpec};
-use crate::state::Shared;
 use crate::token::TokenKind;
 use crate::tokens::{self, Issuer};
 use axum::extract::{Path, State};
@@ -14,7 +13,6 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use std::sync::Arc;
 
 /// Longest agent name a token may be made for here.
 const MAX_NAME: usize = 64;
@@ -27,12 +25,19 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ConsoleError>
 
 /// `POST /ui/api/approvals/{id}` `{decision: approve|deny}` (approver or admin).
 pub async fn decide(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let session = guard::writer(&shared, &headers, Role::can_decide, "deciding approvals").await?;
+    let session = guard::writer(
+        &shared,
+        &console,
+        &headers,
+        Role::can_decide,
+        "deciding approvals",
+    )
+    .await?;
     let d: gsv_protocol::method::ApprovalDecision = body(&bytes)?;
     let req = crate::fleet::decide_approval(&shared, &id, d.decision, &session.actor).await?;
     Ok(Json(req).into_response())
@@ -41,12 +46,13 @@ pub async fn decide(
 /// `POST /ui/api/sessions/{node}/{id}/kill` (admin): `Process {action: kill}`, an
 /// ordinary audited call.
 pub async fn kill(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path((node, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let session = guard::writer(
         &shared,
+        &console,
         &headers,
         Role::can_manage,
         "killing a process session",
@@ -77,11 +83,18 @@ pub struct NewToken {
 
 /// `POST /ui/api/tokens` (admin): a new agent token, `{token, id}`, shown once.
 pub async fn create_token(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    guard::writer(&shared, &headers, Role::can_manage, "creating tokens").await?;
+    guard::writer(
+        &shared,
+        &console,
+        &headers,
+        Role::can_manage,
+        "creating tokens",
+    )
+    .await?;
     let new: NewToken = body(&bytes)?;
     let name = new.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > MAX_NAME || name.chars().any(char::is_control) {
@@ -135,11 +148,18 @@ pub async fn create_token(
 /// does (the gateway's revocation watch then closes its connections, ends its jobs
 /// and process sessions); console sessions it minted end at once.
 pub async fn revoke_token(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::writer(&shared, &headers, Role::can_manage, "revoking tokens").await?;
+    guard::writer(
+        &shared,
+        &console,
+        &headers,
+        Role::can_manage,
+        "revoking tokens",
+    )
+    .await?;
     let target = id.clone();
     let revoked = shared
         .store
@@ -155,7 +175,7 @@ pub async fn revoke_token(
         .into());
     }
     tracing::info!(token_id = %id, "console: token revoked");
-    shared.console.drop_token(&id);
+    console.drop_token(&id);
     shared.changes.send(Topic::Tokens);
     Ok(Json(serde_json::json!({"id": id, "revoked": true})).into_response())
 }

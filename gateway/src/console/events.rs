@@ -12,10 +12,9 @@
 //! (checked every tick: sign-out, revocation, idle expiry) and when the gateway shuts
 //! down.
 
-use super::{guard, ConsoleError};
+use super::{guard, ConsoleError, Ui};
 use crate::auth::ApiError;
 use crate::changes::Topic;
-use crate::state::Shared;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -96,7 +95,7 @@ impl Drop for Place {
 struct Reader {
     rx: broadcast::Receiver<Topic>,
     tick: tokio::time::Interval,
-    shared: Arc<Shared>,
+    console: Arc<super::Console>,
     /// The session's cookie: the stream ends with the session.
     cookie: String,
     _place: Place,
@@ -113,7 +112,6 @@ impl Reader {
                 Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
             }),
             _ = self.tick.tick() => self
-                .shared
                 .console
                 .sessions
                 .is_live(&self.cookie)
@@ -131,18 +129,18 @@ pub struct StreamQuery {
 
 /// `GET /ui/api/events?csrf=TOKEN`.
 pub async fn stream(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     query: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let sent = query.map(|Query(q)| q.csrf).unwrap_or_default();
-    let session = guard::proven(&shared, &headers, &sent).await?;
-    let cookie = guard::cookie(&headers, shared.console.cookie_name())
+    let session = guard::proven(&shared, &console, &headers, &sent).await?;
+    let cookie = guard::cookie(&headers, console.cookie_name())
         .ok()
         .flatten()
         .unwrap_or_default()
         .to_owned();
-    let events = &shared.console.events;
+    let events = &console.events;
     let taken = events
         .streams
         .lock()
@@ -160,7 +158,7 @@ pub async fn stream(
     let reader = Reader {
         rx: shared.changes.subscribe(),
         tick,
-        shared: shared.clone(),
+        console: console.clone(),
         cookie,
         _place: place,
     };

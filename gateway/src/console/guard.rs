@@ -20,13 +20,12 @@
 //! foreign console cookies the request carried ([`clear_planted`]).
 
 use super::sessions::Session;
-use super::{ConsoleError, Role};
+use super::{Console, ConsoleError, Role, Ui};
 use crate::state::Shared;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// The console's Content-Security-Policy: scripts and styles from the gateway only,
@@ -43,15 +42,11 @@ const MAX_CLEARED: usize = 64;
 /// Adds the security headers to every `/ui` response, and clears the foreign console
 /// cookies the request carried.
 pub async fn security_headers(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { console, .. }): State<Ui>,
     req: Request,
     next: Next,
 ) -> Response {
-    let clear = clear_planted(
-        req.headers(),
-        shared.console.cookie_name(),
-        req.uri().path(),
-    );
+    let clear = clear_planted(req.headers(), console.cookie_name(), req.uri().path());
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(
@@ -148,15 +143,18 @@ pub fn clear_planted(headers: &HeaderMap, own: &str, path: &str) -> Vec<String> 
 /// The request's live session, by its cookie only: for the app's page itself (a
 /// navigation, which proves nothing about origin). Everything under `/ui/api` goes
 /// through [`reader`] or [`writer`] instead.
-pub async fn session(shared: &Shared, headers: &HeaderMap) -> Result<Session, ConsoleError> {
-    let value = cookie(headers, shared.console.cookie_name())?.ok_or(ConsoleError::NoSession)?;
-    let session = shared
-        .console
+pub async fn session(
+    shared: &Shared,
+    console: &Console,
+    headers: &HeaderMap,
+) -> Result<Session, ConsoleError> {
+    let value = cookie(headers, console.cookie_name())?.ok_or(ConsoleError::NoSession)?;
+    let session = console
         .sessions
         .touch(value)
         .ok_or(ConsoleError::NoSession)?;
     if !token_live(shared, &session.token_id).await? {
-        shared.console.sessions.drop_token(&session.token_id);
+        console.sessions.drop_token(&session.token_id);
         return Err(ConsoleError::NoSession);
     }
     Ok(session)
@@ -170,23 +168,28 @@ pub async fn token_live(shared: &Shared, id: &str) -> Result<bool, ConsoleError>
 
 /// The session of a console API read: from the console's own page (origin, one
 /// cookie, the CSRF token in `x-csrf-token`). Checked before any work is done.
-pub async fn reader(shared: &Shared, headers: &HeaderMap) -> Result<Session, ConsoleError> {
+pub async fn reader(
+    shared: &Shared,
+    console: &Console,
+    headers: &HeaderMap,
+) -> Result<Session, ConsoleError> {
     let sent = headers
         .get("x-csrf-token")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    proven(shared, headers, sent).await
+    proven(shared, console, headers, sent).await
 }
 
 /// The session of a request that carries its CSRF token as `sent` (the event stream's
 /// query parameter), after the same checks as [`reader`].
 pub async fn proven(
     shared: &Shared,
+    console: &Console,
     headers: &HeaderMap,
     sent: &str,
 ) -> Result<Session, ConsoleError> {
-    proof_of_origin(headers, shared.console.secure)?;
-    let session = session(shared, headers).await?;
+    proof_of_origin(headers, console.secure)?;
+    let session = session(shared, console, headers).await?;
     if !bool::from(sent.as_bytes().ct_eq(session.csrf.as_bytes())) {
         tracing::debug!("console request without its CSRF token refused");
         return Err(ConsoleError::BadCsrf);
@@ -198,11 +201,12 @@ pub async fn proven(
 /// admits (`what` names the action).
 pub async fn writer(
     shared: &Shared,
+    console: &Console,
     headers: &HeaderMap,
     allowed: fn(Role) -> bool,
     what: &'static str,
 ) -> Result<Session, ConsoleError> {
-    let session = reader(shared, headers).await?;
+    let session = reader(shared, console, headers).await?;
     if !allowed(session.role) {
         return Err(ConsoleError::Role {
             what,

@@ -22,6 +22,7 @@ mod role;
 mod sessions;
 
 use crate::changes::Topic;
+use crate::token_holders::TokenHolder;
 pub use codes::{MAX_CODES, MAX_CODES_PER_TOKEN};
 pub use error::ConsoleError;
 pub use events::{MAX_STREAMS, MAX_STREAMS_PER_TOKEN};
@@ -34,7 +35,9 @@ use axum::Router;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// The console's state in [`Shared`].
+/// The console's own state: its login codes, sessions and live streams. The gateway's
+/// start makes it and hands it to the console's routes; it hears of revoked tokens as a
+/// [`TokenHolder`].
 pub struct Console {
     /// `http(s)://ADDR` of the gateway: where login links and webhook links point.
     base: String,
@@ -80,10 +83,50 @@ impl Console {
         &self.cookie
     }
 
-    /// The console's page of one approval request; with an empty `id`, the prefix
-    /// every such page's link starts with (what the webhook completes with an id).
+    /// The console's page of approval request `id`.
     pub fn approval_url(&self, id: &str) -> String {
         approval_url(&self.base, id)
+    }
+
+    /// The prefix of every link to one approval request's page (what the webhook
+    /// completes with an id).
+    pub fn approval_link_prefix(&self) -> String {
+        self.approval_url("")
+    }
+
+    /// Mints a one-time login code for a session of `role` tied to `token_id`, as a
+    /// link on the gateway's own address.
+    pub fn mint_login_code(
+        &self,
+        role: Role,
+        token_id: &str,
+        name: &str,
+    ) -> Result<LoginLink, ConsoleError> {
+        self.mint_at(&self.base, role, token_id, name)
+    }
+
+    /// [`Console::mint_login_code`] with a link on `base` (the address the caller
+    /// reached).
+    fn mint_at(
+        &self,
+        base: &str,
+        role: Role,
+        token_id: &str,
+        name: &str,
+    ) -> Result<LoginLink, ConsoleError> {
+        let code = self
+            .codes
+            .mint(codes::Grant {
+                role,
+                token_id: token_id.to_owned(),
+                name: name.to_owned(),
+            })
+            .ok_or(ConsoleError::TooManyCodes)?;
+        tracing::info!(token_id, role = ?role, "console login code minted");
+        Ok(LoginLink {
+            url: format!("{base}/ui/login?code={code}"),
+            expires_at: gsv_protocol::now_ms() + self.codes.ttl.as_millis() as u64,
+        })
     }
 
     /// Ends the console sessions minted by `token_id` (it was revoked).
@@ -96,6 +139,12 @@ impl Console {
                 "token revoked: console sessions ended"
             );
         }
+    }
+}
+
+impl TokenHolder for Console {
+    fn token_revoked(&self, token_id: &str) {
+        self.drop_token(token_id);
     }
 }
 
@@ -126,44 +175,10 @@ pub struct LoginLink {
     pub expires_at: u64,
 }
 
-/// Mints a one-time login code for a session of `role` tied to `token_id`, as a link
-/// on the gateway's own address.
-pub fn mint_login_code(
-    shared: &Shared,
-    role: Role,
-    token_id: &str,
-    name: &str,
-) -> Result<LoginLink, ConsoleError> {
-    mint_at(shared, shared.console.base(), role, token_id, name)
-}
-
-/// [`mint_login_code`] with a link on `base` (the address the caller reached).
-fn mint_at(
-    shared: &Shared,
-    base: &str,
-    role: Role,
-    token_id: &str,
-    name: &str,
-) -> Result<LoginLink, ConsoleError> {
-    let code = shared
-        .console
-        .codes
-        .mint(codes::Grant {
-            role,
-            token_id: token_id.to_owned(),
-            name: name.to_owned(),
-        })
-        .ok_or(ConsoleError::TooManyCodes)?;
-    tracing::info!(token_id, role = ?role, "console login code minted");
-    Ok(LoginLink {
-        url: format!("{base}/ui/login?code={code}"),
-        expires_at: gsv_protocol::now_ms() + shared.console.codes.ttl.as_millis() as u64,
-    })
-}
-
 /// The console's routes: `POST /v1/ui/login-codes` (Bearer) and everything under
 /// `/ui` (cookie), the latter with the console's security headers.
-pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
+pub fn router(shared: Arc<Shared>, console: Arc<Console>) -> Router {
+    let ui_state = Ui { shared, console };
     let ui = Router::new()
         .route("/ui", get(pages::to_index))
         .route("/ui/", get(pages::index))
@@ -190,10 +205,19 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/api/jobs/{id}", get(reads::job))
         .route("/ui/api/events", get(events::stream))
         .layer(axum::middleware::from_fn_with_state(
-            shared,
+            ui_state.clone(),
             guard::security_headers,
         ));
     Router::new()
         .route("/v1/ui/login-codes", post(pages::login_codes))
         .merge(ui)
+        .with_state(ui_state)
+}
+
+/// What the console's handlers are given: the gateway, and the console's own state
+/// (which the gateway's core does not hold).
+#[derive(Clone)]
+pub struct Ui {
+    shared: Arc<Shared>,
+    console: Arc<Console>,
 }

@@ -11,15 +11,14 @@
 //! ([`gsv_protocol::display::HIDDEN`]) into `app.js`.
 
 use super::codes::Refused;
-use super::{guard, mint_at, ConsoleError, Role};
+use super::{guard, ConsoleError, Role, Ui};
 use crate::auth::{authorize, ApiError};
-use crate::state::Shared;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Json;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -50,8 +49,8 @@ pub async fn to_index() -> Redirect {
 }
 
 /// `GET /ui/`: the app with the session's CSRF token, or how to sign in.
-pub async fn index(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match guard::session(&shared, &headers).await {
+pub async fn index(State(Ui { shared, console }): State<Ui>, headers: HeaderMap) -> Response {
+    match guard::session(&shared, &console, &headers).await {
         // The token is URL-safe base64: nothing in it needs escaping in an attribute.
         Ok(s)
             if s.csrf
@@ -143,14 +142,14 @@ pub struct LoginQuery {
 /// `GET /ui/login?code=...`: a page naming the session the code would open, with a
 /// "Sign in" button that posts it. Uses nothing, counts nothing, sets no cookie.
 pub async fn login_page(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { console, .. }): State<Ui>,
     query: Result<Query<LoginQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     let code = query.map(|Query(q)| q.code).unwrap_or_default();
     let Some(code) = plain_code(&code) else {
         return refused_code(Refused::Unknown);
     };
-    match shared.console.codes.peek(code) {
+    match console.codes.peek(code) {
         Ok(grant) => {
             let who = html_text(&format!("{} {}", role_name(grant.role), grant.name), 100);
             // Its form's POST must carry the page's own Origin (see guard's headers).
@@ -186,12 +185,12 @@ struct LoginForm {
 /// `POST /ui/login` (form `code=...`, from the login page's button): from the gateway's
 /// own origin only, a valid code becomes a session cookie, once.
 pub async fn login(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Response {
-    if let Err(e) = guard::proof_of_origin(&headers, shared.console.secure) {
+    if let Err(e) = guard::proof_of_origin(&headers, console.secure) {
         tracing::warn!(%peer, "console login from another site or port refused");
         return refused(
             StatusCode::FORBIDDEN,
@@ -202,7 +201,7 @@ pub async fn login(
     let code = serde_urlencoded::from_bytes::<LoginForm>(&bytes)
         .map(|f| f.code)
         .unwrap_or_default();
-    let grant = match shared.console.codes.redeem(code.trim()) {
+    let grant = match console.codes.redeem(code.trim()) {
         Ok(g) => g,
         Err(why) => {
             // Counted like a bad token (a valid code always passes, as tokens do).
@@ -228,8 +227,8 @@ pub async fn login(
         }
     }
     tracing::info!(%peer, role = ?grant.role, token_id = %grant.token_id, "console session opened");
-    let cookie = shared.console.sessions.open(grant);
-    let set = session_cookie(shared.console.cookie_name(), &cookie, shared.console.secure);
+    let cookie = console.sessions.open(grant);
+    let set = session_cookie(console.cookie_name(), &cookie, console.secure);
     let mut res = Redirect::to("/ui/").into_response();
     if let Ok(v) = HeaderValue::from_str(&set) {
         res.headers_mut().insert(header::SET_COOKIE, v);
@@ -246,13 +245,13 @@ fn session_cookie(name: &str, value: &str, secure: bool) -> String {
 
 /// `POST /ui/logout`: ends the session (with its CSRF token, like any change).
 pub async fn logout(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::writer(&shared, &headers, |_| true, "signing out").await?;
-    let name = shared.console.cookie_name();
+    guard::writer(&shared, &console, &headers, |_| true, "signing out").await?;
+    let name = console.cookie_name();
     if let Ok(Some(c)) = guard::cookie(&headers, name) {
-        shared.console.sessions.close(c);
+        console.sessions.close(c);
     }
     let mut res = StatusCode::NO_CONTENT.into_response();
     let clear = format!("{name}=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0");
@@ -265,7 +264,7 @@ pub async fn logout(
 /// `POST /v1/ui/login-codes` (Bearer): `{url, expiresAt}`, a login link on the
 /// address the caller reached the gateway at.
 pub async fn login_codes(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -277,15 +276,11 @@ pub async fn login_codes(
         .and_then(|h| h.to_str().ok())
         .filter(|h| plain_host(h))
         .map(|h| {
-            let scheme = if shared.console.secure {
-                "https"
-            } else {
-                "http"
-            };
+            let scheme = if console.secure { "https" } else { "http" };
             format!("{scheme}://{h}")
         })
-        .unwrap_or_else(|| shared.console.base().to_owned());
-    let link = mint_at(&shared, &base, role, token_id, name)?;
+        .unwrap_or_else(|| console.base().to_owned());
+    let link = console.mint_at(&base, role, token_id, name)?;
     Ok(Json(link).into_response())
 }
 

@@ -3,16 +3,14 @@
 //! proves its origin first ([`guard::reader`]): some reads (sessions, a session's log)
 //! are `Process` calls on nodes, audited as the session's operator.
 
-use super::{guard, ConsoleError};
+use super::{guard, ConsoleError, Ui};
 use crate::auth::ApiError;
 use crate::policy::Policy;
-use crate::state::Shared;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 type QueryResult<T> = Result<Query<T>, axum::extract::rejection::QueryRejection>;
 
@@ -45,10 +43,10 @@ struct Me {
 
 /// `GET /ui/api/me`: the session's role, who it acts as, and its CSRF token.
 pub async fn me(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let s = guard::reader(&shared, &headers).await?;
+    let s = guard::reader(&shared, &console, &headers).await?;
     Ok(Json(Me {
         role: s.role,
         can_decide: s.role.can_decide(),
@@ -88,11 +86,11 @@ struct NodesPage {
 /// `GET /ui/api/nodes[?q=&select=&offset=&limit=]`: a page of every node (online
 /// first, each by id), filtered.
 pub async fn nodes(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<NodesQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let q = query(q)?;
     let selector = q
         .select
@@ -148,11 +146,11 @@ struct ToolView {
 /// `GET /ui/api/nodes/{id}`: the node (`nodes.show`) with its tools and their input
 /// schemas.
 pub async fn node(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let detail = crate::inventory::show_node(&shared, &Policy::full_access(), &id)?;
     let set = shared.registry.tool_set(&id);
     let tools: Vec<ToolView> = detail
@@ -177,11 +175,11 @@ pub async fn node(
 
 /// `GET /ui/api/approvals[?all=&limit=&offset=]`: the `approvals.list` page.
 pub async fn approvals(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let page = crate::fleet::approvals(&shared, query(q)?).await?;
     Ok(Json(page).into_response())
 }
@@ -191,11 +189,11 @@ pub async fn approvals(
 /// them only up to [`crate::approvals::MAX_SHOWN_ARGS_BYTES`]); the page cuts long
 /// values visibly and shows them whole on request.
 pub async fn approval_args(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let args = shared
         .approvals
         .args_of(&id)
@@ -217,10 +215,10 @@ pub(super) fn caller<'a>(
 
 /// `GET /ui/api/sessions`: every node's background process sessions.
 pub async fn sessions(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &headers).await?;
+    let session = guard::reader(&shared, &console, &headers).await?;
     let policy = Policy::full_access();
     let caller = caller(&session, &policy);
     let page = crate::process_sessions::gather(&shared, &caller).await;
@@ -238,12 +236,12 @@ pub struct LogQuery {
 /// `GET /ui/api/sessions/{node}/{id}/log[?offset=&limit=]`: a page of a session's
 /// output (`Process {action: log}`).
 pub async fn session_log(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path((node, id)): Path<(String, String)>,
     q: QueryResult<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &headers).await?;
+    let session = guard::reader(&shared, &console, &headers).await?;
     let q = query(q)?;
     let mut args = serde_json::json!({"action": "log", "sessionId": id});
     if let Some(o) = q.offset {
@@ -290,11 +288,11 @@ struct AuditPage {
 /// `GET /ui/api/audit[?before=&limit=&q=&verify=true]`: rows newest first, filtered
 /// by text, and the chain's verification when asked.
 pub async fn audit(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<AuditQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let q = query(q)?;
     let text =
         q.q.map(|t| t.trim().chars().take(MAX_FILTER).collect::<String>())
@@ -320,10 +318,10 @@ pub async fn audit(
 
 /// `GET /ui/api/tokens`: every token (ids, kinds, subjects, policies; never secrets).
 pub async fn tokens(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &headers).await?;
+    guard::reader(&shared, &console, &headers).await?;
     let list = shared
         .store
         .blocking(|s| s.list_tokens())
@@ -345,22 +343,22 @@ fn reader<'a>(token_id: &'a str) -> crate::jobs::Reader<'a> {
 
 /// `GET /ui/api/jobs[?limit=&offset=&select=]`: the `jobs.list` page.
 pub async fn jobs(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<gsv_protocol::job::JobsListParams>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &headers).await?;
+    let session = guard::reader(&shared, &console, &headers).await?;
     let page = crate::jobs::list(&shared, reader(&session.token_id), query(q)?).await?;
     Ok(Json(page).into_response())
 }
 
 /// `GET /ui/api/jobs/{id}`: one job with its result.
 pub async fn job(
-    State(shared): State<Arc<Shared>>,
+    State(Ui { shared, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &headers).await?;
+    let session = guard::reader(&shared, &console, &headers).await?;
     let job = crate::jobs::get(&shared, reader(&session.token_id), &id).await?;
     Ok(Json(job).into_response())
 }

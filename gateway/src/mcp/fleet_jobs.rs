@@ -8,7 +8,7 @@
 //! another token's job answers `not_found` like one that does not exist.
 
 use super::auth::McpPrincipal;
-use super::fleet_tools::structured;
+use super::fleet_answer::structured;
 use super::result;
 use crate::jobs::{self, JobError, Reader, MAX_PAGE};
 use crate::state::Shared;

@@ -14,20 +14,18 @@
 //! fleet view's arguments and its two listing answers; every list is built from
 //! [`super::nodes`], so nothing here shows more than the flat view would.
 
+pub use super::fleet_answer::FleetError;
+use super::fleet_answer::{parse, structured};
 use super::nodes::{self, NodeCard, NODES_PAGE};
-use super::result::{self, BadCursor};
 use super::view::Lens;
 use crate::state::Shared;
-use gsv_protocol::names::{NameError, NamespacedName, NodeId, ToolName};
-use gsv_protocol::selector::{Selector, SelectorError};
-use gsv_protocol::{ErrorCode, ErrorShape};
+use gsv_protocol::names::{NamespacedName, NodeId, ToolName};
+use gsv_protocol::selector::Selector;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
-use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
-use thiserror::Error;
 
 pub const FLEET_NODES: &str = "fleet_nodes";
 pub const FLEET_TOOLS: &str = "fleet_tools";
@@ -289,68 +287,6 @@ pub fn flat_definitions() -> Vec<Tool> {
         .collect()
 }
 
-/// Why a fleet tool could not answer.
-#[derive(Debug, Error)]
-pub enum FleetError {
-    #[error("invalid_args: {0}")]
-    Args(serde_json::Error),
-    #[error("invalid_args: select: {0}")]
-    Select(#[from] SelectorError),
-    #[error("invalid_args: {0}")]
-    Cursor(#[from] BadCursor),
-    #[error("invalid_args: {what} {value:?}: {reason}")]
-    Name {
-        what: &'static str,
-        value: String,
-        reason: NameError,
-    },
-    /// A node the session does not see: unknown, outside its token's policy or its
-    /// `?select=` alike.
-    #[error("unknown node: {0}")]
-    NoNode(String),
-    /// A tool the session does not see, whichever the reason.
-    #[error("unknown tool: {0}")]
-    NoTool(String),
-}
-
-impl From<FleetError> for ErrorData {
-    fn from(e: FleetError) -> Self {
-        match e {
-            FleetError::NoTool(name) => result::not_found(&name),
-            FleetError::NoNode(_) => ErrorData::invalid_params(e.to_string(), None),
-            other => ErrorData::invalid_params(other.to_string(), None),
-        }
-    }
-}
-
-impl FleetError {
-    /// How the model hears of it: bad arguments as a tool error it can correct (as
-    /// for any tool whose arguments fail its schema), unknown names as the protocol
-    /// error a flat call of an unknown tool gets.
-    pub fn into_result(self) -> Result<CallToolResult, ErrorData> {
-        match self {
-            FleetError::Args(_)
-            | FleetError::Select(_)
-            | FleetError::Cursor(_)
-            | FleetError::Name { .. } => {
-                let message = self.to_string();
-                let message = message.trim_start_matches("invalid_args: ").to_owned();
-                Ok(result::error_result(&ErrorShape::new(
-                    ErrorCode::InvalidArgs,
-                    message,
-                )))
-            }
-            other => Err(other.into()),
-        }
-    }
-}
-
-pub(super) fn parse<T: for<'de> Deserialize<'de>>(
-    args: Option<Map<String, Value>>,
-) -> Result<T, FleetError> {
-    serde_json::from_value(Value::Object(args.unwrap_or_default())).map_err(FleetError::Args)
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NodesArgs {
@@ -404,14 +340,6 @@ pub fn call_target(args: Option<Map<String, Value>>) -> Result<CallTarget, Fleet
         node: a.node,
         args: Value::Object(a.args),
         timeout_ms: a.timeout_ms,
-    })
-}
-
-/// A tool result holding `value` as structured content (and its JSON as text).
-pub(super) fn structured<T: Serialize>(value: &T) -> CallToolResult {
-    let raw = json!({"content": [], "structuredContent": value}).to_string();
-    result::call_result(&raw).unwrap_or_else(|e| {
-        result::error_result(&ErrorShape::new(ErrorCode::Internal, e.to_string()))
     })
 }
 
@@ -580,6 +508,9 @@ mod tests {
             .into_result()
             .unwrap_err();
         assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
-        assert_eq!(e.message, result::not_found("web1__Bash").message);
+        assert_eq!(
+            e.message,
+            super::super::result::not_found("web1__Bash").message
+        );
     }
 }

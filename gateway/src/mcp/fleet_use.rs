@@ -14,7 +14,7 @@
 //! the same code as every other listing, and a call of a listed tool is the routed call
 //! of any `{node}__{tool}` (policy, confirm globs, node guards, audit).
 
-use super::fleet_tools::{self, FleetError};
+use super::fleet_answer::{self, FleetError};
 use super::nodes::{self, NodeCard};
 use super::used::MAX_USED;
 use super::view::Lens;
@@ -99,7 +99,7 @@ pub fn use_answer(
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
-    let a: UseArgs = fleet_tools::parse(args)?;
+    let a: UseArgs = fleet_answer::parse(args)?;
     let ids = match (a.nodes, a.select) {
         (Some(ids), None) if ids.len() <= MAX_NAMED => named(shared, lens, ids)?,
         (Some(_), None) => {
@@ -136,7 +136,7 @@ pub fn release_answer(
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
-    let a: ReleaseArgs = fleet_tools::parse(args)?;
+    let a: ReleaseArgs = fleet_answer::parse(args)?;
     let released = match (a.nodes, a.all) {
         (Some(ids), false) => lens.used.release(Some(&ids)),
         (None, true) => lens.used.release(None),
@@ -159,7 +159,7 @@ fn answer(
     let changed = added.iter().chain(&released).any(|ids| !ids.is_empty());
     let note = if changed { NOTE_CHANGED } else { NOTE_SAME };
     let (_, entries) = nodes::used_listing(shared, lens);
-    fleet_tools::structured(&UseAnswer {
+    fleet_answer::structured(&UseAnswer {
         in_use: lens.used.nodes(),
         added,
         released,

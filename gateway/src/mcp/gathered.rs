@@ -7,7 +7,7 @@
 //! what one change costs the replicas grows with the distinct (token, selection) pairs
 //! watching, not with the streams open.
 
-use super::nodes::RemoteFleet;
+use super::view::RemoteFleet;
 use dashmap::DashMap;
 use std::future::Future;
 use std::sync::Arc;

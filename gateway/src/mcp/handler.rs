@@ -235,8 +235,11 @@ impl McpHandler {
             used,
             remote: None,
         };
-        let count = |lens: &Lens| nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES);
-        if asked != view::McpView::Auto || shared.cluster.is_none() {
+        let count = |lens: &Lens| {
+            fleet_tools::listing_bytes(lens.listed.is_all())
+                + nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES)
+        };
+        if asked != view::McpView::Auto || crate::fleet::alone(&shared) {
             lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
             return lens;
         }
@@ -325,7 +328,7 @@ struct Seen {
     /// Cluster mode: [`crate::fleet::elsewhere_epoch`] when the other
     /// replicas' nodes were last gathered, and what they held for the session.
     remote_epoch: u64,
-    remote: Option<Arc<nodes::RemoteFleet>>,
+    remote: Option<Arc<view::RemoteFleet>>,
 }
 
 impl Seen {
@@ -892,7 +895,7 @@ impl McpHandler {
         if nodes::lens_has_node(self.shared(), lens, node) {
             return true;
         }
-        if self.shared().cluster.is_none() || lens.remote.is_some() {
+        if crate::fleet::alone(self.shared()) || lens.remote.is_some() {
             return false;
         }
         let fleet = nodes::with_remote(self.shared(), lens.clone()).await;

@@ -16,6 +16,7 @@
 //! and the session-less 2026-07-28 revision (`server/discover`, per-request metadata).
 
 pub mod auth;
+pub mod fleet_answer;
 pub mod fleet_copy;
 pub mod fleet_jobs;
 pub mod fleet_run;

@@ -13,7 +13,7 @@
 //! both, an online node over this replica's memory of it as offline.
 
 use super::result::BadCursor;
-use super::view::Lens;
+use super::view::{Lens, RemoteFleet};
 use crate::inventory;
 use crate::policy::Policy;
 use crate::registry::Viewer;
@@ -50,18 +50,10 @@ pub struct NodeCard {
     pub tools: Vec<String>,
 }
 
-/// What the other cluster replicas hold that a lens sees: their online nodes and
-/// those nodes' tools, each judged there by the token's policy.
-#[derive(Debug, Default)]
-pub struct RemoteFleet {
-    pub nodes: Vec<NodeSummary>,
-    pub entries: Vec<ToolEntry>,
-}
-
 /// `lens` with what the other replicas hold for it (cluster mode; unchanged
 /// otherwise, or when it has it already).
 pub async fn with_remote(shared: &Shared, mut lens: Lens) -> Lens {
-    if shared.cluster.is_none() || lens.remote.is_some() {
+    if crate::fleet::alone(shared) || lens.remote.is_some() {
         return lens;
     }
     let select = lens.select.as_ref().map(|s| s.to_string());
@@ -127,12 +119,11 @@ pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec
     visible_nodes(shared, &lens.who.policy, &selects, lens.remote.as_deref())
 }
 
-/// About how many bytes the flat listing `lens` would get takes (the node tools it
-/// lists and the gateway tools beside them), adding no further than past `limit`
-/// (enough for `auto`'s choice). Without `?select=` no listing is built: a
+/// About how many bytes the node tools the flat listing `lens` would get take (the
+/// gateway tools beside them aside), adding no further than past `limit` (enough for
+/// `auto`'s choice). Without `?select=` no listing is built: a
 /// session-less request asks this every time, whatever the fleet's size.
 pub fn lens_listing_bytes(shared: &Shared, lens: &Lens, limit: usize) -> usize {
-    let gateway = super::fleet_tools::listing_bytes(lens.listed.is_all());
     let listed = |name: &str| {
         name.split_once("__")
             .is_some_and(|(_, tool)| lens.listed.lists(tool))
@@ -148,20 +139,17 @@ pub fn lens_listing_bytes(shared: &Shared, lens: &Lens, limit: usize) -> usize {
     };
     match lens.select {
         None => {
-            gateway
-                + shared.registry.listing_bytes(
-                    |name, c| lens.who.policy.visible(name, c) && listed(name),
-                    limit,
-                )
-                + remote()
+            shared.registry.listing_bytes(
+                |name, c| lens.who.policy.visible(name, c) && listed(name),
+                limit,
+            ) + remote()
         }
         Some(_) => {
             let nodes = lens_nodes(shared, lens, None);
-            gateway
-                + listed_entries(shared, lens, &nodes)
-                    .iter()
-                    .map(entry_bytes)
-                    .sum::<usize>()
+            listed_entries(shared, lens, &nodes)
+                .iter()
+                .map(entry_bytes)
+                .sum::<usize>()
         }
     }
 }

@@ -25,6 +25,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::selector::{Selector, SelectorError};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -154,6 +155,14 @@ impl UrlView {
     }
 }
 
+/// What the other cluster replicas hold that a lens sees: their online nodes and
+/// those nodes' tools, each judged there by the token's policy.
+#[derive(Debug, Default)]
+pub struct RemoteFleet {
+    pub nodes: Vec<NodeSummary>,
+    pub entries: Vec<ToolEntry>,
+}
+
 /// What one request (or one 2025 session) sees: who, which view, which nodes.
 #[derive(Clone)]
 pub struct Lens {
@@ -168,7 +177,7 @@ pub struct Lens {
     pub used: Arc<super::used::Used>,
     /// Cluster mode: what the other replicas hold that this lens sees, gathered for
     /// the request that lists ([`super::nodes::with_remote`]); `None` otherwise.
-    pub remote: Option<Arc<super::nodes::RemoteFleet>>,
+    pub remote: Option<Arc<RemoteFleet>>,
 }
 
 /// The JSON-RPC error body of a refused query (no request was read: id `null`).

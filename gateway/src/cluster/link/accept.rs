@@ -7,25 +7,33 @@
 
 use super::wire::{self, Challenge, LinkMsg, Proof, Welcome};
 use super::OPENING;
+use crate::cluster::Cluster;
 use crate::conn::Ws;
 use crate::state::Shared;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use gsv_transport::tungstenite::Message;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// `GET /v1/replica`: 404 unless this gateway is a replica offering a link.
-pub async fn endpoint(
-    State(shared): State<Arc<Shared>>,
+/// The route of `GET /v1/replica`, for a replica's listener (a gateway alone has none:
+/// 404).
+pub fn router(shared: Arc<Shared>, cluster: Arc<Cluster>) -> Router {
+    Router::new()
+        .route("/v1/replica", get(endpoint))
+        .with_state((shared, cluster))
+}
+
+/// `GET /v1/replica`: 404 unless this replica offers a link.
+async fn endpoint(
+    State((shared, cluster)): State<(Arc<Shared>, Arc<Cluster>)>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    let Some(cluster) = shared.cluster.clone() else {
-        return (StatusCode::NOT_FOUND, "not a cluster replica\n").into_response();
-    };
     let Some(secret) = cluster.links.own.get().map(|o| o.secret.clone()) else {
         return (StatusCode::NOT_FOUND, "this replica offers no link\n").into_response();
     };

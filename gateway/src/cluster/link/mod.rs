@@ -27,7 +27,7 @@ mod accept;
 mod dial;
 pub(crate) mod wire;
 
-pub use accept::endpoint;
+pub use accept::router;
 
 use dashmap::DashMap;
 use futures_util::{Sink, SinkExt};

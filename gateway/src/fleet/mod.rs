@@ -8,11 +8,13 @@
 //! detail, a tool list or an approval page is the same whichever door it is asked
 //! through, and a door never reaches the cluster itself.
 
+mod merge;
+
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
-use crate::cluster::listing;
 use crate::inventory::{self, InventoryError};
 use crate::jobs::{self, JobError, Reader};
 use crate::offers::OfferError;
+use crate::peers::ClusterStatus;
 use crate::policy::Policy;
 use crate::state::Shared;
 use gsv_protocol::job::Job;
@@ -30,10 +32,13 @@ pub async fn nodes(
 ) -> Result<Vec<NodeSummary>, InventoryError> {
     let selector = select.map(inventory::parse_selector).transpose()?;
     let local = inventory::visible_nodes(shared, &inventory::viewer(policy), selector.as_ref());
-    Ok(match &shared.cluster {
-        Some(cluster) => listing::merge(local, listing::gather(cluster, token_id, select).await),
-        None => local,
-    })
+    if alone(shared) {
+        return Ok(local);
+    }
+    Ok(merge::nodes(
+        local,
+        shared.peers.nodes(token_id, select).await,
+    ))
 }
 
 /// One node as `policy` may see it: this gateway's copy, or in cluster mode the
@@ -45,11 +50,9 @@ pub async fn node(
     id: &str,
 ) -> Result<NodeDetail, OfferError> {
     let local = inventory::show_node(shared, policy, id);
-    if let Some(cluster) = &shared.cluster {
-        if !local.as_ref().is_ok_and(|d| d.node.online) {
-            if let Some(detail) = listing::show_elsewhere(cluster, token_id, id).await {
-                return Ok(detail);
-            }
+    if !alone(shared) && !local.as_ref().is_ok_and(|d| d.node.online) {
+        if let Some(detail) = shared.peers.node(token_id, id).await {
+            return Ok(detail);
         }
     }
     local
@@ -59,17 +62,33 @@ pub async fn node(
 /// replicas' tools too.
 pub async fn tools(shared: &Shared, policy: &Policy, token_id: &str) -> Vec<ToolEntry> {
     let local = shared.registry.tool_entries(|n, c| policy.visible(n, c));
-    match &shared.cluster {
-        Some(cluster) => {
-            listing::merge_tools(local, listing::gather_tools(cluster, token_id).await)
-        }
-        None => local,
+    if alone(shared) {
+        return local;
     }
+    merge::tools(local, shared.peers.tools(token_id).await)
 }
 
 /// One page of approval requests, every replica's in cluster mode.
+/// The caller was judged an operator already.
 pub async fn approvals(shared: &Shared, query: ListQuery) -> Result<ListPage, ApprovalError> {
-    crate::cluster::approvals::list_everywhere(shared, query).await
+    if alone(shared) {
+        return shared.approvals.list(query).await;
+    }
+    // Each replica's newest `offset + limit` requests, merged into the page.
+    let limit = query.limit.clamp(1, crate::approvals::MAX_PAGE);
+    let upto = query
+        .offset
+        .saturating_add(limit)
+        .min(crate::approvals::MAX_LISTED_EVERYWHERE);
+    let (local, remote) = tokio::join!(
+        shared.approvals.page(query.all, upto, 0),
+        shared.peers.approval_pages(query.all, upto),
+    );
+    Ok(merge::pages(
+        std::iter::once(local?).chain(remote),
+        query.offset,
+        limit,
+    ))
 }
 
 /// Decides approval request `id` as `by` (the CLI, the HTTP API, the WebSocket method
@@ -83,12 +102,12 @@ pub async fn decide_approval(
     by: &str,
 ) -> Result<ApprovalRequest, ApprovalError> {
     let result = shared.approvals.decide(id, decision, by).await;
-    let result = match (&result, &shared.cluster) {
-        (Err(ApprovalError::NotFound { .. }), Some(cluster)) => {
-            crate::cluster::approvals::decide_elsewhere(cluster, id, decision, by)
-                .await
-                .unwrap_or(result)
-        }
+    let result = match &result {
+        Err(ApprovalError::NotFound { .. }) if !alone(shared) => shared
+            .peers
+            .decide(id, decision, by)
+            .await
+            .unwrap_or(result),
         _ => result,
     };
     shared.announce_decision(id, decision, by, &result);
@@ -100,9 +119,11 @@ pub async fn decide_approval(
 /// then.
 pub async fn cancel_job(shared: &Shared, reader: Reader<'_>, id: &str) -> Result<Job, JobError> {
     jobs::cancellable(shared, reader, id).await?;
-    if let Some(cluster) = &shared.cluster {
+    if !alone(shared) {
         if let Some(owner) = jobs::owner_elsewhere(shared, id).await? {
-            return crate::cluster::jobs::cancel_at(cluster, &owner, id)
+            return shared
+                .peers
+                .cancel_job(&owner, id)
                 .await
                 .map_err(JobError::Elsewhere);
         }
@@ -118,25 +139,45 @@ pub async fn elsewhere(
     token_id: &str,
     select: Option<&str>,
 ) -> Option<(Vec<NodeSummary>, Vec<ToolEntry>)> {
-    let cluster = shared.cluster.as_ref()?;
+    if alone(shared) {
+        return None;
+    }
     Some(tokio::join!(
-        listing::gather(cluster, token_id, select),
-        listing::gather_tools(cluster, token_id),
+        shared.peers.nodes(token_id, select),
+        shared.peers.tools(token_id),
     ))
 }
 
 /// A number that moves whenever which replica holds which node changes (cluster
 /// mode; `None` alone): what [`elsewhere`] found stays good while it stands still.
 pub fn elsewhere_epoch(shared: &Shared) -> Option<u64> {
-    shared.cluster.as_ref().map(|c| c.directory.epoch())
+    shared.peers.epoch()
 }
 
 /// `local` and another replica's nodes as one list by id, an online copy first.
 pub fn merge_nodes(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
-    listing::merge(local, remote)
+    merge::nodes(local, remote)
 }
 
 /// `local` and another replica's tools as one list by name, an online copy first.
 pub fn merge_tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
-    listing::merge_tools(local, remote)
+    merge::tools(local, remote)
+}
+
+/// Whether this gateway runs alone (no `--cluster`): nothing is asked elsewhere.
+pub fn alone(shared: &Shared) -> bool {
+    shared.peers.replica().is_none()
+}
+
+/// `GET /v1/cluster`: the cluster as this replica sees it; `None` alone.
+pub fn cluster_status(shared: &Shared) -> Option<ClusterStatus> {
+    shared.peers.status(shared.registry.online_count())
+}
+
+/// Brings the gauges of the link to the other replicas up to date (`/metrics`).
+pub fn measure_peers(shared: &Shared) {
+    if let Some(health) = shared.peers.health() {
+        shared.metrics.set_cluster_connected(health.connected);
+        shared.metrics.set_cluster_refused(health.refused);
+    }
 }
