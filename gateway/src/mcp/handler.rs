@@ -239,7 +239,7 @@ impl McpHandler {
             fleet_tools::listing_bytes(lens.listed.is_all())
                 + nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES)
         };
-        if asked != view::McpView::Auto || crate::fleet::alone(&shared) {
+        if asked != view::McpView::Auto || crate::fleet::alone(shared) {
             lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
             return lens;
         }
