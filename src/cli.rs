@@ -3,7 +3,7 @@
 //! node guards, gateway settings, agent and operator targets) are defined once here
 //! and flattened into the commands that take them.
 
-use crate::commands::{self, agent::Target};
+use crate::commands::{self, client::Target};
 use crate::resolve;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gsv_gateway::GatewayConfig;

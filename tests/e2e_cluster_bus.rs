@@ -213,7 +213,7 @@ async fn a_call_forged_on_nats_under_the_admin_token_id_never_runs() {
 
     let spy = Spy::connect(&nats.url()).await;
     let pwned = dir.path().join("pwned");
-    // Shaped exactly as B forwards a call to A (`cluster::calls::Forwarded`), under
+    // Shaped exactly as B forwards a call to A (`cluster::call_book::Forwarded`), under
     // the id of A's admin token.
     let forged = json!({
         "tokenId": token_id(&a.admin_token()),

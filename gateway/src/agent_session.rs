@@ -6,6 +6,7 @@
 //! agent's token policy is fixed at connect and checked on every call. When the agent
 //! goes away, its calls still running are cancelled on their nodes.
 
+use crate::agent_handle::AgentHandle;
 use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
@@ -14,7 +15,7 @@ use crate::operator::Authority;
 use crate::policy::Policy;
 use crate::router;
 use crate::session_error::SessionError;
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
@@ -552,7 +553,7 @@ fn operator_request(
                 }
             }
             Method::NodesAcceptTools => match serde_json::from_str::<NodeIdParams>(&raw) {
-                Ok(p) => match crate::offers::accept(&shared, &p.id, "operator").await {
+                Ok(p) => match crate::fleet::accept_tools(&shared, &p.id, "operator").await {
                     Ok(result) => encode_ok(&id, &result),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },

@@ -17,6 +17,14 @@ pub const DEFAULT_UNAUTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// be used.
 pub const DEFAULT_CONSOLE_CODE_TTL: Duration = Duration::from_secs(5 * 60);
 
+/// Default of [`GatewayConfig::job_retention`]: how long a job is kept after it started
+/// (`gsv gateway --job-retention-hours`).
+pub const DEFAULT_JOB_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Default of [`GatewayConfig::transfer_idle`]: how long a transfer may see nothing
+/// pass before it is ended (`timeout`).
+pub const DEFAULT_TRANSFER_IDLE: Duration = Duration::from_secs(120);
+
 /// Default of [`GatewayConfig::mcp_sessions_per_token`].
 pub const DEFAULT_MCP_SESSIONS_PER_TOKEN: usize = 256;
 /// Default of [`GatewayConfig::mcp_sessions_max`].
@@ -81,7 +89,7 @@ pub struct GatewayConfig {
     /// How long a console login code may be used (the operator console's).
     pub console_code_ttl: Duration,
     /// How long a file transfer may see nothing move before it is ended
-    /// ([`crate::transfer::IDLE`]).
+    /// ([`DEFAULT_TRANSFER_IDLE`]).
     pub transfer_idle: Duration,
     /// Failed authentications allowed per source address per minute.
     pub auth_failures_per_minute: u32,
@@ -142,10 +150,10 @@ impl GatewayConfig {
             write_addr_file: true,
             audit_args: false,
             approval_ttl: crate::approvals::DEFAULT_TTL,
-            job_retention: crate::jobs::RETENTION,
+            job_retention: DEFAULT_JOB_RETENTION,
             approval_webhook: None,
             console_code_ttl: DEFAULT_CONSOLE_CODE_TTL,
-            transfer_idle: crate::transfer::IDLE,
+            transfer_idle: DEFAULT_TRANSFER_IDLE,
             auth_failures_per_minute: 20,
             tls: None,
             mcp_allowed_hosts: Vec::new(),

@@ -132,7 +132,7 @@ async fn accept_tools(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "accepting a node's tools").await?;
-    let result = crate::offers::accept(&shared, &id, "admin-api").await?;
+    let result = crate::fleet::accept_tools(&shared, &id, "admin-api").await?;
     Ok(Json(result).into_response())
 }
 

@@ -12,9 +12,9 @@
 //! calls of the `async` jobs its previous run left running ([`crate::reattach`]), and
 //! marks the other running ones `lost`: their outcome is not known.
 
-use crate::registry::CallOutcome;
+use crate::agent_handle::AgentHandle;
 use crate::router;
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use crate::store::{Store, StoreError};
 use gsv_protocol::job::{
     AsyncCallResult, Job, JobKind, JobState, JobSummary, JobsListParams, JobsListResult,
@@ -26,12 +26,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+pub mod outcome;
+pub use outcome::{finish, settle, MAX_STORED_BYTES_PER_TOKEN, MAX_STORED_RESULT};
+
 /// How long a job is kept after it started, by default (`gsv gateway
 /// --job-retention-hours`).
-pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
-/// Most bytes of results and errors one token's finished jobs keep: its oldest go
-/// first, so no token fills the gateway's disk (10 000 jobs × 4 MiB would be 40 GB).
-pub const MAX_STORED_BYTES_PER_TOKEN: usize = 256 * 1024 * 1024;
+pub const RETENTION: Duration = crate::config::DEFAULT_JOB_RETENTION;
 /// Most bytes of results and errors all finished jobs keep (the oldest go first;
 /// checked at start and every 10 minutes).
 pub const MAX_STORED_BYTES: usize = 2 * 1024 * 1024 * 1024;
@@ -40,8 +40,6 @@ pub const MAX_JOBS: usize = 100_000;
 /// Most jobs one token keeps (its oldest finished ones go first; when all are
 /// running, a new one is refused `overloaded`): no token fills the gateway's jobs.
 pub const MAX_JOBS_PER_TOKEN: usize = 10_000;
-/// Largest result a job keeps, in bytes.
-pub const MAX_STORED_RESULT: usize = 4 * 1024 * 1024;
 /// How often old jobs are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(10 * 60);
 /// The largest page `jobs.list` returns.
@@ -328,41 +326,6 @@ pub fn cancel_token_jobs(shared: &Shared, token_id: &str) -> usize {
         }
     }
     n
-}
-
-/// Stores how the running job `id` ended and forgets its cancel handle.
-pub async fn settle(shared: &Shared, id: &str, outcome: CallOutcome) {
-    finish(&shared.store, id, outcome).await;
-    shared.running_jobs.remove(id);
-    shared.changes.send(crate::changes::Topic::Jobs);
-}
-
-/// Stores how the job `id` ended (a result over [`MAX_STORED_RESULT`] fails it
-/// `too_large`).
-pub async fn finish(store: &Arc<Store>, id: &str, outcome: CallOutcome) {
-    let outcome = match outcome {
-        Ok(raw) if raw.get().len() > MAX_STORED_RESULT => Err(ErrorShape::new(
-            ErrorCode::TooLarge,
-            format!(
-                "the result is {} bytes, over the {MAX_STORED_RESULT} bytes a job keeps",
-                raw.get().len()
-            ),
-        )
-        .with(ErrorDetails::TooLarge {
-            bytes: raw.get().len(),
-            limit: MAX_STORED_RESULT,
-        })),
-        other => other,
-    };
-    let (job, at) = (id.to_owned(), gsv_protocol::now_ms());
-    let stored = blocking(store, move |s| {
-        s.finish_job_capped(&job, at, outcome.as_deref(), MAX_STORED_BYTES_PER_TOKEN)
-    })
-    .await;
-    match stored {
-        Ok(()) => tracing::info!(job = id, "job finished"),
-        Err(e) => tracing::error!(job = id, error = %e, "could not store a job's outcome"),
-    }
 }
 
 /// `jobs.get`: one job, if `reader` may see it.

@@ -28,6 +28,7 @@
 
 pub mod admission;
 pub mod agent_conns;
+pub mod agent_handle;
 pub mod agent_session;
 pub mod approvals;
 pub mod audit;

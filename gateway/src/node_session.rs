@@ -289,7 +289,7 @@ async fn serve(
         conn_id: &handle.conn_id,
         login_profile_changed: login_profile.as_ref().map(|lp| lp.changed.as_slice()),
     });
-    crate::offers::record_review(&shared, &handle, &reviewed, pin);
+    crate::offers::record_review(&shared.audit, &handle, &reviewed, pin);
     let change = if replaced.is_some() {
         "replaced"
     } else {

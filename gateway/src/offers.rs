@@ -30,13 +30,12 @@ mod error;
 
 pub use error::OfferError;
 
-use crate::audit::AuditEvent;
+use crate::audit::{AuditEvent, AuditLog};
 use crate::registry::{NodeHandle, PendingOffer};
-use crate::state::Shared;
 use crate::store::{Offer, Store};
 use crate::toolset::ToolSet;
 use dashmap::DashMap;
-use gsv_protocol::offer::{AcceptToolsResult, UnacceptedOffer};
+use gsv_protocol::offer::UnacceptedOffer;
 use gsv_protocol::NodeId;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -224,6 +223,11 @@ pub struct Offers {
 }
 
 impl Offers {
+    /// Remembers that `node`'s offer `digest` was accepted (the store holds it).
+    pub fn accepted(&self, node: NodeId, digest: [u8; 32]) {
+        self.accepted.insert(node, digest);
+    }
+
     /// Remembers every accepted offer in the store, so the nodes that reconnect after a
     /// gateway restart offering what was accepted (normally all) cost no query.
     pub fn load(store: &Store) -> Result<Offers, crate::store::StoreError> {
@@ -290,14 +294,14 @@ impl Offers {
 }
 
 /// Audits and logs a registration's review (after its `connect` row).
-pub fn record_review(shared: &Shared, handle: &NodeHandle, reviewed: &Reviewed, hidden: bool) {
+pub fn record_review(audit: &AuditLog, handle: &NodeHandle, reviewed: &Reviewed, hidden: bool) {
     let node = handle.id.as_str();
     match &reviewed.review {
         Review::Unchanged => {}
         Review::FirstUse(offer) => {
             let tools: Vec<String> = offer.tools.keys().cloned().collect();
             let capabilities: Vec<String> = offer.capabilities.iter().cloned().collect();
-            shared.audit.record(AuditEvent::NodeToolsAccepted {
+            audit.record(AuditEvent::NodeToolsAccepted {
                 by: FIRST_USE,
                 node,
                 tools: &tools,
@@ -315,7 +319,7 @@ pub fn record_review(shared: &Shared, handle: &NodeHandle, reviewed: &Reviewed, 
                 hidden = hidden && !diff.added_tools.is_empty(),
                 "node offers other tools than were accepted"
             );
-            shared.audit.record(AuditEvent::NodeToolsChanged {
+            audit.record(AuditEvent::NodeToolsChanged {
                 node,
                 conn_id: &handle.conn_id,
                 diff,
@@ -323,60 +327,6 @@ pub fn record_review(shared: &Shared, handle: &NodeHandle, reviewed: &Reviewed, 
             });
         }
     }
-}
-
-/// Accepts what node `id` offers now (online, or offline since the gateway started):
-/// its unaccepted tools become visible and callable, the acceptance is audited, and
-/// agents hear that the node's tools changed. `by` is `operator` or `admin-api`.
-pub async fn accept(shared: &Shared, id: &str, by: &str) -> Result<AcceptToolsResult, OfferError> {
-    let unknown = || OfferError::UnknownNode {
-        node: id.to_owned(),
-    };
-    let node = NodeId::parse(id).map_err(|_| unknown())?;
-    let set = shared.registry.tool_set(id).ok_or_else(unknown)?;
-    let offer = offer_of(&set);
-    let digest = digest(&offer);
-    let (name, stored, who) = (id.to_owned(), offer.clone(), by.to_owned());
-    let previous = shared
-        .store
-        .blocking(move |s| {
-            let previous = s.accepted_offer(&name)?;
-            s.accept_offer(&name, &stored, &who, gsv_protocol::now_ms())?;
-            Ok::<_, crate::store::StoreError>(previous)
-        })
-        .await??;
-    shared.offers.accepted.insert(node, digest);
-    let cleared = shared.registry.unaccepted.clear_if(id, &digest);
-    let diff = OfferDiff::between(&previous.map(|p| p.offer).unwrap_or_default(), &offer);
-    let accepted = UnacceptedOffer {
-        tools: diff.added_tools,
-        capabilities: diff.added_capabilities,
-        hidden: cleared.as_ref().is_some_and(|p| p.offer.hidden),
-    };
-    tracing::info!(
-        node_id = id,
-        by,
-        // Debug-formatted: names from the node, escaped.
-        tools = ?accepted.tools,
-        capabilities = ?accepted.capabilities,
-        "node's offer accepted"
-    );
-    shared.audit.record(AuditEvent::NodeToolsAccepted {
-        by,
-        node: id,
-        tools: &accepted.tools,
-        capabilities: &accepted.capabilities,
-        first_use: false,
-    });
-    if cleared.is_some() {
-        shared.tools_changed(id, &set, "accepted");
-    }
-    Ok(AcceptToolsResult {
-        node: id.to_owned(),
-        accepted,
-        tools: offer.tools.into_keys().collect(),
-        capabilities: offer.capabilities.into_iter().collect(),
-    })
 }
 
 #[cfg(test)]

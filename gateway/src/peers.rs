@@ -11,7 +11,9 @@
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, Verdict};
 use crate::metrics::Metrics;
-use crate::router::{Caller, RouteError};
+use crate::policy::Policy;
+use crate::registry::ProgressSink;
+use crate::router::error::RouteError;
 use futures_util::future::BoxFuture;
 use gsv_protocol::error::ErrorShape;
 use gsv_protocol::job::Job;
@@ -36,6 +38,16 @@ impl From<Result<Box<RawValue>, RouteError>> for RoutedElsewhere {
             audited: false,
         }
     }
+}
+
+/// Whom a forwarded call is made for: what the replica that holds the node needs to
+/// route it as its own caller's (the token, judged there by its own policy) and to send
+/// its progress back.
+pub struct ForwardedFor<'a> {
+    pub token_id: &'a str,
+    pub policy: &'a Policy,
+    /// Where the node's `call.progress` events go, if the caller wants them.
+    pub progress: Option<&'a ProgressSink>,
 }
 
 /// One replica as this one hears it.
@@ -89,7 +101,7 @@ pub trait Peers: Send + Sync {
     fn forward<'a>(
         &'a self,
         metrics: &'a Metrics,
-        caller: &'a Caller<'a>,
+        caller: ForwardedFor<'a>,
         node: &'a str,
         params: &'a ToolsCallParams,
         cancel: &'a CancellationToken,
@@ -160,7 +172,7 @@ impl Peers for Alone {
     fn forward<'a>(
         &'a self,
         _metrics: &'a Metrics,
-        _caller: &'a Caller<'a>,
+        _caller: ForwardedFor<'a>,
         _node: &'a str,
         _params: &'a ToolsCallParams,
         _cancel: &'a CancellationToken,

@@ -90,7 +90,7 @@ pub fn resume_all(shared: &Arc<Shared>, resumable: Vec<(String, String)>) {
                     "the gateway stopped while the call was running and its record is unreadable ({e})"
                 ))),
             };
-            crate::jobs::settle(&shared, &job, outcome).await;
+            crate::jobs::outcome::settle(&shared, &job, outcome).await;
         });
     }
 }

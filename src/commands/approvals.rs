@@ -4,7 +4,7 @@
 //! the data directory like the other commands), because a decision must reach the call
 //! that is waiting for it in the gateway's memory.
 
-use crate::commands::agent::request_as;
+use crate::commands::client::request_as;
 use crate::exit;
 use crate::resolve;
 use crate::terminal::safe;
@@ -28,7 +28,7 @@ pub struct OperatorTarget {
 
 /// Prints a client error and gives the exit code (the same mapping as every command).
 pub(crate) fn fail(e: &ClientError) -> u8 {
-    crate::commands::agent::client_error(e)
+    crate::commands::client::client_error(e)
 }
 
 /// Where the gateway is, the token to use and how to trust it, resolved from an
@@ -85,7 +85,7 @@ pub async fn list(t: OperatorTarget, query: ListQuery, json: bool) -> u8 {
     };
     if json {
         // The page's requests (an array, as before); counts go to stderr.
-        crate::commands::agent::print_json(&page.approvals);
+        crate::commands::client::print_json(&page.approvals);
     } else if page.total == 0 {
         eprintln!(
             "{}",

@@ -28,7 +28,7 @@ pub fn verify(data: &Path, json: bool) -> u8 {
     match store.with_conn(|c| audit::verify(c)) {
         Ok(report) => {
             if json {
-                crate::commands::agent::print_json(&report);
+                crate::commands::client::print_json(&report);
             } else if let Some(bad) = report.first_bad_seq {
                 println!(
                     "FAILED at row {bad}: {}",

@@ -6,7 +6,7 @@
 //! ([`exit::TOOL_ERROR`]); a refused request (bad selector, bad tool, no gateway)
 //! exits as `gsv call` does.
 
-use crate::commands::agent::{client_error, connect, print_json, Target};
+use crate::commands::client::{client_error, connect, print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_client::fanout_event;

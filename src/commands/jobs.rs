@@ -5,7 +5,7 @@
 //! the same token or the admin token) prints its outcome later, as `gsv call` would
 //! have.
 
-use crate::commands::agent::{call_args, client_error, connect, print_json, Target};
+use crate::commands::client::{call_args, client_error, connect, print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_protocol::fanout::FanoutResult;
@@ -53,7 +53,7 @@ pub async fn list(target: Target, json: bool, limit: u32, offset: u32, select: O
         select: select.map(str::to_owned),
     };
     let page: JobsListResult =
-        match crate::commands::agent::request_as(&client, Method::JobsList, &params).await {
+        match crate::commands::client::request_as(&client, Method::JobsList, &params).await {
             Ok(p) => p,
             Err(code) => return code,
         };
@@ -143,9 +143,9 @@ pub async fn show(target: Target, id: &str, json: bool) -> u8 {
                 return exit::TOOL_ERROR;
             };
             if !json {
-                crate::commands::agent::print_text(&result);
+                crate::commands::client::print_text(&result);
             }
-            crate::commands::agent::result_exit(&result)
+            crate::commands::client::result_exit(&result)
         }
         JobState::Failed | JobState::Lost => {
             let e = job.error.unwrap_or_else(|| {

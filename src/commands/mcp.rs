@@ -8,7 +8,7 @@
 //! finds the gateway, the token and the TLS trust like `gsv call`. Nothing but MCP goes
 //! to stdout: logs go to stderr.
 
-use super::agent::Target;
+use super::client::Target;
 use crate::exit;
 use crate::mcp_bridge::{self, stdio, Upstream};
 use crate::resolve;

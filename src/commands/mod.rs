@@ -4,6 +4,7 @@ pub mod agent;
 pub mod approvals;
 pub mod audit;
 pub mod call_args;
+pub mod client;
 pub mod cp;
 pub mod fanout;
 pub mod gateway;

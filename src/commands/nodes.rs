@@ -6,8 +6,8 @@
 //! facts) and goes through [`safe`] before it reaches the terminal; labels follow
 //! strict rules but are escaped too. `--json` prints the gateway's answer as JSON.
 
-use crate::commands::agent::{connect, print_json, request_as, Target};
 use crate::commands::approvals::{self, OperatorTarget};
+use crate::commands::client::{connect, print_json, request_as, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_protocol::inventory::{check_label_key, parse_label, Facts, Labels, FACT_KEYS};

@@ -190,7 +190,7 @@ pub fn list(data: &Path, json: bool) -> u8 {
     match store.list_tokens() {
         Ok(tokens) => {
             if json {
-                crate::commands::agent::print_json(&tokens);
+                crate::commands::client::print_json(&tokens);
             } else {
                 for t in tokens {
                     let state = if t.revoked_at.is_some() {

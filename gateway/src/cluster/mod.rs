@@ -20,6 +20,7 @@
 pub mod approvals;
 pub mod audit;
 pub(crate) mod bus;
+pub mod call_book;
 pub mod calls;
 pub mod directory;
 mod gather;
@@ -86,7 +87,7 @@ pub struct Cluster {
     /// ([`presence`]).
     peers: dashmap::DashMap<String, (std::time::Instant, usize)>,
     /// Calls crossing replicas ([`calls`]).
-    pub(crate) calls: calls::CallBook,
+    pub(crate) calls: call_book::CallBook,
     /// Which replica holds which node ([`directory`]).
     pub(crate) directory: directory::Directory,
     /// This replica's slot ([`slot`]), once claimed.
@@ -220,7 +221,7 @@ impl Cluster {
             refused,
             connects,
             peers: dashmap::DashMap::new(),
-            calls: calls::CallBook::default(),
+            calls: call_book::CallBook::default(),
             directory: directory::Directory::default(),
             slot: std::sync::OnceLock::new(),
             links: link::Links::default(),

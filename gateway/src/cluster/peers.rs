@@ -4,8 +4,7 @@
 use super::Cluster;
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, Verdict};
 use crate::metrics::Metrics;
-use crate::peers::{ClusterStatus, Peers, PeersHealth, RoutedElsewhere};
-use crate::router::Caller;
+use crate::peers::{ClusterStatus, ForwardedFor, Peers, PeersHealth, RoutedElsewhere};
 use futures_util::future::BoxFuture;
 use gsv_protocol::error::ErrorShape;
 use gsv_protocol::job::Job;
@@ -25,7 +24,7 @@ impl Peers for ClusterPeers {
     fn forward<'a>(
         &'a self,
         metrics: &'a Metrics,
-        caller: &'a Caller<'a>,
+        caller: ForwardedFor<'a>,
         node: &'a str,
         params: &'a ToolsCallParams,
         cancel: &'a CancellationToken,

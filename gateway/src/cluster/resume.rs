@@ -14,7 +14,8 @@
 //! gets the one real outcome. A node that came back as a new process without a journal
 //! cannot know the call: that is the answer then, as on one gateway.
 
-use super::calls::{call_subject, Answer, Forget, Forwarded};
+use super::call_book::{call_subject, Answer, Forwarded};
+use super::calls::Forget;
 use super::Cluster;
 use crate::policy::Decision;
 use crate::reattach::Dispatch;

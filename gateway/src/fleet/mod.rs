@@ -8,7 +8,10 @@
 //! detail, a tool list or an approval page is the same whichever door it is asked
 //! through, and a door never reaches the cluster itself.
 
+mod accept_tools;
 mod merge;
+
+pub use accept_tools::accept_tools;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};

@@ -5,9 +5,9 @@
 //! one door to the next.
 
 use super::{ApprovalAsker, FanoutApproval, FromReplica};
+use crate::agent_handle::AgentHandle;
 use crate::policy::Policy;
 use crate::registry::ProgressSink;
-use crate::state::AgentHandle;
 
 /// Who is calling.
 // A private field, not `#[non_exhaustive]`: that attribute binds other crates only,

@@ -19,7 +19,7 @@
 mod approval;
 mod caller;
 mod delivery;
-mod error;
+pub mod error;
 mod resolve;
 mod shared_approval;
 
@@ -228,7 +228,17 @@ async fn route(
         if caller.from_replica.is_none() {
             if let Some(routed) = shared
                 .peers
-                .forward(&shared.metrics, caller, node_id, params, &cancel)
+                .forward(
+                    &shared.metrics,
+                    crate::peers::ForwardedFor {
+                        token_id: caller.token_id,
+                        policy: caller.policy,
+                        progress: caller.progress.as_ref(),
+                    },
+                    node_id,
+                    params,
+                    &cancel,
+                )
                 .await
             {
                 trace.audited_elsewhere = routed.audited;

@@ -3,12 +3,13 @@
 //! finish, cancel and credit it, and node → node copies.
 
 use super::approval::{self, Asked};
+use super::ending::{end, refused};
 use super::{
-    ask_node, decode, end, refused, tool_of, Far, Owner, Route, TransferError, FINISH_ANSWER,
-    NODE_ANSWER,
+    ask_node, decode, tool_of, Far, Owner, Route, TransferError, FINISH_ANSWER, NODE_ANSWER,
 };
+use crate::agent_handle::AgentHandle;
 use crate::policy::Decision;
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use gsv_protocol::frame::{encode_err, encode_event, encode_ok};
 use gsv_protocol::names::{NamespacedName, NodeId};
 use gsv_protocol::transfer::{

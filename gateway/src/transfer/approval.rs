@@ -10,9 +10,10 @@
 //! ([`quoted`]), so it cannot pass for the gateway's own words around it.
 
 use super::{Owner, TransferError};
+use crate::agent_handle::AgentHandle;
 use crate::approvals::{NewRequest, Verdict};
 use crate::audit::{args_hash, AuditEvent};
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use crate::summary::quoted;
 use gsv_protocol::transfer::{OpenResult, MAX_SOURCE_CHARS};
 use gsv_protocol::EventName;

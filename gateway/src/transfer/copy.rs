@@ -10,10 +10,10 @@
 //! before it renames the file into place.
 
 use super::approval::{self, Asked};
+use super::ending::{end, refused};
 use super::relay::cancel_on_node;
 use super::{
-    ask_node, decode, end, refused, Far, Leg, LegEvent, Owner, Route, TransferError, FINISH_ANSWER,
-    NODE_ANSWER,
+    ask_node, decode, Far, Leg, LegEvent, Owner, Route, TransferError, FINISH_ANSWER, NODE_ANSWER,
 };
 use crate::policy::{Decision, Policy};
 use crate::registry::NodeHandle;

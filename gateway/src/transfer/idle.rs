@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a transfer may see nothing pass before it is ended (`timeout`).
-pub const IDLE: Duration = Duration::from_secs(120);
+pub const IDLE: Duration = crate::config::DEFAULT_TRANSFER_IDLE;
 /// How often the sweep looks.
 const EVERY: Duration = Duration::from_secs(5);
 

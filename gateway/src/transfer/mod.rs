@@ -14,13 +14,14 @@
 mod agent;
 mod approval;
 mod copy;
+mod ending;
 mod error;
 mod grant;
 mod idle;
 mod relay;
 mod tree;
 mod tree_top;
-mod uploads;
+pub mod uploads;
 
 pub use agent::request;
 pub use copy::{copy, Requester};
@@ -30,9 +31,8 @@ pub use idle::{sweep, IDLE};
 pub use relay::{agent_gone, from_agent, from_node, lane_gone, node_event, node_gone};
 pub use uploads::Uploads;
 
-use crate::audit::AuditEvent;
+use crate::agent_handle::AgentHandle;
 use crate::registry::NodeHandle;
-use crate::state::{AgentHandle, Shared};
 use dashmap::DashMap;
 use gsv_protocol::transfer::{Direction, OpenResult, WINDOW_BYTES};
 use gsv_protocol::Method;
@@ -375,42 +375,6 @@ fn decode<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, TransferE
             format!("the node's transfer answer does not decode: {e}"),
         ))
     })
-}
-
-/// Ends `route` once (the first ending wins) and records it.
-fn end(shared: &Shared, route: &Route, outcome: &str, sha256: Option<&str>, bytes: Option<u64>) {
-    if shared.transfers.routes.remove(&route.id).is_none() {
-        return;
-    }
-    let bytes = bytes.unwrap_or_else(|| route.bytes.load(Ordering::Relaxed));
-    tracing::info!(transfer = %route.id, node = %route.node.id, outcome, bytes, "transfer ended");
-    shared.audit.record(AuditEvent::Transfer {
-        agent: &route.owner.name,
-        token_id: &route.owner.token_id,
-        node: route.node.id.as_str(),
-        tool: route.tool(),
-        path: route.path(),
-        bytes,
-        sha256,
-        outcome,
-        duration_ms: route.started.elapsed().as_millis() as u64,
-    });
-}
-
-/// Records a transfer the gateway refused before it began (policy, approval).
-fn refused(shared: &Shared, owner: &Owner, node: &str, tool: &str, path: &str, outcome: &str) {
-    tracing::warn!(agent = %owner.name, node, tool, path = ?path, outcome, "transfer refused");
-    shared.audit.record(AuditEvent::Transfer {
-        agent: &owner.name,
-        token_id: &owner.token_id,
-        node,
-        tool,
-        path,
-        bytes: 0,
-        sha256: None,
-        outcome,
-        duration_ms: 0,
-    });
 }
 
 #[cfg(test)]

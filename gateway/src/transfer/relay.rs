@@ -2,9 +2,11 @@
 //! a node, or the two nodes of a copy), and ending the transfers of a connection that
 //! goes away.
 
-use super::{end, Far, LegEvent, Route};
+use super::ending::end;
+use super::{Far, LegEvent, Route};
+use crate::agent_handle::AgentHandle;
 use crate::registry::NodeHandle;
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use gsv_protocol::frame::encode_req;
 use gsv_protocol::transfer::{CancelParams, Chunk, Direction, Failed};
 use gsv_protocol::{ErrorCode, ErrorShape, EventName, Method};

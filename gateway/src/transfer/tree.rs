@@ -14,10 +14,11 @@ use super::agent::{owner, parse};
 use super::approval::{self, Asked, TreeSize};
 use super::grant::{Grant, GRANT_LIFE};
 use super::{ask_node, decode, tree_top, TransferError};
+use crate::agent_handle::AgentHandle;
 use crate::audit::AuditEvent;
 use crate::error::WireError;
 use crate::policy::Decision;
-use crate::state::{AgentHandle, Shared};
+use crate::state::Shared;
 use gsv_protocol::names::{NamespacedName, NodeId};
 use gsv_protocol::transfer::tree::{
     AgentListParams, AgentPlaceParams, ListParams, Listing, PlaceParams, PlaceStep, Placed,

@@ -15,7 +15,7 @@ mod tree;
 pub use retry::{DEFAULT_RETRY_FOR_SECS, FIRST_DELAY, MAX_DELAY};
 pub use spec::{plan, Plan, Side};
 
-use super::agent::{client_error, print_json, Target};
+use super::client::{client_error, print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_client::{AgentClient, ClientError};

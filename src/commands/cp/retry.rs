@@ -6,7 +6,7 @@
 //! The loop knows nothing of what is copied: it runs one "copy once" function, given a
 //! connected client, as often as needed, so every kind of copy gets the same retries.
 
-use super::super::agent::Dialer;
+use super::super::client::Dialer;
 use gsv_client::{AgentClient, ClientError};
 use gsv_protocol::ErrorCode;
 use std::cell::Cell;

@@ -7,7 +7,7 @@
 
 use super::spec::Side;
 use super::{progress, retry};
-use crate::commands::agent::{print_json, Target};
+use crate::commands::client::{print_json, Target};
 use crate::exit;
 use crate::terminal::safe;
 use gsv_client::AgentClient;

@@ -106,15 +106,15 @@ async fn serve(cluster: &Cluster, replica: &str, ws: gsv_transport::dial::Client
         let Message::Text(text) = frame else { continue };
         match serde_json::from_str::<LinkMsg>(text.as_str()) {
             Ok(LinkMsg::Answer { key, answer }) => {
-                crate::cluster::calls::answered(cluster, &key, answer);
+                crate::cluster::call_book::answered(cluster, &key, answer);
                 // The woken caller goes on first: this task's next read can wait.
                 tokio::task::yield_now().await;
             }
             Ok(LinkMsg::Progress { key, progress }) => {
-                crate::cluster::calls::progressed(cluster, &key, Some(progress))
+                crate::cluster::call_book::progressed(cluster, &key, Some(progress))
             }
             Ok(LinkMsg::Holder { key, holder }) => {
-                crate::cluster::calls::held(cluster, &key, holder)
+                crate::cluster::call_book::held(cluster, &key, holder)
             }
             Ok(LinkMsg::Call { .. }) => {
                 tracing::warn!(replica = %replica, "cluster: a call on a link dialled from here; ignored")

@@ -398,7 +398,7 @@ mod tests {
         Outgoing {
             msg: wire::LinkMsg::Holder {
                 key: key.into(),
-                holder: crate::cluster::calls::Holder {
+                holder: crate::cluster::call_book::Holder {
                     holder: "a".into(),
                     dispatch: None,
                 },

@@ -2,7 +2,7 @@
 //! an HMAC of the accepting replica's link secret), then forwarded calls one way and
 //! their progress, holder words and answers the other, each a JSON text frame.
 
-use crate::cluster::calls::{Answer, Forwarded, Holder};
+use crate::cluster::call_book::{Answer, Forwarded, Holder};
 use gsv_protocol::event::CallProgress;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
