@@ -171,10 +171,10 @@ pub struct GatewayArgs {
     pub console_code_ttl_ms: u64,
     /// How long a file transfer may see nothing move before it is ended, in
     /// milliseconds
-    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::transfer::IDLE.as_millis() as u64, hide = true)]
+    #[arg(long, value_name = "MS", default_value_t = gsv_gateway::config::DEFAULT_TRANSFER_IDLE.as_millis() as u64, hide = true)]
     pub transfer_idle_ms: u64,
     /// How long jobs (`gsv call --async`, fan-outs) are kept, in hours (1 to 8760)
-    #[arg(long, value_name = "H", default_value_t = gsv_gateway::jobs::RETENTION.as_secs() / 3600, value_parser = clap::value_parser!(u64).range(1..=8760))]
+    #[arg(long, value_name = "H", default_value_t = gsv_gateway::config::DEFAULT_JOB_RETENTION.as_secs() / 3600, value_parser = clap::value_parser!(u64).range(1..=8760))]
     pub job_retention_hours: u64,
     /// POST each new approval request to this http(s) URL, signed with the key in the
     /// data directory's webhook.key (HMAC-SHA256, header X-Gsv-Signature)

@@ -99,8 +99,8 @@ fn known() -> Vec<(&'static str, Expected)> {
         ("MAX_ID_LEN", v(vec![count(pl::MAX_ID_LEN)])),
         ("MAX_TOOLS_PER_NODE", v(vec![count(pl::MAX_TOOLS_PER_NODE)])),
         (
-            "jobs::RETENTION",
-            v(vec![dur(gsv_gateway::jobs::RETENTION)]),
+            "DEFAULT_JOB_RETENTION",
+            v(vec![dur(gsv_gateway::config::DEFAULT_JOB_RETENTION)]),
         ),
         (
             "jobs::MAX_JOBS",
@@ -169,7 +169,10 @@ fn known() -> Vec<(&'static str, Expected)> {
             "transfer::MAX_TRANSFERS",
             v(vec![count(gsv_node::transfer::MAX_TRANSFERS)]),
         ),
-        ("transfer::IDLE", v(vec![dur(gsv_gateway::transfer::IDLE)])),
+        (
+            "DEFAULT_TRANSFER_IDLE",
+            v(vec![dur(gsv_gateway::config::DEFAULT_TRANSFER_IDLE)]),
+        ),
         (
             "transfer::GRANT_LIFE",
             v(vec![dur(gsv_gateway::transfer::GRANT_LIFE)]),

@@ -7,7 +7,7 @@
 //! written to the job in the database when it ends. `jobs.list` and `jobs.get` read
 //! them: a token sees its own jobs, an admin token every job; another token's job is
 //! answered `not_found`, exactly like one that does not exist. Jobs are kept
-//! [`RETENTION`] and at most [`MAX_JOBS`]; a result over [`MAX_STORED_RESULT`] is not
+//! [`crate::config::DEFAULT_JOB_RETENTION`] and at most [`MAX_JOBS`]; a result over [`MAX_STORED_RESULT`] is not
 //! kept (the job fails `too_large`). A gateway that starts asks the nodes again for the
 //! calls of the `async` jobs its previous run left running ([`crate::reattach`]), and
 //! marks the other running ones `lost`: their outcome is not known.
@@ -29,9 +29,6 @@ use tokio_util::sync::CancellationToken;
 pub mod outcome;
 pub use outcome::{finish, settle, MAX_STORED_BYTES_PER_TOKEN, MAX_STORED_RESULT};
 
-/// How long a job is kept after it started, by default (`gsv gateway
-/// --job-retention-hours`).
-pub const RETENTION: Duration = crate::config::DEFAULT_JOB_RETENTION;
 /// Most bytes of results and errors all finished jobs keep (the oldest go first;
 /// checked at start and every 10 minutes).
 pub const MAX_STORED_BYTES: usize = 2 * 1024 * 1024 * 1024;

@@ -16,15 +16,22 @@
 //!   (node WebSocket), [`http`] (admin API, health, metrics), [`mcp`], [`console`],
 //!   [`install`] (the installer's route) and the accept loop (`listener`);
 //! - **fleet**, operations over the whole fleet, local and on the other replicas:
-//!   [`fleet`] (the node list, a node, the tool list, approval pages: what every door
-//!   asks) and [`fanout`];
-//! - **cluster**, cluster mode's NATS backend ([`cluster`]), under the fleet floor;
+//!   [`fleet`] (the node list, a node, the tool list, approval pages and decisions,
+//!   job cancel, accepting a node's tools: what every door asks, each merged once) and
+//!   [`fanout`];
+//! - **cluster**, cluster mode's NATS backend ([`cluster`]), under the fleet floor: the
+//!   core reaches it only through [`peers::Peers`], which `server` plugs it into;
 //! - **core**, what the gateway is whoever asks: [`router`], [`registry`],
 //!   [`toolset`], [`policy`], [`approvals`], [`audit`], [`budget`], [`jobs`],
 //!   [`transfer`], [`store`], [`inventory`], [`changes`], [`peers`] (what the core
-//!   asks of the other replicas, cluster mode's backend behind it), the settings
-//!   ([`config`]) and the small pieces under them;
-//! - [`server`] and this file put the floors together.
+//!   asks of the other replicas: [`peers::Alone`] for a gateway on its own),
+//!   [`token_holders`] (what a door holds of a token, told of revocations),
+//!   [`background`] (the tasks a stop waits for), the state they share ([`state`]),
+//!   the settings ([`config`]) and the small pieces under them;
+//! - [`server`] and this file put the floors together: the cluster and the console are
+//!   made there and handed to what uses them.
+//!
+//! No import circle inside a floor is larger than three files (`tests/layers.rs`).
 
 pub mod admission;
 pub mod agent_conns;

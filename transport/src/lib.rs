@@ -13,28 +13,20 @@
 //!   (`challenge` → `connect` → `hello-ok`), failing with a [`ConnectError`];
 //! - [`tls`]: which gateway certificates a client trusts (system roots, `--ca`,
 //!   `--pin`);
-//! - [`direct`]: direct I/O on transferred files where the filesystem does it well;
-//! - [`received`]: a received file written as its chunks land, large aligned writes
-//!   straight to the disk;
-//! - [`sending`]: a file read for a transfer, uncached bytes straight from the disk;
-//! - [`writeback`]: a received file's write-out started while it still arrives.
 //!
-//! It does no routing and knows no tools: the gateway, the node and `gsv-client`
-//! build their sessions on top.
+//! It does no routing, knows no tools and touches no disk: the gateway, the node and
+//! `gsv-client` build their sessions on top, and a transfer's files are read and written
+//! by `gsv-files`.
 
 pub mod config;
 pub mod connect_error;
 pub mod dial;
-pub mod direct;
 pub mod driver;
 pub mod handshake;
 pub mod outbound;
 pub mod priority;
 pub mod read_ahead;
-pub mod received;
-pub mod sending;
 pub mod tls;
-pub mod writeback;
 
 pub use connect_error::ConnectError;
 pub use dial::{dial, ClientWs};
@@ -42,7 +34,4 @@ pub use driver::{Driver, Event};
 pub use handshake::{handshake, CONNECT_ID};
 pub use outbound::{queue, Outbound, Outbox, Paired, Queue, SendError};
 pub use read_ahead::{ReadAhead, Switch as ReadAheadSwitch};
-pub use received::Received;
-pub use sending::Sending;
 pub use tokio_tungstenite::tungstenite;
-pub use writeback::Writeback;

@@ -6,9 +6,9 @@
 //! A chunk is credited back to the node only once it is written, so the chunks
 //! waiting here never exceed the transfer's window.
 
+use gsv_files::Received;
 use gsv_protocol::transfer::{CHUNK_BYTES, WINDOW_BYTES};
 use gsv_transport::tungstenite::Bytes;
-use gsv_transport::Received;
 use std::sync::mpsc;
 use tokio::sync::mpsc as tmpsc;
 

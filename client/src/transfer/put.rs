@@ -2,11 +2,11 @@
 
 use super::{hex, io_error, Inbound, Window};
 use crate::{AgentClient, ClientError};
+use gsv_files::Sending;
 use gsv_protocol::transfer::{
     Chunk, Direction, FileMeta, FinishParams, Finished, CHUNK_BYTES, HEADER_BYTES,
 };
 use gsv_protocol::Method;
-use gsv_transport::Sending;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::Read;

@@ -1,7 +1,7 @@
 //! Transfers nobody moves: an agent that opens a transfer and then sends nothing,
 //! credits nothing and never cancels would hold its places (of the token's, of the
 //! node's) for as long as its connection lives. A sweep ends every transfer that saw
-//! no chunk, credit or event for [`IDLE`], unless the gateway itself waits on its node
+//! no chunk, credit or event for [`crate::config::DEFAULT_TRANSFER_IDLE`], unless the gateway itself waits on its node
 //! (placing a received file, an approval).
 
 use super::relay::fail;
@@ -11,12 +11,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a transfer may see nothing pass before it is ended (`timeout`).
-pub const IDLE: Duration = crate::config::DEFAULT_TRANSFER_IDLE;
 /// How often the sweep looks.
 const EVERY: Duration = Duration::from_secs(5);
 
-/// Ends transfers idle for the gateway's `transfer_idle` ([`IDLE`] unless set), for
+/// Ends transfers idle for the gateway's `transfer_idle` ([`crate::config::DEFAULT_TRANSFER_IDLE`] unless set), for
 /// as long as the gateway runs.
 pub async fn sweep(shared: Arc<Shared>) {
     let idle = shared.config.transfer_idle;

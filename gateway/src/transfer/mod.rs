@@ -9,7 +9,7 @@
 //! transfer. The flow is the receiver's business (credits of at most
 //! [`WINDOW_BYTES`]): the gateway holds no more than what its bounded send queues
 //! already allow, and a peer that does not read is closed like any other. A transfer
-//! nobody moves for [`IDLE`] is ended ([`idle`]). Each transfer ends in one audit row.
+//! nobody moves for [`crate::config::DEFAULT_TRANSFER_IDLE`] is ended ([`idle`]). Each transfer ends in one audit row.
 
 mod agent;
 mod approval;
@@ -27,7 +27,7 @@ pub use agent::request;
 pub use copy::{copy, Requester};
 pub use error::TransferError;
 pub use grant::{GRANT_LIFE, MAX_GRANTS_PER_CONN};
-pub use idle::{sweep, IDLE};
+pub use idle::sweep;
 pub use relay::{agent_gone, from_agent, from_node, lane_gone, node_event, node_gone};
 pub use uploads::Uploads;
 

@@ -3,9 +3,9 @@
 
 use super::{hex, TransferError};
 use crate::tools::paths::{Parent, PathPolicy};
+use gsv_files::Received;
 use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
-use gsv_transport::Received;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Timespec, Timestamps};
 use sha2::{Digest, Sha256};

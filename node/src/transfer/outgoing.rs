@@ -2,8 +2,8 @@
 
 use super::{hex, TransferError};
 use crate::tools::paths::PathPolicy;
+use gsv_files::Sending;
 use gsv_protocol::transfer::{FileMeta, CHUNK_BYTES};
-use gsv_transport::Sending;
 use rustix::fs::{FileType, OFlags};
 use sha2::{Digest, Sha256};
 use std::fs::File;

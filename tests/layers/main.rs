@@ -22,8 +22,15 @@
 //! without a floor fails it too, so no new module goes unplaced. The checker's own
 //! tests plant forbidden imports and see them caught.
 
-use std::collections::BTreeSet;
+mod circles;
+mod reader;
+
+use reader::{code_of, named_modules};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// One import against the floors: the file (under `gateway/src`) and the module.
+type Breach = (String, String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Floor {
@@ -101,6 +108,7 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
     ("webhook", Floor::Core),
     ("background", Floor::Core),
     ("token_holders", Floor::Core),
+    ("agent_handle", Floor::Core),
     ("cluster", Floor::Cluster),
     ("fanout", Floor::Fleet),
     ("fleet", Floor::Fleet),
@@ -265,178 +273,6 @@ fn module_of(rel: &str) -> &str {
     let first = rel.split('/').next().unwrap_or(rel);
     first.strip_suffix(".rs").unwrap_or(first)
 }
-
-/// The source's code: comments, string and char literals blanked out, and
-/// `#[cfg(test)]` modules left out.
-fn code_of(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    while i < b.len() {
-        let rest = &src[i..];
-        if rest.starts_with("//") {
-            i += rest.find('\n').unwrap_or(rest.len());
-        } else if rest.starts_with("/*") {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if b[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-        } else if let Some((open, hashes)) = raw_string_start(rest, out.chars().next_back()) {
-            let close = format!("\"{}", "#".repeat(hashes));
-            let body = i + open;
-            i = src[body..]
-                .find(&close)
-                .map_or(b.len(), |e| body + e + close.len());
-            out.push_str("\"\"");
-        } else if b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            i += 1;
-            out.push_str("\"\"");
-        } else if b[i] == b'\'' {
-            // A char literal ('x', '\n', '\u{1b}') or a lifetime ('a).
-            let mut chars = rest[1..].chars();
-            let first = chars.next();
-            let literal_end = if first == Some('\\') {
-                rest[2..].find('\'').map(|k| k + 3)
-            } else if chars.next() == Some('\'') {
-                first.map(|c| 2 + c.len_utf8())
-            } else {
-                None
-            };
-            match literal_end {
-                Some(end) => {
-                    i += end;
-                    out.push_str("' '");
-                }
-                None => {
-                    out.push('\'');
-                    i += 1;
-                }
-            }
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    without_test_modules(&out)
-}
-
-/// `r"`, `r#"`, `br##"`… (not inside an identifier, `before` being the character
-/// before it): the opening's length and how many `#` the raw string uses.
-fn raw_string_start(s: &str, before: Option<char>) -> Option<(usize, usize)> {
-    if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-        return None;
-    }
-    let (b, s) = match s.strip_prefix('b') {
-        Some(rest) => (1, rest),
-        None => (0, s),
-    };
-    let s = s.strip_prefix('r')?;
-    let hashes = s.bytes().take_while(|&c| c == b'#').count();
-    s[hashes..]
-        .starts_with('"')
-        .then_some((b + 1 + hashes + 1, hashes))
-}
-
-/// `code` without the items under `#[cfg(test)]` (unit tests are no floor's).
-fn without_test_modules(code: &str) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find("#[cfg(test)]") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at..];
-        // The gated item runs to its first `;` or to the brace closing its first `{`.
-        let open = after.find('{');
-        let semi = after.find(';');
-        let end = match (open, semi) {
-            (Some(o), Some(s)) if s < o => s + 1,
-            (Some(o), _) => {
-                let mut depth = 0;
-                let mut end = after.len();
-                for (k, c) in after[o..].char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                end = o + k + 1;
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                end
-            }
-            (None, Some(s)) => s + 1,
-            (None, None) => after.len(),
-        };
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The top-level modules a file's code names through `crate::`.
-fn named_modules(code: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-            continue;
-        }
-        if let Some(group) = rest.strip_prefix('{') {
-            // `crate::{a, b::c, d::{e, f}}`: the first name of each top-level item.
-            let mut depth = 0;
-            let mut item_start = true;
-            for (k, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => item_start = true,
-                    c if item_start && (c.is_alphanumeric() || c == '_') => {
-                        found.insert(ident_at(&group[k..]));
-                        item_start = false;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            let name = ident_at(rest);
-            if !name.is_empty() {
-                found.insert(name);
-            }
-        }
-    }
-    found
-}
-
-fn ident_at(s: &str) -> String {
-    s.chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
-}
-
-/// One import against the floors: the file (under `gateway/src`) and the module.
-type Breach = (String, String);
 
 /// The breaches of one file of `plan`'s crate, given its path under the crate's
 /// source folder and its source.
@@ -698,4 +534,102 @@ mod tests {
         breaches_in(&GATEWAY, "jobs.rs", src).expect("placed"),
         vec![("jobs.rs".to_owned(), "console".to_owned())]
     );
+}
+
+/// Every source file under `dir` (relative to the workspace), by its path there.
+fn sources(dir: &str) -> BTreeMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files = Vec::new();
+    rs_files(&root, &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&root)
+                .expect("under the source folder")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let src = std::fs::read_to_string(&p).expect("read a source file");
+            (rel, src)
+        })
+        .collect()
+}
+
+#[test]
+fn no_import_circle_holds_more_than_three_files() {
+    let crates = [
+        "gateway/src",
+        "node/src",
+        "src",
+        "client/src",
+        "transport/src",
+        "files/src",
+        "protocol/src",
+        "bench/src",
+    ];
+    let mut found = Vec::new();
+    for dir in crates {
+        let files = sources(dir);
+        assert!(!files.is_empty(), "no sources under {dir}");
+        for circle in circles::too_large(&files) {
+            found.push(format!("{dir}: {circle}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import circles of more than {} files (move what ties them to a file of its own):\n{}",
+        circles::MAX_CIRCLE,
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_planted_circle_of_four_files_is_caught_and_one_of_three_is_not() {
+    let files = |srcs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        srcs.iter()
+            .map(|(f, s)| ((*f).to_owned(), (*s).to_owned()))
+            .collect()
+    };
+    // a → b (grouped use), b → c/mod (super path), c/mod → e (its sibling through
+    // super), e → a (crate path): four files. c/mod naming its child c/d is its own
+    // make-up, not an arrow.
+    let four = files(&[
+        ("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod e;\n"),
+        ("a.rs", "use crate::{b::{self, B}, x};\nfn f() {}\n"),
+        ("b.rs", "fn g() { super::c::h(); }\n"),
+        (
+            "c/mod.rs",
+            "mod d;\npub fn h() { super::e::k(); self::d::j(); }\n",
+        ),
+        ("c/d.rs", "pub fn j() {}\n"),
+        ("e.rs", "pub fn k() { crate::a::f(); }\n"),
+    ]);
+    let caught = circles::too_large(&four);
+    assert_eq!(caught.len(), 1, "{caught:?}");
+    assert!(caught[0].starts_with("4 files"), "{caught:?}");
+    // e naming nothing (a comment still names a), c/d naming its parent: no circle.
+    let mut none = four.clone();
+    none.insert("e.rs".into(), "pub fn k() {}\n// crate::a::f()\n".into());
+    none.insert("c/d.rs".into(), "pub fn j() { super::h(); }\n".into());
+    assert!(circles::too_large(&none).is_empty());
+    assert_eq!(
+        circles::circles(&circles::graph(&none)),
+        Vec::<Vec<String>>::new()
+    );
+    // Two siblings naming each other are a circle of two.
+    let mut two = none.clone();
+    two.insert("b.rs".into(), "fn g() { crate::e::k(); }\n".into());
+    two.insert("e.rs".into(), "pub fn k() { crate::b::g(); }\n".into());
+    assert_eq!(
+        circles::circles(&circles::graph(&two)),
+        vec![vec!["b.rs".to_owned(), "e.rs".to_owned()]]
+    );
+    // Three files in a circle are allowed.
+    let three = files(&[
+        ("a.rs", "use crate::b::B;\n"),
+        ("b.rs", "use crate::c::C;\n"),
+        ("c.rs", "fn f() { crate::a::g(); }\n"),
+    ]);
+    assert!(circles::too_large(&three).is_empty());
+    assert_eq!(circles::circles(&circles::graph(&three))[0].len(), 3);
 }
