@@ -677,54 +677,7 @@ pub enum AuditCommand {
 #[derive(Subcommand)]
 pub enum TokenCommand {
     /// Create a token: `node ID` or `agent NAME`; prints the token alone on stdout
-    Create {
-        /// What the token is for
-        #[arg(value_enum)]
-        kind: TokenKindArg,
-        /// Node id or agent name
-        name: String,
-        #[command(flatten)]
-        data: DataArg,
-        /// Glob of namespaced tools the agent may call (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        allow: Vec<String>,
-        /// Glob of namespaced tools the agent may never call (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        deny: Vec<String>,
-        /// Glob of namespaced tools whose calls need approval (repeatable)
-        #[arg(long, value_name = "GLOB")]
-        confirm: Vec<String>,
-        /// Let the caller's own user answer `--confirm` questions (MCP elicitation)
-        /// instead of an operator. Off by default; never covers a node guard's approval
-        #[arg(long)]
-        self_confirm: bool,
-        /// For `node ID`: a label the operator gives the node, KEY=VALUE (repeatable);
-        /// replaces the labels the node id had. Never set by the node itself
-        #[arg(long, value_name = "K=V")]
-        label: Vec<String>,
-        /// The MCP view this agent's sessions get unless the URL says (`?view=`):
-        /// `flat`, `fleet`, or `auto` (flat up to 48 KB of definitions, else fleet)
-        #[arg(long, value_enum, value_name = "VIEW", default_value_t = McpViewArg::Auto)]
-        mcp_view: McpViewArg,
-        /// The node tools this agent's flat MCP listings name unless the URL says
-        /// (`?tools=`): `all`, `reference` (Bash, Process, Read, Write, Edit, Glob,
-        /// Grep: the default) or comma-separated tool-name globs (`Bash,git_*`).
-        /// Listing is not permission: the policy decides what runs
-        #[arg(long, value_name = "TOOLS")]
-        mcp_tools: Option<String>,
-        /// For `node ID`: print the one line that installs and enrolls the node on a
-        /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
-        #[arg(long)]
-        install: bool,
-        /// With --install: the gateway URL the new machine reaches [default:
-        /// $GSV_GATEWAY, else the data dir's gateway.addr]
-        #[arg(long, value_name = "URL", requires = "install")]
-        gateway: Option<String>,
-        /// For `operator NAME`: `approver` (reads everything, decides approvals) or
-        /// `viewer` (reads everything, changes nothing)
-        #[arg(long, value_enum, value_name = "ROLE")]
-        role: Option<OperatorRoleArg>,
-    },
+    Create(Box<TokenCreateArgs>),
     /// List tokens (ids, kinds, subjects; never secrets)
     List {
         #[command(flatten)]
@@ -738,6 +691,136 @@ pub enum TokenCommand {
         #[command(flatten)]
         data: DataArg,
     },
+}
+
+/// `gsv token create`'s flags. Which apply depends on the kind: [`TokenCreateArgs::request`]
+/// checks them.
+#[derive(Args)]
+pub struct TokenCreateArgs {
+    /// What the token is for
+    #[arg(value_enum)]
+    pub kind: TokenKindArg,
+    /// Node id or agent name
+    pub name: String,
+    #[command(flatten)]
+    pub data: DataArg,
+    /// Glob of namespaced tools the agent may call (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub allow: Vec<String>,
+    /// Glob of namespaced tools the agent may never call (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub deny: Vec<String>,
+    /// Glob of namespaced tools whose calls need approval (repeatable)
+    #[arg(long, value_name = "GLOB")]
+    pub confirm: Vec<String>,
+    /// Let the caller's own user answer `--confirm` questions (MCP elicitation)
+    /// instead of an operator. Off by default; never covers a node guard's approval
+    #[arg(long)]
+    pub self_confirm: bool,
+    /// For `node ID`: a label the operator gives the node, KEY=VALUE (repeatable);
+    /// replaces the labels the node id had. Never set by the node itself
+    #[arg(long, value_name = "K=V")]
+    pub label: Vec<String>,
+    /// The MCP view this agent's sessions get unless the URL says (`?view=`):
+    /// `flat`, `fleet`, or `auto` (flat up to 48 KB of definitions, else fleet)
+    #[arg(long, value_enum, value_name = "VIEW", default_value_t = McpViewArg::Auto)]
+    pub mcp_view: McpViewArg,
+    /// The node tools this agent's flat MCP listings name unless the URL says
+    /// (`?tools=`): `all`, `reference` (Bash, Process, Read, Write, Edit, Glob,
+    /// Grep: the default) or comma-separated tool-name globs (`Bash,git_*`).
+    /// Listing is not permission: the policy decides what runs
+    #[arg(long, value_name = "TOOLS")]
+    pub mcp_tools: Option<String>,
+    /// For `node ID`: print the one line that installs and enrolls the node on a
+    /// new machine (curl ... | sh -s -- --token ...) instead of the token alone
+    #[arg(long)]
+    pub install: bool,
+    /// With --install: the gateway URL the new machine reaches [default:
+    /// $GSV_GATEWAY, else the data dir's gateway.addr]
+    #[arg(long, value_name = "URL", requires = "install")]
+    pub gateway: Option<String>,
+    /// For `operator NAME`: `approver` (reads everything, decides approvals) or
+    /// `viewer` (reads everything, changes nothing)
+    #[arg(long, value_enum, value_name = "ROLE")]
+    pub role: Option<OperatorRoleArg>,
+}
+
+/// The token `gsv token create` makes, its flags checked against its kind.
+pub enum TokenRequest {
+    Operator {
+        name: String,
+        role: gsv_gateway::operator::OperatorRole,
+    },
+    Node {
+        name: String,
+        labels: Vec<String>,
+        /// `--install`, with the gateway URL if one was given.
+        install: Option<Option<String>>,
+    },
+    Agent {
+        name: String,
+        spec: gsv_gateway::PolicySpec,
+    },
+}
+
+impl TokenCreateArgs {
+    /// The token asked for, or why the flags do not fit its kind (a usage error:
+    /// `invalid_args`).
+    pub fn request(self) -> Result<TokenRequest, String> {
+        let agent_flags = !(self.allow.is_empty()
+            && self.deny.is_empty()
+            && self.confirm.is_empty()
+            && !self.self_confirm
+            && self.mcp_view == McpViewArg::Auto
+            && self.mcp_tools.is_none());
+        match self.kind {
+            TokenKindArg::Operator => match self.role {
+                _ if agent_flags || self.install || !self.label.is_empty() => Err(
+                    "operator tokens take --role only (no policy, labels or --install)".into(),
+                ),
+                None => Err("operator tokens need --role approver|viewer".into()),
+                Some(role) => Ok(TokenRequest::Operator {
+                    name: self.name,
+                    role: role.role(),
+                }),
+            },
+            _ if self.role.is_some() => Err("--role applies to operator tokens only".into()),
+            TokenKindArg::Node if agent_flags => Err(
+                "--allow/--deny/--confirm/--self-confirm/--mcp-view/--mcp-tools apply to agent tokens only"
+                    .into(),
+            ),
+            TokenKindArg::Node => Ok(TokenRequest::Node {
+                name: self.name,
+                labels: self.label,
+                install: self.install.then_some(self.gateway),
+            }),
+            TokenKindArg::Agent if self.install => {
+                Err("--install applies to node tokens only".into())
+            }
+            TokenKindArg::Agent if !self.label.is_empty() => {
+                Err("--label applies to node tokens only".into())
+            }
+            TokenKindArg::Agent => {
+                let listed = self
+                    .mcp_tools
+                    .as_deref()
+                    .map(gsv_gateway::mcp::listed::Listed::parse)
+                    .transpose()
+                    .map_err(|e| format!("--mcp-tools: {e}"))?;
+                Ok(TokenRequest::Agent {
+                    name: self.name,
+                    spec: gsv_gateway::PolicySpec {
+                        allow: self.allow,
+                        deny: self.deny,
+                        confirm: self.confirm,
+                        self_confirm: self.self_confirm,
+                        mcp_view: self.mcp_view.view(),
+                        mcp_tools: listed.map(|l| l.key().to_owned()),
+                    },
+                })
+            }
+        }
+    }
 }
 
 impl Command {

@@ -6,19 +6,13 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{next_approval_request, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{ErrorCode, EventName, ToolResult};
+use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content
-        .as_ref()
-        .unwrap_or_else(|| panic!("no structured content: {}", r.joined_text()))
-}
 
 async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
     agent
@@ -45,15 +39,6 @@ async fn refused(agent: &AgentClient, tool: &str, args: Value, needle: &str) {
             "{tool} {args}: {e:?}"
         ),
     }
-}
-
-/// Waits for the next `approval.requested` event on `client`.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
 }
 
 fn fake_dir() -> PathBuf {
@@ -257,7 +242,7 @@ async fn container_exec_runs_only_what_an_operator_approved() {
         ),
         "{e:?}"
     );
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "container_exec");
     assert_eq!(
         req["plan"], "would run: docker exec --user 1000 -- web ls -l /srv",
@@ -271,7 +256,7 @@ async fn container_exec_runs_only_what_an_operator_approved() {
     let sent = args.clone();
     let pending =
         tokio::spawn(async move { a.call("cx__container_exec", sent, Some(60_000)).await });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -286,7 +271,7 @@ async fn container_exec_runs_only_what_an_operator_approved() {
     let sent = args.clone();
     let pending =
         tokio::spawn(async move { a.call("cx__container_exec", sent, Some(60_000)).await });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -6,7 +6,7 @@
 mod common;
 
 use base64::Engine;
-use common::{eventually, http_request, Gateway, TempDir};
+use common::{eventually, http_request, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
@@ -18,10 +18,6 @@ async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
         .call(&format!("box__{tool}"), args, None)
         .await
         .expect("call answered")
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 /// A `bin` directory holding the fake engine as `engine`, and its files.

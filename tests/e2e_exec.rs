@@ -3,17 +3,13 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, next_approval_request, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{EventName, ToolResult};
+use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
     agent
@@ -227,15 +223,6 @@ async fn exec_runs_argv_without_a_shell() {
     assert!(!r.is_error, "{}", r.joined_text());
 }
 
-/// Waits for the next `approval.requested` event on `client`.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
-}
-
 fn plant(path: &std::path::Path, marker: &std::path::Path) {
     std::fs::write(
         path,
@@ -327,7 +314,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         let a = agent.clone();
         let sent = args.clone();
         let call = tokio::spawn(async move { a.call("ax__exec", sent, Some(60_000)).await });
-        let req = next_request(&operator).await;
+        let req = next_approval_request(&operator).await;
         assert_eq!(req["tool"], "exec", "{args}");
         assert!(
             req["reason"].as_str().unwrap().contains("--approve-exec"),
@@ -348,7 +335,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     let planted = std::fs::canonicalize(bin.join("systemctl")).unwrap();
     assert!(
         req["reason"]
@@ -371,7 +358,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
     assert!(r.is_err() || r.unwrap().is_error);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!ws.path().join("LATE").exists());
-    let _ = tokio::time::timeout(Duration::from_secs(1), next_request(&operator)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), next_approval_request(&operator)).await;
 
     // Approved, a call outside the allowlist runs.
     let a = agent.clone();
@@ -379,7 +366,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         a.call("ax__exec", json!({"argv": ["touch", "OK"]}), Some(60_000))
             .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let r = call_t.await.unwrap().unwrap();
@@ -396,7 +383,7 @@ async fn approve_exec_allowlists_argv_and_asks_for_the_rest() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "Bash");
     assert!(
         req["reason"].as_str().unwrap().contains("--approve-exec"),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Gateway, TempDir};
+use common::{sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ContentBlock, ErrorCode, ToolResult};
 use serde_json::{json, Value};
@@ -13,10 +13,6 @@ async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
         .call(&format!("box__{tool}"), args, None)
         .await
         .expect("call")
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 #[tokio::test]

@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{next_approval_request, Gateway, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{EventName, ToolResult};
+use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -130,14 +130,6 @@ fn someone_pushes(seed: &Path, file: &str) -> String {
 
 fn head(repo: &Path, rev: &str) -> String {
     git(repo, &["rev-parse", rev])
-}
-
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
 }
 
 #[tokio::test]
@@ -459,7 +451,7 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
         let a = agent.clone();
         let sent = args.clone();
         let pending = tokio::spawn(async move { a.call("g__git_clone", sent, Some(60_000)).await });
-        let req = next_request(&operator).await;
+        let req = next_approval_request(&operator).await;
         assert_eq!(req["tool"], "git_clone", "{req}");
         assert!(req["reason"].as_str().unwrap().contains(needle), "{req}");
         if args.get("dryRun").is_none() {
@@ -481,7 +473,7 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
     let a = agent.clone();
     let args = commit.clone();
     let pending = tokio::spawn(async move { a.call("g__git_commit", args, Some(60_000)).await });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "git_commit", "{req}");
     assert!(
         req["plan"].as_str().is_some_and(|p| p.contains("a.txt")),
@@ -497,7 +489,7 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
     let a = agent.clone();
     let args = commit.clone();
     let pending = tokio::spawn(async move { a.call("g__git_commit", args, Some(60_000)).await });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let r = pending.await.unwrap().expect("approved commit runs");
@@ -510,7 +502,7 @@ async fn mutating_git_tools_run_only_with_an_operator_or_a_waiver() {
         a.call("g__git_push", json!({"path": "work"}), Some(60_000))
             .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "git_push", "{req}");
     let (code, _, err) = gw.cli(&["approvals", "deny", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");

@@ -7,22 +7,13 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{next_approval_request, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Waits for the next `approval.requested` event on `client`; returns the request.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
-}
 
 #[tokio::test]
 async fn blocklisted_commands_are_refused_with_the_gateway_wide_open() {
@@ -281,7 +272,7 @@ async fn approve_shell_runs_matches_and_asks_the_operator_for_the_rest() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["node"], "ash");
     assert_eq!(req["tool"], "Bash");
     assert!(
@@ -315,7 +306,7 @@ async fn approve_shell_runs_matches_and_asks_the_operator_for_the_rest() {
         )
         .await
     });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -405,7 +396,7 @@ async fn an_auto_approved_pattern_does_not_approve_writing_options() {
         a.call("gitbox__Bash", json!({ "command": command }), Some(60_000))
             .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["node"], "gitbox");
     let reason = req["reason"].as_str().unwrap();
     assert!(
@@ -514,7 +505,7 @@ async fn an_approval_for_the_policy_also_satisfies_the_node() {
             )
             .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert!(req["reason"].as_str().unwrap().contains("policy"), "{req}");
     let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");

@@ -7,16 +7,12 @@
 
 mod common;
 
-use common::{Gateway, TempDir};
+use common::{sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 
 const MARKER: &str = "PLANTED-7c1e";
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 async fn call(agent: &AgentClient, name: &str, args: Value) -> ToolResult {
     let r = agent

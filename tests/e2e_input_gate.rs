@@ -7,15 +7,10 @@
 
 mod common;
 
-use common::{decided, eventually, Gateway, TempDir};
-use gsv_protocol::ToolResult;
-use serde_json::{json, Value};
+use common::{decided, eventually, sc, Gateway, TempDir};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_on_bash_covers_what_is_typed_into_a_session() {

@@ -7,15 +7,11 @@
 
 mod common;
 
-use common::{eventually, http_get, Gateway, TempDir};
+use common::{eventually, http_get, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{EventName, ToolResult};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 async fn call(agent: &AgentClient, name: &str, args: Value) -> ToolResult {
     agent

@@ -8,19 +8,13 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{next_approval_request, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName, ToolResult};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content
-        .as_ref()
-        .unwrap_or_else(|| panic!("no structured content: {}", r.joined_text()))
-}
 
 async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
     agent
@@ -47,15 +41,6 @@ async fn refused(agent: &AgentClient, tool: &str, args: Value, needle: &str) {
             "{tool} {args}: {e:?}"
         ),
     }
-}
-
-/// Waits for the next `approval.requested` event on `client`.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
 }
 
 /// Fails if an approval request opens on `client` within `ms`.
@@ -277,7 +262,7 @@ async fn pkg_install_installs_only_what_an_operator_approved() {
         ),
         "{e:?}"
     );
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "pkg_install");
     let plan = req["plan"]
         .as_str()
@@ -294,7 +279,7 @@ async fn pkg_install_installs_only_what_an_operator_approved() {
     let a = agent.clone();
     let sent = args.clone();
     let pending = tokio::spawn(async move { a.call("pi__pkg_install", sent, Some(60_000)).await });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -308,7 +293,7 @@ async fn pkg_install_installs_only_what_an_operator_approved() {
     let a = agent.clone();
     let sent = args.clone();
     let pending = tokio::spawn(async move { a.call("pi__pkg_install", sent, Some(60_000)).await });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();

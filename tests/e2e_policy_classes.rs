@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{decided, eventually, Gateway, TempDir};
+use common::{decided, eventually, sc, Gateway, TempDir};
 use gsv_client::{AgentClient, ClientError};
 use gsv_protocol::{ErrorCode, ToolResult};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,10 +177,6 @@ async fn allow_class_readonly_gives_the_looking_tools_only() {
         err.contains("unknown class") && err.contains("run"),
         "{err}"
     );
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 /// The reported case: `exec` under `--confirm`, Bash not allowed. The operator

@@ -5,33 +5,20 @@
 
 mod common;
 
-use common::{eventually, Gateway, Proc, TempDir};
+use common::{next_approval_request, sc, Gateway, Proc, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{ErrorCode, EventName, ToolResult};
+use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
-
 async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
     agent
         .call(tool, args, Some(30_000))
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-/// Waits for the next `approval.requested` event on `client`.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
 }
 
 /// A `sleep` the test owns (killed on drop), with an argument no other process has.
@@ -70,7 +57,7 @@ async fn approved_kill(
     let a = agent.clone();
     let sent = args.clone();
     let pending = tokio::spawn(async move { a.call("px__proc_kill", sent, Some(60_000)).await });
-    let req = next_request(operator).await;
+    let req = next_approval_request(operator).await;
     assert_eq!(req["tool"], "proc_kill", "{req}");
     let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -196,7 +183,7 @@ async fn proc_kill_waits_for_an_operator_and_sends_the_signal_asked_for() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(
         (req["node"].as_str(), req["tool"].as_str()),
         (Some("px"), Some("proc_kill"))
@@ -210,7 +197,7 @@ async fn proc_kill_waits_for_an_operator_and_sends_the_signal_asked_for() {
         .call("px__proc_kill", json!({"pid": pid}), Some(2_000))
         .await;
     assert!(r.is_err() || r.unwrap().is_error);
-    let _ = tokio::time::timeout(Duration::from_secs(1), next_request(&operator)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), next_approval_request(&operator)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(alive(pid), "a call nobody approved signalled {pid}");
 

@@ -9,16 +9,11 @@
 
 mod common;
 
-use common::{Gateway, TempDir};
-use gsv_protocol::ToolResult;
-use serde_json::{json, Value};
+use common::{sc, Gateway, TempDir};
+use serde_json::json;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")

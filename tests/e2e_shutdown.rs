@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{ErrorCode, EventName, ToolResult};
-use serde_json::{json, Value};
+use gsv_protocol::{ErrorCode, EventName};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn sigterm(child: &std::process::Child) {
@@ -23,10 +23,6 @@ async fn exited(child: &mut std::process::Child, what: &str) -> std::process::Ex
         async move { s }
     })
     .await
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 fn pid_alive(pid: u64) -> bool {

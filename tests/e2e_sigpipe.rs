@@ -6,16 +6,12 @@
 
 mod common;
 
-use common::{die_with_parent, eventually, Gateway, Proc, TempDir};
+use common::{die_with_parent, eventually, sc, Gateway, Proc, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::ToolResult;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
-}
 
 async fn call(agent: &AgentClient, name: &str, args: Value) -> ToolResult {
     agent

@@ -8,7 +8,7 @@ mod common;
 
 use base64::Engine;
 use common::fake::{tool, Raw};
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, next_approval_request, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName, ToolResult};
 use serde_json::{json, Value};
@@ -468,15 +468,6 @@ async fn the_node_owner_picks_the_tools_and_a_token_cannot_call_others() {
     assert_eq!(structured(&r)["size"], 6);
 }
 
-/// Waits for the next `approval.requested` event on `client`; returns the request.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
     let gw = Gateway::start().await;
@@ -538,7 +529,7 @@ async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
         matches!(code, Some(ErrorCode::Timeout | ErrorCode::Denied)),
         "{e:?}"
     );
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(
         (req["node"].as_str(), req["tool"].as_str()),
         (Some("gated"), Some("Echo"))
@@ -557,7 +548,7 @@ async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
         a.call("gated__Echo", json!({"text": "denied"}), Some(60_000))
             .await
     });
-    let id = next_request(&operator).await["id"]
+    let id = next_approval_request(&operator).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -577,7 +568,7 @@ async fn a_tool_that_needs_approval_runs_only_once_an_operator_approves() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert!(
         req["summary"].as_str().unwrap().contains("approved"),
         "{req}"

@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, next_approval_request, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
-use gsv_protocol::{ErrorCode, EventName, ToolResult};
+use gsv_protocol::{ErrorCode, ToolResult};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::sync::Arc;
@@ -74,10 +74,6 @@ impl Drop for Tmux {
             let _ = std::fs::remove_file(path);
         }
     }
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 async fn call(agent: &AgentClient, tool: &str, args: Value) -> ToolResult {
@@ -237,15 +233,6 @@ async fn term_send_types_into_a_pane_and_term_capture_reads_it_back() {
         .success());
 }
 
-/// Waits for the next `approval.requested` event on `client`.
-async fn next_request(client: &AgentClient) -> Value {
-    eventually("approval.requested", Duration::from_secs(15), || async {
-        let e = client.next_event(Duration::from_millis(100)).await?;
-        (e.event == EventName::ApprovalRequested).then_some(e.payload)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn term_send_is_guarded_like_bash() {
     let tmux = Tmux::start("guard");
@@ -285,7 +272,7 @@ async fn term_send_is_guarded_like_bash() {
         let sent = args.clone();
         let pending =
             tokio::spawn(async move { a.call("strict__term_send", sent, Some(60_000)).await });
-        let req = next_request(&operator).await;
+        let req = next_approval_request(&operator).await;
         assert_eq!(req["tool"], "term_send", "{req}");
         assert!(
             req["reason"].as_str().unwrap().contains("approve-shell"),
@@ -309,7 +296,7 @@ async fn term_send_is_guarded_like_bash() {
         )
         .await
     });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     let (code, _, err) = gw.cli(&["approvals", "approve", req["id"].as_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let r = pending.await.unwrap().expect("approved");
@@ -355,7 +342,7 @@ async fn a_token_is_judged_for_term_send_as_for_bash() {
     let a = agent.clone();
     let sent = args.clone();
     let pending = tokio::spawn(async move { a.call("plain__term_send", sent, Some(60_000)).await });
-    let req = next_request(&operator).await;
+    let req = next_approval_request(&operator).await;
     assert_eq!(req["tool"], "term_send", "{req}");
     assert!(
         req["reason"].as_str().unwrap().contains("plain__Bash"),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{eventually, Gateway, TempDir};
+use common::{eventually, sc, Gateway, TempDir};
 use gsv_client::AgentClient;
 use gsv_protocol::{ErrorCode, EventName, ToolResult};
 use serde_json::{json, Value};
@@ -15,10 +15,6 @@ async fn setup() -> (Gateway, TempDir, common::Proc, AgentClient) {
     let node = gw.node("box", ws.path()).await;
     let agent = gw.agent().await;
     (gw, ws, node, agent)
-}
-
-fn sc(r: &ToolResult) -> &Value {
-    r.structured_content.as_ref().expect("structuredContent")
 }
 
 async fn bash(agent: &AgentClient, args: Value) -> ToolResult {

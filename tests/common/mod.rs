@@ -544,6 +544,13 @@ pub fn rss(pid: u32) -> u64 {
     kib * 1024
 }
 
+/// The structured content of a tool result (a test fails without it).
+pub fn sc(r: &gsv_protocol::ToolResult) -> &serde_json::Value {
+    r.structured_content
+        .as_ref()
+        .unwrap_or_else(|| panic!("no structured content: {}", r.joined_text()))
+}
+
 /// The next `approval.requested` event `operator` hears of (within 15 s).
 pub async fn next_approval_request(operator: &AgentClient) -> serde_json::Value {
     eventually("approval.requested", Duration::from_secs(15), || async {
