@@ -10,7 +10,7 @@
 //! # Floors
 //!
 //! Each module stands on one floor and names only modules on its own floor or below
-//! (`tests/layers.rs` holds the code to it, with the list of what is still to move):
+//! (`tests/layers/` holds the code to it, with the list of what is still to move):
 //!
 //! - **doors**, the ways in: [`agent_session`] (agent WebSocket), [`node_session`]
 //!   (node WebSocket), [`http`] (admin API, health, metrics), [`mcp`], [`console`],
@@ -31,7 +31,7 @@
 //! - [`server`] and this file put the floors together: the cluster and the console are
 //!   made there and handed to what uses them.
 //!
-//! No import circle inside a floor is larger than three files (`tests/layers.rs`).
+//! No import circle in the crate is larger than three files (`tests/layers/`).
 
 pub mod admission;
 pub mod agent_conns;

@@ -8,7 +8,7 @@
 //! # Floors
 //!
 //! Each module stands on one floor and names only modules on its own floor or below
-//! (`tests/layers.rs` holds the code to it, with the list of what is still to move):
+//! (`tests/layers/` holds the code to it, with the list of what is still to move):
 //!
 //! - **connection**: [`runner`] (the reconnect loop: [`run`], [`run_with_registry`]),
 //!   `registered` (one live connection after the handshake), `dispatch` (each request

@@ -21,6 +21,9 @@
 //! longer happens: the lists only shrink, and with them the work left. A module
 //! without a floor fails it too, so no new module goes unplaced. The checker's own
 //! tests plant forbidden imports and see them caught.
+//!
+//! Every crate of the workspace is held to one more rule ([`circles`]): no import
+//! circle of more than three files, floors or not.
 
 mod circles;
 mod reader;
@@ -355,7 +358,7 @@ fn check(plan: &Plan) {
     assert!(
         new.is_empty(),
         "imports against the floors (file under {}, module it names): {new:?}; \
-         move the code to its floor (tests/layers.rs says which may use which)",
+         move the code to its floor (tests/layers/main.rs says which may use which)",
         plan.src
     );
     assert!(
