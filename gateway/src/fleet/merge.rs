@@ -6,19 +6,31 @@ use crate::approvals::{AgentCount, ListPage};
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use std::collections::BTreeMap;
 
-/// This replica's list with the others' merged in: one entry per node, an online one
-/// over an offline one; online nodes first, then offline, each by id.
-pub fn nodes(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
-    let mut by_id: BTreeMap<String, NodeSummary> = BTreeMap::new();
-    for n in local.into_iter().chain(remote) {
-        match by_id.get(&n.id) {
-            Some(kept) if kept.online || !n.online => {}
+/// `local` and `remote` as one entry per key (`key`), an online copy over an offline
+/// one (`online`), a local one over a remote one otherwise; by key.
+fn one_each<T>(
+    local: Vec<T>,
+    remote: Vec<T>,
+    key: impl Fn(&T) -> &str,
+    online: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let mut by_key: BTreeMap<String, T> = BTreeMap::new();
+    for item in local.into_iter().chain(remote) {
+        match by_key.get(key(&item)) {
+            Some(kept) if online(kept) || !online(&item) => {}
             _ => {
-                by_id.insert(n.id.clone(), n);
+                by_key.insert(key(&item).to_owned(), item);
             }
         }
     }
-    let (mut online, offline): (Vec<_>, Vec<_>) = by_id.into_values().partition(|n| n.online);
+    by_key.into_values().collect()
+}
+
+/// This replica's list with the others' merged in: one entry per node, an online one
+/// over an offline one; online nodes first, then offline, each by id.
+pub fn nodes(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSummary> {
+    let merged = one_each(local, remote, |n| &n.id, |n| n.online);
+    let (mut online, offline): (Vec<_>, Vec<_>) = merged.into_iter().partition(|n| n.online);
     online.extend(offline);
     online
 }
@@ -26,16 +38,7 @@ pub fn nodes(local: Vec<NodeSummary>, remote: Vec<NodeSummary>) -> Vec<NodeSumma
 /// This replica's tool list with the others' merged in: one entry per name, an online
 /// one over an offline one, by name.
 pub fn tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
-    let mut by_name: BTreeMap<String, ToolEntry> = BTreeMap::new();
-    for t in local.into_iter().chain(remote) {
-        match by_name.get(&t.name) {
-            Some(kept) if kept.online || !t.online => {}
-            _ => {
-                by_name.insert(t.name.clone(), t);
-            }
-        }
-    }
-    by_name.into_values().collect()
+    one_each(local, remote, |t| &t.name, |t| t.online)
 }
 
 /// One approval page out of several replicas' first requests: newest first (then by id),
@@ -43,7 +46,7 @@ pub fn tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEntry> {
 pub fn pages(pages: impl Iterator<Item = ListPage>, offset: u32, limit: u32) -> ListPage {
     let mut all = Vec::new();
     let mut total = 0;
-    let mut by_agent: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut by_agent: BTreeMap<String, u64> = Default::default();
     for page in pages {
         total += page.total;
         for a in page.by_agent {
@@ -124,7 +127,7 @@ mod tests {
     }
 
     fn page(requests: Vec<ApprovalRequest>) -> ListPage {
-        let mut by_agent: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut by_agent: BTreeMap<String, u64> = Default::default();
         for r in &requests {
             *by_agent.entry(r.agent.clone()).or_default() += 1;
         }
