@@ -197,7 +197,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             Method::ToolsList => {
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
                 answer_here_or_later(async move {
-                    let tools = crate::fleet::tools(&shared, &agent.policy, &agent.token_id).await;
+                    let tools = crate::fleet::Fleet::new(shared.clone())
+                        .tools(&agent.policy, &agent.token_id)
+                        .await;
                     let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
                 });
             }
@@ -209,19 +211,19 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
                 answer_here_or_later(async move {
                     let select = params.select.as_deref();
-                    let frame =
-                        match crate::fleet::nodes(&shared, &agent.policy, &agent.token_id, select)
-                            .await
-                        {
-                            Ok(nodes) => encode_ok(
-                                &id,
-                                &NodesListResult {
-                                    nodes,
-                                    gateway_version: crate::VERSION.to_owned(),
-                                },
-                            ),
-                            Err(e) => encode_err(&id, &e.to_shape()),
-                        };
+                    let frame = match crate::fleet::Fleet::new(shared.clone())
+                        .nodes(&agent.policy, &agent.token_id, select)
+                        .await
+                    {
+                        Ok(nodes) => encode_ok(
+                            &id,
+                            &NodesListResult {
+                                nodes,
+                                gateway_version: crate::VERSION.to_owned(),
+                            },
+                        ),
+                        Err(e) => encode_err(&id, &e.to_shape()),
+                    };
                     let _ = agent.out.send(frame);
                 });
             }
@@ -232,13 +234,13 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 };
                 let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
                 answer_here_or_later(async move {
-                    let frame =
-                        match crate::fleet::node(&shared, &agent.policy, &agent.token_id, &p.id)
-                            .await
-                        {
-                            Ok(detail) => encode_ok(&id, &detail),
-                            Err(e) => encode_err(&id, &e.to_shape()),
-                        };
+                    let frame = match crate::fleet::Fleet::new(shared.clone())
+                        .node(&agent.policy, &agent.token_id, &p.id)
+                        .await
+                    {
+                        Ok(detail) => encode_ok(&id, &detail),
+                        Err(e) => encode_err(&id, &e.to_shape()),
+                    };
                     let _ = agent.out.send(frame);
                 });
             }
@@ -409,7 +411,9 @@ fn jobs_request(
                     Ok(p) => {
                         let reader = agent.as_ref().into();
                         let job = if method == Method::JobsCancel {
-                            crate::fleet::cancel_job(&shared, reader, &p.id).await
+                            crate::fleet::Fleet::new(shared.clone())
+                                .cancel_job(reader, &p.id)
+                                .await
                         } else {
                             crate::jobs::get(&shared, reader, &p.id).await
                         };
@@ -545,7 +549,7 @@ fn operator_request(
         let frame = match method {
             Method::ApprovalsList => {
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
-                    Ok(q) => match crate::fleet::approvals(&shared, q).await {
+                    Ok(q) => match crate::fleet::Fleet::new(shared.clone()).approvals(q).await {
                         Ok(page) => encode_ok(&id, &page),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     },
@@ -553,7 +557,10 @@ fn operator_request(
                 }
             }
             Method::NodesAcceptTools => match serde_json::from_str::<NodeIdParams>(&raw) {
-                Ok(p) => match crate::fleet::accept_tools(&shared, &p.id, "operator").await {
+                Ok(p) => match crate::fleet::Fleet::new(shared.clone())
+                    .accept_tools(&p.id, "operator")
+                    .await
+                {
                     Ok(result) => encode_ok(&id, &result),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },
@@ -573,13 +580,13 @@ fn operator_request(
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
-                Ok(p) => match crate::fleet::decide_approval(
-                    &shared,
-                    &p.id,
-                    p.decision,
-                    &authority.decider("operator", &agent.name),
-                )
-                .await
+                Ok(p) => match crate::fleet::Fleet::new(shared.clone())
+                    .decide_approval(
+                        &p.id,
+                        p.decision,
+                        &authority.decider("operator", &agent.name),
+                    )
+                    .await
                 {
                     Ok(req) => encode_ok(&id, &req),
                     Err(e) => encode_err(&id, &e.to_shape()),

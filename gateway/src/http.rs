@@ -68,7 +68,7 @@ async fn metrics(State(shared): State<AppState>) -> Response {
         .metrics
         .unauthenticated_connections
         .set(shared.admission.unauthenticated() as i64);
-    crate::fleet::measure_peers(&shared);
+    crate::fleet::Fleet::new(shared.clone()).measure_peers();
     (
         [(
             header::CONTENT_TYPE,
@@ -90,7 +90,9 @@ async fn nodes(
     let policy = principal.policy();
     let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
     let select = params.select.as_deref();
-    let nodes = crate::fleet::nodes(&shared, &policy, principal.token_id(), select).await?;
+    let nodes = crate::fleet::Fleet::new(shared.clone())
+        .nodes(&policy, principal.token_id(), select)
+        .await?;
     Ok(Json(NodesListResult {
         nodes,
         gateway_version: crate::VERSION.to_owned(),
@@ -120,7 +122,9 @@ async fn node_show(
 ) -> Result<Response, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let detail = crate::fleet::node(&shared, &policy, principal.token_id(), &id).await?;
+    let detail = crate::fleet::Fleet::new(shared.clone())
+        .node(&policy, principal.token_id(), &id)
+        .await?;
     Ok(Json(detail).into_response())
 }
 
@@ -132,7 +136,9 @@ async fn accept_tools(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     admin_only(&shared, &headers, peer, "accepting a node's tools").await?;
-    let result = crate::fleet::accept_tools(&shared, &id, "admin-api").await?;
+    let result = crate::fleet::Fleet::new(shared.clone())
+        .accept_tools(&id, "admin-api")
+        .await?;
     Ok(Json(result).into_response())
 }
 
@@ -143,7 +149,9 @@ async fn tools(
 ) -> Result<Json<ToolsListResult>, ApiError> {
     let principal = authorize(&shared, &headers, peer).await?;
     let policy = principal.policy();
-    let tools = crate::fleet::tools(&shared, &policy, principal.token_id()).await;
+    let tools = crate::fleet::Fleet::new(shared.clone())
+        .tools(&policy, principal.token_id())
+        .await;
     Ok(Json(ToolsListResult { tools }))
 }
 
@@ -271,7 +279,9 @@ async fn cluster_status(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     operators_only(&shared, &headers, peer, "the cluster's state").await?;
-    let status = crate::fleet::cluster_status(&shared).ok_or(HttpError::NotClustered)?;
+    let status = crate::fleet::Fleet::new(shared.clone())
+        .cluster_status()
+        .ok_or(HttpError::NotClustered)?;
     Ok(Json(status).into_response())
 }
 
@@ -282,7 +292,9 @@ async fn approvals_list(
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     operators_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = crate::fleet::approvals(&shared, q).await?;
+    let page = crate::fleet::Fleet::new(shared.clone())
+        .approvals(q)
+        .await?;
     Ok(Json(page).into_response())
 }
 
@@ -301,7 +313,9 @@ async fn approvals_decide(
     let body: gsv_protocol::method::ApprovalDecision =
         serde_json::from_slice(&body).map_err(HttpError::BadDecision)?;
     let by = authority.decider("admin-api", principal.name());
-    let req = crate::fleet::decide_approval(&shared, &id, body.decision, &by).await?;
+    let req = crate::fleet::Fleet::new(shared.clone())
+        .decide_approval(&id, body.decision, &by)
+        .await?;
     Ok(Json(req).into_response())
 }
 

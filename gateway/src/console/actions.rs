@@ -39,7 +39,9 @@ pub async fn decide(
     )
     .await?;
     let d: gsv_protocol::method::ApprovalDecision = body(&bytes)?;
-    let req = crate::fleet::decide_approval(&shared, &id, d.decision, &session.actor).await?;
+    let req = crate::fleet::Fleet::new(shared.clone())
+        .decide_approval(&id, d.decision, &session.actor)
+        .await?;
     Ok(Json(req).into_response())
 }
 

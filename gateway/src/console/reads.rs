@@ -180,7 +180,9 @@ pub async fn approvals(
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
     guard::reader(&shared, &console, &headers).await?;
-    let page = crate::fleet::approvals(&shared, query(q)?).await?;
+    let page = crate::fleet::Fleet::new(shared.clone())
+        .approvals(query(q)?)
+        .await?;
     Ok(Json(page).into_response())
 }
 

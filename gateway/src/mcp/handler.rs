@@ -239,7 +239,7 @@ impl McpHandler {
             fleet_tools::listing_bytes(lens.listed.is_all())
                 + nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES)
         };
-        if asked != view::McpView::Auto || crate::fleet::alone(shared) {
+        if asked != view::McpView::Auto || crate::fleet::Fleet::new(shared.clone()).alone() {
             lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
             return lens;
         }
@@ -325,7 +325,7 @@ struct Changes {
 struct Seen {
     tools: u64,
     nodes: u64,
-    /// Cluster mode: [`crate::fleet::elsewhere_epoch`] when the other
+    /// Cluster mode: [`crate::fleet::Fleet::elsewhere_epoch`] when the other
     /// replicas' nodes were last gathered, and what they held for the session.
     remote_epoch: u64,
     remote: Option<Arc<view::RemoteFleet>>,
@@ -341,7 +341,9 @@ impl Seen {
         let mut lens = lens.clone();
         // What the lens was made with is gathered again, not reused.
         lens.remote = None;
-        let (remote_epoch, remote) = match crate::fleet::elsewhere_epoch(shared) {
+        let (remote_epoch, remote) = match crate::fleet::Fleet::new(shared.clone())
+            .elsewhere_epoch()
+        {
             None => (0, None),
             Some(epoch) => match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
                 Some(l) => (epoch, l.remote.clone()),
@@ -895,7 +897,7 @@ impl McpHandler {
         if nodes::lens_has_node(self.shared(), lens, node) {
             return true;
         }
-        if crate::fleet::alone(self.shared()) || lens.remote.is_some() {
+        if crate::fleet::Fleet::new(self.shared().clone()).alone() || lens.remote.is_some() {
             return false;
         }
         let fleet = nodes::with_remote(self.shared(), lens.clone()).await;
