@@ -12,6 +12,7 @@
 //! `Fleet` offers (the `impl Fleet` blocks of this module's files).
 
 mod accept_tools;
+mod gateway;
 mod merge;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
