@@ -10,12 +10,12 @@ use crate::agent_handle::AgentHandle;
 use crate::audit::AuditEvent;
 use crate::conn::{drive, Ws};
 use crate::error::WireError;
-use crate::handshake::{self, Handshake, HandshakeError};
+use crate::fleet::Fleet;
+use crate::handshake::{Handshake, HandshakeError};
 use crate::operator::Authority;
 use crate::policy::Policy;
 use crate::router;
 use crate::session_error::SessionError;
-use crate::state::Shared;
 use crate::token::TokenKind;
 use dashmap::DashMap;
 use gsv_protocol::frame::{encode_err, encode_ok};
@@ -25,7 +25,7 @@ use gsv_protocol::method::{
 };
 use gsv_protocol::offer::NodeIdParams;
 use gsv_protocol::{ErrorShape, Frame, Limits, Method, Role};
-use gsv_transport::{queue, Outbound};
+use gsv_transport::Outbound;
 use serde_json::value::RawValue;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,20 +39,20 @@ const PROGRESS_BUFFER: usize = 16;
 type CallCancels = Arc<DashMap<String, CancellationToken>>;
 
 /// Serves an agent WebSocket until it closes.
-pub async fn run(shared: Arc<Shared>, ws: Ws, peer: SocketAddr) {
-    let Some(hs) = handshake::accept(ws, &shared, Role::Agent, peer).await else {
+pub async fn run(fleet: Fleet, ws: Ws, peer: SocketAddr) {
+    let Some(hs) = fleet.handshake(ws, Role::Agent, peer).await else {
         return;
     };
     // An agent's bulk lane (`gsv cp`'s connection) is served below calls.
     if hs.params.lane.is_some() {
-        crate::bulk::run(session(shared, hs, peer)).await;
+        crate::bulk::run(session(fleet, hs, peer)).await;
     } else {
-        session(shared, hs, peer).await;
+        session(fleet, hs, peer).await;
     }
 }
 
 /// An agent connection after its `connect` was read and authenticated.
-async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
+async fn session(fleet: Fleet, hs: Handshake, peer: SocketAddr) {
     let policy = match hs.token.kind {
         TokenKind::Admin => Policy::full_access(),
         TokenKind::Operator => Policy::view_only(),
@@ -61,18 +61,18 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
             match Policy::compile(&spec) {
                 Ok(p) => p,
                 Err(e) => {
-                    hs.refuse(&shared, HandshakeError::StoredPolicy(e)).await;
+                    fleet.refuse(hs, HandshakeError::StoredPolicy(e)).await;
                     return;
                 }
             }
         }
         TokenKind::Node | TokenKind::Join => {
-            hs.refuse(&shared, HandshakeError::NodeTokenAsAgent).await;
+            fleet.refuse(hs, HandshakeError::NodeTokenAsAgent).await;
             return;
         }
     };
     // Its place among the token's connections, held while the connection lives.
-    let _place = match shared.agent_conns.open(&hs.token.id) {
+    let _place = match fleet.open_agent_place(&hs.token.id) {
         Ok(place) => place,
         Err(full) => {
             tracing::warn!(token_id = %hs.token.id, limit = full.limit, "agent connection refused: too many open");
@@ -80,7 +80,7 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
                 limit: full.limit,
                 max: full.max,
             };
-            hs.refuse(&shared, e).await;
+            fleet.refuse(hs, e).await;
             return;
         }
     };
@@ -94,9 +94,9 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
     };
     let limits = Limits::standard(
         gsv_protocol::limits::MAX_IN_FLIGHT_PER_AGENT,
-        shared.config.heartbeat.as_millis() as u64,
+        fleet.config().heartbeat.as_millis() as u64,
     );
-    let (out, queue) = queue(shared.shutdown.child_token());
+    let (out, queue) = fleet.send_queue();
     let agent = Arc::new(AgentHandle::new(
         conn_id.clone(),
         name,
@@ -109,19 +109,19 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
     // Registered before `hello-ok` goes out: a client that hears it is connected gets
     // every event from then on (an operator's `approval.requested` included); events
     // sent meanwhile wait in the queue until the session drives it.
-    shared.agents.insert(conn_id.clone(), agent.clone());
+    fleet.enter_agent(agent.clone());
     let Some(ws) = hs.hello(&conn_id, limits, None).await else {
-        shared.agents.remove(&conn_id);
+        fleet.forget_agent(&conn_id);
         return;
     };
-    shared.metrics.connected_agents.inc();
+    fleet.metrics().connected_agents.inc();
     // A stopping gateway waits (bounded) for its sessions to end and deliver what they
     // queued, answers to calls in flight included.
-    let _session = shared.closing.token();
+    let _session = fleet.closing().token();
     let span = tracing::info_span!("agent", agent = %agent.name, conn_id = %conn_id);
     async {
         tracing::info!(%peer, "agent connected");
-        shared.audit.record(AuditEvent::AgentConnected {
+        fleet.audit(AuditEvent::AgentConnected {
             agent: &agent.name,
             remote: peer,
             token_id: &agent.token_id,
@@ -132,21 +132,21 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
             ws,
             queue,
             &out,
-            shared.config.heartbeat,
-            &shared.closing,
+            fleet.config().heartbeat,
+            fleet.closing(),
             |text| {
                 agent.uploads.text();
-                on_frame(&shared, &agent, &in_flight, text)
+                on_frame(&fleet, &agent, &in_flight, text)
             },
-            |frame| crate::transfer::from_agent(&shared, &agent, frame),
+            |frame| fleet.agent_transfer_frame(&agent, frame),
         )
         .await;
-        crate::transfer::agent_gone(&shared, &agent.conn_id);
+        fleet.agent_gone(&agent.conn_id);
         // The calls and fan-outs still running go on as jobs (they watch the
         // connection close themselves): nothing the agent started is lost with it.
         out.close();
         tracing::info!(?reason, "agent disconnected");
-        shared.audit.record(AuditEvent::AgentDisconnected {
+        fleet.audit(AuditEvent::AgentDisconnected {
             agent: &agent.name,
             reason: &reason,
             token_id: &agent.token_id,
@@ -155,8 +155,8 @@ async fn session(shared: Arc<Shared>, hs: Handshake, peer: SocketAddr) {
     }
     .instrument(span)
     .await;
-    shared.agents.remove(&conn_id);
-    shared.metrics.connected_agents.dec();
+    fleet.forget_agent(&conn_id);
+    fleet.metrics().connected_agents.dec();
 }
 
 /// Runs `answer` on the connection's read loop until it first has to wait, and only
@@ -177,7 +177,7 @@ fn reply_err(out: &Outbound, id: &str, err: impl Into<ErrorShape>) {
     let _ = out.send(encode_err(id, &err.into()));
 }
 
-fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCancels, text: &str) {
+fn on_frame(fleet: &Fleet, agent: &Arc<AgentHandle>, in_flight: &CallCancels, text: &str) {
     let frame = match Frame::decode(text) {
         Ok(f) => f,
         Err(e) => return reply_err(&agent.out, "", e.to_shape()),
@@ -189,17 +189,15 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             method_name,
             params,
         } => match method {
-            Method::ToolsCall => start_call(shared, agent, in_flight, id, params),
-            Method::ToolsFanout => start_fanout(shared, agent, in_flight, id, params),
+            Method::ToolsCall => start_call(fleet, agent, in_flight, id, params),
+            Method::ToolsFanout => start_fanout(fleet, agent, in_flight, id, params),
             // Answered on the connection's reading while the answer is at hand (a lone
             // gateway: one listing at a time per connection), off it once the other
             // replicas are asked (a short wait).
             Method::ToolsList => {
-                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                let (fleet, agent) = (fleet.clone(), Arc::clone(agent));
                 answer_here_or_later(async move {
-                    let tools = crate::fleet::Fleet::new(shared.clone())
-                        .tools(&agent.policy, &agent.token_id)
-                        .await;
+                    let tools = fleet.tools(&agent.policy, &agent.token_id).await;
                     let _ = agent.out.send(encode_ok(&id, &ToolsListResult { tools }));
                 });
             }
@@ -208,13 +206,10 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                     Ok(p) => p,
                     Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
                 };
-                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                let (fleet, agent) = (fleet.clone(), Arc::clone(agent));
                 answer_here_or_later(async move {
                     let select = params.select.as_deref();
-                    let frame = match crate::fleet::Fleet::new(shared.clone())
-                        .nodes(&agent.policy, &agent.token_id, select)
-                        .await
-                    {
+                    let frame = match fleet.nodes(&agent.policy, &agent.token_id, select).await {
                         Ok(nodes) => encode_ok(
                             &id,
                             &NodesListResult {
@@ -232,12 +227,9 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                     Ok(p) => p,
                     Err(e) => return reply_err(&agent.out, &id, e.to_shape()),
                 };
-                let (shared, agent) = (Arc::clone(shared), Arc::clone(agent));
+                let (fleet, agent) = (fleet.clone(), Arc::clone(agent));
                 answer_here_or_later(async move {
-                    let frame = match crate::fleet::Fleet::new(shared.clone())
-                        .node(&agent.policy, &agent.token_id, &p.id)
-                        .await
-                    {
+                    let frame = match fleet.node(&agent.policy, &agent.token_id, &p.id).await {
                         Ok(detail) => encode_ok(&id, &detail),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     };
@@ -245,7 +237,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
                 });
             }
             Method::JobsList | Method::JobsGet | Method::JobsCancel => {
-                jobs_request(shared, agent, id, method, params)
+                jobs_request(fleet, agent, id, method, params)
             }
             Method::TransferOpen
             | Method::TransferFinish
@@ -253,11 +245,11 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
             | Method::TransferCredit
             | Method::TransferCopy
             | Method::TransferList
-            | Method::TransferPlace => crate::transfer::request(shared, agent, id, method, params),
+            | Method::TransferPlace => fleet.transfer_request(agent, id, method, params),
             Method::ApprovalsList
             | Method::ApprovalsDecide
             | Method::NodesAcceptTools
-            | Method::NodesLabel => operator_request(shared, agent, id, method, params),
+            | Method::NodesLabel => operator_request(fleet, agent, id, method, params),
             Method::Connect => reply_err(&agent.out, &id, SessionError::AlreadyConnected),
             _ => reply_err(
                 &agent.out,
@@ -278,7 +270,7 @@ fn on_frame(shared: &Arc<Shared>, agent: &Arc<AgentHandle>, in_flight: &CallCanc
 }
 
 fn start_call(
-    shared: &Arc<Shared>,
+    fleet: &Fleet,
     agent: &Arc<AgentHandle>,
     in_flight: &CallCancels,
     id: String,
@@ -296,9 +288,9 @@ fn start_call(
         // A job: answered at once with its id; the call is no longer this
         // connection's (it is not in `in_flight`, and the connection closing does not
         // cancel it).
-        let (shared, agent) = (shared.clone(), agent.clone());
+        let (fleet, agent) = (fleet.clone(), agent.clone());
         tokio::spawn(async move {
-            let frame = match crate::jobs::run_async(shared, agent.clone(), params).await {
+            let frame = match fleet.start_job(agent.clone(), params).await {
                 Ok(started) => encode_ok(&id, &started),
                 Err(e) => encode_err(&id, &e),
             };
@@ -311,13 +303,13 @@ fn start_call(
     let Some(cancel) = claim(agent, in_flight, &id) else {
         return;
     };
-    let shared = shared.clone();
+    let fleet = fleet.clone();
     let agent = agent.clone();
     let in_flight = in_flight.clone();
     // Counted as a call in flight until its answer is queued on the agent's connection
     // (which a shutdown still delivers), not only until it is routed: a draining
     // gateway waits for this token.
-    let counted = shared.in_flight.token();
+    let counted = fleet.count_in_flight();
     tokio::spawn(async move {
         let _counted = counted;
         // The node's progress events reach the agent as `call.progress` events named by
@@ -336,7 +328,7 @@ fn start_call(
         let mut job: Option<String> = None;
         let outcome = {
             let caller = router::Caller::from_agent(&agent).with_progress(progress_tx);
-            let call = router::call(&shared, &caller, params, cancel.clone());
+            let call = fleet.call(&caller, params, cancel.clone());
             tokio::pin!(call);
             loop {
                 tokio::select! {
@@ -344,7 +336,7 @@ fn start_call(
                     outcome = &mut call => break outcome,
                     Some(p) = progress_rx.recv() => if job.is_none() { relay(p) },
                     _ = closed.cancelled(), if job.is_none() => {
-                        match crate::jobs::detach(&shared, &agent, &name, &cancel).await {
+                        match fleet.keep_as_job(&agent, &name, &cancel).await {
                             Some(id) => job = Some(id),
                             // No job could be kept: the call ends as before, cancelled.
                             None => {
@@ -359,7 +351,7 @@ fn start_call(
         in_flight.remove(&id);
         if let Some(job) = job {
             if !job.is_empty() {
-                crate::jobs::settle(&shared, &job, outcome).await;
+                fleet.settle_job(&job, outcome).await;
             }
             return;
         }
@@ -397,13 +389,13 @@ fn claim(agent: &AgentHandle, in_flight: &CallCancels, id: &str) -> Option<Cance
 
 /// `jobs.list` and `jobs.get`: read from the store off the connection's task.
 fn jobs_request(
-    shared: &Arc<Shared>,
+    fleet: &Fleet,
     agent: &Arc<AgentHandle>,
     id: String,
     method: Method,
     params: Option<Box<RawValue>>,
 ) {
-    let (shared, agent) = (shared.clone(), agent.clone());
+    let (fleet, agent) = (fleet.clone(), agent.clone());
     tokio::spawn(async move {
         let frame = match method {
             Method::JobsGet | Method::JobsCancel => {
@@ -411,11 +403,9 @@ fn jobs_request(
                     Ok(p) => {
                         let reader = agent.as_ref().into();
                         let job = if method == Method::JobsCancel {
-                            crate::fleet::Fleet::new(shared.clone())
-                                .cancel_job(reader, &p.id)
-                                .await
+                            fleet.cancel_job(reader, &p.id).await
                         } else {
-                            crate::jobs::get(&shared, reader, &p.id).await
+                            fleet.job(reader, &p.id).await
                         };
                         match job {
                             Ok(job) => encode_ok(&id, &job),
@@ -426,7 +416,7 @@ fn jobs_request(
                 }
             }
             _ => match decode::<gsv_protocol::job::JobsListParams>(params.as_deref()) {
-                Ok(p) => match crate::jobs::list(&shared, agent.as_ref().into(), p).await {
+                Ok(p) => match fleet.jobs(agent.as_ref().into(), p).await {
                     Ok(page) => encode_ok(&id, &page),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },
@@ -441,7 +431,7 @@ fn jobs_request(
 /// connection's calls in flight, cancelled by its request id, drained on shutdown).
 /// Each node that finishes is sent as a `fanout.result` event before the `res`.
 fn start_fanout(
-    shared: &Arc<Shared>,
+    fleet: &Fleet,
     agent: &Arc<AgentHandle>,
     in_flight: &CallCancels,
     id: String,
@@ -456,10 +446,10 @@ fn start_fanout(
     let Some(cancel) = claim(agent, in_flight, &id) else {
         return;
     };
-    let shared = shared.clone();
+    let fleet = fleet.clone();
     let agent = agent.clone();
     let in_flight = in_flight.clone();
-    let counted = shared.in_flight.token();
+    let counted = fleet.count_in_flight();
     tokio::spawn(async move {
         let _counted = counted;
         // `async`: answered with the job id as soon as it is recorded; no events, and
@@ -484,7 +474,7 @@ fn start_fanout(
             agent.send_event(gsv_protocol::EventName::FanoutResult, &event);
         };
         let caller = router::Caller::from_agent(&agent);
-        let outcome = crate::fanout::run(&shared, &caller, params, cancel, started, report).await;
+        let outcome = fleet.fanout(&caller, params, cancel, started, report).await;
         in_flight.remove(&id);
         if answered.load(std::sync::atomic::Ordering::Relaxed) {
             return;
@@ -519,7 +509,7 @@ fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T
 /// operators only — listing for any operator token, deciding for the admin's and
 /// approvers', the rest for the admin's.
 fn operator_request(
-    shared: &Arc<Shared>,
+    fleet: &Fleet,
     agent: &Arc<AgentHandle>,
     id: String,
     method: Method,
@@ -543,13 +533,13 @@ fn operator_request(
     let raw = params
         .map(|p| p.get().to_owned())
         .unwrap_or_else(|| "{}".into());
-    let shared = shared.clone();
+    let fleet = fleet.clone();
     let agent = agent.clone();
     tokio::spawn(async move {
         let frame = match method {
             Method::ApprovalsList => {
                 match serde_json::from_str::<crate::approvals::ListQuery>(&raw) {
-                    Ok(q) => match crate::fleet::Fleet::new(shared.clone()).approvals(q).await {
+                    Ok(q) => match fleet.approvals(q).await {
                         Ok(page) => encode_ok(&id, &page),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     },
@@ -557,10 +547,7 @@ fn operator_request(
                 }
             }
             Method::NodesAcceptTools => match serde_json::from_str::<NodeIdParams>(&raw) {
-                Ok(p) => match crate::fleet::Fleet::new(shared.clone())
-                    .accept_tools(&p.id, "operator")
-                    .await
-                {
+                Ok(p) => match fleet.accept_tools(&p.id, "operator").await {
                     Ok(result) => encode_ok(&id, &result),
                     Err(e) => encode_err(&id, &e.to_shape()),
                 },
@@ -572,7 +559,7 @@ fn operator_request(
                         set: p.set,
                         remove: p.remove,
                     };
-                    match crate::inventory::relabel(&shared, &p.id, change, "operator").await {
+                    match fleet.relabel(&p.id, change, "operator").await {
                         Ok(result) => encode_ok(&id, &result),
                         Err(e) => encode_err(&id, &e.to_shape()),
                     }
@@ -580,7 +567,7 @@ fn operator_request(
                 Err(e) => encode_err(&id, &SessionError::BadParams(e).to_shape()),
             },
             _ => match serde_json::from_str::<gsv_protocol::method::ApprovalsDecideParams>(&raw) {
-                Ok(p) => match crate::fleet::Fleet::new(shared.clone())
+                Ok(p) => match fleet
                     .decide_approval(
                         &p.id,
                         p.decision,

@@ -9,9 +9,9 @@
 mod error;
 
 pub use crate::auth::ApiError;
-use crate::auth::{authorize, Principal};
+use crate::auth::Principal;
+use crate::fleet::Fleet;
 use crate::operator::Authority;
-use crate::state::Shared;
 use crate::{agent_session, node_session, upgrade};
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{header, HeaderMap};
@@ -23,12 +23,11 @@ use gsv_protocol::method::{
     LabelsChange, NodesListParams, NodesListResult, ProbeParams, ToolsListResult,
 };
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-type AppState = Arc<Shared>;
+type AppState = Fleet;
 
 /// The main router (everything on the gateway's port).
-pub fn router(shared: AppState, with_metrics: bool) -> Router {
+pub fn router(fleet: AppState, with_metrics: bool) -> Router {
     let mut r = Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/node", get(node_ws))
@@ -48,51 +47,43 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
-    r = r.merge(crate::mcp::router(shared.clone()));
-    r.with_state(shared)
+    r.with_state(fleet)
 }
 
 /// A router that serves only `/metrics` (for `--metrics-listen`).
-pub fn metrics_router(shared: AppState) -> Router {
+pub fn metrics_router(fleet: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .with_state(shared)
+        .with_state(fleet)
 }
 
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn metrics(State(shared): State<AppState>) -> Response {
-    shared
-        .metrics
-        .unauthenticated_connections
-        .set(shared.admission.unauthenticated() as i64);
-    crate::fleet::Fleet::new(shared.clone()).measure_peers();
+async fn metrics(State(fleet): State<AppState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        shared.metrics.encode(),
+        fleet.metrics_text(),
     )
         .into_response()
 }
 
 /// `GET /v1/nodes[?select=SEL]`: the `nodes.list` result.
 async fn nodes(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     query: Result<axum::extract::Query<NodesListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<NodesListResult>, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let policy = principal.policy();
     let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
     let select = params.select.as_deref();
-    let nodes = crate::fleet::Fleet::new(shared.clone())
-        .nodes(&policy, principal.token_id(), select)
-        .await?;
+    let nodes = fleet.nodes(&policy, principal.token_id(), select).await?;
     Ok(Json(NodesListResult {
         nodes,
         gateway_version: crate::VERSION.to_owned(),
@@ -101,68 +92,62 @@ async fn nodes(
 
 /// `POST /v1/nodes/{id}/labels`: the `nodes.label` change, body `{set, remove}`.
 async fn node_labels(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    admin_only(&shared, &headers, peer, "labelling a node").await?;
+    admin_only(&fleet, &headers, peer, "labelling a node").await?;
     let change: LabelsChange = json_body(&body)?;
-    let result = crate::inventory::relabel(&shared, &id, change, "admin-api").await?;
+    let result = fleet.relabel(&id, change, "admin-api").await?;
     Ok(Json(result).into_response())
 }
 
 /// `GET /v1/nodes/{id}`: the `nodes.show` result.
 async fn node_show(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let policy = principal.policy();
-    let detail = crate::fleet::Fleet::new(shared.clone())
-        .node(&policy, principal.token_id(), &id)
-        .await?;
+    let detail = fleet.node(&policy, principal.token_id(), &id).await?;
     Ok(Json(detail).into_response())
 }
 
 /// `POST /v1/nodes/{id}/accept-tools`: accepts what the node offers now.
 async fn accept_tools(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    admin_only(&shared, &headers, peer, "accepting a node's tools").await?;
-    let result = crate::fleet::Fleet::new(shared.clone())
-        .accept_tools(&id, "admin-api")
-        .await?;
+    admin_only(&fleet, &headers, peer, "accepting a node's tools").await?;
+    let result = fleet.accept_tools(&id, "admin-api").await?;
     Ok(Json(result).into_response())
 }
 
 async fn tools(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Json<ToolsListResult>, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let policy = principal.policy();
-    let tools = crate::fleet::Fleet::new(shared.clone())
-        .tools(&policy, principal.token_id())
-        .await;
+    let tools = fleet.tools(&policy, principal.token_id()).await;
     Ok(Json(ToolsListResult { tools }))
 }
 
 /// `GET /v1/sessions`: the background process sessions of every node the caller may
 /// run `Process` on ([`crate::process_sessions::gather`]).
 async fn sessions(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     // Operators read every node's sessions: the listing's own `Process {action: list}`
     // calls (fixed arguments) run with the admin's reach for them.
     let policy = match principal.authority() {
@@ -174,18 +159,19 @@ async fn sessions(
         Principal::Agent { name, .. } | Principal::Operator { name, .. } => name.as_str(),
     };
     let caller = crate::router::Caller::of(name, principal.token_id(), &policy);
-    Ok(Json(crate::process_sessions::gather(&shared, &caller).await).into_response())
+    Ok(Json(fleet.sessions(&caller).await).into_response())
 }
 
 /// Requires the admin token.
 /// Refuses a request that does not come with the admin token or an operator token.
 async fn operators_only(
-    shared: &Shared,
+    fleet: &Fleet,
     headers: &HeaderMap,
     peer: SocketAddr,
     what: &'static str,
 ) -> Result<(), ApiError> {
-    if authorize(shared, headers, peer)
+    if fleet
+        .authorize(headers, peer)
         .await?
         .authority()
         .reads_all()
@@ -197,16 +183,12 @@ async fn operators_only(
 }
 
 async fn admin_only(
-    shared: &Shared,
+    fleet: &Fleet,
     headers: &HeaderMap,
     peer: SocketAddr,
     what: &'static str,
 ) -> Result<(), ApiError> {
-    if authorize(shared, headers, peer)
-        .await?
-        .authority()
-        .is_admin()
-    {
+    if fleet.authorize(headers, peer).await?.authority().is_admin() {
         Ok(())
     } else {
         Err(HttpError::AdminOnly { what }.into())
@@ -222,15 +204,15 @@ fn json_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T,
 }
 
 async fn probe(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    admin_only(&shared, &headers, peer, "probing a node").await?;
+    admin_only(&fleet, &headers, peer, "probing a node").await?;
     let params: ProbeParams = json_body(&body)?;
-    let result = crate::probe::probe(&shared, &id, params.bins).await?;
+    let result = fleet.probe(&id, params.bins).await?;
     Ok(Json(result).into_response())
 }
 
@@ -245,7 +227,7 @@ fn job_reader(principal: &Principal) -> crate::jobs::Reader<'_> {
 
 /// `GET /v1/jobs[?limit=&offset=]`: the `jobs.list` result.
 async fn jobs_list(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     query: Result<
@@ -253,59 +235,55 @@ async fn jobs_list(
         axum::extract::rejection::QueryRejection,
     >,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let axum::extract::Query(params) = query.map_err(|e| HttpError::BadQuery(e.body_text()))?;
-    let page = crate::jobs::list(&shared, job_reader(&principal), params).await?;
+    let page = fleet.jobs(job_reader(&principal), params).await?;
     Ok(Json(page).into_response())
 }
 
 /// `GET /v1/jobs/{id}`: the `jobs.get` result.
 async fn job_show(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
-    let job = crate::jobs::get(&shared, job_reader(&principal), &id).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
+    let job = fleet.job(job_reader(&principal), &id).await?;
     Ok(Json(job).into_response())
 }
 
 /// `GET /v1/cluster`: this replica, its state (`ok`, or `degraded` without NATS) and
 /// the replicas it hears (admin and operators).
 async fn cluster_status(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    operators_only(&shared, &headers, peer, "the cluster's state").await?;
-    let status = crate::fleet::Fleet::new(shared.clone())
-        .cluster_status()
-        .ok_or(HttpError::NotClustered)?;
+    operators_only(&fleet, &headers, peer, "the cluster's state").await?;
+    let status = fleet.cluster_status().ok_or(HttpError::NotClustered)?;
     Ok(Json(status).into_response())
 }
 
 async fn approvals_list(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    operators_only(&shared, &headers, peer, "listing approvals").await?;
-    let page = crate::fleet::Fleet::new(shared.clone())
-        .approvals(q)
-        .await?;
+    operators_only(&fleet, &headers, peer, "listing approvals").await?;
+    let page = fleet.approvals(q).await?;
     Ok(Json(page).into_response())
 }
 
 async fn approvals_decide(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let authority = principal.authority();
     if !authority.decides() {
         return Err(HttpError::CannotDecide { authority }.into());
@@ -313,41 +291,39 @@ async fn approvals_decide(
     let body: gsv_protocol::method::ApprovalDecision =
         serde_json::from_slice(&body).map_err(HttpError::BadDecision)?;
     let by = authority.decider("admin-api", principal.name());
-    let req = crate::fleet::Fleet::new(shared.clone())
-        .decide_approval(&id, body.decision, &by)
-        .await?;
+    let req = fleet.decide_approval(&id, body.decision, &by).await?;
     Ok(Json(req).into_response())
 }
 
 async fn node_ws(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
     // The connection's place under the caps on unauthenticated connections lives
     // until the session ends (or its handshake authenticates it).
-    let ticket = shared.admission.ticket(peer);
+    let ticket = fleet.admission_ticket(peer);
     upgrade::upgrade(req, move |ws| async move {
-        node_session::run(shared, ws, peer).await;
+        node_session::run(fleet, ws, peer).await;
         drop(ticket);
     })
 }
 
 async fn agent_ws(
-    State(shared): State<AppState>,
+    State(fleet): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
-    if shared.draining.is_cancelled() {
+    if fleet.draining().is_cancelled() {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "the gateway is shutting down\n",
         )
             .into_response();
     }
-    let ticket = shared.admission.ticket(peer);
+    let ticket = fleet.admission_ticket(peer);
     upgrade::upgrade(req, move |ws| async move {
-        agent_session::run(shared, ws, peer).await;
+        agent_session::run(fleet, ws, peer).await;
         drop(ticket);
     })
 }

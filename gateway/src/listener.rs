@@ -16,7 +16,6 @@
 //! endpoints), with `ConnectInfo<SocketAddr>` set like `axum::serve` does.
 
 use crate::admission::{Admission, Ticket};
-use crate::state::Shared;
 use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper::body::Incoming;
@@ -43,12 +42,13 @@ pub(crate) struct Port {
     pub admission: Admission,
     /// Whether requests on this port can authenticate (the main port; not metrics).
     pub authenticates: bool,
-    pub shared: Arc<Shared>,
+    /// The settings and counters the accept loop reads.
+    pub fleet: crate::fleet::Fleet,
 }
 
 impl Port {
     fn header_timeout(&self) -> Duration {
-        self.shared.config.header_timeout
+        self.fleet.config().header_timeout
     }
 }
 
@@ -76,7 +76,7 @@ pub(crate) async fn serve(listener: TcpListener, port: Port, shutdown: Cancellat
         let ticket = match port.admission.admit(peer, port.authenticates) {
             Ok(t) => t,
             Err(why) => {
-                port.shared.metrics.shed(why.as_str());
+                port.fleet.metrics().shed(why.as_str());
                 port.admission.log_shed(peer, why);
                 drop(tcp);
                 continue;
@@ -116,7 +116,7 @@ async fn serve_connection(
     port: Port,
     shutdown: CancellationToken,
 ) {
-    let unauth_deadline = tokio::time::Instant::now() + port.shared.config.unauth_timeout;
+    let unauth_deadline = tokio::time::Instant::now() + port.fleet.config().unauth_timeout;
     match port.tls.clone() {
         None => serve_http(tcp, peer, ticket, &port, unauth_deadline, shutdown).await,
         Some(acceptor) => {
@@ -181,7 +181,7 @@ async fn serve_http<S>(
                     watching = false;
                     continue;
                 }
-                tracing::debug!(%peer, timeout = ?port.shared.config.unauth_timeout, "closing a connection still unauthenticated");
+                tracing::debug!(%peer, timeout = ?port.fleet.config().unauth_timeout, "closing a connection still unauthenticated");
                 return;
             }
         }

@@ -155,7 +155,9 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
         .spawn(crate::transfer::sweep(shared.clone()));
     let mut tasks = Vec::new();
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
-    let mut router = http::router(shared.clone(), metrics_listener.is_none())
+    let fleet = crate::fleet::Fleet::new(shared.clone());
+    let mut router = http::router(fleet.clone(), metrics_listener.is_none())
+        .merge(crate::mcp::router(shared.clone()).with_state(shared.clone()))
         .merge(crate::install::router(installer))
         .merge(crate::console::router(shared.clone(), console.clone()));
     if let Some(cluster) = cluster {
@@ -171,7 +173,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
             .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone())),
         admission: shared.admission.clone(),
         authenticates: true,
-        shared: shared.clone(),
+        fleet: fleet.clone(),
     };
     tasks.push(tokio::spawn(crate::listener::serve(
         listener,
@@ -180,13 +182,13 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     )));
     if let Some(ml) = metrics_listener {
         let metrics_port = crate::listener::Port {
-            router: http::metrics_router(shared.clone()),
+            router: http::metrics_router(fleet.clone()),
             tls: None,
             // Its own caps, so a flood of the main port does not hide the metrics
             // that show it (and the other way round).
             admission: crate::admission::Admission::new(crate::admission::METRICS_PORT_CAPS),
             authenticates: false,
-            shared: shared.clone(),
+            fleet: fleet.clone(),
         };
         tasks.push(tokio::spawn(crate::listener::serve(
             ml,

@@ -139,11 +139,8 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
 /// be added.
 const GATEWAY_KNOWN: &[(&str, &str)] = &[
     // Doors holding the state instead of a `fleet::Fleet`.
-    ("agent_session.rs", "state"),
     ("console/guard.rs", "state"),
     ("console/mod.rs", "state"),
-    ("http.rs", "state"),
-    ("listener.rs", "state"),
     ("mcp/auth.rs", "state"),
     ("mcp/fleet_copy.rs", "state"),
     ("mcp/fleet_jobs.rs", "state"),
@@ -154,7 +151,6 @@ const GATEWAY_KNOWN: &[(&str, &str)] = &[
     ("mcp/mod.rs", "state"),
     ("mcp/nodes.rs", "state"),
     ("mcp/resources.rs", "state"),
-    ("node_session.rs", "state"),
 ];
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:

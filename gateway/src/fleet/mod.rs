@@ -12,7 +12,14 @@
 //! `Fleet` offers (the `impl Fleet` blocks of this module's files).
 
 mod accept_tools;
+mod agent_link;
+mod calls;
 mod gateway;
+mod job_reads;
+mod node_admin;
+mod node_link;
+mod process_sessions;
+pub(crate) use node_link::{StrayCount, Stream};
 mod merge;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
