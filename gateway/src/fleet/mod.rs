@@ -12,8 +12,15 @@
 //! `Fleet` offers (the `impl Fleet` blocks of this module's files).
 
 mod accept_tools;
+mod authenticated;
+mod calls;
+mod copies;
+mod fanouts;
 mod gateway;
+mod kept_jobs;
+mod local_view;
 mod merge;
+mod tool_changes;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};
