@@ -48,7 +48,7 @@ pub fn router(shared: AppState, with_metrics: bool) -> Router {
     if with_metrics {
         r = r.route("/metrics", get(metrics));
     }
-    r = r.merge(crate::mcp::router(shared.clone()));
+    r = r.merge(crate::mcp::router(crate::fleet::Fleet::new(shared.clone())));
     r.with_state(shared)
 }
 
