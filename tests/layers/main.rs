@@ -144,16 +144,6 @@ const GATEWAY_KNOWN: &[(&str, &str)] = &[
     ("console/mod.rs", "state"),
     ("http.rs", "state"),
     ("listener.rs", "state"),
-    ("mcp/auth.rs", "state"),
-    ("mcp/fleet_copy.rs", "state"),
-    ("mcp/fleet_jobs.rs", "state"),
-    ("mcp/fleet_run.rs", "state"),
-    ("mcp/fleet_tools.rs", "state"),
-    ("mcp/fleet_use.rs", "state"),
-    ("mcp/handler.rs", "state"),
-    ("mcp/mod.rs", "state"),
-    ("mcp/nodes.rs", "state"),
-    ("mcp/resources.rs", "state"),
     ("node_session.rs", "state"),
 ];
 
