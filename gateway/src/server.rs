@@ -157,7 +157,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
     let fleet = crate::fleet::Fleet::new(shared.clone());
     let mut router = http::router(fleet.clone(), metrics_listener.is_none())
-        .merge(crate::mcp::router(shared.clone()).with_state(shared.clone()))
+        .merge(crate::mcp::router(fleet.clone()))
         .merge(crate::install::router(installer))
         .merge(crate::console::router(shared.clone(), console.clone()));
     if let Some(cluster) = cluster {

@@ -141,16 +141,6 @@ const GATEWAY_KNOWN: &[(&str, &str)] = &[
     // Doors holding the state instead of a `fleet::Fleet`.
     ("console/guard.rs", "state"),
     ("console/mod.rs", "state"),
-    ("mcp/auth.rs", "state"),
-    ("mcp/fleet_copy.rs", "state"),
-    ("mcp/fleet_jobs.rs", "state"),
-    ("mcp/fleet_run.rs", "state"),
-    ("mcp/fleet_tools.rs", "state"),
-    ("mcp/fleet_use.rs", "state"),
-    ("mcp/handler.rs", "state"),
-    ("mcp/mod.rs", "state"),
-    ("mcp/nodes.rs", "state"),
-    ("mcp/resources.rs", "state"),
 ];
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:

@@ -71,4 +71,16 @@ impl super::Fleet {
     pub async fn settle_job(&self, id: &str, outcome: CallOutcome) {
         crate::jobs::settle(&self.shared, id, outcome).await
     }
+
+    /// What the node resolves the paths of call `name` with `args` to, as an approval
+    /// question shows it ([`crate::router::plan_for`]); `None` when there is nothing to
+    /// show or the node is not held here.
+    pub async fn approval_plan(&self, name: &str, args: &serde_json::Value) -> Option<String> {
+        crate::router::plan_for(&self.shared, name, args).await
+    }
+
+    /// How long an approval request stays open.
+    pub fn approval_ttl(&self) -> std::time::Duration {
+        self.shared.approvals.ttl
+    }
 }

@@ -13,14 +13,19 @@
 
 mod accept_tools;
 mod agent_link;
+mod authenticated;
 mod calls;
+mod copies;
+mod fanouts;
 mod gateway;
 mod job_reads;
+mod local_view;
 mod node_admin;
 mod node_link;
 mod process_sessions;
 pub(crate) use node_link::{StrayCount, Stream};
 mod merge;
+mod tool_changes;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};

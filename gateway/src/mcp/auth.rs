@@ -15,10 +15,10 @@ mod error;
 pub use error::McpRefusal;
 
 use super::owners::SessionOwners;
-use crate::auth::{authorize, AuthError, Principal};
+use crate::auth::{AuthError, Principal};
 use crate::error::WireError;
+use crate::fleet::Fleet;
 use crate::policy::Policy;
-use crate::state::Shared;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -79,18 +79,18 @@ impl McpPrincipal {
 
 /// The scheme and authority clients use to reach this gateway, from the `Host` header
 /// (falling back to the listen address) and whether the port speaks TLS.
-pub fn public_base(shared: &Shared, headers: &HeaderMap) -> String {
+pub fn public_base(fleet: &Fleet, headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .filter(|h| !h.is_empty() && h.parse::<axum::http::uri::Authority>().is_ok())
         .map(str::to_owned)
-        .unwrap_or_else(|| shared.config.listen.to_string());
+        .unwrap_or_else(|| fleet.config().listen.to_string());
     let forwarded_tls = headers
         .get("x-forwarded-proto")
         .and_then(|h| h.to_str().ok())
         .is_some_and(|p| p.eq_ignore_ascii_case("https"));
-    let scheme = if shared.config.tls.is_some() || forwarded_tls {
+    let scheme = if fleet.config().tls.is_some() || forwarded_tls {
         "https"
     } else {
         "http"
@@ -111,8 +111,8 @@ struct ResourceMetadata {
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: RFC 9728 metadata. No
 /// authorization server is listed: tokens come from `gsv token create agent NAME`.
-pub async fn metadata(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let base = public_base(&shared, &headers);
+pub async fn metadata(State(fleet): State<Fleet>, headers: HeaderMap) -> Response {
+    let base = public_base(&fleet, &headers);
     let doc = ResourceMetadata {
         authorization_servers: [],
         bearer_methods_supported: ["header"],
@@ -171,7 +171,7 @@ impl Verified {
 /// What the `/mcp` middleware needs.
 #[derive(Clone)]
 pub struct Gate {
-    pub shared: Arc<Shared>,
+    pub fleet: Fleet,
     pub verified: Arc<Verified>,
     /// Which token opened each session.
     pub owners: Arc<SessionOwners>,
@@ -197,7 +197,7 @@ pub async fn require_bearer(
     next: Next,
 ) -> Response {
     req.extensions_mut().insert(Arrived(Instant::now()));
-    let shared = &gate.shared;
+    let fleet = &gate.fleet;
     if let Err(why) = check_origin(req.headers()) {
         tracing::warn!(%peer, why, "MCP request from a foreign Origin refused");
         return refusal(McpRefusal::Origin(why));
@@ -207,13 +207,14 @@ pub async fn require_bearer(
     let cached = known.is_some();
     let checked = match known {
         Some(p) => Ok(p),
-        None => authorize(shared, req.headers(), peer)
+        None => fleet
+            .authorize(req.headers(), peer)
             .await
             .and_then(|p| McpPrincipal::from_principal(&p)),
     };
     match checked {
         Ok(principal) => {
-            shared.admission.authenticated(peer);
+            fleet.authenticated(peer);
             if let (Some(k), false) = (key, cached) {
                 gate.verified.put(k, principal.clone());
             }
@@ -265,7 +266,7 @@ pub async fn require_bearer(
             res
         }
         Err(e) => match McpRefusal::from(e) {
-            McpRefusal::Unauthenticated(e) => challenge(shared, req.headers(), e),
+            McpRefusal::Unauthenticated(e) => challenge(fleet, req.headers(), e),
             other => refusal(other),
         },
     }
@@ -287,10 +288,10 @@ fn refusal(e: McpRefusal) -> Response {
 
 /// `401` with `WWW-Authenticate: Bearer realm="gsv", resource_metadata="…"` (RFC 6750,
 /// RFC 9728 §5.1), plus `error="invalid_token"` when a token was presented.
-fn challenge(shared: &Shared, headers: &HeaderMap, e: AuthError) -> Response {
+fn challenge(fleet: &Fleet, headers: &HeaderMap, e: AuthError) -> Response {
     let metadata = format!(
         "{}{METADATA_PATH}{}",
-        public_base(shared, headers),
+        public_base(fleet, headers),
         super::PATH
     );
     let presented = headers.contains_key(header::AUTHORIZATION);

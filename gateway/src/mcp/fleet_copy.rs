@@ -12,7 +12,7 @@
 use super::auth::McpPrincipal;
 use super::result;
 use crate::error::WireError;
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use crate::transfer::{Requester, TransferError};
 use gsv_protocol::transfer::{CopyParams, Place};
 use gsv_protocol::{ErrorCode, ErrorShape};
@@ -20,7 +20,6 @@ use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, Progr
 use rmcp::service::{Peer, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +57,7 @@ pub fn parse(args: Option<Map<String, Value>>) -> Result<CopyParams, ErrorShape>
 
 /// Runs the copy for `who`; the tool's answer.
 pub async fn run(
-    shared: &Arc<Shared>,
+    fleet: &Fleet,
     who: &McpPrincipal,
     params: CopyParams,
     cancel: CancellationToken,
@@ -71,7 +70,7 @@ pub async fn run(
         let _ = tx.send((bytes, size));
     };
     let outcome = {
-        let copy = crate::transfer::copy(shared, &asker, params, &progress);
+        let copy = fleet.copy(&asker, params, &progress);
         tokio::pin!(copy);
         loop {
             tokio::select! {

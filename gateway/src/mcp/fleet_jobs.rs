@@ -10,8 +10,8 @@
 use super::auth::McpPrincipal;
 use super::fleet_answer::structured;
 use super::result;
-use crate::jobs::{self, JobError, Reader, MAX_PAGE};
-use crate::state::Shared;
+use crate::fleet::Fleet;
+use crate::jobs::{JobError, Reader, MAX_PAGE};
 use gsv_protocol::job::{JobsListParams, DEFAULT_JOBS_PAGE};
 use gsv_protocol::{ErrorCode, ErrorShape};
 use rmcp::model::CallToolResult;
@@ -94,7 +94,7 @@ fn failed(e: JobError) -> CallToolResult {
 
 /// `fleet_jobs`: a page of the jobs `who` may see, newest first (`{jobs, total}`).
 pub async fn jobs_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     who: &McpPrincipal,
     args: Option<Map<String, Value>>,
 ) -> CallToolResult {
@@ -102,7 +102,7 @@ pub async fn jobs_answer(
         Ok(p) => p,
         Err(e) => return e.into_result(),
     };
-    match jobs::list(shared, reader(who), params).await {
+    match fleet.jobs(reader(who), params).await {
         Ok(page) => structured(&page),
         Err(e) => failed(e),
     }
@@ -111,7 +111,7 @@ pub async fn jobs_answer(
 /// `fleet_job`: one job with its kept outcome; `not_found` for another token's job
 /// (unless `who` is the admin) exactly as for a missing one.
 pub async fn job_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     who: &McpPrincipal,
     args: Option<Map<String, Value>>,
 ) -> CallToolResult {
@@ -119,7 +119,7 @@ pub async fn job_answer(
         Ok(id) => id,
         Err(e) => return e.into_result(),
     };
-    match jobs::get(shared, reader(who), &id).await {
+    match fleet.job(reader(who), &id).await {
         Ok(job) => structured(&job),
         Err(e) => {
             tracing::debug!(job = ?id, error = ?e.to_string(), "fleet_job refused");

@@ -22,7 +22,7 @@
 use super::auth::McpPrincipal;
 use super::fleet_tools::FLEET_JOB;
 use super::result;
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use gsv_protocol::fanout::{
     Batch, FanoutResult, FanoutSummary, NodeOutcome, NodeStatus, ToolsFanoutParams,
 };
@@ -155,7 +155,7 @@ fn status_str(s: NodeStatus) -> &'static str {
 /// Runs the fan-out for `who`, sending one progress notification per finished node
 /// when the client gave a `progressToken`; its answer.
 pub async fn run(
-    shared: &Shared,
+    fleet: &Fleet,
     who: &McpPrincipal,
     params: ToolsFanoutParams,
     cancel: CancellationToken,
@@ -164,10 +164,11 @@ pub async fn run(
 ) -> CallToolResult {
     // Counted like a call in flight, as a WebSocket fan-out is: a stopping gateway
     // waits for it (within its drain period), so its job's outcome is kept.
-    let _counted = shared.in_flight.token();
+    let _counted = fleet.count_in_flight();
     // How many nodes the run picks (the progress notifications' `total`).
-    let total =
-        crate::fanout::count_picked(shared, &who.policy, &who.token_id, &params.select).await;
+    let total = fleet
+        .count_picked(&who.policy, &who.token_id, &params.select)
+        .await;
     // The MCP token as the caller. No connection to send approval events to: a node
     // call that needs approval waits in the operator queue (one request for the run).
     let caller = crate::router::Caller::of(&who.name, &who.token_id, &who.policy);
@@ -178,7 +179,7 @@ pub async fn run(
     };
     let mut done = 0usize;
     let outcome = {
-        let fanout = crate::fanout::run(shared, &caller, params, cancel, |_| {}, report);
+        let fanout = fleet.fanout(&caller, params, cancel, |_| {}, report);
         tokio::pin!(fanout);
         loop {
             tokio::select! {

@@ -18,7 +18,7 @@ pub use super::fleet_answer::FleetError;
 use super::fleet_answer::{parse, structured};
 use super::nodes::{self, NodeCard, NODES_PAGE};
 use super::view::Lens;
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use gsv_protocol::names::{NamespacedName, NodeId, ToolName};
 use gsv_protocol::selector::Selector;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
@@ -353,13 +353,13 @@ struct NodesPage<'a> {
 
 /// `fleet_nodes`: a page of the nodes the session sees (narrowed by `select`).
 pub fn nodes_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
     let a: NodesArgs = parse(args)?;
     let select = a.select.as_deref().map(Selector::parse).transpose()?;
-    let all = nodes::lens_nodes(shared, lens, select.as_ref());
+    let all = nodes::lens_nodes(fleet, lens, select.as_ref());
     let (page, next_cursor) = nodes::page(&all, a.cursor.as_deref(), NODES_PAGE)?;
     Ok(structured(&NodesPage {
         nodes: page,
@@ -390,16 +390,16 @@ struct NodeTools<'a> {
 
 /// `fleet_tools`: the definitions of the tools the session may call on one node.
 pub fn tools_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
     let a: ToolsArgs = parse(args)?;
-    let nodes = nodes::lens_nodes(shared, lens, None);
+    let nodes = nodes::lens_nodes(fleet, lens, None);
     let Some(card) = nodes.iter().find(|n| n.id == a.node) else {
         return Err(FleetError::NoNode(a.node));
     };
-    let entries = nodes::lens_entries(shared, lens, std::slice::from_ref(card));
+    let entries = nodes::lens_entries(fleet, lens, std::slice::from_ref(card));
     if let Some(wanted) = &a.tools {
         if let Some(missing) = wanted
             .iter()

@@ -18,7 +18,7 @@ use super::fleet_answer::{self, FleetError};
 use super::nodes::{self, NodeCard};
 use super::used::MAX_USED;
 use super::view::Lens;
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use gsv_protocol::names::NodeId;
 use gsv_protocol::selector::Selector;
 use gsv_protocol::{ErrorCode, ErrorShape};
@@ -76,7 +76,7 @@ fn args_error(message: String) -> CallToolResult {
 }
 
 /// The ids `nodes` names, each checked by gsv's name rules and seen by the session.
-fn named(shared: &Shared, lens: &Lens, ids: Vec<String>) -> Result<Vec<String>, FleetError> {
+fn named(fleet: &Fleet, lens: &Lens, ids: Vec<String>) -> Result<Vec<String>, FleetError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let parsed = NodeId::parse(&id).map_err(|reason| FleetError::Name {
@@ -84,7 +84,7 @@ fn named(shared: &Shared, lens: &Lens, ids: Vec<String>) -> Result<Vec<String>, 
             value: id.clone(),
             reason,
         })?;
-        if !nodes::lens_has_node(shared, lens, parsed.as_str()) {
+        if !nodes::lens_has_node(fleet, lens, parsed.as_str()) {
             return Err(FleetError::NoNode(id));
         }
         out.push(id);
@@ -95,13 +95,13 @@ fn named(shared: &Shared, lens: &Lens, ids: Vec<String>) -> Result<Vec<String>, 
 /// `fleet_use`: the nodes named or selected, added to the lens's set all or none.
 /// `lens` holds the other replicas' nodes already (cluster mode).
 pub fn use_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
     let a: UseArgs = fleet_answer::parse(args)?;
     let ids = match (a.nodes, a.select) {
-        (Some(ids), None) if ids.len() <= MAX_NAMED => named(shared, lens, ids)?,
+        (Some(ids), None) if ids.len() <= MAX_NAMED => named(fleet, lens, ids)?,
         (Some(_), None) => {
             return Ok(args_error(format!(
                 "nodes: at most {MAX_USED} may be in use"
@@ -109,7 +109,7 @@ pub fn use_answer(
         }
         (None, Some(select)) => {
             let select = Selector::parse(&select)?;
-            let cards: Vec<NodeCard> = nodes::lens_nodes(shared, lens, Some(&select));
+            let cards: Vec<NodeCard> = nodes::lens_nodes(fleet, lens, Some(&select));
             cards.into_iter().map(|c| c.id).collect()
         }
         _ => return Ok(args_error("give `nodes` or `select`, one of them".into())),
@@ -127,12 +127,12 @@ pub fn use_answer(
         }
     };
     tracing::info!(agent = %lens.who.name, added = ?added, "fleet_use");
-    Ok(answer(shared, lens, Some(added), None))
+    Ok(answer(fleet, lens, Some(added), None))
 }
 
 /// `fleet_release`: the nodes named (or all) taken out of the lens's set.
 pub fn release_answer(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     args: Option<Map<String, Value>>,
 ) -> Result<CallToolResult, FleetError> {
@@ -147,18 +147,18 @@ pub fn release_answer(
         }
     };
     tracing::info!(agent = %lens.who.name, released = ?released, "fleet_release");
-    Ok(answer(shared, lens, None, Some(released)))
+    Ok(answer(fleet, lens, None, Some(released)))
 }
 
 fn answer(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     added: Option<Vec<String>>,
     released: Option<Vec<String>>,
 ) -> CallToolResult {
     let changed = added.iter().chain(&released).any(|ids| !ids.is_empty());
     let note = if changed { NOTE_CHANGED } else { NOTE_SAME };
-    let (_, entries) = nodes::used_listing(shared, lens);
+    let (_, entries) = nodes::used_listing(fleet, lens);
     fleet_answer::structured(&UseAnswer {
         in_use: lens.used.nodes(),
         added,

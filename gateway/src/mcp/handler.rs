@@ -31,9 +31,9 @@ use super::view::{self, Lens, Shown, UrlView};
 use super::{fleet_copy, fleet_jobs, fleet_run, fleet_use};
 use crate::approvals::{ApprovalRequest, Verdict};
 use crate::audit::args_hash;
+use crate::fleet::Fleet;
 use crate::policy::Decision;
 use crate::router::{self, ApprovalAsker, ApprovalQuestion, Caller};
-use crate::state::Shared;
 use dashmap::DashMap;
 use futures_util::future::BoxFuture;
 use gsv_protocol::event::CallProgress;
@@ -101,7 +101,7 @@ a human's approval first.";
 
 /// State shared by every MCP handler of one gateway.
 pub struct McpState {
-    pub shared: Arc<Shared>,
+    pub fleet: Fleet,
     /// Approval questions handed to 2026-07-28 clients (`InputRequiredResult`), by
     /// the opaque `requestState` they must echo back.
     questions: DashMap<String, PendingQuestion>,
@@ -128,17 +128,17 @@ struct PendingQuestion {
 }
 
 impl McpState {
-    pub fn new(shared: Arc<Shared>) -> Arc<McpState> {
+    pub fn new(fleet: Fleet) -> Arc<McpState> {
         Arc::new(McpState {
             questions: DashMap::new(),
             auto_views: view::AutoViews::default(),
             gathered: Gathered::default(),
             used: UsedByToken::default(),
             listens: Listens::new(
-                shared.config.mcp_sessions_per_token,
-                shared.config.mcp_sessions_max,
+                fleet.config().mcp_sessions_per_token,
+                fleet.config().mcp_sessions_max,
             ),
-            shared,
+            fleet,
         })
     }
 
@@ -183,7 +183,7 @@ impl Drop for Scope {
 
 impl McpHandler {
     pub fn new(state: Arc<McpState>) -> McpHandler {
-        let stop = state.shared.shutdown.child_token();
+        let stop = state.fleet.shutdown().child_token();
         McpHandler {
             state,
             scope: Arc::new(Scope(stop)),
@@ -192,8 +192,8 @@ impl McpHandler {
         }
     }
 
-    fn shared(&self) -> &Arc<Shared> {
-        &self.state.shared
+    fn fleet(&self) -> &Fleet {
+        &self.state.fleet
     }
 
     /// What this request sees: the caller, with the session's view and selection
@@ -225,7 +225,7 @@ impl McpHandler {
     /// same choice was made while nothing in the fleet changed. The nodes in `used`
     /// are listed in either view and do not weigh in `auto`'s choice.
     async fn decide(&self, who: McpPrincipal, url: &UrlView, used: Arc<Used>) -> Lens {
-        let shared = self.shared();
+        let fleet = self.fleet();
         let asked = url.view.unwrap_or(who.policy.mcp_view());
         let mut lens = Lens {
             shown: Shown::Flat,
@@ -237,13 +237,13 @@ impl McpHandler {
         };
         let count = |lens: &Lens| {
             fleet_tools::listing_bytes(lens.listed.is_all())
-                + nodes::lens_listing_bytes(shared, lens, view::AUTO_MAX_BYTES)
+                + nodes::lens_listing_bytes(fleet, lens, view::AUTO_MAX_BYTES)
         };
-        if asked != view::McpView::Auto || crate::fleet::Fleet::new(shared.clone()).alone() {
+        if asked != view::McpView::Auto || fleet.alone() {
             lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
             return lens;
         }
-        let epoch = *shared.tools_epoch.borrow();
+        let epoch = fleet.tools_epoch();
         // Kept by selection and listed tools: both change what `auto` weighs.
         let select = Some(format!(
             "{}\u{0}{}",
@@ -261,7 +261,7 @@ impl McpHandler {
             lens.shown = shown;
             return lens;
         }
-        let mut lens = nodes::with_remote(shared, lens).await;
+        let mut lens = nodes::with_remote(fleet, lens).await;
         lens.shown = view::choose(url.view, lens.who.policy.mcp_view(), || count(&lens));
         self.state
             .auto_views
@@ -299,12 +299,12 @@ fn principal(extensions: &rmcp::model::Extensions) -> Result<McpPrincipal, Error
 /// A digest of the tools `lens` lists (names, descriptions, schemas, hints; not
 /// whether their node is online, which does not change the list). The fleet view's
 /// list changes only with the nodes the session uses.
-fn tools_digest(shared: &Shared, lens: &Lens) -> u64 {
+fn tools_digest(fleet: &Fleet, lens: &Lens) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     if lens.shown == Shown::Fleet && lens.used.is_empty() {
         return h.finish();
     }
-    let (_, entries) = nodes::listing(shared, lens);
+    let (_, entries) = nodes::listing(fleet, lens);
     for e in &entries {
         e.name.hash(&mut h);
         e.description.hash(&mut h);
@@ -337,13 +337,11 @@ impl Seen {
     /// of this replica's own nodes), and once for all watchers of the same token and
     /// selection ([`Gathered`]).
     async fn now(state: &McpState, lens: &Lens, last: Option<&Seen>) -> Seen {
-        let shared = &state.shared;
+        let fleet = &state.fleet;
         let mut lens = lens.clone();
         // What the lens was made with is gathered again, not reused.
         lens.remote = None;
-        let (remote_epoch, remote) = match crate::fleet::Fleet::new(shared.clone())
-            .elsewhere_epoch()
-        {
+        let (remote_epoch, remote) = match fleet.elsewhere_epoch() {
             None => (0, None),
             Some(epoch) => match last.filter(|l| l.remote_epoch == epoch && l.remote.is_some()) {
                 Some(l) => (epoch, l.remote.clone()),
@@ -352,7 +350,7 @@ impl Seen {
                     let fleet = state
                         .gathered
                         .get(&lens.who.token_id, select.as_deref(), epoch, || async {
-                            let gathered = nodes::with_remote(shared, lens.clone()).await;
+                            let gathered = nodes::with_remote(fleet, lens.clone()).await;
                             gathered.remote.unwrap_or_default()
                         })
                         .await;
@@ -362,8 +360,8 @@ impl Seen {
         };
         lens.remote = remote.clone();
         Seen {
-            tools: tools_digest(shared, &lens),
-            nodes: resources::digest(shared, &lens),
+            tools: tools_digest(fleet, &lens),
+            nodes: resources::digest(fleet, &lens),
             remote_epoch,
             remote,
         }
@@ -378,9 +376,9 @@ struct Wakers {
 }
 
 impl Wakers {
-    fn of(shared: &Shared, lens: &Lens) -> Wakers {
+    fn of(fleet: &Fleet, lens: &Lens) -> Wakers {
         Wakers {
-            fleet: shared.tools_epoch.subscribe(),
+            fleet: fleet.watch_tools(),
             used: lens.used.subscribe(),
         }
     }
@@ -428,7 +426,7 @@ impl McpHandler {
         let span = tracing::debug_span!("mcp_session", agent = %lens.who.name);
         tokio::spawn(
             async move {
-                let mut wake = Wakers::of(&state.shared, &lens);
+                let mut wake = Wakers::of(&state.fleet, &lens);
                 let mut last = Seen::now(&state, &lens, None).await;
                 while let Some(c) = next_change(&state, &lens, &mut wake, &mut last, &stop).await {
                     if c.tools && peer.notify_tool_list_changed().await.is_err() {
@@ -512,8 +510,8 @@ impl ServerHandler for McpHandler {
         if lens.shown == Shown::Fleet && lens.used.is_empty() {
             return Ok(ListToolsResult::with_all_items(gateway));
         }
-        let lens = nodes::with_remote(self.shared(), lens).await;
-        let (nodes, entries) = nodes::listing(self.shared(), &lens);
+        let lens = nodes::with_remote(self.fleet(), lens).await;
+        let (nodes, entries) = nodes::listing(self.fleet(), &lens);
         let cursor = request.and_then(|r| r.cursor);
         let mut page = result::list_page(&entries, cursor.as_deref(), |node| {
             nodes
@@ -544,9 +542,9 @@ impl ServerHandler for McpHandler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions).await?).await;
+        let lens = nodes::with_remote(self.fleet(), self.lens(&context.extensions).await?).await;
         let cursor = request.and_then(|r| r.cursor);
-        resources::list(self.shared(), &lens, cursor.as_deref())
+        resources::list(self.fleet(), &lens, cursor.as_deref())
     }
 
     async fn list_resource_templates(
@@ -563,8 +561,8 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let lens = nodes::with_remote(self.shared(), self.lens(&context.extensions).await?).await;
-        resources::read(self.shared(), &lens, &request.uri).map(Into::into)
+        let lens = nodes::with_remote(self.fleet(), self.lens(&context.extensions).await?).await;
+        resources::read(self.fleet(), &lens, &request.uri).map(Into::into)
     }
 
     fn accepted_subscription_filter(
@@ -592,7 +590,7 @@ impl ServerHandler for McpHandler {
             return Ok(());
         }
         let stop = self.scope.0.child_token();
-        let mut wake = Wakers::of(self.shared(), &lens);
+        let mut wake = Wakers::of(self.fleet(), &lens);
         let mut last = Seen::now(&self.state, &lens, None).await;
         // rmcp acknowledged the stream before this handler ran, and a client may act
         // on the acknowledgment at once: a `fleet_use` / `fleet_release` made since the
@@ -753,7 +751,7 @@ impl McpHandler {
         context: RequestContext<RoleServer>,
         lens: Lens,
     ) -> Result<CallToolResponse, ErrorData> {
-        let shared = self.shared();
+        let fleet = self.fleet();
         // The fleet view's tools; the flat view lists those no node offers too.
         let gateway = FleetTool::from_name(&request.name)
             .filter(|t| lens.shown == Shown::Fleet || !lens.listed.is_all() || t.in_flat());
@@ -775,28 +773,26 @@ impl McpHandler {
             Some(FleetTool::Run) => return Ok(self.run(request, context, lens).await.into()),
             Some(FleetTool::Copy) => return Ok(self.copy(request, context, lens).await.into()),
             Some(FleetTool::Jobs) => {
-                return Ok(fleet_jobs::jobs_answer(shared, &lens.who, args)
-                    .await
-                    .into())
+                return Ok(fleet_jobs::jobs_answer(fleet, &lens.who, args).await.into())
             }
             Some(FleetTool::Job) => {
-                return Ok(fleet_jobs::job_answer(shared, &lens.who, args).await.into())
+                return Ok(fleet_jobs::job_answer(fleet, &lens.who, args).await.into())
             }
             Some(FleetTool::Nodes) => {
-                let lens = nodes::with_remote(shared, lens).await;
-                fleet_tools::nodes_answer(shared, &lens, args)
+                let lens = nodes::with_remote(fleet, lens).await;
+                fleet_tools::nodes_answer(fleet, &lens, args)
             }
             Some(FleetTool::Tools) => {
-                let lens = nodes::with_remote(shared, lens).await;
-                fleet_tools::tools_answer(shared, &lens, args)
+                let lens = nodes::with_remote(fleet, lens).await;
+                fleet_tools::tools_answer(fleet, &lens, args)
             }
             Some(FleetTool::Use) => {
-                let lens = nodes::with_remote(shared, lens).await;
-                fleet_use::use_answer(shared, &lens, args)
+                let lens = nodes::with_remote(fleet, lens).await;
+                fleet_use::use_answer(fleet, &lens, args)
             }
             Some(FleetTool::Release) => {
-                let lens = nodes::with_remote(shared, lens).await;
-                fleet_use::release_answer(shared, &lens, args)
+                let lens = nodes::with_remote(fleet, lens).await;
+                fleet_use::release_answer(fleet, &lens, args)
             }
             Some(FleetTool::Call) => match fleet_tools::call_target(args) {
                 Ok(t) => {
@@ -832,7 +828,7 @@ impl McpHandler {
         let token = context.meta.get_progress_token();
         let cancel = context.ct.child_token();
         fleet_run::run(
-            self.shared(),
+            self.fleet(),
             &lens.who,
             params,
             cancel,
@@ -868,7 +864,7 @@ impl McpHandler {
         let token = context.meta.get_progress_token();
         let cancel = context.ct.child_token();
         fleet_copy::run(
-            self.shared(),
+            self.fleet(),
             &lens.who,
             params,
             cancel,
@@ -894,14 +890,14 @@ impl McpHandler {
     /// Whether `node` is one of the session's nodes: held here, or (cluster mode) by
     /// another replica, asked only when it is not held here.
     async fn in_selection(&self, lens: &Lens, node: &str) -> bool {
-        if nodes::lens_has_node(self.shared(), lens, node) {
+        if nodes::lens_has_node(self.fleet(), lens, node) {
             return true;
         }
-        if crate::fleet::Fleet::new(self.shared().clone()).alone() || lens.remote.is_some() {
+        if self.fleet().alone() || lens.remote.is_some() {
             return false;
         }
-        let fleet = nodes::with_remote(self.shared(), lens.clone()).await;
-        nodes::lens_has_node(self.shared(), &fleet, node)
+        let gathered = nodes::with_remote(self.fleet(), lens.clone()).await;
+        nodes::lens_has_node(self.fleet(), &gathered, node)
     }
 
     async fn call(
@@ -932,7 +928,7 @@ impl McpHandler {
         if is_2026(&context)
             && can_elicit(&context)
             && who.policy.self_confirm()
-            && match self.shared().registry.classes_of(&name) {
+            && match self.fleet().tool_classes(&name) {
                 Some(classes) => who.policy.decide(&name, classes),
                 // Held by another replica: the name decides here, the holder's
                 // router judges the call again with the tool's classes.
@@ -968,7 +964,7 @@ impl McpHandler {
             let caller = Caller::of(&who.name, &who.token_id, &who.policy)
                 .with_progress_to(progress_token.is_some().then_some(tx))
                 .with_asker(&asker);
-            let call = router::call(self.shared(), &caller, params, cancel);
+            let call = self.fleet().call(&caller, params, cancel);
             tokio::pin!(call);
             loop {
                 tokio::select! {
@@ -1010,8 +1006,8 @@ impl McpHandler {
     /// First round on 2026-07-28: the approval question as an `InputRequiredResult`.
     async fn ask_first(&self, who: &McpPrincipal, name: &str, args: &Value) -> InputRequiredResult {
         let summary = router::summary_of(name, args);
-        let plan = router::plan_for(self.shared(), name, args).await;
-        let ttl = self.shared().approvals.ttl;
+        let plan = self.fleet().approval_plan(name, args).await;
+        let ttl = self.fleet().approval_ttl();
         let state = self.state.remember_question(PendingQuestion {
             token_id: who.token_id.clone(),
             name: name.to_owned(),

@@ -34,7 +34,7 @@ pub mod slow;
 pub mod used;
 pub mod view;
 
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use axum::routing::get;
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -71,10 +71,12 @@ pub fn allowed_hosts(listen: IpAddr, configured: &[String]) -> Vec<String> {
     }
 }
 
-/// The routes of `/mcp` and of its OAuth protected-resource metadata.
-pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
-    let state = McpState::new(shared.clone());
-    let hosts = allowed_hosts(shared.config.listen.ip(), &shared.config.mcp_allowed_hosts);
+/// The routes of `/mcp` and of its OAuth protected-resource metadata (they hold
+/// `fleet` themselves, whatever state the router they join holds).
+pub fn router<S: Clone + Send + Sync + 'static>(fleet: Fleet) -> Router<S> {
+    let state = McpState::new(fleet.clone());
+    let settings = fleet.config();
+    let hosts = allowed_hosts(settings.listen.ip(), &settings.mcp_allowed_hosts);
     let mut config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_legacy_session_mode(true)
@@ -84,14 +86,14 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         // progress or a question comes first, and `slow` opens the stream itself
         // when the answer takes longer than a second. Sessions (2025) keep SSE.
         .with_json_response(true)
-        .with_cancellation_token(shared.shutdown.child_token())
+        .with_cancellation_token(fleet.shutdown().child_token())
         .with_max_request_body_bytes(gsv_protocol::limits::MAX_FRAME_BYTES);
     config = if hosts.is_empty() {
         config.disable_allowed_hosts()
     } else {
         config.with_allowed_hosts(hosts)
     };
-    let idle = shared.config.mcp_session_idle;
+    let idle = settings.mcp_session_idle;
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(idle);
     let sessions = Arc::new(sessions);
@@ -101,13 +103,13 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         config,
     );
     let gate = auth::Gate {
-        shared: shared.clone(),
+        fleet: fleet.clone(),
         verified: Arc::default(),
         owners: Arc::default(),
         session_idle: idle,
         sessions,
-        per_token: shared.config.mcp_sessions_per_token,
-        max_sessions: shared.config.mcp_sessions_max,
+        per_token: settings.mcp_sessions_per_token,
+        max_sessions: settings.mcp_sessions_max,
     };
     let mcp = Router::new()
         .route_service(PATH, service)
@@ -127,6 +129,7 @@ pub fn router(shared: Arc<Shared>) -> Router<Arc<Shared>> {
             &format!("{}{PATH}", auth::METADATA_PATH),
             get(auth::metadata),
         )
+        .with_state(fleet)
         .merge(mcp)
 }
 

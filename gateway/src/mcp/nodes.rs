@@ -14,10 +14,10 @@
 
 use super::result::BadCursor;
 use super::view::{Lens, RemoteFleet};
+use crate::fleet::Fleet;
 use crate::inventory;
 use crate::policy::Policy;
 use crate::registry::Viewer;
-use crate::state::Shared;
 use gsv_protocol::inventory::{Facts, Labels};
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::selector::Selector;
@@ -52,14 +52,13 @@ pub struct NodeCard {
 
 /// `lens` with what the other replicas hold for it (cluster mode; unchanged
 /// otherwise, or when it has it already).
-pub async fn with_remote(shared: &Shared, mut lens: Lens) -> Lens {
-    if crate::fleet::alone(shared) || lens.remote.is_some() {
+pub async fn with_remote(fleet: &Fleet, mut lens: Lens) -> Lens {
+    if fleet.alone() || lens.remote.is_some() {
         return lens;
     }
     let select = lens.select.as_ref().map(|s| s.to_string());
     let token = lens.who.token_id.clone();
-    if let Some((nodes, entries)) = crate::fleet::elsewhere(shared, &token, select.as_deref()).await
-    {
+    if let Some((nodes, entries)) = fleet.elsewhere(&token, select.as_deref()).await {
         lens.remote = Some(Arc::new(RemoteFleet { nodes, entries }));
     }
     lens
@@ -70,7 +69,7 @@ pub async fn with_remote(shared: &Shared, mut lens: Lens) -> Lens {
 /// selectors (the gateway's one matching rule, [`crate::inventory::selected`]), so a
 /// selector never widens what a token sees.
 pub fn visible_nodes(
-    shared: &Shared,
+    fleet: &Fleet,
     policy: &Policy,
     selects: &[&Selector],
     remote: Option<&RemoteFleet>,
@@ -79,7 +78,7 @@ pub fn visible_nodes(
         visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
-    let local = inventory::visible_nodes(shared, &viewer, None);
+    let local = fleet.local_nodes(&viewer);
     let summaries = match remote {
         Some(r) => crate::fleet::merge_nodes(local, r.nodes.clone()),
         None => local,
@@ -114,16 +113,16 @@ fn card(s: NodeSummary) -> NodeCard {
 }
 
 /// The nodes `lens` sees, narrowed further by `extra` (`fleet_nodes {select}`).
-pub fn lens_nodes(shared: &Shared, lens: &Lens, extra: Option<&Selector>) -> Vec<NodeCard> {
+pub fn lens_nodes(fleet: &Fleet, lens: &Lens, extra: Option<&Selector>) -> Vec<NodeCard> {
     let selects: Vec<&Selector> = lens.select.as_deref().into_iter().chain(extra).collect();
-    visible_nodes(shared, &lens.who.policy, &selects, lens.remote.as_deref())
+    visible_nodes(fleet, &lens.who.policy, &selects, lens.remote.as_deref())
 }
 
 /// About how many bytes the node tools the flat listing `lens` would get take (the
 /// gateway tools beside them aside), adding no further than past `limit` (enough for
 /// `auto`'s choice). Without `?select=` no listing is built: a
 /// session-less request asks this every time, whatever the fleet's size.
-pub fn lens_listing_bytes(shared: &Shared, lens: &Lens, limit: usize) -> usize {
+pub fn lens_listing_bytes(fleet: &Fleet, lens: &Lens, limit: usize) -> usize {
     let listed = |name: &str| {
         name.split_once("__")
             .is_some_and(|(_, tool)| lens.listed.lists(tool))
@@ -139,14 +138,14 @@ pub fn lens_listing_bytes(shared: &Shared, lens: &Lens, limit: usize) -> usize {
     };
     match lens.select {
         None => {
-            shared.registry.listing_bytes(
+            fleet.local_listing_bytes(
                 |name, c| lens.who.policy.visible(name, c) && listed(name),
                 limit,
             ) + remote()
         }
         Some(_) => {
-            let nodes = lens_nodes(shared, lens, None);
-            listed_entries(shared, lens, &nodes)
+            let nodes = lens_nodes(fleet, lens, None);
+            listed_entries(fleet, lens, &nodes)
                 .iter()
                 .map(entry_bytes)
                 .sum::<usize>()
@@ -161,22 +160,19 @@ fn entry_bytes(e: &ToolEntry) -> usize {
 
 /// Whether `node` is one of the nodes `lens` sees (reachable by its token, picked by
 /// its `?select=`), looking at that node alone.
-pub fn lens_has_node(shared: &Shared, lens: &Lens, node: &str) -> bool {
-    card_of(shared, lens, node).is_some()
+pub fn lens_has_node(fleet: &Fleet, lens: &Lens, node: &str) -> bool {
+    card_of(fleet, lens, node).is_some()
 }
 
 /// `node` as `lens` sees it, looked up alone: `None` unless its token may reach it
 /// and its `?select=` picks it.
-pub fn card_of(shared: &Shared, lens: &Lens, node: &str) -> Option<NodeCard> {
+pub fn card_of(fleet: &Fleet, lens: &Lens, node: &str) -> Option<NodeCard> {
     let policy = &lens.who.policy;
     let viewer = Viewer {
         visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
-    let local = shared
-        .registry
-        .detail(node, &viewer)
-        .map(|(summary, _)| inventory::with_labels(shared, summary));
+    let local = fleet.local_node(node, &viewer);
     let summary = match local {
         // An online node over this replica's memory of it as offline (cluster mode).
         Some(s) if s.online => s,
@@ -191,26 +187,26 @@ pub fn card_of(shared: &Shared, lens: &Lens, node: &str) -> Option<NodeCard> {
 
 /// The nodes `lens` brought into its listing ([`super::used`]) that it still sees,
 /// and every tool its token may call on them.
-pub fn used_listing(shared: &Shared, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
+pub fn used_listing(fleet: &Fleet, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
     let cards: Vec<NodeCard> = lens
         .used
         .nodes()
         .iter()
-        .filter_map(|id| card_of(shared, lens, id))
+        .filter_map(|id| card_of(fleet, lens, id))
         .collect();
-    let entries = entries_where(shared, lens, &cards, |_, _| true);
+    let entries = entries_where(fleet, lens, &cards, |_, _| true);
     (cards, entries)
 }
 
 /// What the session's `tools/list` names beside the gateway tools, and the nodes
 /// those belong to: in the flat view the tools [`Lens::listed`] names on every node
 /// it sees and every tool of the nodes in use; in the fleet view only the latter.
-pub fn listing(shared: &Shared, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
+pub fn listing(fleet: &Fleet, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) {
     match lens.shown {
-        super::view::Shown::Fleet => used_listing(shared, lens),
+        super::view::Shown::Fleet => used_listing(fleet, lens),
         super::view::Shown::Flat => {
-            let nodes = lens_nodes(shared, lens, None);
-            let entries = listed_entries(shared, lens, &nodes);
+            let nodes = lens_nodes(fleet, lens, None);
+            let entries = listed_entries(fleet, lens, &nodes);
             (nodes, entries)
         }
     }
@@ -218,25 +214,25 @@ pub fn listing(shared: &Shared, lens: &Lens) -> (Vec<NodeCard>, Vec<ToolEntry>) 
 
 /// The tools `lens` sees on `nodes` (what [`lens_nodes`] returned), sorted by
 /// namespaced name: every tool the token may call there.
-pub fn lens_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
-    entries_where(shared, lens, nodes, |_, _| true)
+pub fn lens_entries(fleet: &Fleet, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
+    entries_where(fleet, lens, nodes, |_, _| true)
 }
 
 /// The tools a flat listing of `lens` names on `nodes`: those of [`lens_entries`] the
 /// session lists ([`Lens::listed`]), and every one of the nodes it uses.
-pub fn listed_entries(shared: &Shared, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
+pub fn listed_entries(fleet: &Fleet, lens: &Lens, nodes: &[NodeCard]) -> Vec<ToolEntry> {
     if lens.listed.is_all() {
-        return lens_entries(shared, lens, nodes);
+        return lens_entries(fleet, lens, nodes);
     }
     let used: HashSet<String> = lens.used.nodes().into_iter().collect();
-    entries_where(shared, lens, nodes, |node, tool| {
+    entries_where(fleet, lens, nodes, |node, tool| {
         lens.listed.lists(tool) || used.contains(node)
     })
 }
 
 /// The tools the token may call on `nodes` that pass `named` (node, bare name), sorted.
 fn entries_where(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     nodes: &[NodeCard],
     named: impl Fn(&str, &str) -> bool,
@@ -247,11 +243,9 @@ fn entries_where(
         name.split_once("__")
             .is_some_and(|(node, tool)| ids.contains(node) && named(node, tool))
     };
-    let local = shared
-        .registry
-        .tool_entries_of(nodes.iter().map(|n| n.id.as_str()), |name, c| {
-            policy.visible(name, c) && named(name)
-        });
+    let local = fleet.local_tools_of(nodes.iter().map(|n| n.id.as_str()), |name, c| {
+        policy.visible(name, c) && named(name)
+    });
     match &lens.remote {
         Some(r) => {
             let remote = r

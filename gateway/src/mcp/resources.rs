@@ -6,7 +6,7 @@
 
 use super::nodes::{self, NodeCard};
 use super::view::Lens;
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate,
@@ -25,11 +25,11 @@ const JSON: &str = "application/json";
 
 /// `resources/list`: `gsv://nodes` first, then one resource per node, paged.
 pub fn list(
-    shared: &Shared,
+    fleet: &Fleet,
     lens: &Lens,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, ErrorData> {
-    let all = nodes::lens_nodes(shared, lens, None);
+    let all = nodes::lens_nodes(fleet, lens, None);
     let (page, next) = nodes::page(&all, cursor, PAGE)
         .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
     let mut resources = Vec::with_capacity(page.len() + 1);
@@ -69,9 +69,9 @@ struct All<'a> {
 
 /// `resources/read`. A node the session does not see is answered exactly like one
 /// that does not exist.
-pub fn read(shared: &Shared, lens: &Lens, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+pub fn read(fleet: &Fleet, lens: &Lens, uri: &str) -> Result<ReadResourceResult, ErrorData> {
     let unknown = || ErrorData::resource_not_found(format!("unknown resource: {uri}"), None);
-    let all = nodes::lens_nodes(shared, lens, None);
+    let all = nodes::lens_nodes(fleet, lens, None);
     let text = if uri == NODES_URI {
         serde_json::to_string(&All { nodes: &all })
     } else {
@@ -88,9 +88,9 @@ pub fn read(shared: &Shared, lens: &Lens, uri: &str) -> Result<ReadResourceResul
 
 /// A digest of which nodes the session sees and whether each is online: when it
 /// changes, the resource list has.
-pub fn digest(shared: &Shared, lens: &Lens) -> u64 {
+pub fn digest(fleet: &Fleet, lens: &Lens) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for n in nodes::lens_nodes(shared, lens, None) {
+    for n in nodes::lens_nodes(fleet, lens, None) {
         n.id.hash(&mut h);
         n.online.hash(&mut h);
     }

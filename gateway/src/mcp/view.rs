@@ -71,8 +71,9 @@ pub fn listed(url: &UrlView, token: Option<&str>, asked: McpView) -> Listed {
 }
 
 /// `auto`'s choices in cluster mode, by token and selection, each with the fleet's
-/// change counter (`Shared::tools_epoch`) it was made at: a request made while nothing
-/// changed reuses it instead of gathering the other replicas' nodes again.
+/// change counter ([`crate::fleet::Fleet::tools_epoch`]) it was made at: a request
+/// made while nothing changed reuses it instead of gathering the other replicas'
+/// nodes again.
 #[derive(Default)]
 pub struct AutoViews(dashmap::DashMap<(String, Option<String>), (u64, Shown)>);
 
