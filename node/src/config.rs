@@ -78,7 +78,7 @@ pub struct NodeConfig {
     /// Files and directories the file tools never read, write or list, whatever
     /// `confine` says (`gsv node --protect`, repeatable; `gsv up` adds the gateway's
     /// data directory and TLS key). `data_dir` is always protected as well; see
-    /// [`crate::tools::protected`].
+    /// [`crate::protected`].
     pub protect: Vec<PathBuf>,
     /// Offer only the tools that declare `readOnlyHint: true` (Read, Glob, Grep,
     /// fs_list, fs_stat, time, the network tools, Echo): no Bash, Process, Write or

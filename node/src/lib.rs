@@ -28,9 +28,12 @@
 //!   [`facts`] (what the node reports about its host, self-reported), [`events`]
 //!   (node → gateway events, queued while disconnected), [`journal`] and [`ledger`]
 //!   (calls and sessions a restarted process answers for), [`login_profile`],
-//!   [`backoff`] and `private_file`.
+//!   [`backoff`], `private_file`, [`beneath`] (opening beneath a directory without
+//!   races) and [`protected`] (the files no tool may touch, which every tool's
+//!   context carries).
 
 pub mod backoff;
+pub mod beneath;
 pub mod config;
 mod credential;
 mod dispatch;
@@ -44,6 +47,7 @@ pub mod ledger;
 pub mod login_profile;
 mod private_file;
 pub mod probe;
+pub mod protected;
 mod recover;
 mod registered;
 pub mod registry;

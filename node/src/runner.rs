@@ -327,7 +327,7 @@ fn ready(
 ) -> Ready {
     // The registry's sender: the tools (the session manager) already hold it.
     let events: EventSender = registry.events().clone();
-    let protected = Arc::new(crate::tools::protected::Protected::new(
+    let protected = Arc::new(crate::protected::Protected::new(
         config.data_dir.iter().chain(&config.protect).cloned(),
     ));
     info!(paths = ?protected.paths(), "file tools never touch these (protected)");
@@ -336,7 +336,7 @@ fn ready(
     // After the journal made the data directory: other nodes on this host learn it is
     // gsv's from the marker.
     if let Some(dir) = config.data_dir.as_deref().filter(|d| d.is_dir()) {
-        crate::tools::protected::data_dirs::mark(dir);
+        crate::protected::data_dirs::mark(dir);
     }
     let ledger =
         crate::ledger::Ledger::with_journal(journal.as_ref().map(|(j, _)| j.calls().clone()));

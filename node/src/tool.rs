@@ -9,7 +9,7 @@
 //! `approval_required` (see [`crate::guards`]).
 
 use crate::events::EventSender;
-use crate::tools::protected::Protected;
+use crate::protected::Protected;
 use gsv_protocol::limits::DEFAULT_CALL_TIMEOUT_MS;
 use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
 use serde_json::Value;
@@ -97,7 +97,7 @@ pub struct ToolContext {
     /// `None` when the gateway did not say (a context made in tests): an operator.
     pub caller: Option<gsv_protocol::method::InvokeCaller>,
     /// What the file tools never read or write (the node's and the gateway's data);
-    /// see [`crate::tools::protected`].
+    /// see [`crate::protected`].
     pub protected: Arc<Protected>,
 }
 

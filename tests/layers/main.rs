@@ -201,6 +201,7 @@ fn gateway_may_use(from: u8, to: u8) -> bool {
 ///   enrollment, the run's error, and `lib.rs`.
 const NODE_FLOORS: &[(&str, u8)] = &[
     ("backoff", 0),
+    ("beneath", 0),
     ("events", 0),
     ("facts", 0),
     ("journal", 0),
@@ -208,6 +209,7 @@ const NODE_FLOORS: &[(&str, u8)] = &[
     ("login_profile", 0),
     ("private_file", 0),
     ("probe", 0),
+    ("protected", 0),
     ("selection", 0),
     ("tool", 0),
     ("config", 1),
@@ -230,10 +232,8 @@ const NODE_FLOORS: &[(&str, u8)] = &[
 
 /// The node's imports against its floors that are still there.
 const NODE_KNOWN: &[(&str, &str)] = &[
-    // The ground reaching up: facts of a remote host, and the protected paths of the
-    // tools in every tool's context.
+    // The ground reaching up: facts of a remote host.
     ("probe.rs", "remote"),
-    ("tool.rs", "tools"),
 ];
 
 /// Items the node's `lib.rs` re-exports, by the module they come from.

@@ -44,9 +44,9 @@
 //! Protected directories (the node's and the gateway's data) are not entered and
 //! protected files are not listed, confined or not.
 
+use crate::beneath::BeneathError;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::beneath::BeneathError;
 use crate::tools::ignored::{self, Count, IgnoredSkipped, Seen};
 use crate::tools::output::{self, is_false};
 use crate::tools::paths::{PathPolicy, WalkAccess};

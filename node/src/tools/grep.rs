@@ -47,9 +47,9 @@
 //! Protected directories are not entered and protected files not searched, confined
 //! or not.
 
+use crate::beneath::BeneathError;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
-use crate::tools::beneath::BeneathError;
 use crate::tools::glob::walk_threads;
 use crate::tools::ignored::{self, Count, IgnoredSkipped, Seen};
 use crate::tools::output::{self, is_false};

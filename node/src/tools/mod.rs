@@ -3,9 +3,9 @@
 //! A new tool is a file here implementing [`crate::Tool`] plus one line in
 //! [`crate::Registry::standard`]. Shared helpers for tools live beside them
 //! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
-//! arguments and confining them to the workspace, [`beneath`] for opening beneath a
-//! directory without races, [`protected`] for the files no tool may touch, [`ignored`]
-//! for counting what ignore rules keep out of Glob, Grep and fs_list, [`file_info`]
+//! arguments and confining them to the workspace (opening beneath a directory
+//! without races, [`crate::beneath`], and refusing the files no tool may touch,
+//! [`crate::protected`]), [`ignored`] for counting what ignore rules keep out of Glob, Grep and fs_list, [`file_info`]
 //! for what fs_list and fs_stat say about an entry, [`git`] for the git tools' hardened git, [`output`] for turning a tool's
 //! typed output into its result).
 
@@ -13,7 +13,6 @@ use gsv_protocol::capability::Capability;
 
 pub mod args;
 pub mod bash;
-pub mod beneath;
 pub mod capture;
 pub mod container;
 pub mod echo;
@@ -37,7 +36,6 @@ pub mod pkg;
 pub mod proc;
 pub mod process;
 pub mod process_output;
-pub mod protected;
 pub mod read;
 pub mod term;
 pub mod time;

@@ -13,14 +13,14 @@
 //!   a new directory) is checked through its nearest existing ancestor, and the
 //!   missing rest may not contain `..` nor start at a dangling symlink. Then the
 //!   file is *opened* relative to a descriptor of the workspace with
-//!   `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` ([`super::beneath`]), so a
+//!   `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` ([`crate::beneath`]), so a
 //!   directory swapped for a symlink between the check and the open cannot lead out:
 //!   the kernel refuses, and the tool reports the path as leading outside. Write and
 //!   Edit open the parent directory that way (creating missing directories one
 //!   `mkdirat` at a time beneath the workspace) and create, fill and rename their
 //!   temporary file relative to that directory descriptor. On systems or kernels
 //!   without `openat2` the open is by name and checked afterwards, which is racy.
-//! - **Protected** ([`super::protected`]), confined or not: after opening, the
+//! - **Protected** ([`crate::protected`]), confined or not: after opening, the
 //!   descriptor's device and inode and its real path are compared with the node's
 //!   protected files (its data directory, the gateway's data directory and TLS key);
 //!   Read, Write and Edit refuse them, Glob and Grep leave them out.
@@ -39,10 +39,10 @@ mod named;
 
 pub use entry::Entry;
 
+use crate::beneath::{self, BeneathError, Root};
+use crate::protected::{data_dirs, Protected, Snapshot};
 use crate::tool::ToolContext;
-use crate::tools::beneath::{self, BeneathError, Root};
 use crate::tools::output;
-use crate::tools::protected::{data_dirs, Protected, Snapshot};
 use gsv_protocol::ToolResult;
 use rustix::fd::OwnedFd;
 use rustix::fs::{AtFlags, Mode, OFlags};

@@ -20,11 +20,11 @@
 use super::run::{nul_fields, text};
 use super::write::{self, ChangedFile, WriteError};
 use super::{Repo, MAX_ARG_LEN};
+use crate::protected::Protected;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output::{self, is_false};
 use crate::tools::paths::{AccessError, PathPolicy};
-use crate::tools::protected::Protected;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -40,8 +40,8 @@
 
 use super::run::{Git, GitError};
 use super::RepoError;
+use crate::protected::Protected;
 use crate::tools::paths::AccessError;
-use crate::tools::protected::Protected;
 use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};

@@ -2,8 +2,8 @@
 //! without following any symlink below the top.
 
 use super::{TreeError, MAX_TREE_DEPTH};
+use crate::protected::Snapshot;
 use crate::tools::paths::PathPolicy;
-use crate::tools::protected::Snapshot;
 use gsv_protocol::limits::MAX_RESULT_BYTES;
 use gsv_protocol::transfer::tree::{
     EntryKind, Listing, TreeEntry, TreeError as ManifestError, MAX_TREE_ENTRIES,
@@ -113,7 +113,7 @@ impl Walk {
             };
             if self.snapshot.covers_walk_file(&path, st.st_dev, st.st_ino)
                 || (FileType::from_raw_mode(st.st_mode) == FileType::Directory
-                    && crate::tools::protected::data_dirs::holds_marker(&path))
+                    && crate::protected::data_dirs::holds_marker(&path))
             {
                 tracing::debug!(?path, "a protected entry is left out of a listing");
                 continue;

@@ -3,8 +3,8 @@
 //! descriptor one name at a time without following a symlink.
 
 use super::{kind_name, TreeError};
+use crate::protected::Snapshot;
 use crate::tools::paths::{AccessError, PathPolicy};
-use crate::tools::protected::Snapshot;
 use gsv_protocol::file_mode::safe_mode;
 use gsv_protocol::transfer::tree::{
     check_into, check_step, depth, EntryKind, PlaceParams, PlaceStep, Placed, TreeEntry, ROOT,
@@ -114,7 +114,7 @@ fn make_dir_at(
     shown: &Path,
 ) -> Result<OwnedFd, TreeError> {
     let name = name.as_ref();
-    if crate::tools::protected::data_dirs::refuses_new_name(name) {
+    if crate::protected::data_dirs::refuses_new_name(name) {
         return Err(TreeError::Protected {
             path: shown.display().to_string(),
         });

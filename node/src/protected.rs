@@ -174,7 +174,7 @@ impl Snapshot {
         }
         let on_proc =
             rustix::fs::fstatfs(fd).map_or(true, |fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC);
-        match super::beneath::real_path(fd) {
+        match crate::beneath::real_path(fd) {
             Some(real) if on_proc => own_processes::is_own_proc_path(&real),
             Some(real) => self.covers_real_path(&real) || data_dirs::is_gsv_path(&real),
             // procfs names every file it has; one without a name is not let through.
