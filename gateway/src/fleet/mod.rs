@@ -13,6 +13,7 @@
 
 mod accept_tools;
 mod gateway;
+mod local_inventory;
 mod merge;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
