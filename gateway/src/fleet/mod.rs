@@ -15,6 +15,7 @@ mod accept_tools;
 mod gateway;
 mod local_inventory;
 mod merge;
+mod process_calls;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};
