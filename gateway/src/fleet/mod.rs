@@ -13,6 +13,7 @@
 
 mod accept_tools;
 mod gateway;
+mod job_reads;
 mod local_inventory;
 mod merge;
 mod process_calls;
