@@ -12,6 +12,7 @@
 //! `Fleet` offers (the `impl Fleet` blocks of this module's files).
 
 mod accept_tools;
+mod audit_reads;
 mod gateway;
 mod job_reads;
 mod local_inventory;
