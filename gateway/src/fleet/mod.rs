@@ -18,6 +18,7 @@ mod job_reads;
 mod local_inventory;
 mod merge;
 mod process_calls;
+mod token_records;
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};
