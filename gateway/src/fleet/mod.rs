@@ -17,6 +17,7 @@ mod gateway;
 mod job_reads;
 mod local_inventory;
 mod merge;
+mod pending_args;
 mod process_calls;
 mod token_records;
 
