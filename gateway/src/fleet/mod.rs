@@ -16,6 +16,7 @@ mod audit_reads;
 mod gateway;
 mod job_reads;
 mod local_inventory;
+mod login_limits;
 mod merge;
 mod pending_args;
 mod process_calls;
