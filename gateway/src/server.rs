@@ -157,7 +157,10 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let installer = Arc::new(crate::install::Installer::new(&shared.config, tls.as_ref()));
     let mut router = http::router(shared.clone(), metrics_listener.is_none())
         .merge(crate::install::router(installer))
-        .merge(crate::console::router(shared.clone(), console.clone()));
+        .merge(crate::console::router(
+            crate::fleet::Fleet::new(shared.clone()),
+            console.clone(),
+        ));
     if let Some(cluster) = cluster {
         // The way in of the other replicas' calls (`GET /v1/replica`).
         router = router.merge(crate::cluster::link::router(shared.clone(), cluster));

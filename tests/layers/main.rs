@@ -140,8 +140,6 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
 const GATEWAY_KNOWN: &[(&str, &str)] = &[
     // Doors holding the state instead of a `fleet::Fleet`.
     ("agent_session.rs", "state"),
-    ("console/guard.rs", "state"),
-    ("console/mod.rs", "state"),
     ("http.rs", "state"),
     ("listener.rs", "state"),
     ("mcp/auth.rs", "state"),
