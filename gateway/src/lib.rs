@@ -16,7 +16,7 @@
 //!   (node WebSocket), [`http`] (admin API, health, metrics), [`mcp`], [`console`],
 //!   [`install`] (the installer's route) and the accept loop (`listener`). A door holds
 //!   a [`fleet::Fleet`], not the core's [`state`]: what it may do is `Fleet`'s methods
-//!   (`tests/layers/` refuses `state` in a door, listing the files still moving);
+//!   (`tests/layers/` refuses `state` in a door);
 //! - **fleet**, operations over the whole fleet, local and on the other replicas:
 //!   [`fleet`] (the node list, a node, the tool list, approval pages and decisions,
 //!   job cancel, accepting a node's tools: what every door asks, each merged once) and

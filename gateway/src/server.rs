@@ -159,7 +159,7 @@ pub async fn start(config: GatewayConfig) -> Result<RunningGateway, GatewayError
     let mut router = http::router(fleet.clone(), metrics_listener.is_none())
         .merge(crate::mcp::router(fleet.clone()))
         .merge(crate::install::router(installer))
-        .merge(crate::console::router(shared.clone(), console.clone()));
+        .merge(crate::console::router(fleet.clone(), console.clone()));
     if let Some(cluster) = cluster {
         // The way in of the other replicas' calls (`GET /v1/replica`).
         router = router.merge(crate::cluster::link::router(shared.clone(), cluster));

@@ -137,11 +137,7 @@ const GATEWAY_FLOORS: &[(&str, Floor)] = &[
 /// Imports against the floors that are still there: (file under `gateway/src`, the
 /// module it names). Each goes when the code it names moves to its floor; none may
 /// be added.
-const GATEWAY_KNOWN: &[(&str, &str)] = &[
-    // Doors holding the state instead of a `fleet::Fleet`.
-    ("console/guard.rs", "state"),
-    ("console/mod.rs", "state"),
-];
+const GATEWAY_KNOWN: &[(&str, &str)] = &[];
 
 /// Items `lib.rs` itself holds or re-exports, by the module they come from (`None`:
 /// defined in `lib.rs`, named by every floor).

@@ -7,7 +7,7 @@ use super::{guard, ConsoleError, Role, Topic, Ui};
 use crate::auth::ApiError;
 use crate::policy::{Policy, PolicySpec};
 use crate::token::TokenKind;
-use crate::tokens::{self, Issuer};
+use crate::tokens::Issuer;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -25,13 +25,13 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ConsoleError>
 
 /// `POST /ui/api/approvals/{id}` `{decision: approve|deny}` (approver or admin).
 pub async fn decide(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let session = guard::writer(
-        &shared,
+        &fleet,
         &console,
         &headers,
         Role::can_decide,
@@ -39,7 +39,7 @@ pub async fn decide(
     )
     .await?;
     let d: gsv_protocol::method::ApprovalDecision = body(&bytes)?;
-    let req = crate::fleet::Fleet::new(shared.clone())
+    let req = fleet
         .decide_approval(&id, d.decision, &session.actor)
         .await?;
     Ok(Json(req).into_response())
@@ -48,12 +48,12 @@ pub async fn decide(
 /// `POST /ui/api/sessions/{node}/{id}/kill` (admin): `Process {action: kill}`, an
 /// ordinary audited call.
 pub async fn kill(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path((node, id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let session = guard::writer(
-        &shared,
+        &fleet,
         &console,
         &headers,
         Role::can_manage,
@@ -63,10 +63,11 @@ pub async fn kill(
     let policy = Policy::full_access();
     let caller = super::reads::caller(&session, &policy);
     let args = serde_json::json!({"action": "kill", "sessionId": id});
-    let result = crate::process_sessions::process(&shared, &caller, &node, &args)
+    let result = fleet
+        .process(&caller, &node, &args)
         .await
         .map_err(super::reads::refused)?;
-    shared.changes.send(Topic::Sessions);
+    fleet.changed(Topic::Sessions);
     Ok(Json(result).into_response())
 }
 
@@ -85,12 +86,12 @@ pub struct NewToken {
 
 /// `POST /ui/api/tokens` (admin): a new agent token, `{token, id}`, shown once.
 pub async fn create_token(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     guard::writer(
-        &shared,
+        &fleet,
         &console,
         &headers,
         Role::can_manage,
@@ -132,17 +133,13 @@ pub async fn create_token(
         what: "policy",
         why: e.to_string(),
     })?;
-    let subject = name.clone();
-    let issued = shared
-        .store
-        .blocking(move |s| {
-            tokens::issue(s, Issuer::Console, TokenKind::Agent, &subject, Some(&spec))
-        })
+    let issued = fleet
+        .issue_token(Issuer::Console, TokenKind::Agent, name.clone(), Some(spec))
         .await
         .map_err(ConsoleError::from)?
         .map_err(ConsoleError::from)?;
     tracing::info!(token_id = %issued.id, agent = ?name, "console: agent token created");
-    shared.changes.send(Topic::Tokens);
+    fleet.changed(Topic::Tokens);
     Ok(Json(serde_json::json!({"token": issued.token, "id": issued.id})).into_response())
 }
 
@@ -150,22 +147,20 @@ pub async fn create_token(
 /// does (the gateway's revocation watch then closes its connections, ends its jobs
 /// and process sessions); console sessions it minted end at once.
 pub async fn revoke_token(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     guard::writer(
-        &shared,
+        &fleet,
         &console,
         &headers,
         Role::can_manage,
         "revoking tokens",
     )
     .await?;
-    let target = id.clone();
-    let revoked = shared
-        .store
-        .blocking(move |s| tokens::revoke(s, Issuer::Console, &target))
+    let revoked = fleet
+        .revoke_token(Issuer::Console, &id)
         .await
         .map_err(ConsoleError::from)?
         .map_err(ConsoleError::from)?;
@@ -178,6 +173,6 @@ pub async fn revoke_token(
     }
     tracing::info!(token_id = %id, "console: token revoked");
     console.drop_token(&id);
-    shared.changes.send(Topic::Tokens);
+    fleet.changed(Topic::Tokens);
     Ok(Json(serde_json::json!({"id": id, "revoked": true})).into_response())
 }

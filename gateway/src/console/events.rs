@@ -129,12 +129,12 @@ pub struct StreamQuery {
 
 /// `GET /ui/api/events?csrf=TOKEN`.
 pub async fn stream(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     query: Result<Query<StreamQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let sent = query.map(|Query(q)| q.csrf).unwrap_or_default();
-    let session = guard::proven(&shared, &console, &headers, &sent).await?;
+    let session = guard::proven(&fleet, &console, &headers, &sent).await?;
     let cookie = guard::cookie(&headers, console.cookie_name())
         .ok()
         .flatten()
@@ -156,7 +156,7 @@ pub async fn stream(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let reader = Reader {
-        rx: shared.changes.subscribe(),
+        rx: fleet.changes(),
         tick,
         console: console.clone(),
         cookie,
@@ -170,7 +170,7 @@ pub async fn stream(
             .unwrap_or_else(|_| Event::default().event("changed").data("\"all\""));
         Some((Ok::<_, Infallible>(event), r))
     })
-    .take_until(shared.shutdown.clone().cancelled_owned());
+    .take_until(fleet.shutdown().clone().cancelled_owned());
     Ok(Sse::new(notices)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response())

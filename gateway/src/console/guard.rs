@@ -21,7 +21,7 @@
 
 use super::sessions::Session;
 use super::{Console, ConsoleError, Role, Ui};
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
@@ -144,7 +144,7 @@ pub fn clear_planted(headers: &HeaderMap, own: &str, path: &str) -> Vec<String> 
 /// navigation, which proves nothing about origin). Everything under `/ui/api` goes
 /// through [`reader`] or [`writer`] instead.
 pub async fn session(
-    shared: &Shared,
+    fleet: &Fleet,
     console: &Console,
     headers: &HeaderMap,
 ) -> Result<Session, ConsoleError> {
@@ -153,7 +153,7 @@ pub async fn session(
         .sessions
         .touch(value)
         .ok_or(ConsoleError::NoSession)?;
-    if !token_live(shared, &session.token_id).await? {
+    if !token_live(fleet, &session.token_id).await? {
         console.sessions.drop_token(&session.token_id);
         return Err(ConsoleError::NoSession);
     }
@@ -161,15 +161,14 @@ pub async fn session(
 }
 
 /// Whether the token `id` exists and is not revoked.
-pub async fn token_live(shared: &Shared, id: &str) -> Result<bool, ConsoleError> {
-    let id = id.to_owned();
-    Ok(shared.store.blocking(move |s| s.token_live(&id)).await??)
+pub async fn token_live(fleet: &Fleet, id: &str) -> Result<bool, ConsoleError> {
+    Ok(fleet.token_live(id).await??)
 }
 
 /// The session of a console API read: from the console's own page (origin, one
 /// cookie, the CSRF token in `x-csrf-token`). Checked before any work is done.
 pub async fn reader(
-    shared: &Shared,
+    fleet: &Fleet,
     console: &Console,
     headers: &HeaderMap,
 ) -> Result<Session, ConsoleError> {
@@ -177,19 +176,19 @@ pub async fn reader(
         .get("x-csrf-token")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    proven(shared, console, headers, sent).await
+    proven(fleet, console, headers, sent).await
 }
 
 /// The session of a request that carries its CSRF token as `sent` (the event stream's
 /// query parameter), after the same checks as [`reader`].
 pub async fn proven(
-    shared: &Shared,
+    fleet: &Fleet,
     console: &Console,
     headers: &HeaderMap,
     sent: &str,
 ) -> Result<Session, ConsoleError> {
     proof_of_origin(headers, console.secure)?;
-    let session = session(shared, console, headers).await?;
+    let session = session(fleet, console, headers).await?;
     if !bool::from(sent.as_bytes().ct_eq(session.csrf.as_bytes())) {
         tracing::debug!("console request without its CSRF token refused");
         return Err(ConsoleError::BadCsrf);
@@ -200,13 +199,13 @@ pub async fn proven(
 /// The session of a state-changing request: a [`reader`]'s, and of a role `allowed`
 /// admits (`what` names the action).
 pub async fn writer(
-    shared: &Shared,
+    fleet: &Fleet,
     console: &Console,
     headers: &HeaderMap,
     allowed: fn(Role) -> bool,
     what: &'static str,
 ) -> Result<Session, ConsoleError> {
-    let session = reader(shared, console, headers).await?;
+    let session = reader(fleet, console, headers).await?;
     if !allowed(session.role) {
         return Err(ConsoleError::Role {
             what,

@@ -29,7 +29,7 @@ pub use events::{MAX_STREAMS, MAX_STREAMS_PER_TOKEN};
 pub use role::Role;
 pub use sessions::{IDLE as SESSION_IDLE, MAX_SESSIONS, MAX_SESSIONS_PER_TOKEN};
 
-use crate::state::Shared;
+use crate::fleet::Fleet;
 use axum::routing::{get, post};
 use axum::Router;
 use std::net::SocketAddr;
@@ -177,8 +177,8 @@ pub struct LoginLink {
 
 /// The console's routes: `POST /v1/ui/login-codes` (Bearer) and everything under
 /// `/ui` (cookie), the latter with the console's security headers.
-pub fn router(shared: Arc<Shared>, console: Arc<Console>) -> Router {
-    let ui_state = Ui { shared, console };
+pub fn router(fleet: Fleet, console: Arc<Console>) -> Router {
+    let ui_state = Ui { fleet, console };
     let ui = Router::new()
         .route("/ui", get(pages::to_index))
         .route("/ui/", get(pages::index))
@@ -214,10 +214,10 @@ pub fn router(shared: Arc<Shared>, console: Arc<Console>) -> Router {
         .with_state(ui_state)
 }
 
-/// What the console's handlers are given: the gateway, and the console's own state
+/// What the console's handlers are given: the fleet, and the console's own state
 /// (which the gateway's core does not hold).
 #[derive(Clone)]
 pub struct Ui {
-    shared: Arc<Shared>,
+    fleet: Fleet,
     console: Arc<Console>,
 }

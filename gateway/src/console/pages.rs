@@ -12,7 +12,7 @@
 
 use super::codes::Refused;
 use super::{guard, ConsoleError, Role, Ui};
-use crate::auth::{authorize, ApiError};
+use crate::auth::ApiError;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -49,8 +49,8 @@ pub async fn to_index() -> Redirect {
 }
 
 /// `GET /ui/`: the app with the session's CSRF token, or how to sign in.
-pub async fn index(State(Ui { shared, console }): State<Ui>, headers: HeaderMap) -> Response {
-    match guard::session(&shared, &console, &headers).await {
+pub async fn index(State(Ui { fleet, console }): State<Ui>, headers: HeaderMap) -> Response {
+    match guard::session(&fleet, &console, &headers).await {
         // The token is URL-safe base64: nothing in it needs escaping in an attribute.
         Ok(s)
             if s.csrf
@@ -185,7 +185,7 @@ struct LoginForm {
 /// `POST /ui/login` (form `code=...`, from the login page's button): from the gateway's
 /// own origin only, a valid code becomes a session cookie, once.
 pub async fn login(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     bytes: axum::body::Bytes,
@@ -205,8 +205,7 @@ pub async fn login(
         Ok(g) => g,
         Err(why) => {
             // Counted like a bad token (a valid code always passes, as tokens do).
-            let limited = shared.auth_limiter.is_limited(peer.ip());
-            shared.auth_limiter.failed(peer.ip());
+            let limited = fleet.count_refused_login(peer.ip());
             tracing::warn!(%peer, ?why, limited, "console login code refused");
             if limited {
                 return refused_link(
@@ -217,7 +216,7 @@ pub async fn login(
             return refused_code(why);
         }
     };
-    match guard::token_live(&shared, &grant.token_id).await {
+    match guard::token_live(&fleet, &grant.token_id).await {
         Ok(true) => {}
         _ => {
             return refused_link(
@@ -245,10 +244,10 @@ fn session_cookie(name: &str, value: &str, secure: bool) -> String {
 
 /// `POST /ui/logout`: ends the session (with its CSRF token, like any change).
 pub async fn logout(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::writer(&shared, &console, &headers, |_| true, "signing out").await?;
+    guard::writer(&fleet, &console, &headers, |_| true, "signing out").await?;
     let name = console.cookie_name();
     if let Ok(Some(c)) = guard::cookie(&headers, name) {
         console.sessions.close(c);
@@ -264,11 +263,11 @@ pub async fn logout(
 /// `POST /v1/ui/login-codes` (Bearer): `{url, expiresAt}`, a login link on the
 /// address the caller reached the gateway at.
 pub async fn login_codes(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = authorize(&shared, &headers, peer).await?;
+    let principal = fleet.authorize(&headers, peer).await?;
     let role = Role::from_principal(&principal)?;
     let (token_id, name) = (principal.token_id(), principal.name());
     let base = headers

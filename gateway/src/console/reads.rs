@@ -43,10 +43,10 @@ struct Me {
 
 /// `GET /ui/api/me`: the session's role, who it acts as, and its CSRF token.
 pub async fn me(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let s = guard::reader(&shared, &console, &headers).await?;
+    let s = guard::reader(&fleet, &console, &headers).await?;
     Ok(Json(Me {
         role: s.role,
         can_decide: s.role.can_decide(),
@@ -86,11 +86,11 @@ struct NodesPage {
 /// `GET /ui/api/nodes[?q=&select=&offset=&limit=]`: a page of every node (online
 /// first, each by id), filtered.
 pub async fn nodes(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<NodesQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
+    guard::reader(&fleet, &console, &headers).await?;
     let q = query(q)?;
     let selector = q
         .select
@@ -103,11 +103,7 @@ pub async fn nodes(
         q.q.as_deref()
             .map(|t| t.trim().to_lowercase())
             .filter(|t| !t.is_empty() && t.len() <= MAX_FILTER);
-    let all = crate::inventory::visible_nodes(
-        &shared,
-        &crate::inventory::viewer(&policy),
-        selector.as_ref(),
-    );
+    let all = fleet.local_nodes_selected(&policy, selector.as_ref());
     let matching: Vec<_> = all
         .into_iter()
         .filter(|n| match &text {
@@ -146,13 +142,13 @@ struct ToolView {
 /// `GET /ui/api/nodes/{id}`: the node (`nodes.show`) with its tools and their input
 /// schemas.
 pub async fn node(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
-    let detail = crate::inventory::show_node(&shared, &Policy::full_access(), &id)?;
-    let set = shared.registry.tool_set(&id);
+    guard::reader(&fleet, &console, &headers).await?;
+    let detail = fleet.local_node_detail(&Policy::full_access(), &id)?;
+    let set = fleet.local_tool_set(&id);
     let tools: Vec<ToolView> = detail
         .tools
         .into_iter()
@@ -175,14 +171,12 @@ pub async fn node(
 
 /// `GET /ui/api/approvals[?all=&limit=&offset=]`: the `approvals.list` page.
 pub async fn approvals(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<crate::approvals::ListQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
-    let page = crate::fleet::Fleet::new(shared.clone())
-        .approvals(query(q)?)
-        .await?;
+    guard::reader(&fleet, &console, &headers).await?;
+    let page = fleet.approvals(query(q)?).await?;
     Ok(Json(page).into_response())
 }
 
@@ -191,14 +185,13 @@ pub async fn approvals(
 /// them only up to [`crate::approvals::MAX_SHOWN_ARGS_BYTES`]); the page cuts long
 /// values visibly and shows them whole on request.
 pub async fn approval_args(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
-    let args = shared
-        .approvals
-        .args_of(&id)
+    guard::reader(&fleet, &console, &headers).await?;
+    let args = fleet
+        .pending_approval_args(&id)
         .ok_or_else(|| ConsoleError::NotFound {
             what: "pending approval request on this gateway",
             id: gsv_protocol::display::shown(&id, 64).into_owned(),
@@ -217,13 +210,13 @@ pub(super) fn caller<'a>(
 
 /// `GET /ui/api/sessions`: every node's background process sessions.
 pub async fn sessions(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &console, &headers).await?;
+    let session = guard::reader(&fleet, &console, &headers).await?;
     let policy = Policy::full_access();
     let caller = caller(&session, &policy);
-    let page = crate::process_sessions::gather(&shared, &caller).await;
+    let page = fleet.sessions(&caller).await;
     Ok(Json(page).into_response())
 }
 
@@ -238,12 +231,12 @@ pub struct LogQuery {
 /// `GET /ui/api/sessions/{node}/{id}/log[?offset=&limit=]`: a page of a session's
 /// output (`Process {action: log}`).
 pub async fn session_log(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path((node, id)): Path<(String, String)>,
     q: QueryResult<LogQuery>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &console, &headers).await?;
+    let session = guard::reader(&fleet, &console, &headers).await?;
     let q = query(q)?;
     let mut args = serde_json::json!({"action": "log", "sessionId": id});
     if let Some(o) = q.offset {
@@ -252,7 +245,8 @@ pub async fn session_log(
     args["limit"] = q.limit.unwrap_or(200).clamp(1, 2000).into();
     let policy = Policy::full_access();
     let caller = caller(&session, &policy);
-    let result = crate::process_sessions::process(&shared, &caller, &node, &args)
+    let result = fleet
+        .process(&caller, &node, &args)
         .await
         .map_err(refused)?;
     Ok(Json(result).into_response())
@@ -290,43 +284,38 @@ struct AuditPage {
 /// `GET /ui/api/audit[?before=&limit=&q=&verify=true]`: rows newest first, filtered
 /// by text, and the chain's verification when asked.
 pub async fn audit(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<AuditQuery>,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
+    guard::reader(&fleet, &console, &headers).await?;
     let q = query(q)?;
     let text =
         q.q.map(|t| t.trim().chars().take(MAX_FILTER).collect::<String>())
             .filter(|t| !t.is_empty());
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_AUDIT_PAGE);
     let (before, verify) = (q.before, q.verify);
-    let page = shared
-        .store
-        .blocking(move |s| {
-            s.with_conn(|c| {
-                Ok(AuditPage {
-                    rows: crate::audit::rows_before(c, before, limit, text.as_deref())?,
-                    last_seq: crate::audit::last_seq(c)?,
-                    verify: verify.then(|| crate::audit::verify(c)).transpose()?,
-                })
-            })
-        })
+    let read = fleet
+        .read_audit(before, limit, text, verify)
         .await
         .map_err(ConsoleError::from)?
         .map_err(ConsoleError::from)?;
+    let page = AuditPage {
+        rows: read.rows,
+        last_seq: read.last_seq,
+        verify: read.verify,
+    };
     Ok(Json(page).into_response())
 }
 
 /// `GET /ui/api/tokens`: every token (ids, kinds, subjects, policies; never secrets).
 pub async fn tokens(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    guard::reader(&shared, &console, &headers).await?;
-    let list = shared
-        .store
-        .blocking(|s| s.list_tokens())
+    guard::reader(&fleet, &console, &headers).await?;
+    let list = fleet
+        .list_tokens()
         .await
         .map_err(ConsoleError::from)?
         .map_err(ConsoleError::from)?;
@@ -345,22 +334,22 @@ fn reader<'a>(token_id: &'a str) -> crate::jobs::Reader<'a> {
 
 /// `GET /ui/api/jobs[?limit=&offset=&select=]`: the `jobs.list` page.
 pub async fn jobs(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     q: QueryResult<gsv_protocol::job::JobsListParams>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &console, &headers).await?;
-    let page = crate::jobs::list(&shared, reader(&session.token_id), query(q)?).await?;
+    let session = guard::reader(&fleet, &console, &headers).await?;
+    let page = fleet.jobs(reader(&session.token_id), query(q)?).await?;
     Ok(Json(page).into_response())
 }
 
 /// `GET /ui/api/jobs/{id}`: one job with its result.
 pub async fn job(
-    State(Ui { shared, console }): State<Ui>,
+    State(Ui { fleet, console }): State<Ui>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let session = guard::reader(&shared, &console, &headers).await?;
-    let job = crate::jobs::get(&shared, reader(&session.token_id), &id).await?;
+    let session = guard::reader(&fleet, &console, &headers).await?;
+    let job = fleet.job(reader(&session.token_id), &id).await?;
     Ok(Json(job).into_response())
 }

@@ -13,19 +13,24 @@
 
 mod accept_tools;
 mod agent_link;
+mod audit_reads;
 mod authenticated;
 mod calls;
 mod copies;
 mod fanouts;
 mod gateway;
 mod job_reads;
+mod local_inventory;
 mod local_view;
+mod login_limits;
+mod merge;
 mod node_admin;
 mod node_link;
+mod pending_args;
 mod process_sessions;
-pub(crate) use node_link::{StrayCount, Stream};
-mod merge;
+mod token_records;
 mod tool_changes;
+pub(crate) use node_link::{StrayCount, Stream};
 
 use crate::approvals::{ApprovalError, ApprovalRequest, ListPage, ListQuery, Verdict};
 use crate::inventory::{self, InventoryError};
@@ -47,8 +52,7 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// The fleet of the gateway whose state is `shared` (made by the assembly, and by
-    /// the doors still moving onto `Fleet`: `tests/layers/` lists them).
+    /// The fleet of the gateway whose state is `shared` (made once, by the assembly).
     pub fn new(shared: Arc<Shared>) -> Fleet {
         Fleet { shared }
     }
@@ -177,7 +181,13 @@ impl Fleet {
         token_id: &str,
         select: Option<&str>,
     ) -> Option<(Vec<NodeSummary>, Vec<ToolEntry>)> {
-        elsewhere(&self.shared, token_id, select).await
+        if self.alone() {
+            return None;
+        }
+        Some(tokio::join!(
+            self.shared.peers.nodes(token_id, select),
+            self.shared.peers.tools(token_id),
+        ))
     }
 
     /// A number that moves whenever which replica holds which node changes (cluster
@@ -217,22 +227,7 @@ pub fn merge_tools(local: Vec<ToolEntry>, remote: Vec<ToolEntry>) -> Vec<ToolEnt
     merge::tools(local, remote)
 }
 
-/// Whether the gateway of `shared` runs alone (no `--cluster`).
+/// Whether the gateway of `shared` runs alone (no `--cluster`; the fan-out asks).
 pub(crate) fn alone(shared: &Shared) -> bool {
     shared.peers.replica().is_none()
-}
-
-/// [`Fleet::elsewhere`] for a door that holds the state still (`tests/layers/`).
-pub(crate) async fn elsewhere(
-    shared: &Shared,
-    token_id: &str,
-    select: Option<&str>,
-) -> Option<(Vec<NodeSummary>, Vec<ToolEntry>)> {
-    if alone(shared) {
-        return None;
-    }
-    Some(tokio::join!(
-        shared.peers.nodes(token_id, select),
-        shared.peers.tools(token_id),
-    ))
 }
