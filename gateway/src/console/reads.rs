@@ -103,7 +103,7 @@ pub async fn nodes(
         q.q.as_deref()
             .map(|t| t.trim().to_lowercase())
             .filter(|t| !t.is_empty() && t.len() <= MAX_FILTER);
-    let all = fleet.local_nodes_selected(&policy, selector.as_ref());
+    let all = fleet.local_nodes(&crate::inventory::viewer(&policy), selector.as_ref());
     let matching: Vec<_> = all
         .into_iter()
         .filter(|n| match &text {

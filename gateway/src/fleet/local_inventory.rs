@@ -6,22 +6,10 @@ use crate::inventory;
 use crate::offers::OfferError;
 use crate::policy::Policy;
 use crate::toolset::ToolSet;
-use gsv_protocol::method::NodeSummary;
 use gsv_protocol::offer::NodeDetail;
-use gsv_protocol::Selector;
 use std::sync::Arc;
 
 impl super::Fleet {
-    /// Every node of this gateway that `policy` may see (online, then offline, each by
-    /// id), with its labels, narrowed to those `selector` picks: this replica's only.
-    pub fn local_nodes_selected(
-        &self,
-        policy: &Policy,
-        selector: Option<&Selector>,
-    ) -> Vec<NodeSummary> {
-        inventory::visible_nodes(&self.shared, &inventory::viewer(policy), selector)
-    }
-
     /// One node of this gateway as `policy` may see it (`nodes.show`): this replica's
     /// copy only.
     pub fn local_node_detail(&self, policy: &Policy, id: &str) -> Result<NodeDetail, OfferError> {

@@ -1,18 +1,21 @@
 //! This gateway's own part of the fleet as one caller's viewer sees it, for a door
-//! that builds its listings itself (MCP's node cards and tool lists) and merges them
-//! with what [`super::Fleet::elsewhere`] found.
+//! that builds its listings itself (MCP's node cards and tool lists, merged with what
+//! [`super::Fleet::elsewhere`] found; the console's pages of the nodes connected here).
 
 use crate::registry::Viewer;
 use gsv_protocol::method::{NodeSummary, ToolEntry};
 use gsv_protocol::tool_class::ToolClasses;
+use gsv_protocol::Selector;
 
 impl super::Fleet {
-    /// Every node of this gateway `viewer` sees, with its labels, sorted by id.
+    /// Every node of this gateway `viewer` sees (online, then offline, each by id),
+    /// with its labels, narrowed to those `selector` picks.
     pub fn local_nodes<F: Fn(&str, ToolClasses) -> bool>(
         &self,
         viewer: &Viewer<F>,
+        selector: Option<&Selector>,
     ) -> Vec<NodeSummary> {
-        crate::inventory::visible_nodes(&self.shared, viewer, None)
+        crate::inventory::visible_nodes(&self.shared, viewer, selector)
     }
 
     /// Node `id` of this gateway as `viewer` sees it, with its labels; `None` when

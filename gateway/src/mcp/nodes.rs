@@ -78,7 +78,7 @@ pub fn visible_nodes(
         visible: |n: &str, c: ToolClasses| policy.visible(n, c),
         operator: false,
     };
-    let local = fleet.local_nodes(&viewer);
+    let local = fleet.local_nodes(&viewer, None);
     let summaries = match remote {
         Some(r) => crate::fleet::merge_nodes(local, r.nodes.clone()),
         None => local,
