@@ -90,7 +90,8 @@ pub async fn grep(opts: &BenchOptions) -> Result<Report, String> {
             rg_args.extend(["-g".into(), include.into()]);
         }
         rg_args.push(tree.root.display().to_string());
-        let (ours, theirs) = race(&Grep, &tree.root, args, &rg, &rg_args, runs, true).await?;
+        let (ours, theirs) =
+            race(&Grep::new(), &tree.root, args, &rg, &rg_args, runs, true).await?;
         rows.push(Row::at_most(
             format!("Grep {label}, p50"),
             ours,
@@ -131,8 +132,16 @@ pub async fn glob(opts: &BenchOptions) -> Result<Report, String> {
         fd_args.extend(["-t", "f", "-t", "l"].map(String::from));
         fd_args.push(tree.root.display().to_string());
         let args = json!({ "pattern": pattern });
-        let (ours, theirs) =
-            race(&Glob, &tree.root, args, &fd, &fd_args, runs, no_require_git).await?;
+        let (ours, theirs) = race(
+            &Glob::new(),
+            &tree.root,
+            args,
+            &fd,
+            &fd_args,
+            runs,
+            no_require_git,
+        )
+        .await?;
         rows.push(Row::at_most(
             format!("Glob {label}, p50"),
             ours,

@@ -102,14 +102,14 @@ impl Registry {
             ShellGuard::with_approve_shell(&config.approve_shell)?
         };
         let mut registry = Registry::new();
-        registry.register(tools::read::Read)?;
-        registry.register(tools::write::Write)?;
-        registry.register(tools::edit::Edit)?;
-        registry.register(tools::glob::Glob)?;
-        registry.register(tools::grep::Grep)?;
-        registry.register(tools::fs_list::FsList)?;
-        registry.register(tools::fs_stat::FsStat)?;
-        registry.register(tools::time::Time)?;
+        registry.register(tools::read::Read::new())?;
+        registry.register(tools::write::Write::new())?;
+        registry.register(tools::edit::Edit::new())?;
+        registry.register(tools::glob::Glob::new())?;
+        registry.register(tools::grep::Grep::new())?;
+        registry.register(tools::fs_list::FsList::new())?;
+        registry.register(tools::fs_stat::FsStat::new())?;
+        registry.register(tools::time::Time::new())?;
         registry.register(tools::git::status::GitStatus::default())?;
         registry.register(tools::git::log::GitLog::default())?;
         registry.register(tools::git::diff::GitDiff::default())?;
@@ -165,10 +165,6 @@ impl Registry {
         config: &NodeConfig,
         host: Arc<crate::remote::RemoteHost>,
     ) -> Result<Self, RegistryError> {
-        use crate::remote::tools::{
-            RemoteBash, RemoteEdit, RemoteFsList, RemoteFsStat, RemoteGlob, RemoteGrep,
-            RemoteProcess, RemoteRead, RemoteTime, RemoteWrite,
-        };
         // exec is not offered there; with `--approve-exec` entries Bash still waits
         // for an operator as on a local node (it is no way around the allowlist).
         let guard = if config.approve_exec.is_empty() {
@@ -189,23 +185,29 @@ impl Registry {
             .sessions_per_token
             .clamp(1, crate::sessions::Limits::default().max_running);
         let mut registry = Registry::new();
-        registry.register(RemoteRead::new(Arc::clone(&host)))?;
-        registry.register(RemoteWrite::new(Arc::clone(&host)))?;
-        registry.register(RemoteEdit::new(Arc::clone(&host)))?;
-        registry.register(RemoteGlob::new(Arc::clone(&host)))?;
-        registry.register(RemoteGrep::new(Arc::clone(&host)))?;
-        registry.register(RemoteFsList::new(Arc::clone(&host)))?;
-        registry.register(RemoteFsStat::new(Arc::clone(&host)))?;
-        registry.register(RemoteTime::new(Arc::clone(&host)))?;
+        registry.register(tools::read::Read::on(Arc::clone(&host)))?;
+        registry.register(tools::write::Write::on(Arc::clone(&host)))?;
+        registry.register(tools::edit::Edit::on(Arc::clone(&host)))?;
+        registry.register(tools::glob::Glob::on(Arc::clone(&host)))?;
+        registry.register(tools::grep::Grep::on(Arc::clone(&host)))?;
+        registry.register(tools::fs_list::FsList::on(Arc::clone(&host)))?;
+        registry.register(tools::fs_stat::FsStat::on(Arc::clone(&host)))?;
+        registry.register(tools::time::Time::on(Arc::clone(&host)))?;
         registry.register(tools::git::status::GitStatus::on(Arc::clone(&host)))?;
         registry.register(tools::git::log::GitLog::on(Arc::clone(&host)))?;
         registry.register(tools::git::diff::GitDiff::on(Arc::clone(&host)))?;
         registry.register(tools::git::show::GitShow::on(Arc::clone(&host)))?;
-        registry.register(RemoteBash::new(Arc::clone(&host), guard.clone(), per_token))?;
-        registry.register(RemoteProcess::new(Arc::clone(&host), guard.clone()))?;
-        let tmux = Arc::new(crate::remote::tmux::RemoteTmux::new(host));
-        registry.register(tools::term::TermCapture::with_runner(tmux.clone()))?;
-        registry.register(tools::term::TermSend::with_runner(guard, tmux))?;
+        registry.register(tools::bash::Bash::on(
+            Arc::clone(&host),
+            guard.clone(),
+            per_token,
+        ))?;
+        registry.register(tools::process::Process::on(
+            Arc::clone(&host),
+            guard.clone(),
+        ))?;
+        registry.register(tools::term::TermCapture::on(Arc::clone(&host)))?;
+        registry.register(tools::term::TermSend::on(host, guard))?;
         if config.echo_tool {
             registry.register(tools::echo::Echo::new(config.echo_needs_approval))?;
         }

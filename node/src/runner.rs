@@ -96,7 +96,7 @@ async fn run_remote(
 ) -> Result<(), NodeError> {
     let span = info_span!("node", node_id = %config.id);
     let session = match config.remote_tmux.as_deref() {
-        Some(s) => Some(crate::remote::tmux::check_session(s)?.to_owned()),
+        Some(s) => Some(crate::tools::term::on_host::check_session(s)?.to_owned()),
         None => None,
     };
     let host = Arc::new(host.with_tmux(session));

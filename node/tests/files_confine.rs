@@ -69,20 +69,28 @@ async fn escapes_are_refused_by_every_file_tool() {
         "secret.txt".to_owned(),
     ];
     for path in &escapes {
-        refused(&call(&Read, &f.ws, true, json!({ "path": path })).await);
+        refused(&call(&Read::new(), &f.ws, true, json!({ "path": path })).await);
         refused(
             &call(
-                &Edit,
+                &Edit::new(),
                 &f.ws,
                 true,
                 json!({"path": path, "oldString": "needle", "newString": "x"}),
             )
             .await,
         );
-        refused(&call(&Write, &f.ws, true, json!({"path": path, "content": "x"})).await);
         refused(
             &call(
-                &Grep,
+                &Write::new(),
+                &f.ws,
+                true,
+                json!({"path": path, "content": "x"}),
+            )
+            .await,
+        );
+        refused(
+            &call(
+                &Grep::new(),
                 &f.ws,
                 true,
                 json!({"pattern": "needle", "path": path}),
@@ -97,7 +105,15 @@ async fn escapes_are_refused_by_every_file_tool() {
         "out/deeper/new.txt",
         "etc/new.conf",
     ] {
-        refused(&call(&Write, &f.ws, true, json!({"path": path, "content": "x"})).await);
+        refused(
+            &call(
+                &Write::new(),
+                &f.ws,
+                true,
+                json!({"path": path, "content": "x"}),
+            )
+            .await,
+        );
     }
     assert!(!f.outside.join("new.txt").exists());
     assert!(!f.outside.join("deeper").exists());
@@ -106,21 +122,37 @@ async fn escapes_are_refused_by_every_file_tool() {
         "needle outside\n"
     );
     for path in ["..", "out", "/etc", "etc"] {
-        refused(&call(&Glob, &f.ws, true, json!({"pattern": "*", "path": path})).await);
+        refused(
+            &call(
+                &Glob::new(),
+                &f.ws,
+                true,
+                json!({"pattern": "*", "path": path}),
+            )
+            .await,
+        );
     }
-    refused(&call(&Glob, &f.ws, true, json!({"pattern": "/etc/*.conf"})).await);
-    refused(&call(&Glob, &f.ws, true, json!({"pattern": "out/*.txt"})).await);
-    refused(&call(&Glob, &f.ws, true, json!({"pattern": "../outside/*.txt"})).await);
+    refused(&call(&Glob::new(), &f.ws, true, json!({"pattern": "/etc/*.conf"})).await);
+    refused(&call(&Glob::new(), &f.ws, true, json!({"pattern": "out/*.txt"})).await);
+    refused(
+        &call(
+            &Glob::new(),
+            &f.ws,
+            true,
+            json!({"pattern": "../outside/*.txt"}),
+        )
+        .await,
+    );
 }
 
 #[tokio::test]
 async fn inside_the_workspace_everything_works() {
     let f = fixture();
     let real = fs::canonicalize(&f.ws).unwrap();
-    let r = call(&Read, &f.ws, true, json!({"path": "sub/in.txt"})).await;
+    let r = call(&Read::new(), &f.ws, true, json!({"path": "sub/in.txt"})).await;
     assert!(!r.is_error, "{}", r.joined_text());
     let r = call(
-        &Write,
+        &Write::new(),
         &f.ws,
         true,
         json!({"path": "new/dir/n.txt", "content": "needle new\n"}),
@@ -132,7 +164,7 @@ async fn inside_the_workspace_everything_works() {
         json!(real.join("new/dir/n.txt").display().to_string())
     );
     let r = call(
-        &Edit,
+        &Edit::new(),
         &f.ws,
         true,
         json!({"path": "sub/../new/dir/n.txt", "oldString": "new", "newString": "newer"}),
@@ -140,14 +172,14 @@ async fn inside_the_workspace_everything_works() {
     .await;
     assert!(!r.is_error, "{}", r.joined_text());
     let abs = f.ws.join("sub/in.txt").display().to_string();
-    let r = call(&Read, &f.ws, true, json!({ "path": abs })).await;
+    let r = call(&Read::new(), &f.ws, true, json!({ "path": abs })).await;
     assert!(!r.is_error, "{}", r.joined_text());
 }
 
 #[tokio::test]
 async fn walks_do_not_leave_the_workspace() {
     let f = fixture();
-    let r = call(&Grep, &f.ws, true, json!({"pattern": "needle"})).await;
+    let r = call(&Grep::new(), &f.ws, true, json!({"pattern": "needle"})).await;
     assert!(!r.is_error, "{}", r.joined_text());
     let s = r.structured_content.unwrap();
     let paths: Vec<&str> = s["matches"]
@@ -158,15 +190,27 @@ async fn walks_do_not_leave_the_workspace() {
         .collect();
     assert_eq!(paths.len(), 1, "{paths:?}");
     assert!(paths[0].ends_with("sub/in.txt"));
-    let r = call(&Glob, &f.ws, true, json!({"pattern": "**/*.txt"})).await;
+    let r = call(&Glob::new(), &f.ws, true, json!({"pattern": "**/*.txt"})).await;
     let s = r.structured_content.unwrap();
     assert_eq!(s["count"], json!(1), "{s}");
 
     // Not confined (the default): the same symlinks are followed.
-    let r = call(&Grep, &f.ws, false, json!({"pattern": "needle outside"})).await;
+    let r = call(
+        &Grep::new(),
+        &f.ws,
+        false,
+        json!({"pattern": "needle outside"}),
+    )
+    .await;
     assert!(r.structured_content.unwrap()["count"].as_u64().unwrap() >= 1);
-    let r = call(&Glob, &f.ws, false, json!({"pattern": "**/*.txt"})).await;
+    let r = call(&Glob::new(), &f.ws, false, json!({"pattern": "**/*.txt"})).await;
     assert_eq!(r.structured_content.unwrap()["count"], json!(2));
-    let r = call(&Read, &f.ws, false, json!({"path": "out/secret.txt"})).await;
+    let r = call(
+        &Read::new(),
+        &f.ws,
+        false,
+        json!({"path": "out/secret.txt"}),
+    )
+    .await;
     assert!(!r.is_error);
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 async fn glob(ws: &Path, args: Value) -> ToolResult {
-    Glob.execute(args, ToolContext::new(ws, "t")).await
+    Glob::new().execute(args, ToolContext::new(ws, "t")).await
 }
 
 fn structured(r: &ToolResult) -> &Value {
@@ -212,7 +212,7 @@ async fn ignored_files_are_counted_and_no_ignore_lists_them() {
 
 #[tokio::test]
 async fn the_schema_offers_no_ignore() {
-    let def = Glob.def();
+    let def = Glob::new().def();
     assert_eq!(
         def.input_schema["properties"]["noIgnore"]["type"],
         json!("boolean")

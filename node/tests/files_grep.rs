@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 async fn grep(ws: &Path, args: Value) -> ToolResult {
-    Grep.execute(args, ToolContext::new(ws, "t")).await
+    Grep::new().execute(args, ToolContext::new(ws, "t")).await
 }
 
 fn structured(r: &ToolResult) -> &Value {
@@ -295,7 +295,7 @@ async fn a_search_cut_short_says_ignored_files_were_not_counted() {
 
 #[tokio::test]
 async fn the_schema_offers_no_ignore() {
-    let def = Grep.def();
+    let def = Grep::new().def();
     assert_eq!(
         def.input_schema["properties"]["noIgnore"]["type"],
         json!("boolean")
@@ -336,7 +336,7 @@ async fn errors_and_cancellation() {
     }
     let ctx = ToolContext::new(ws.path(), "t");
     ctx.cancel.cancel();
-    let r = Grep.execute(json!({"pattern": "x"}), ctx).await;
+    let r = Grep::new().execute(json!({"pattern": "x"}), ctx).await;
     assert!(r.is_error);
     assert_eq!(r.joined_text(), "Grep was cancelled");
 }

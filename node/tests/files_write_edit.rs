@@ -12,11 +12,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 async fn write(ws: &Path, args: Value) -> ToolResult {
-    Write.execute(args, ToolContext::new(ws, "t")).await
+    Write::new().execute(args, ToolContext::new(ws, "t")).await
 }
 
 async fn edit(ws: &Path, args: Value) -> ToolResult {
-    Edit.execute(args, ToolContext::new(ws, "t")).await
+    Edit::new().execute(args, ToolContext::new(ws, "t")).await
 }
 
 fn structured(r: &ToolResult) -> &Value {

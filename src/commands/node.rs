@@ -59,7 +59,7 @@ impl NodeArgs {
                     "error: invalid_args: --tmux SESSION works with --ssh or --container (a local node's commands run on its own machine; use term_capture/term_send for local panes)".into(),
                 );
             }
-            gsv_node::remote::tmux::check_session(&session)
+            gsv_node::tools::term::on_host::check_session(&session)
                 .map_err(|e| format!("error: invalid_args: {e}"))?;
             config.remote_tmux = Some(session);
         }

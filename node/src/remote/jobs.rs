@@ -233,7 +233,7 @@ gsv_main"#,
     /// Sends `data` to the job's stdin; the bytes sent.
     pub async fn write(&self, id: &str, data: &[u8]) -> Result<usize, RemoteError> {
         let id = check_id(id)?;
-        let fill = super::tools::printf_lines(data, "&3");
+        let fill = super::quote::printf_lines(data, "&3");
         let script = format!(
             "gsv_j=\"$GSV_D/jobs/{id}\"\nif [ -p \"$gsv_j/in\" ]; then exec 3<>\"$gsv_j/in\"; {fill}; exec 3>&-; gsv_text ok 1; fi"
         );

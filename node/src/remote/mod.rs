@@ -17,8 +17,6 @@ pub mod program;
 pub mod quote;
 pub mod ssh;
 pub mod target;
-pub mod tmux;
-pub mod tools;
 pub mod watch;
 
 pub use error::RemoteError;

@@ -10,6 +10,13 @@
 //! typed output into its result).
 
 use gsv_protocol::capability::Capability;
+use std::sync::Arc;
+
+/// Which machine a tool works on: the node's own (`None`), or the far host of an SSH-
+/// or container-backed node. A tool that can work on a far host holds one, is made
+/// with `X::on(host, ..)` for it, and keeps that body in its `on_host.rs`, beside the
+/// local one; its declaration is the same either way.
+pub type Host = Option<Arc<crate::remote::RemoteHost>>;
 
 pub mod args;
 pub mod bash;

@@ -36,6 +36,7 @@
 
 mod entry;
 mod named;
+pub mod on_host;
 
 pub use entry::Entry;
 

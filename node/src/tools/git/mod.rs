@@ -81,9 +81,8 @@ impl RepoError {
     }
 }
 
-/// Which machine the read-only git tools work on: the node's own (`None`), or the
-/// host of an SSH- or container-backed node.
-pub type Host = Option<std::sync::Arc<crate::remote::RemoteHost>>;
+/// Which machine the git tools work on ([`crate::tools::Host`], shared by every tool).
+pub use crate::tools::Host;
 
 /// [`open`] on this machine, or [`on_host::open`] on the node's far host.
 pub async fn open_on(

@@ -77,7 +77,7 @@ gsv_main"#
 
 /// The `gsv_check` line for `path`, or the refusal of a path no shell word can hold.
 fn check_line(ctx: &ToolContext, path: &Path) -> Result<String, RepoError> {
-    crate::remote::tools::check_line(ctx, path).ok_or_else(|| {
+    crate::tools::paths::on_host::check_line(ctx, path).ok_or_else(|| {
         RepoError::Access(AccessError::Unresolvable(format!(
             "{} cannot be passed to the host",
             path.display()

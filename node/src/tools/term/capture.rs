@@ -10,10 +10,12 @@
 //! Result: `{target, text, lineCount, truncated}` ([`TermCaptureOutput`]). It reads any
 //! pane of the node user's tmux servers: what a Bash call as that user could read too.
 
-use super::{LocalTmux, Socket, Target, TmuxError, TmuxRun};
+use super::{runner, Socket, Target, TmuxError, TmuxRun};
+use crate::remote::RemoteHost;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
+use crate::tools::Host;
 use gsv_protocol::{Capability, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -25,19 +27,22 @@ pub const MAX_LINES: u64 = 10_000;
 pub const MAX_CAPTURE_BYTES: usize = 256 * 1024;
 
 /// The term_capture tool.
+#[derive(Default)]
 pub struct TermCapture {
-    runner: Arc<dyn TmuxRun>,
+    /// The far host whose tmux is read, or `None` for this machine's.
+    host: Host,
 }
 
 impl TermCapture {
     /// term_capture of the node's own tmux.
     pub fn local() -> Self {
-        TermCapture::with_runner(Arc::new(LocalTmux))
+        TermCapture::default()
     }
 
-    /// term_capture of the tmux `runner` reaches (a remote host's).
-    pub fn with_runner(runner: Arc<dyn TmuxRun>) -> Self {
-        TermCapture { runner }
+    /// term_capture of the tmux on the host of an SSH- or container-backed node
+    /// ([`super::on_host`]).
+    pub fn on(host: Arc<RemoteHost>) -> Self {
+        TermCapture { host: Some(host) }
     }
 }
 
@@ -153,7 +158,7 @@ impl Tool for TermCapture {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("term_capture: {message}")),
         };
-        match capture(self.runner.as_ref(), &req).await {
+        match capture(runner(&self.host).as_ref(), &req).await {
             Ok(out) => output::with_text(out.text.clone(), &out),
             Err(e) => ToolResult::error(format!("term_capture: {e}")),
         }

@@ -14,6 +14,7 @@
 //! refuses a server owned by another user.
 
 pub mod capture;
+pub mod on_host;
 pub mod send;
 
 pub use capture::TermCapture;
@@ -160,8 +161,8 @@ fn word(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
-/// Where tmux runs: on the node itself ([`LocalTmux`]), or on the host a node works
-/// on ([`crate::remote`]). The tools build the same checked argv either way.
+/// Where tmux runs: on the node itself ([`LocalTmux`]), or on the far host of an SSH-
+/// or container-backed node ([`on_host::HostTmux`]). The tools build the same checked argv either way.
 #[async_trait::async_trait]
 pub trait TmuxRun: Send + Sync {
     /// `tmux -L SOCKET ARGS…` (`default` without a socket): its output (cut to
@@ -171,6 +172,14 @@ pub trait TmuxRun: Send + Sync {
         socket: Option<&Socket>,
         args: &[&str],
     ) -> Result<(Vec<u8>, bool), TmuxError>;
+}
+
+/// The tmux a term tool made for `host` runs: this machine's, or the far host's.
+fn runner(host: &crate::tools::Host) -> std::sync::Arc<dyn TmuxRun> {
+    match host {
+        Some(host) => std::sync::Arc::new(on_host::HostTmux::new(std::sync::Arc::clone(host))),
+        None => std::sync::Arc::new(LocalTmux),
+    }
 }
 
 /// tmux on the node's own machine.

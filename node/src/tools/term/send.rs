@@ -19,11 +19,13 @@
 //!
 //! Result: `{target, sent}` ([`TermSendOutput`]); term_capture shows the effect.
 
-use super::{LocalTmux, Socket, Target, TmuxError, TmuxRun};
+use super::{runner, Socket, Target, TmuxError, TmuxRun};
 use crate::guards::{ask_operator, ShellGuard};
+use crate::remote::RemoteHost;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
+use crate::tools::Host;
 use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -69,18 +71,23 @@ pub const KEYS: &[(&str, &str)] = &[
 /// The term_send tool.
 pub struct TermSend {
     guard: ShellGuard,
-    runner: Arc<dyn TmuxRun>,
+    /// The far host whose tmux is typed into, or `None` for this machine's.
+    host: Host,
 }
 
 impl TermSend {
     /// term_send under the node's shell guard.
     pub fn with_guard(guard: ShellGuard) -> Self {
-        TermSend::with_runner(guard, Arc::new(LocalTmux))
+        TermSend { guard, host: None }
     }
 
-    /// term_send under `guard`, into the tmux `runner` reaches (a remote host's).
-    pub fn with_runner(guard: ShellGuard, runner: Arc<dyn TmuxRun>) -> Self {
-        TermSend { guard, runner }
+    /// term_send under `guard`, into the tmux on the host of an SSH- or
+    /// container-backed node ([`super::on_host`]).
+    pub fn on(host: Arc<RemoteHost>, guard: ShellGuard) -> Self {
+        TermSend {
+            guard,
+            host: Some(host),
+        }
     }
 }
 
@@ -304,7 +311,7 @@ impl Tool for TermSend {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("term_send: {message}")),
         };
-        match send(self.runner.as_ref(), &req).await {
+        match send(runner(&self.host).as_ref(), &req).await {
             Ok(out) => output::structured(&out),
             Err(e) => ToolResult::error(format!("term_send: {e}")),
         }

@@ -23,7 +23,10 @@
 //!
 //! Each action's structured content is a type of [`super::process_output`].
 
+pub mod on_host;
+
 use crate::guards::ShellGuard;
+use crate::remote::RemoteHost;
 use crate::sessions::group::KILL_GRACE;
 use crate::sessions::keys::{key_bytes, key_pattern};
 use crate::sessions::{
@@ -36,6 +39,7 @@ use crate::tools::output;
 use crate::tools::process_output::{
     ListOutput, ListedSession, LogOutput, PollOutput, RemoveOutput, StdinOutput,
 };
+use crate::tools::Host;
 use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -68,9 +72,12 @@ const ACTIONS: &[&str] = &[
 
 /// The Process tool.
 pub struct Process {
-    sessions: Arc<SessionManager>,
+    /// This machine's sessions (`None` for a far host, whose sessions are jobs there).
+    sessions: Option<Arc<SessionManager>>,
     /// Input to a session is judged like a Bash command (blocklist, `--approve-shell`).
     guard: ShellGuard,
+    /// The far host whose jobs are managed, or `None` for this machine.
+    host: Host,
 }
 
 impl Process {
@@ -82,7 +89,21 @@ impl Process {
     /// blocklist, and in approve-shell mode run at once only when the text itself
     /// matches an auto-approve pattern; `send-keys` then always needs an operator.
     pub fn with_guard(sessions: Arc<SessionManager>, guard: ShellGuard) -> Self {
-        Process { sessions, guard }
+        Process {
+            sessions: Some(sessions),
+            guard,
+            host: None,
+        }
+    }
+
+    /// Process on the host of an SSH- or container-backed node ([`on_host`]): the
+    /// jobs Bash left running there, input judged by `guard`.
+    pub fn on(host: Arc<RemoteHost>, guard: ShellGuard) -> Self {
+        Process {
+            sessions: None,
+            guard,
+            host: Some(host),
+        }
     }
 }
 
@@ -115,7 +136,11 @@ impl Tool for Process {
     /// interactive program (a shell, a pager, a REPL) must not approve what is typed
     /// into it later.
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        check_input(&self.guard, args, ctx)
+        check_input(&self.guard, args, ctx)?;
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
     }
 
     fn def(&self) -> ToolDef {
@@ -123,6 +148,11 @@ impl Tool for Process {
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match Request::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Process: {message}")),
@@ -376,27 +406,30 @@ fn parse_keys(value: Option<&Value>) -> Result<Vec<String>, String> {
 
 impl Process {
     /// The background sessions this caller may see: its own (an operator: all).
-    fn visible(&self, ctx: &ToolContext) -> Vec<Arc<Session>> {
-        let mut sessions = self.sessions.list();
+    fn visible(sessions: &SessionManager, ctx: &ToolContext) -> Vec<Arc<Session>> {
+        let mut sessions = sessions.list();
         sessions.retain(|s| ctx.may_use_session(s.owner()));
         sessions
     }
 
     async fn run(&self, request: Request, ctx: &ToolContext) -> Result<ToolResult, SessionError> {
+        let Some(sessions) = &self.sessions else {
+            return Ok(ToolResult::error("Process: this node has no sessions"));
+        };
         if request.action == Action::List {
-            return Ok(list_result(&self.visible(ctx)));
+            return Ok(list_result(&Self::visible(sessions, ctx)));
         }
         // `parse` made sure every other action has a session id.
         let id = request.session_id.as_deref().unwrap_or_default();
         // Another token's session is answered exactly like one that does not exist.
-        if let Some(s) = self.sessions.get(id) {
+        if let Some(s) = sessions.get(id) {
             if !ctx.may_use_session(s.owner()) {
                 return Err(SessionError::NotFound(id.to_owned()));
             }
         }
-        let session = self.sessions.background(id)?;
+        let session = sessions.background(id)?;
         match request.action {
-            Action::List => Ok(list_result(&self.visible(ctx))),
+            Action::List => Ok(list_result(&Self::visible(sessions, ctx))),
             Action::Poll => {
                 if request.wait_ms > 0 {
                     let wait = Duration::from_millis(request.wait_ms)
@@ -461,7 +494,7 @@ impl Process {
                 Ok(poll_result(&session.snapshot(), Some(true)))
             }
             Action::Remove => {
-                self.sessions.remove(id)?;
+                sessions.remove(id)?;
                 Ok(output::with_text(
                     format!("Session {id} removed."),
                     &RemoveOutput {

@@ -1,5 +1,5 @@
-//! tmux on the host a node works on: the runner behind term_capture and term_send
-//! there, and `--tmux SESSION`: a window of that session, named [`WINDOW`], where a
+//! tmux on the far host of an SSH- or container-backed node: the runner behind
+//! term_capture and term_send there ([`HostTmux`]), and `--tmux SESSION`: a window of that session, named [`WINDOW`], where a
 //! waiting Bash command runs and an operator can attach and watch it.
 //!
 //! The window is gsv's own: it is made when missing (`new-window -d`, so nobody's
@@ -22,24 +22,25 @@
 //! terminal, and a call that finds it taken by another call's command runs outside
 //! it instead.
 
-use super::host::{Lane, RemoteHost};
-use super::quote::quote;
-use crate::tools::term::{Socket, TmuxError, TmuxRun, MAX_TMUX_OUTPUT};
+use super::{Socket, TmuxError, TmuxRun, MAX_TMUX_OUTPUT};
+use crate::remote::quote::quote;
+use crate::remote::{Lane, RemoteError, RemoteHost};
 use std::sync::Arc;
 
-/// The tmux of a remote host.
-pub struct RemoteTmux {
+/// The tmux of the far host of an SSH- or container-backed node: the runner
+/// term_capture and term_send use when made with `on` (see [`super::runner`]).
+pub struct HostTmux {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteTmux {
+impl HostTmux {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteTmux { host }
+        HostTmux { host }
     }
 }
 
 #[async_trait::async_trait]
-impl TmuxRun for RemoteTmux {
+impl TmuxRun for HostTmux {
     async fn run(
         &self,
         socket: Option<&Socket>,
@@ -90,7 +91,7 @@ impl TmuxRun for RemoteTmux {
 }
 
 /// A `--tmux` session name: letters, digits, `_` and `-` (not first).
-pub fn check_session(name: &str) -> Result<&str, super::RemoteError> {
+pub fn check_session(name: &str) -> Result<&str, RemoteError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('-')
@@ -100,7 +101,7 @@ pub fn check_session(name: &str) -> Result<&str, super::RemoteError> {
     if ok {
         Ok(name)
     } else {
-        Err(super::RemoteError::BadTarget(format!(
+        Err(RemoteError::BadTarget(format!(
             "--tmux {name:?}: a session name (letters, digits, '_', '-')"
         )))
     }

@@ -49,7 +49,10 @@
 //! git's program-running settings pinned in its environment
 //! ([`crate::guards::git_env`]).
 
+pub mod on_host;
+
 use crate::guards::{blocklist, git_env, ShellGuard};
+use crate::remote::RemoteHost;
 use crate::sessions::{
     describe_end, KillReason, Session, SessionManager, Snapshot, SpawnSpec, Status,
     MAX_OUTPUT_CHARS,
@@ -58,6 +61,7 @@ use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::follow::{follow, Mode, Outcome};
 use crate::tools::output;
+use crate::tools::Host;
 use gsv_protocol::limits::MAX_CALL_TIMEOUT_MS;
 use gsv_protocol::{Capability, ErrorShape, ToolAnnotations, ToolDef, ToolResult};
 use serde::Serialize;
@@ -80,8 +84,14 @@ pub(crate) const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The Bash tool.
 pub struct Bash {
-    sessions: Arc<SessionManager>,
+    /// This machine's sessions (`None` for a far host, whose commands are jobs there).
+    sessions: Option<Arc<SessionManager>>,
     guard: ShellGuard,
+    /// The far host the commands run on, or `None` for this machine.
+    host: Host,
+    /// Jobs one token may have running at once on the far host
+    /// (`--sessions-per-token`; the session manager's limits apply on this machine).
+    per_token: usize,
 }
 
 impl Bash {
@@ -92,7 +102,23 @@ impl Bash {
 
     /// A Bash tool with `guard` (e.g. with the node's `--approve-shell` patterns).
     pub fn with_guard(sessions: Arc<SessionManager>, guard: ShellGuard) -> Self {
-        Bash { sessions, guard }
+        Bash {
+            sessions: Some(sessions),
+            guard,
+            host: None,
+            per_token: 0,
+        }
+    }
+
+    /// Bash on the host of an SSH- or container-backed node ([`on_host`]), under
+    /// `guard`, with at most `per_token` jobs of one token running there at once.
+    pub fn on(host: Arc<RemoteHost>, guard: ShellGuard, per_token: usize) -> Self {
+        Bash {
+            sessions: None,
+            guard,
+            host: Some(host),
+            per_token,
+        }
     }
 }
 
@@ -103,10 +129,22 @@ impl Tool for Bash {
     }
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        check_command(&self.guard, args, ctx)
+        check_command(&self.guard, args, ctx)?;
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(Arc::clone(host), &self.guard, self.per_token)
+                .execute(args, ctx)
+                .await;
+        }
+        let Some(sessions) = &self.sessions else {
+            return ToolResult::error("Bash: this node has no sessions");
+        };
         let request = match BashRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Bash: {message}")),
@@ -145,12 +183,12 @@ impl Tool for Bash {
             call_id: Some(ctx.call_id.clone()),
             yields: matches!(request.mode, Mode::Yield(_)),
         };
-        let session = match self.sessions.spawn(spec).await {
+        let session = match sessions.spawn(spec).await {
             Ok(session) => session,
             Err(e) => return ToolResult::error(format!("Bash: {e}")),
         };
         debug!(call_id = %ctx.call_id, session_id = %session.id(), mode = ?request.mode, "command started");
-        match follow(&self.sessions, &session, &ctx, request.mode).await {
+        match follow(sessions, &session, &ctx, request.mode).await {
             Outcome::Finished => finished_result(&session),
             Outcome::Running(snapshot) => running_result(&snapshot),
             Outcome::Cancelled => cancelled(),

@@ -25,6 +25,8 @@
 //! linkTarget?}], count, truncated?, ignoredSkipped, ignoredSkippedAtLeast?}`
 //! ([`FsListOutput`]), entry paths relative to `path`.
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::file_info::{FileInfo, Kind};
@@ -48,7 +50,23 @@ pub const MAX_ENTRIES: usize = 1000;
 pub const MAX_DEPTH: u64 = 64;
 
 /// The fs_list tool.
-pub struct FsList;
+#[derive(Default)]
+pub struct FsList {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl FsList {
+    /// FsList on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// FsList on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        FsList { host: Some(host) }
+    }
+}
 
 /// fs_list's structured content.
 #[derive(Debug, Serialize)]
@@ -122,7 +140,23 @@ impl Tool for FsList {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match ListRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("fs_list: {message}")),
@@ -361,7 +395,7 @@ mod tests {
     async fn call(ws: &Path, confine: bool, args: Value) -> ToolResult {
         let mut ctx = ToolContext::new(ws, "1");
         ctx.confine = confine;
-        FsList.execute(args, ctx).await
+        FsList::new().execute(args, ctx).await
     }
 
     fn paths(r: &ToolResult) -> Vec<String> {

@@ -2,41 +2,33 @@
 //! skips to the page's first line and sends at most a page's bytes), a second one
 //! only for an image larger than the first look at the file.
 
-use super::files::{check_line, reported, MUST_BE_FILE};
 use crate::remote::{Lane, RemoteHost, MAX_REPLY};
-use crate::tool::{Tool, ToolContext};
+use crate::tool::ToolContext;
 use crate::tools::encoding::Encoding;
+use crate::tools::paths::on_host::{check_line, reported, MUST_BE_FILE};
 use crate::tools::read::{
-    base64_limit, base64_result, image_result, looks_binary, read_text_from, Read, ReadRequest,
+    base64_limit, base64_result, image_result, looks_binary, read_text_from, ReadRequest,
     MAX_IMAGE_BYTES, MAX_TEXT_BYTES, SNIFF_BYTES,
 };
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::io::Cursor;
 use std::sync::Arc;
 
-/// Read, on the host of an SSH- or container-backed node.
-pub struct RemoteRead {
+/// The far-host body of [`super::Read`] (made with `Read::on`): Read on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteRead {
+impl OnHost {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteRead { host }
+        OnHost { host }
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteRead {
-    fn def(&self) -> ToolDef {
-        Read.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match ReadRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Read: {message}")),
@@ -142,7 +134,7 @@ impl Tool for RemoteRead {
     }
 }
 
-impl RemoteRead {
+impl OnHost {
     async fn image(
         &self,
         ctx: &ToolContext,

@@ -5,17 +5,14 @@
 //! sessions (`send-keys` is refused), and `poll` with `waitMs` looks again every
 //! 200 ms instead of being woken by new output.
 
-use crate::guards::ShellGuard;
 use crate::remote::jobs::{Job, Jobs};
 use crate::remote::RemoteHost;
 use crate::sessions::buffer::page_lines;
 use crate::sessions::group::KILL_GRACE;
 use crate::sessions::{LogPage, LogView, SessionError, Status};
-use crate::tool::{Tool, ToolContext};
-use crate::tools::process::{
-    self, check_input, list_of, log_result, poll_result, wrote, Action, Request,
-};
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use crate::tool::ToolContext;
+use crate::tools::process::{list_of, log_result, poll_result, wrote, Action, Request};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,19 +22,16 @@ const LOOK_AGAIN: Duration = Duration::from_millis(200);
 /// How long `kill` waits beyond the grace period for the job to end.
 const KILL_SETTLE: Duration = Duration::from_secs(2);
 
-/// Process, on the host of an SSH- or container-backed node.
-pub struct RemoteProcess {
-    host: Arc<RemoteHost>,
+/// The far-host body of [`super::Process`] (made with `Process::on`): Process on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     jobs: Jobs,
-    guard: ShellGuard,
 }
 
-impl RemoteProcess {
-    pub fn new(host: Arc<RemoteHost>, guard: ShellGuard) -> Self {
-        RemoteProcess {
-            jobs: Jobs::new(Arc::clone(&host)),
-            host,
-            guard,
+impl OnHost {
+    pub fn new(host: Arc<RemoteHost>) -> Self {
+        OnHost {
+            jobs: Jobs::new(host),
         }
     }
 
@@ -176,18 +170,8 @@ impl RemoteProcess {
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteProcess {
-    fn def(&self) -> ToolDef {
-        process::def()
-    }
-
-    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        check_input(&self.guard, args, ctx)?;
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match Request::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Process: {message}")),

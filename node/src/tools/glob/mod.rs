@@ -44,6 +44,8 @@
 //! Protected directories (the node's and the gateway's data) are not entered and
 //! protected files are not listed, confined or not.
 
+pub mod on_host;
+
 use crate::beneath::BeneathError;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -65,7 +67,23 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_MATCHES: usize = 1000;
 
 /// The Glob tool.
-pub struct Glob;
+#[derive(Default)]
+pub struct Glob {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Glob {
+    /// Glob on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Glob on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Glob { host: Some(host) }
+    }
+}
 
 /// Glob's structured content (see the module's documentation).
 #[derive(Debug, Serialize)]
@@ -122,7 +140,23 @@ impl Tool for Glob {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match GlobRequest::parse(&args) {
             Ok(parsed) => parsed,
             Err(message) => return ToolResult::error(format!("Glob: {message}")),

@@ -1,11 +1,15 @@
-//! What the file tools on a remote host share: the path check every script starts
-//! with, the refusals it reports, and putting bytes on the host.
+//! What the file tools share on the far host of an SSH- or container-backed node
+//! (each tool's `on_host.rs` body): the path check every script starts with
+//! ([`check_line`]), the refusals it reports, and putting bytes on the host. Bytes go
+//! into a script as `printf` escapes with [`printf_lines`], which is transport
+//! ([`crate::remote::quote`]) and re-exported here.
 
+use super::AccessError;
 use crate::remote::channel::Reply;
+pub use crate::remote::quote::printf_lines;
 use crate::remote::quote::quote;
 use crate::remote::{Lane, RemoteHost};
 use crate::tool::ToolContext;
-use crate::tools::paths::AccessError;
 use gsv_protocol::ToolResult;
 use std::path::Path;
 
@@ -59,31 +63,6 @@ pub const MUST_BE_FILE: &str = r#"
   if [ ! -f "$gsv_p" ]; then gsv_text error notfile; return 0; fi
   if [ ! -r "$gsv_p" ]; then gsv_text error denied; return 0; fi
 "#;
-
-/// `bytes` as `printf` format arguments that write them exactly (octal escapes for
-/// everything but plain characters), in pieces of at most 4 KiB of input each.
-pub fn printf_lines(bytes: &[u8], into: &str) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2 + 64);
-    out.push_str("{\n");
-    for piece in bytes.chunks(4096) {
-        out.push_str("printf '");
-        for &b in piece {
-            if b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b' ' | b',' | b'.' | b'_' | b'-' | b'/' | b':' | b'=' | b'+'
-                )
-            {
-                out.push(b as char);
-            } else {
-                out.push_str(&format!("\\{b:03o}"));
-            }
-        }
-        out.push_str("'\n");
-    }
-    out.push_str(&format!("}} >{into}"));
-    out
-}
 
 /// Replaces the file at `path` with `content` on the host, atomically (a temporary
 /// file in the same directory, renamed over it), creating missing directories and
@@ -160,27 +139,4 @@ gsv_main; {cleanup}"#
         return Err(refused);
     }
     Ok(reply.text("path").unwrap_or(shown))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn printf_lines_write_every_byte_back() {
-        let bytes: Vec<u8> = (0..=255u8).chain(b"%s '\\ \n".iter().copied()).collect();
-        let dir =
-            std::env::temp_dir().join(format!("gsv-printf-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("out");
-        let script = printf_lines(&bytes, &format!("'{}'", out.display()));
-        let st = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&script)
-            .status()
-            .unwrap();
-        assert!(st.success());
-        assert_eq!(std::fs::read(&out).unwrap(), bytes);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

@@ -19,30 +19,30 @@ use crate::remote::quote::quote;
 use crate::remote::{Lane, RemoteHost, MAX_REPLY};
 use crate::sessions::group::{signal_name, KILL_GRACE};
 use crate::sessions::{Limits, SessionError, Snapshot, Status, MAX_OUTPUT_CHARS, TAIL_CHARS};
-use crate::tool::{Tool, ToolContext};
+use crate::tool::ToolContext;
 use crate::tools::bash::{
-    self, check_command, finished_from, running_result, sync_budget, BashRequest, DEADLINE_MARGIN,
-    DEFAULT_TIMEOUT_MS,
+    finished_from, running_result, sync_budget, BashRequest, DEADLINE_MARGIN, DEFAULT_TIMEOUT_MS,
 };
 use crate::tools::follow::Mode;
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::debug;
 
-/// Bash, on the host of an SSH- or container-backed node.
-pub struct RemoteBash {
+/// The far-host body of [`super::Bash`] (made with `Bash::on`): Bash on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost<'a> {
     host: Arc<RemoteHost>,
     jobs: Jobs,
-    guard: ShellGuard,
+    guard: &'a ShellGuard,
     /// Jobs one token may have running at once (`--sessions-per-token`).
     per_token: usize,
 }
 
-impl RemoteBash {
-    pub fn new(host: Arc<RemoteHost>, guard: ShellGuard, per_token: usize) -> Self {
-        RemoteBash {
+impl<'a> OnHost<'a> {
+    pub fn new(host: Arc<RemoteHost>, guard: &'a ShellGuard, per_token: usize) -> Self {
+        OnHost {
             jobs: Jobs::new(Arc::clone(&host)),
             host,
             guard,
@@ -151,18 +151,8 @@ impl RemoteBash {
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteBash {
-    fn def(&self) -> ToolDef {
-        bash::def()
-    }
-
-    async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
-        check_command(&self.guard, args, ctx)?;
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost<'_> {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match BashRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Bash: {message}")),
@@ -242,7 +232,7 @@ gsv_main"#
             None => script,
             Some(s) => {
                 let (Some(pane), Some(text)) = (
-                    crate::remote::tmux::pane_script(s),
+                    crate::tools::term::on_host::pane_script(s),
                     quote(&format!("{exports}{}", request.command)),
                 ) else {
                     return ToolResult::error("Bash: the command cannot be passed to the host");

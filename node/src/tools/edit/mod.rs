@@ -13,6 +13,8 @@
 //!
 //! Result (`structuredContent`): `{"path": "<resolved absolute path>", "replacements": N}`.
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
@@ -31,7 +33,23 @@ use std::os::unix::fs::MetadataExt;
 pub const MAX_EDIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The Edit tool.
-pub struct Edit;
+#[derive(Default)]
+pub struct Edit {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Edit {
+    /// Edit on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Edit on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Edit { host: Some(host) }
+    }
+}
 
 /// Edit's structured content: `{path, replacements}`.
 #[derive(Debug, Serialize)]
@@ -84,7 +102,23 @@ impl Tool for Edit {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match EditRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Edit: {message}")),

@@ -1,36 +1,28 @@
 //! Write on a remote host: the content goes into a temporary file beside the target
 //! and is renamed over it ([`super::files::put`]).
 
-use super::files::put;
 use crate::remote::RemoteHost;
-use crate::tool::{Tool, ToolContext};
-use crate::tools::write::{parse, written_result, Write};
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use crate::tool::ToolContext;
+use crate::tools::paths::on_host::put;
+use crate::tools::write::{parse, written_result};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Write, on the host of an SSH- or container-backed node.
-pub struct RemoteWrite {
+/// The far-host body of [`super::Write`] (made with `Write::on`): Write on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteWrite {
+impl OnHost {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteWrite { host }
+        OnHost { host }
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteWrite {
-    fn def(&self) -> ToolDef {
-        Write.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let (path, content) = match parse(&args) {
             Ok(parsed) => parsed,
             Err(message) => return ToolResult::error(format!("Write: {message}")),

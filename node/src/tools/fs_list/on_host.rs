@@ -1,6 +1,7 @@
-//! fs_stat and fs_list on a remote host, in the local tools' shapes.
+//! fs_list on the far host of an SSH- or container-backed node, in the local tool's
+//! shape; also the entry record fs_stat there shares ([`crate::tools::fs_stat::on_host`]).
 //!
-//! Both read the host's entries with GNU `find -printf` (one record format for a
+//! Both tools read the host's entries with GNU `find -printf` (one record format for a
 //! single entry and for a walk: kind, size, modification time with nanoseconds,
 //! permission bits, owner ids and names, relative path, link target); a host whose
 //! `find` has no `-printf` (busybox) gets a clear error naming the package to add.
@@ -17,19 +18,17 @@
 //! walker's precedence: `.ignore` over `.gitignore` over the exclude file over the
 //! global file, a deeper directory's file over a parent's.
 
-use super::files::check_line;
 use crate::remote::channel::Reply;
 use crate::remote::quote::quote;
 use crate::remote::{Lane, RemoteHost};
-use crate::tool::{Tool, ToolContext};
-use crate::tools::args::Args;
-use crate::tools::file_info::{kind_of_letter, mime_of, mime_of_head, rfc3339, FileInfo, Kind};
-use crate::tools::fs_list::{render, FsList, ListRequest, ListedEntry, MAX_ENTRIES};
-use crate::tools::fs_stat::{FsStat, FsStatOutput, Owner};
+use crate::tool::ToolContext;
+use crate::tools::file_info::{kind_of_letter, rfc3339, FileInfo, Kind};
+use crate::tools::fs_list::{render, ListRequest, ListedEntry, MAX_ENTRIES};
+use crate::tools::fs_stat::Owner;
 use crate::tools::ignored::Count;
-use crate::tools::output;
+use crate::tools::paths::on_host::check_line;
 use crate::tools::paths::AccessError;
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use gsv_protocol::ToolResult;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use serde_json::Value;
@@ -39,7 +38,7 @@ use std::sync::Arc;
 
 /// The record `find -printf` writes for each entry: a header, the path relative to
 /// the start, the link target, each ended by NUL.
-const RECORD: &str = r"'%y %s %T@ %m %U %G %u %g\0%P\0%l\0'";
+pub(crate) const RECORD: &str = r"'%y %s %T@ %m %U %G %u %g\0%P\0%l\0'";
 /// Most bytes of records read back from one walk (far more than [`MAX_ENTRIES`]
 /// need; a longer walk is cut and said so).
 const MAX_LISTING: usize = 16 * 1024 * 1024;
@@ -48,120 +47,23 @@ const MAX_RULE_FILES: usize = 512;
 const MAX_RULE_BYTES: usize = 256 * 1024;
 
 /// The script lines that stop with `nofind` when the host's find has no `-printf`.
-const NEED_GNU_FIND: &str =
+pub(crate) const NEED_GNU_FIND: &str =
     "  find / -maxdepth 0 -printf '' >/dev/null 2>&1 || { gsv_text error nofind; return 0; }\n";
 
-/// fs_stat on the host of an SSH- or container-backed node.
-pub struct RemoteFsStat {
+/// The far-host body of [`super::FsList`] (made with `FsList::on`): fs_list on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteFsStat {
+impl OnHost {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteFsStat { host }
+        OnHost { host }
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteFsStat {
-    fn def(&self) -> ToolDef {
-        FsStat.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
-        let path = match Args::new(&args, &["path"]).and_then(|a| a.required_str("path")) {
-            Ok(path) => ctx.resolve_path(path),
-            Err(message) => return ToolResult::error(format!("fs_stat: {message}")),
-        };
-        let shown = path.display().to_string();
-        // The entry's directory is checked and the entry looked at in it, unfollowed
-        // (and refused when it is the node's own directory).
-        let (check, entry) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
-            (Some(dir), Some(name)) => (
-                check_line(&ctx, dir),
-                quote(name).map(|n| {
-                    format!(
-                        r#"gsv_e="${{gsv_p%/}}/"{n}
-  if [ -n "$gsv_dr" ]; then
-    case "${{gsv_c%/}}/"{n}/ in "$gsv_dr"/*) gsv_refuse protected "$gsv_e"; return 0;; esac
-  fi"#
-                    )
-                }),
-            ),
-            _ => (check_line(&ctx, &path), Some(r#"gsv_e=$gsv_p"#.to_owned())),
-        };
-        let (Some(check), Some(entry)) = (check, entry) else {
-            return ToolResult::error(format!("fs_stat: {shown} cannot be passed to the host"));
-        };
-        let script = format!(
-            r#"gsv_main() {{
-  {check}
-  {entry}
-  if [ ! -e "$gsv_e" ] && [ ! -L "$gsv_e" ]; then gsv_text error notfound; return 0; fi
-{NEED_GNU_FIND}  gsv_o="$GSV_D/s.$$"
-  find "$gsv_e" -maxdepth 0 -printf {RECORD} >"$gsv_o" 2>"$GSV_D/s.err.$$"
-  gsv_file record "$gsv_o"; gsv_file err "$GSV_D/s.err.$$"
-  rm -f "$gsv_o" "$GSV_D/s.err.$$"
-  if [ -f "$gsv_e" ] && [ ! -L "$gsv_e" ] && [ -r "$gsv_e" ]; then gsv_head head "$gsv_e" 8192; fi
-  gsv_text path "$gsv_e"
-}}
-gsv_main"#
-        );
-        let reply = match self
-            .host
-            .run(Lane::Work, ctx.owner(), &script, 64 * 1024)
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return ToolResult::error(format!("fs_stat: {e}")),
-        };
-        if let Some(refused) = refusal(&reply, &shown, "fs_stat") {
-            return refused;
-        }
-        let record = reply.get("record").unwrap_or_default();
-        let Some(parsed) = Record::parse_all(record).into_iter().next() else {
-            let err = reply.text("err").unwrap_or_default();
-            return ToolResult::error(format!("Cannot stat {shown}: {}", err.trim()));
-        };
-        let mime = match parsed.info.kind {
-            Kind::File => reply.get("head").map(mime_of_head),
-            kind => mime_of(kind, None),
-        };
-        output::structured(&FsStatOutput {
-            path: reply.text("path").unwrap_or(shown),
-            info: parsed.info,
-            owner: parsed.owner,
-            mime,
-        })
-    }
-}
-
-/// fs_list on the host of an SSH- or container-backed node.
-pub struct RemoteFsList {
-    host: Arc<RemoteHost>,
-}
-
-impl RemoteFsList {
-    pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteFsList { host }
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for RemoteFsList {
-    fn def(&self) -> ToolDef {
-        FsList.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match ListRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("fs_list: {message}")),
@@ -273,15 +175,15 @@ gsv_main"#
 
 /// One entry as `find -printf` [`RECORD`] described it.
 #[derive(Debug)]
-struct Record {
-    path: String,
-    info: FileInfo,
-    owner: Owner,
+pub(crate) struct Record {
+    pub(crate) path: String,
+    pub(crate) info: FileInfo,
+    pub(crate) owner: Owner,
 }
 
 impl Record {
     /// Every whole record in `bytes` (a cut last one is dropped).
-    fn parse_all(bytes: &[u8]) -> Vec<Record> {
+    pub(crate) fn parse_all(bytes: &[u8]) -> Vec<Record> {
         let fields: Vec<&[u8]> = bytes.split(|b| *b == 0).collect();
         fields
             .chunks_exact(3)
@@ -322,7 +224,7 @@ impl Record {
 }
 
 /// `1700000000.1234567890` as seconds and nanoseconds.
-fn seconds(text: &str) -> Option<(i64, u32)> {
+pub(crate) fn seconds(text: &str) -> Option<(i64, u32)> {
     let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
     let secs = whole.parse().ok()?;
     let digits: String = frac.chars().take(9).collect();
@@ -335,7 +237,7 @@ fn seconds(text: &str) -> Option<(i64, u32)> {
 }
 
 /// The refusal or failure the script reported, as the tool's result.
-fn refusal(reply: &Reply, shown: &str, tool: &str) -> Option<ToolResult> {
+pub(crate) fn refusal(reply: &Reply, shown: &str, tool: &str) -> Option<ToolResult> {
     let kind = reply.text("error")?;
     let msg = reply.text("msg").unwrap_or_default();
     Some(match kind.as_str() {

@@ -4,23 +4,24 @@
 //! local tool's shape. `source` says where the synchronisation state came from.
 
 use crate::remote::{Lane, RemoteHost};
-use crate::tool::{Tool, ToolContext};
+use crate::tool::ToolContext;
 use crate::tools::args::Args;
 use crate::tools::output;
-use crate::tools::time::{Ntp, Time, TimeOutput};
+use crate::tools::time::{Ntp, TimeOutput};
 use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// time, on the host of an SSH- or container-backed node.
-pub struct RemoteTime {
+/// The far-host body of [`super::Time`] (made with `Time::on`): time on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteTime {
+impl OnHost {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteTime { host }
+        OnHost { host }
     }
 }
 
@@ -33,17 +34,8 @@ else gsv_text tz "$(readlink /etc/localtime 2>/dev/null | sed -n 's|.*zoneinfo/|
 [ -r /proc/uptime ] && gsv_text uptime "$(cat /proc/uptime)"
 if command -v timedatectl >/dev/null 2>&1; then gsv_text ntp "$(timedatectl show -p NTPSynchronized --value 2>/dev/null)"; fi"#;
 
-#[async_trait::async_trait]
-impl Tool for RemoteTime {
-    fn def(&self) -> ToolDef {
-        Time.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         if let Err(message) = Args::new(&args, &[]) {
             return ToolResult::error(format!("time: {message}"));
         }

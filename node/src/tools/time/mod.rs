@@ -11,6 +11,8 @@
 //!
 //! Result (`structuredContent`): [`TimeOutput`].
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::output;
@@ -20,7 +22,23 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// The time tool.
-pub struct Time;
+#[derive(Default)]
+pub struct Time {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Time {
+    /// Time on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Time on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Time { host: Some(host) }
+    }
+}
 
 /// time's structured content.
 #[derive(Debug, Serialize)]
@@ -82,7 +100,23 @@ impl Tool for Time {
         }
     }
 
-    async fn execute(&self, args: Value, _ctx: ToolContext) -> ToolResult {
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         if let Err(message) = Args::new(&args, &[]) {
             return ToolResult::error(format!("time: {message}"));
         }
@@ -162,7 +196,9 @@ mod tests {
 
     #[tokio::test]
     async fn reports_the_clock() {
-        let r = Time.execute(json!({}), ToolContext::new("/", "1")).await;
+        let r = Time::new()
+            .execute(json!({}), ToolContext::new("/", "1"))
+            .await;
         assert!(!r.is_error, "{}", r.joined_text());
         let v = r.structured_content.unwrap();
         let utc = chrono::DateTime::parse_from_rfc3339(v["utc"].as_str().unwrap()).unwrap();
@@ -176,7 +212,7 @@ mod tests {
         assert!(v["uptimeSeconds"].as_f64().unwrap() > 0.0);
         #[cfg(target_os = "linux")]
         assert!(v["ntp"]["synchronized"].is_boolean(), "{v}");
-        let r = Time
+        let r = Time::new()
             .execute(json!({"x": 1}), ToolContext::new("/", "1"))
             .await;
         assert!(r.is_error);

@@ -14,6 +14,8 @@
 //! alone (`gsv call ... | base64 -d` restores the file); `structuredContent` is
 //! `{path, encoding, offset, bytes, size, data}` ([`ReadBase64Output`]).
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::encoding::{self, Encoding, MAX_BASE64_BYTES};
@@ -38,7 +40,23 @@ pub(crate) const SNIFF_BYTES: u64 = 64 * 1024;
 const CANCEL_CHECK_LINES: usize = 4096;
 
 /// The Read tool.
-pub struct Read;
+#[derive(Default)]
+pub struct Read {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Read {
+    /// Read on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Read on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Read { host: Some(host) }
+    }
+}
 
 /// Read's structured content with `encoding: "base64"`.
 #[derive(Debug, Serialize)]
@@ -116,7 +134,23 @@ impl Tool for Read {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match ReadRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Read: {message}")),
@@ -552,7 +586,9 @@ mod tests {
     }
 
     async fn call(dir: &TempDir, args: Value) -> ToolResult {
-        Read.execute(args, ToolContext::new(&dir.0, "t")).await
+        Read::new()
+            .execute(args, ToolContext::new(&dir.0, "t"))
+            .await
     }
 
     fn structured(r: &ToolResult) -> &Value {

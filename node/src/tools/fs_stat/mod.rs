@@ -14,6 +14,8 @@
 //! Result (`structuredContent`): `{path, kind, size, mtime, mode, linkTarget?, owner:
 //! {uid, gid, user?, group?}, mime}` ([`FsStatOutput`]).
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::file_info::{mime_of, FileInfo};
@@ -25,7 +27,23 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// The fs_stat tool.
-pub struct FsStat;
+#[derive(Default)]
+pub struct FsStat {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl FsStat {
+    /// FsStat on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// FsStat on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        FsStat { host: Some(host) }
+    }
+}
 
 /// fs_stat's structured content.
 #[derive(Debug, Serialize)]
@@ -97,7 +115,23 @@ impl Tool for FsStat {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let path = match Args::new(&args, &["path"])
             .and_then(|a| a.required_str("path").map(str::to_owned))
         {
@@ -145,7 +179,7 @@ mod tests {
     async fn call(ws: &std::path::Path, confine: bool, path: &str) -> ToolResult {
         let mut ctx = ToolContext::new(ws, "1");
         ctx.confine = confine;
-        FsStat.execute(json!({ "path": path }), ctx).await
+        FsStat::new().execute(json!({ "path": path }), ctx).await
     }
 
     #[tokio::test]

@@ -18,6 +18,8 @@
 //! Result (`structuredContent`): `{"path": "<resolved absolute path>", "bytes": N}`.
 //! Edit shares `write_atomic_at`.
 
+pub mod on_host;
+
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
 use crate::tools::encoding::{self, Encoding};
@@ -38,7 +40,23 @@ use std::io::{self, Write as _};
 const TEMP_NAME_KEEP: usize = 100;
 
 /// The Write tool.
-pub struct Write;
+#[derive(Default)]
+pub struct Write {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Write {
+    /// Write on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Write on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Write { host: Some(host) }
+    }
+}
 
 /// Write's structured content: `{path, bytes}`.
 #[derive(Debug, Serialize)]
@@ -82,7 +100,23 @@ impl Tool for Write {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let (path, content) = match parse(&args) {
             Ok(parsed) => parsed,
             Err(message) => return ToolResult::error(format!("Write: {message}")),

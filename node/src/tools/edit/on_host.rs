@@ -3,36 +3,28 @@
 //! back through the same atomic write as Write, which first checks the file is
 //! still the one read.
 
-use super::files::{check_line, put, reported, MUST_BE_FILE};
 use crate::remote::{Lane, RemoteHost, MAX_REPLY};
-use crate::tool::{Tool, ToolContext};
-use crate::tools::edit::{edited_result, replaced, Edit, EditRequest, MAX_EDIT_BYTES};
-use gsv_protocol::{ErrorShape, ToolDef, ToolResult};
+use crate::tool::ToolContext;
+use crate::tools::edit::{edited_result, replaced, EditRequest, MAX_EDIT_BYTES};
+use crate::tools::paths::on_host::{check_line, put, reported, MUST_BE_FILE};
+use gsv_protocol::ToolResult;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Edit, on the host of an SSH- or container-backed node.
-pub struct RemoteEdit {
+/// The far-host body of [`super::Edit`] (made with `Edit::on`): Edit on the host of an
+/// SSH- or container-backed node. Not a tool of its own: the tool dispatches here.
+pub(crate) struct OnHost {
     host: Arc<RemoteHost>,
 }
 
-impl RemoteEdit {
+impl OnHost {
     pub fn new(host: Arc<RemoteHost>) -> Self {
-        RemoteEdit { host }
+        OnHost { host }
     }
 }
 
-#[async_trait::async_trait]
-impl Tool for RemoteEdit {
-    fn def(&self) -> ToolDef {
-        Edit.def()
-    }
-
-    async fn check(&self, _args: &Value, _ctx: &ToolContext) -> Result<(), ErrorShape> {
-        self.host.ready().await.map_err(|e| e.shape())
-    }
-
-    async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+impl OnHost {
+    pub(crate) async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
         let request = match EditRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Edit: {message}")),

@@ -47,6 +47,8 @@
 //! Protected directories are not entered and protected files not searched, confined
 //! or not.
 
+pub mod on_host;
+
 use crate::beneath::BeneathError;
 use crate::tool::{Tool, ToolContext};
 use crate::tools::args::Args;
@@ -74,7 +76,23 @@ pub const MAX_MATCHES: usize = 100;
 pub const MAX_LINE_CHARS: usize = 200;
 
 /// The Grep tool.
-pub struct Grep;
+#[derive(Default)]
+pub struct Grep {
+    /// The far host the tool works on, or `None` for this machine.
+    host: super::Host,
+}
+
+impl Grep {
+    /// Grep on this machine.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Grep on the host of an SSH- or container-backed node ([`on_host`]).
+    pub fn on(host: std::sync::Arc<crate::remote::RemoteHost>) -> Self {
+        Grep { host: Some(host) }
+    }
+}
 
 /// Grep's structured content (see the module's documentation).
 #[derive(Debug, Serialize)]
@@ -147,7 +165,23 @@ impl Tool for Grep {
         }
     }
 
+    async fn check(
+        &self,
+        _args: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gsv_protocol::ErrorShape> {
+        match &self.host {
+            Some(host) => host.ready().await.map_err(|e| e.shape()),
+            None => Ok(()),
+        }
+    }
+
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {
+        if let Some(host) = &self.host {
+            return on_host::OnHost::new(std::sync::Arc::clone(host))
+                .execute(args, ctx)
+                .await;
+        }
         let request = match GrepRequest::parse(&args) {
             Ok(r) => r,
             Err(message) => return ToolResult::error(format!("Grep: {message}")),
