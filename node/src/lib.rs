@@ -18,8 +18,14 @@
 //! - **serving**: [`registry`] (the set of tools a node offers, with [`selection`]'s
 //!   `--tools`/`--without`/`--read-only` applied), `state` (one run's shared state),
 //!   `credential` and [`transfer`] (`gsv cp`'s node side);
-//! - **tools**: [`tools`], the tools themselves, and [`remote`], the same tools on
-//!   another host (`--ssh`, `--container`);
+//! - **tools**: [`tools`], the tools themselves. A tool that can work on another
+//!   host (`--ssh`, `--container`) holds a [`tools::Host`]: made with `X::new(..)` it
+//!   works on this machine, with `X::on(host, ..)` on the far host, and its far-host
+//!   body lives in an `on_host.rs` beside the local one (`tools/read/on_host.rs`,
+//!   `tools/git/on_host.rs`, ...); its declaration is the same either way;
+//! - **remote**: [`remote`], the transport to another host and nothing of the tools:
+//!   the shells kept open there over SSH or a container engine's `exec`, the jobs,
+//!   watches and facts of that host, quoting for its shell;
 //! - **guards**: [`guards`] (what no gateway can switch off: the shell blocklist,
 //!   `--approve-shell`, `--approve-exec`, the approval posture), [`sessions`] (the
 //!   process session manager behind Bash and Process) and [`config`] (what the CLI

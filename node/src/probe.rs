@@ -261,13 +261,39 @@ fn parse_env_output(stdout: &[u8]) -> Option<Vec<(OsString, OsString)>> {
     None
 }
 
+/// The far host a node works on (SSH, container), as the probe asks it: which
+/// binaries it has and its facts. The transport implements it
+/// (`remote/facts.rs`, for `remote::RemoteHost`); the probe names no transport.
+#[async_trait::async_trait]
+pub trait FarHost: Send + Sync {
+    /// Which of `bins` the host has on its login `PATH`, and its facts, in one
+    /// request; an error when it cannot be reached now.
+    async fn facts(
+        &self,
+        bins: &[String],
+    ) -> Result<HostFacts, Box<dyn std::error::Error + Send + Sync>>;
+    /// How the node reaches it (`ssh`, `container`), for the facts' `backend`.
+    fn backend(&self) -> &'static str;
+    /// Its state in a word, reachable (`up`) or not, for the facts' `backendState`.
+    fn state_word(&self, up: bool) -> &'static str;
+    /// The host as logs name it.
+    fn shown(&self) -> String;
+}
+
+/// A far host's facts and which of the asked binaries it has on its login `PATH`.
+#[derive(Debug, Default, Clone)]
+pub struct HostFacts {
+    pub facts: gsv_protocol::inventory::Facts,
+    pub bins: BTreeMap<String, bool>,
+}
+
 /// Binary availability on the login PATH, cached between probes.
 pub struct Probe {
     search_path: OsString,
     state: Mutex<Status>,
     /// The host the tools work on, when it is not this machine (SSH, container):
     /// then every fact and binary is the far host's.
-    remote: Option<Arc<crate::remote::RemoteHost>>,
+    remote: Option<Arc<dyn FarHost>>,
 }
 
 #[derive(Default)]
@@ -303,10 +329,7 @@ impl Probe {
     /// A probe of the far host a node works on (SSH, container): binaries on that
     /// host's login `PATH`, that host's facts. A host that cannot be reached now
     /// leaves them unknown until the next probe.
-    pub async fn remote(
-        host: Arc<crate::remote::RemoteHost>,
-        extra: impl IntoIterator<Item = String>,
-    ) -> Probe {
+    pub async fn remote(host: Arc<dyn FarHost>, extra: impl IntoIterator<Item = String>) -> Probe {
         let probe = Probe {
             search_path: OsString::new(),
             state: Mutex::new(Status::default()),
@@ -335,7 +358,7 @@ impl Probe {
             wanted.into_iter().collect()
         };
         if let Some(host) = &self.remote {
-            return self.probe_remote(host, &names).await;
+            return self.probe_remote(host.as_ref(), &names).await;
         }
         let search_path = self.search_path.clone();
         let (found, facts) = tokio::task::spawn_blocking(move || {
@@ -369,17 +392,10 @@ impl Probe {
         }
     }
 
-    async fn probe_remote(
-        &self,
-        host: &crate::remote::RemoteHost,
-        names: &[String],
-    ) -> ProbeResult {
+    async fn probe_remote(&self, host: &dyn FarHost, names: &[String]) -> ProbeResult {
         // A host the node cannot reach now (a stopped container, a dropped master
         // that cannot be made again) is reported as such, not from an old shell.
-        let found = match host.ready().await {
-            Ok(()) => crate::remote::facts::collect(host, names).await,
-            Err(e) => Err(e),
-        };
+        let found = host.facts(names).await;
         let mut state = self.lock();
         match found {
             Ok(found) => {

@@ -158,8 +158,9 @@ impl Registry {
         Ok(registry)
     }
 
-    /// The tools of a node that works on `host` (SSH, container): Bash, Process,
-    /// Read, Write and Edit, done there, with the same guards and
+    /// The tools of a node that works on `host` (SSH, container): each made with
+    /// `X::on(host, ..)` so it works there (the file, search, time, read-only git,
+    /// Bash, Process and term tools), with the same guards and
     /// the owner's choices applied as for [`Registry::standard`].
     pub fn remote(
         config: &NodeConfig,

@@ -15,7 +15,7 @@
 //! holds a `fleet::Fleet`, whose state is private to the fleet floor, and does what
 //! `Fleet` offers.
 //!
-//! The node's floors are [`NODE_FLOORS`] (ground, guards, tools, serving,
+//! The node's floors are [`NODE_FLOORS`] (ground, guards, remote, tools, serving,
 //! connection).
 //!
 //! A file may name (`crate::…`, in code, not in comments or unit tests) only modules
@@ -190,7 +190,10 @@ fn gateway_may_use(from: u8, to: u8) -> bool {
 ///   journal, selection, login profile, the `Tool` trait);
 /// - **guards**: what no gateway can switch off, and the process sessions (guards,
 ///   sessions, the settings);
-/// - **tools**: the tools, local and on another host (`tools`, `remote`);
+/// - **remote**: the transport to another host (`remote`: the shells kept open on an
+///   SSH or container host, its jobs, facts and quoting), naming no tool;
+/// - **tools**: the tools, each with its far-host body beside the local one
+///   (`tools`, `X::on(host)` and `on_host.rs`);
 /// - **serving**: the tool set offered, the node's credential, transfers, the state
 ///   of one run;
 /// - **connection**: the dial, the handshake, dispatch, recovery, the reconnect loop,
@@ -212,25 +215,22 @@ const NODE_FLOORS: &[(&str, u8)] = &[
     ("guards", 1),
     ("sessions", 1),
     ("remote", 2),
-    ("tools", 2),
-    ("credential", 3),
-    ("registry", 3),
-    ("state", 3),
-    ("transfer", 3),
-    ("dispatch", 4),
-    ("enroll", 4),
-    ("error", 4),
-    ("lib", 4),
-    ("recover", 4),
-    ("registered", 4),
-    ("runner", 4),
+    ("tools", 3),
+    ("credential", 4),
+    ("registry", 4),
+    ("state", 4),
+    ("transfer", 4),
+    ("dispatch", 5),
+    ("enroll", 5),
+    ("error", 5),
+    ("lib", 5),
+    ("recover", 5),
+    ("registered", 5),
+    ("runner", 5),
 ];
 
 /// The node's imports against its floors that are still there.
-const NODE_KNOWN: &[(&str, &str)] = &[
-    // The ground reaching up: facts of a remote host.
-    ("probe.rs", "remote"),
-];
+const NODE_KNOWN: &[(&str, &str)] = &[];
 
 /// Items the node's `lib.rs` re-exports, by the module they come from.
 const NODE_ROOT_ITEMS: &[(&str, &str)] = &[
@@ -515,11 +515,27 @@ fn a_planted_import_against_the_floors_is_caught() {
             "use crate::{backoff, guards::shell};\n",
             "guards",
         ),
+        // The transport naming a tool.
+        (
+            "remote/jobs.rs",
+            "use crate::tools::paths::on_host::printf_lines;\n",
+            "tools",
+        ),
+        (
+            "probe.rs",
+            "fn f(h: &crate::remote::RemoteHost) {}\n",
+            "remote",
+        ),
     ] {
         caught(&NODE, file, src, module);
     }
     for (file, src) in [
         ("tools/read.rs", "use crate::guards::ShellGuard;\n"),
+        (
+            "tools/read/on_host.rs",
+            "use crate::remote::{Lane, RemoteHost};\n",
+        ),
+        ("remote/facts.rs", "use crate::probe::FarHost;\n"),
         ("runner.rs", "use crate::{registry::Registry, tools};\n"),
     ] {
         quiet(&NODE, file, src);

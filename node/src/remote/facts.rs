@@ -1,18 +1,36 @@
 //! What an SSH- or container-backed node reports about its host: the facts and the
 //! binary probe describe the far host (where the tools run), never the machine the
-//! node process runs on. One request collects both.
+//! node process runs on. One request collects both; the probe asks through
+//! [`crate::probe::FarHost`], implemented here, so it names no transport.
 
 use super::host::{Lane, RemoteHost};
 use super::quote::quote;
 use crate::facts::{meminfo_total, os_release_name, uptime_secs};
-use gsv_protocol::inventory::Facts;
-use std::collections::BTreeMap;
+use crate::probe::FarHost;
+pub use crate::probe::HostFacts;
 
-/// The host's facts and which of `bins` it has on its login `PATH`.
-#[derive(Debug, Default, Clone)]
-pub struct HostFacts {
-    pub facts: Facts,
-    pub bins: BTreeMap<String, bool>,
+/// The probe's view of the host ([`crate::probe::Probe::remote`]).
+#[async_trait::async_trait]
+impl FarHost for RemoteHost {
+    async fn facts(
+        &self,
+        bins: &[String],
+    ) -> Result<HostFacts, Box<dyn std::error::Error + Send + Sync>> {
+        self.ready().await?;
+        Ok(collect(self, bins).await?)
+    }
+
+    fn backend(&self) -> &'static str {
+        RemoteHost::backend(self)
+    }
+
+    fn state_word(&self, up: bool) -> &'static str {
+        RemoteHost::state_word(self, up)
+    }
+
+    fn shown(&self) -> String {
+        RemoteHost::shown(self)
+    }
 }
 
 /// Asks the host (one request).

@@ -1,7 +1,11 @@
-//! The tools a node can offer, one file each.
+//! The tools a node can offer, one file (or directory) each.
 //!
 //! A new tool is a file here implementing [`crate::Tool`] plus one line in
-//! [`crate::Registry::standard`]. Shared helpers for tools live beside them
+//! [`crate::Registry::standard`]. A tool that also works on the far host of an SSH-
+//! or container-backed node holds a [`Host`], is made with `X::on(host, ..)` for it
+//! (one line in [`crate::Registry::remote`]), and keeps that body in `x/on_host.rs`
+//! beside the local one in `x/mod.rs`, using [`crate::remote`] (the transport) from
+//! above; its declaration is the same on both. Shared helpers for tools live beside them
 //! ([`args`] for validating untrusted arguments, [`paths`] for resolving path
 //! arguments and confining them to the workspace (opening beneath a directory
 //! without races, [`crate::beneath`], and refusing the files no tool may touch,
