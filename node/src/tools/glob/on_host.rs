@@ -188,6 +188,7 @@ gsv_main"#,
     }
 }
 
+/// Adds `note` to the result's text.
 pub(crate) fn add_note(result: &mut ToolResult, note: &str) {
     if let Some(gsv_protocol::ContentBlock::Text { text }) = result.content.first_mut() {
         text.push_str("\n\n");

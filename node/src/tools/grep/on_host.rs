@@ -194,8 +194,6 @@ fn grep_hits(data: &[u8]) -> Vec<Hit> {
         .collect()
 }
 
-/// Adds `note` to the result's text.
-
 #[cfg(test)]
 mod tests {
     use super::*;
