@@ -671,4 +671,50 @@ mod tests {
         assert_eq!(e.code, gsv_protocol::ErrorCode::ApprovalRequired, "{e:?}");
         assert!(strict.get("exec").is_none());
     }
+
+    #[test]
+    fn a_far_host_node_declares_its_tools_exactly_as_a_local_one() {
+        use crate::remote::{Reach, RemoteHost};
+        let config = NodeConfig::new(
+            "http://127.0.0.1:1".into(),
+            gsv_protocol::NodeId::parse("far").unwrap(),
+            "t".into(),
+            "/".into(),
+        );
+        let host = Arc::new(
+            RemoteHost::new(
+                Reach::Container {
+                    engine: "/nonexistent/engine".into(),
+                    name: "c".into(),
+                },
+                "far",
+            )
+            .unwrap(),
+        );
+        let local = Registry::standard(&config).unwrap();
+        let far = Registry::remote(&config, host).unwrap();
+        let far_defs = far.defs();
+        assert_eq!(far_defs.len(), 16, "{:?}", far.names());
+        for def in far_defs {
+            let here = local
+                .get(&def.name)
+                .expect("a local tool of that name")
+                .def();
+            assert_eq!(
+                serde_json::to_value(&def).unwrap(),
+                serde_json::to_value(posture_applied(&local, &here.name)).unwrap(),
+                "{}",
+                def.name
+            );
+        }
+    }
+
+    /// The declaration `registry` offers for `name` (after the owner's choices).
+    fn posture_applied(registry: &Registry, name: &str) -> ToolDef {
+        registry
+            .defs()
+            .into_iter()
+            .find(|d| d.name == name)
+            .expect("declared")
+    }
 }
