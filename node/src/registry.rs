@@ -695,26 +695,18 @@ mod tests {
         let far = Registry::remote(&config, host).unwrap();
         let far_defs = far.defs();
         assert_eq!(far_defs.len(), 16, "{:?}", far.names());
+        let local_defs = local.defs();
         for def in far_defs {
-            let here = local
-                .get(&def.name)
-                .expect("a local tool of that name")
-                .def();
+            let here = local_defs
+                .iter()
+                .find(|d| d.name == def.name)
+                .expect("a local tool of that name");
             assert_eq!(
                 serde_json::to_value(&def).unwrap(),
-                serde_json::to_value(posture_applied(&local, &here.name)).unwrap(),
+                serde_json::to_value(here).unwrap(),
                 "{}",
                 def.name
             );
         }
-    }
-
-    /// The declaration `registry` offers for `name` (after the owner's choices).
-    fn posture_applied(registry: &Registry, name: &str) -> ToolDef {
-        registry
-            .defs()
-            .into_iter()
-            .find(|d| d.name == name)
-            .expect("declared")
     }
 }
