@@ -93,7 +93,8 @@ impl RemoteHost {
     }
 
     /// Waiting Bash commands go to the pane of tmux session `session` on the host
-    /// (`--tmux`); see [`super::tmux`].
+    /// (`--tmux`); the window and its script are the term tools' far-host body
+    /// (`tools/term/on_host.rs`).
     pub fn with_tmux(mut self, session: Option<String>) -> Self {
         self.tmux = session;
         self

@@ -12,7 +12,7 @@
 //!
 //! fs_list's walk does not follow links, prunes hidden entries unless asked, and
 //! never enters the node's directory. The ignore rules are applied on the node
-//! ([`Rules`]), from the host's `.ignore` and `.gitignore` files (in the listed tree
+//! (`Rules`), from the host's `.ignore` and `.gitignore` files (in the listed tree
 //! and its parents; `.gitignore` only up to the repository's top), the repository's
 //! `.git/info/exclude` and the host user's `~/.config/git/ignore`, with the local
 //! walker's precedence: `.ignore` over `.gitignore` over the exclude file over the

@@ -28,7 +28,7 @@ use crate::remote::{Lane, RemoteError, RemoteHost};
 use std::sync::Arc;
 
 /// The tmux of the far host of an SSH- or container-backed node: the runner
-/// term_capture and term_send use when made with `on` (see [`super::runner`]).
+/// term_capture and term_send use when made with `on` (see `runner` in [`super`]).
 pub struct HostTmux {
     host: Arc<RemoteHost>,
 }
