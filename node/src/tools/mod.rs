@@ -22,6 +22,15 @@ use std::sync::Arc;
 /// local one; its declaration is the same either way.
 pub type Host = Option<Arc<crate::remote::RemoteHost>>;
 
+/// A tool's `check` on [`Host`]: the far host's shells are up (a local node has
+/// nothing to wait for).
+pub(crate) async fn host_ready(host: &Host) -> Result<(), gsv_protocol::ErrorShape> {
+    match host {
+        Some(host) => host.ready().await.map_err(|e| e.shape()),
+        None => Ok(()),
+    }
+}
+
 pub mod args;
 pub mod bash;
 pub mod capture;

@@ -130,10 +130,7 @@ impl Tool for Bash {
 
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
         check_command(&self.guard, args, ctx)?;
-        match &self.host {
-            Some(host) => host.ready().await.map_err(|e| e.shape()),
-            None => Ok(()),
-        }
+        crate::tools::host_ready(&self.host).await
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {

@@ -170,10 +170,7 @@ impl Tool for Grep {
         _args: &Value,
         _ctx: &ToolContext,
     ) -> Result<(), gsv_protocol::ErrorShape> {
-        match &self.host {
-            Some(host) => host.ready().await.map_err(|e| e.shape()),
-            None => Ok(()),
-        }
+        crate::tools::host_ready(&self.host).await
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> ToolResult {

@@ -137,10 +137,7 @@ impl Tool for Process {
     /// into it later.
     async fn check(&self, args: &Value, ctx: &ToolContext) -> Result<(), ErrorShape> {
         check_input(&self.guard, args, ctx)?;
-        match &self.host {
-            Some(host) => host.ready().await.map_err(|e| e.shape()),
-            None => Ok(()),
-        }
+        crate::tools::host_ready(&self.host).await
     }
 
     fn def(&self) -> ToolDef {
